@@ -1,0 +1,140 @@
+// ninfer info: a model's configuration, parameter counts and memory needs, from a checkpoint
+// directory or a config file alone (real sizes without weights).
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.h"
+#include "core/error.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/param_count.h"
+#include "model/weight_loader.h"
+
+namespace ninfer::app {
+namespace {
+
+struct InfoOptions {
+    std::string model_dir;
+    std::string config_file;
+    bool json = false;
+    int64_t context = 0;
+};
+
+std::string layer_pattern(const io::ModelConfig& c) {
+    std::string s;
+    for (io::LayerKind k : c.layer_types) s += k == io::LayerKind::FullAttention ? 'A' : 'G';
+    return s;
+}
+
+nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t context,
+                        int64_t checkpoint_bytes) {
+    const model::ParamCounts p = model::count_params(c, mtp_layers);
+    constexpr int64_t kBf16 = 2;
+    nlohmann::json j;
+    j["model_type"] = c.model_type;
+    j["text_model_type"] = c.text_model_type;
+    j["config"] = {{"hidden_size", c.hidden_size},
+                   {"layers", c.num_layers},
+                   {"layer_pattern", layer_pattern(c)},
+                   {"vocab_size", c.vocab_size},
+                   {"attention", {{"heads", c.num_heads}, {"kv_heads", c.num_kv_heads},
+                                  {"head_dim", c.head_dim}, {"rotary_dim", c.rotary_dim},
+                                  {"rope_theta", c.rope_theta}}},
+                   {"gdn", {{"key_heads", c.linear_num_key_heads},
+                            {"value_heads", c.linear_num_value_heads},
+                            {"key_head_dim", c.linear_key_head_dim},
+                            {"value_head_dim", c.linear_value_head_dim},
+                            {"conv_kernel", c.linear_conv_kernel}}},
+                   {"tie_word_embeddings", c.tie_word_embeddings},
+                   {"max_position_embeddings", c.max_position_embeddings},
+                   {"mtp_layers", mtp_layers},
+                   {"vision", c.has_vision}};
+    if (c.moe)
+        j["config"]["moe"] = {{"experts", c.num_experts}, {"top_k", c.num_experts_per_tok},
+                              {"expert_intermediate", c.moe_intermediate_size},
+                              {"shared_intermediate", c.shared_expert_intermediate_size}};
+    else
+        j["config"]["mlp_intermediate"] = c.intermediate_size;
+    j["parameters"] = {{"embedding", p.embedding},     {"lm_head", p.lm_head},
+                       {"gdn", p.gdn_layers},          {"attention", p.attention_layers},
+                       {"mlp", p.mlp},                 {"norms", p.norms},
+                       {"text_total", p.text_total},   {"active_per_token", p.active_per_token},
+                       {"mtp", p.mtp},                 {"total_with_mtp", p.text_total + p.mtp}};
+    const int64_t kv_token = model::kv_bytes_per_token(c, kBf16);
+    const int64_t gdn_seq = model::gdn_state_bytes_per_sequence(c, kBf16);
+    j["memory_bytes"] = {{"weights_bf16", (p.text_total + p.mtp) * kBf16},
+                         {"weights_read_per_token_bf16", p.active_per_token * kBf16},
+                         {"kv_per_token_bf16", kv_token},
+                         {"gdn_state_per_sequence", gdn_seq},
+                         {"context", context},
+                         {"one_sequence_at_context", kv_token * context + gdn_seq}};
+    if (checkpoint_bytes > 0) j["memory_bytes"]["checkpoint_tensors"] = checkpoint_bytes;
+    return j;
+}
+
+std::string human(double bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[u]);
+    return buf;
+}
+
+void print_text(const nlohmann::json& j) {
+    const auto& c = j["config"];
+    const auto& p = j["parameters"];
+    const auto& m = j["memory_bytes"];
+    std::printf("model_type        %s (%s)\n", j["model_type"].get<std::string>().c_str(),
+                j["text_model_type"].get<std::string>().c_str());
+    std::printf("layers            %lld  %s  (G = Gated DeltaNet, A = gated attention)\n",
+                c["layers"].get<long long>(), c["layer_pattern"].get<std::string>().c_str());
+    std::printf("config            %s\n", c.dump().c_str());
+    for (const char* key : {"embedding", "lm_head", "gdn", "attention", "mlp", "norms",
+                            "text_total", "active_per_token", "mtp", "total_with_mtp"})
+        std::printf("params %-17s %15lld  (%.3f B)\n", key, p[key].get<long long>(),
+                    double(p[key].get<long long>()) / 1e9);
+    for (auto it = m.begin(); it != m.end(); ++it)
+        std::printf("memory %-32s %s\n", it.key().c_str(),
+                    it.key() == "context" ? std::to_string(it.value().get<long long>()).c_str()
+                                          : human(double(it.value().get<long long>())).c_str());
+}
+
+int info(const InfoOptions& o) {
+    require(o.model_dir.empty() != o.config_file.empty(), "give exactly one of --model or --config");
+    io::ModelConfig c;
+    int64_t mtp_layers = 0, checkpoint_bytes = 0;
+    if (!o.model_dir.empty()) {
+        c = io::load_hf_config(o.model_dir);
+        io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(o.model_dir);
+        mtp_layers = model::count_mtp_layers(ckpt);
+        for (const auto& [name, e] : ckpt.entries()) checkpoint_bytes += e.nbytes;
+    } else {
+        c = io::load_hf_config(o.config_file);
+        mtp_layers = c.mtp_num_hidden_layers;
+    }
+    const int64_t context = o.context > 0 ? o.context : c.max_position_embeddings;
+    nlohmann::json j = describe(c, mtp_layers, context, checkpoint_bytes);
+    if (o.json) std::cout << j.dump(2) << std::endl;
+    else print_text(j);
+    return 0;
+}
+
+} // namespace
+
+Action add_info_command(CLI::App& app) {
+    auto o = std::make_shared<InfoOptions>();
+    app.add_option("--model", o->model_dir, "HF checkpoint directory");
+    app.add_option("--config", o->config_file, "An HF config.json (no weights needed)");
+    app.add_option("--context", o->context, "Context length for the memory estimate");
+    app.add_flag("--json", o->json, "Print JSON");
+    return [o] { return info(*o); };
+}
+
+} // namespace ninfer::app

@@ -1,0 +1,151 @@
+// ninfer run: generate from token ids; stream ids to stdout, or print one JSON object.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "ninfer/engine.h"
+
+namespace ninfer::app {
+namespace {
+
+struct RunOptions {
+    EngineOptions engine;
+    std::string prompt_ids;
+    int max_new = 64;
+    bool greedy = false;
+    float temperature = 1.0f;
+    int top_k = 0;
+    float top_p = 1.0f;
+    float min_p = 0.0f;
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    float repetition_penalty = 1.0f;
+    int64_t seed = -1;
+    bool print_token_ids = false;
+    bool json = false;
+    int top_logprobs = 0;
+    bool ignore_eos = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+    std::vector<int32_t> ids;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        require(used == item.size() && !item.empty() && v >= 0 && v <= INT32_MAX,
+                "--prompt-ids: '", item, "' is not a token id");
+        ids.push_back(int32_t(v));
+    }
+    require(!ids.empty(), "--prompt-ids: no token ids given");
+    return ids;
+}
+
+nlohmann::json token_json(const GeneratedToken& t) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& alt : t.top_logprobs) top.push_back({{"id", alt.id}, {"logprob", alt.logprob}});
+    return {{"id", t.id}, {"logprob", t.logprob}, {"top_logprobs", top}};
+}
+
+void print_stats(const RequestUpdate& u) {
+    const RequestTimings& t = u.timings;
+    const double prefill = t.prefill_s > 0 ? t.prompt_tokens / t.prefill_s : 0;
+    const double decode = t.decode_s > 0 && t.generated_tokens > 1
+                              ? (t.generated_tokens - 1) / t.decode_s : 0;
+    std::fprintf(stderr,
+                 "ninfer: prompt %d tokens, generated %d tokens (%s); prefill %.1f tok/s, "
+                 "decode %.1f tok/s, TTFT %.3f s\n",
+                 t.prompt_tokens, t.generated_tokens, finish_reason_name(u.reason), prefill,
+                 decode, t.first_token_s);
+}
+
+int run(const RunOptions& o) {
+    require(o.top_logprobs == 0 || o.json, "--top-logprobs needs --json");
+    GenerationRequest request;
+    request.prompt = parse_ids(o.prompt_ids);
+    request.max_new_tokens = o.max_new;
+    request.ignore_eos = o.ignore_eos;
+    request.top_logprobs = o.top_logprobs;
+    SamplingOptions& s = request.sampling;
+    s.greedy = o.greedy;
+    s.temperature = o.temperature;
+    s.top_k = o.top_k;
+    s.top_p = o.top_p;
+    s.min_p = o.min_p;
+    s.presence_penalty = o.presence_penalty;
+    s.frequency_penalty = o.frequency_penalty;
+    s.repetition_penalty = o.repetition_penalty;
+    if (o.seed >= 0) s.seed = uint64_t(o.seed);
+    Engine engine(o.engine);
+    RequestStream stream = engine.submit(request);
+    nlohmann::json tokens = nlohmann::json::array();
+    RequestUpdate u;
+    RequestUpdate last;
+    bool first = true;
+    while (stream.next(u)) {
+        for (const auto& t : u.tokens) {
+            if (o.json) {
+                tokens.push_back(token_json(t));
+            } else {
+                std::printf(first ? "%d" : " %d", t.id);
+                first = false;
+            }
+        }
+        if (!o.json) std::fflush(stdout);
+        if (u.finished) last = u;
+    }
+    if (o.json) {
+        nlohmann::json out = {{"prompt_tokens", request.prompt.size()},
+                              {"tokens", tokens},
+                              {"finish_reason", finish_reason_name(last.reason)}};
+        std::cout << out.dump() << std::endl;
+    } else {
+        std::printf("\n");
+    }
+    print_stats(last);
+    if (last.reason == FinishReason::Error) {
+        std::fprintf(stderr, "ninfer: request failed: %s\n", last.error.c_str());
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace
+
+Action add_run_command(CLI::App& app) {
+    auto o = std::make_shared<RunOptions>();
+    app.add_option("--model", o->engine.model_dir, "HF checkpoint directory")->required();
+    app.add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated")->required();
+    app.add_option("--max-new", o->max_new, "Most tokens to generate")->check(CLI::NonNegativeNumber);
+    app.add_flag("--greedy", o->greedy, "Greedy decoding (argmax)");
+    app.add_option("--temperature", o->temperature, "Sampling temperature (0: greedy)");
+    app.add_option("--top-k", o->top_k, "Keep the k most likely tokens (0: off)");
+    app.add_option("--top-p", o->top_p, "Nucleus sampling mass (1: off)");
+    app.add_option("--min-p", o->min_p, "Drop tokens below min_p * the top probability");
+    app.add_option("--presence-penalty", o->presence_penalty, "OpenAI presence penalty");
+    app.add_option("--frequency-penalty", o->frequency_penalty, "OpenAI frequency penalty");
+    app.add_option("--repetition-penalty", o->repetition_penalty, "Repetition penalty (1: off)");
+    app.add_option("--seed", o->seed, "Sampling seed (replays exactly)")->check(CLI::NonNegativeNumber);
+    app.add_flag("--print-token-ids", o->print_token_ids, "Print generated token ids");
+    app.add_flag("--json", o->json, "Print one JSON object with ids and logprobs");
+    app.add_option("--top-logprobs", o->top_logprobs, "Alternatives per token in --json output");
+    app.add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
+    app.add_option("--device", o->engine.device, "cpu (cuda with the CUDA backend)");
+    app.add_option("--prefill-chunk", o->engine.prefill_chunk, "Prompt tokens per step")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
+    app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
+    app.add_flag("--reference", o->engine.cpu_reference, "Use the CPU reference ops (slow)");
+    return [o] { return run(*o); };
+}
+
+} // namespace ninfer::app

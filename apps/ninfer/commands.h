@@ -1,0 +1,16 @@
+// Subcommands of the ninfer binary. Each registers its options on the CLI11 app and returns
+// the action to run when the subcommand is chosen.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace ninfer::app {
+
+using Action = std::function<int()>;
+
+Action add_run_command(CLI::App& app);
+Action add_info_command(CLI::App& app);
+
+} // namespace ninfer::app

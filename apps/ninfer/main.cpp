@@ -1,0 +1,30 @@
+// ninfer: one binary, many subcommands (run, info; chat, serve, bench arrive with their issues).
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "ninfer/error.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"ninfer: inference engine for Qwen3.5 / Qwen3.6 / Qwen3.8 hybrid models"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "ninfer 0.1.0");
+    std::map<CLI::App*, ninfer::app::Action> actions;
+    CLI::App* run = app.add_subcommand("run", "Generate tokens from a prompt");
+    actions[run] = ninfer::app::add_run_command(*run);
+    CLI::App* info = app.add_subcommand("info", "Show a model's config, parameters and memory");
+    actions[info] = ninfer::app::add_info_command(*info);
+    CLI11_PARSE(app, argc, argv);
+    try {
+        for (auto& [sub, action] : actions)
+            if (sub->parsed()) return action();
+    } catch (const ninfer::Error& e) {
+        std::fprintf(stderr, "ninfer: error (%s): %s\n", ninfer::error_category_name(e.category()),
+                     e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ninfer: error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,32 @@
+# Third-party dependencies, all from Debian packages (see tools/deps/). On offline GPU hosts the
+# packages are unpacked into .deps/root by tools/deps/unpack_debs.sh; point CMake there.
+set(NINFER_DEPS_ROOT "${PROJECT_SOURCE_DIR}/.deps/root" CACHE PATH "Unpacked Debian dependencies")
+if(EXISTS "${NINFER_DEPS_ROOT}/usr")
+    list(APPEND CMAKE_PREFIX_PATH "${NINFER_DEPS_ROOT}/usr" "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu/cmake")
+    list(APPEND CMAKE_LIBRARY_PATH "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu"
+                                   "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu/openblas-pthread")
+    list(APPEND CMAKE_INCLUDE_PATH "${NINFER_DEPS_ROOT}/usr/include"
+                                   "${NINFER_DEPS_ROOT}/usr/include/x86_64-linux-gnu/openblas-pthread")
+endif()
+
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+
+# OpenBLAS: Debian installs cblas.h under an alternatives-managed include directory.
+find_path(OPENBLAS_INCLUDE_DIR cblas.h
+    PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas
+    PATH_SUFFIXES openblas openblas-pthread)
+find_library(OPENBLAS_LIBRARY NAMES openblas
+    PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread)
+if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
+    message(FATAL_ERROR "OpenBLAS not found: install libopenblas-dev (tools/setup_debian.sh)")
+endif()
+add_library(ninfer_openblas INTERFACE)
+target_include_directories(ninfer_openblas SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(ninfer_openblas INTERFACE ${OPENBLAS_LIBRARY})
+
+if(NINFER_TESTS)
+    find_package(GTest REQUIRED)
+endif()

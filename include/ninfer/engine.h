@@ -1,0 +1,128 @@
+// ninfer::Engine: the public API of the inference engine. Load a model, submit generation
+// requests (token ids + sampling + stop policy), stream their tokens, cancel them.
+//
+// One engine thread owns the model, the KV and state pools and the device; it runs step after
+// step over all active requests (prompt chunks and decode rows in one ragged batch). Submitting
+// and reading are thread-safe and never block other requests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ninfer/error.h"
+
+namespace ninfer {
+
+struct EngineOptions {
+    std::string model_dir;        // HF checkpoint directory (config.json + *.safetensors)
+    std::string device = "cpu";   // "cpu" (CUDA devices arrive with the CUDA backend)
+    bool cpu_reference = false;   // run the CPU reference ops (FP64 oracle; slow)
+    int threads = 0;              // CPU threads (0: all cores)
+    int prefill_chunk = 512;      // most prompt tokens of one sequence in one step
+    int max_batch_tokens = 2048;  // most rows (prompt + decode) in one step
+    int max_sequences = 8;        // sequences resident at once (GDN state slots)
+    int max_context = 0;          // longest sequence (0: min(max_position_embeddings, 32768))
+    int kv_block_size = 16;       // tokens per KV block
+    int64_t kv_cache_tokens = 0;  // KV capacity in tokens (0: max_sequences * max_context)
+};
+
+struct SamplingOptions {
+    bool greedy = false;             // argmax (also when temperature <= 0)
+    float temperature = 1.0f;
+    int top_k = 0;                   // 0: off
+    float top_p = 1.0f;              // 1: off
+    float min_p = 0.0f;              // 0: off
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    float repetition_penalty = 1.0f; // 1: off
+    std::optional<uint64_t> seed;    // unset: drawn at submit (reported in the result)
+};
+
+struct GenerationRequest {
+    std::vector<int32_t> prompt;        // token ids, at least one
+    SamplingOptions sampling;
+    int max_new_tokens = 256;
+    std::vector<int32_t> stop_token_ids; // in addition to the model's EOS ids
+    bool ignore_eos = false;             // do not stop at the model's EOS ids
+    int top_logprobs = 0;                // alternatives reported per token (0..20)
+};
+
+struct TokenLogprob {
+    int32_t id = 0;
+    float logprob = 0.0f; // natural log of the full softmax of the raw logits
+};
+
+struct GeneratedToken {
+    int32_t id = 0;
+    float logprob = 0.0f;
+    std::vector<TokenLogprob> top_logprobs;
+};
+
+enum class FinishReason { None, Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason reason);
+
+struct RequestTimings {
+    double queued_s = 0;       // submit -> first scheduled
+    double first_token_s = 0;  // submit -> first token (TTFT)
+    double prefill_s = 0;      // first scheduled -> first token
+    double decode_s = 0;       // first token -> finish
+    int prompt_tokens = 0;
+    int generated_tokens = 0;
+};
+
+// What a request produced since the last read.
+struct RequestUpdate {
+    std::vector<GeneratedToken> tokens;
+    bool finished = false;
+    FinishReason reason = FinishReason::None;
+    std::string error;              // set when reason == Error
+    uint64_t seed = 0;              // the seed in use
+    RequestTimings timings;         // complete once finished
+};
+
+class RequestStream {
+public:
+    RequestStream() = default;
+    // Blocks until new tokens arrive or the request ends. Returns false once a finished
+    // request has been fully read.
+    bool next(RequestUpdate& update);
+    // Asks the engine to stop this request; it ends within one step with reason Cancelled.
+    void cancel();
+    uint64_t id() const;
+
+    struct State;
+    explicit RequestStream(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+private:
+    std::shared_ptr<State> state_;
+};
+
+struct ModelInfo {
+    std::string model_type;
+    int64_t vocab_size = 0;       // logit rows
+    int64_t token_limit = 0;      // real token ids are < this (padded embeddings: fewer)
+    int64_t max_context = 0;
+    std::vector<int32_t> eos_token_ids;
+};
+
+class Engine {
+public:
+    explicit Engine(const EngineOptions& options);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Validates and queues a request; invalid requests raise ninfer::Error (InvalidArgument).
+    RequestStream submit(GenerationRequest request);
+    const ModelInfo& model_info() const;
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace ninfer

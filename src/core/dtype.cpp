@@ -1,0 +1,93 @@
+#include "core/dtype.h"
+
+#include "core/error.h"
+
+namespace ninfer {
+
+int64_t dtype_size(DType dtype) {
+    switch (dtype) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::F64: return 8;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::U8: return 1;
+    }
+    return 0;
+}
+
+const char* dtype_name(DType dtype) {
+    switch (dtype) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::F64: return "F64";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+    }
+    return "?";
+}
+
+bool dtype_from_safetensors(std::string_view name, DType* out) {
+    static constexpr struct {
+        std::string_view name;
+        DType dtype;
+    } kTable[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16},
+                  {"F64", DType::F64}, {"I32", DType::I32}, {"I64", DType::I64},
+                  {"U8", DType::U8}};
+    for (const auto& entry : kTable) {
+        if (entry.name == name) {
+            *out = entry.dtype;
+            return true;
+        }
+    }
+    return false;
+}
+
+void convert_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
+    switch (src_dtype) {
+    case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case DType::BF16: {
+        const auto* s = static_cast<const uint16_t*>(src);
+        for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+        return;
+    }
+    case DType::F16: {
+        const auto* s = static_cast<const uint16_t*>(src);
+        for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_float(s[i]);
+        return;
+    }
+    case DType::F64: {
+        const auto* s = static_cast<const double*>(src);
+        for (int64_t i = 0; i < n; ++i) dst[i] = float(s[i]);
+        return;
+    }
+    default: fail_invalid("convert_to_f32: ", dtype_name(src_dtype), " is not a float dtype");
+    }
+}
+
+void convert_from_f32(const float* src, void* dst, DType dst_dtype, int64_t n) {
+    switch (dst_dtype) {
+    case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case DType::BF16: {
+        auto* d = static_cast<uint16_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+        return;
+    }
+    case DType::F16: {
+        auto* d = static_cast<uint16_t*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = float_to_f16(src[i]);
+        return;
+    }
+    case DType::F64: {
+        auto* d = static_cast<double*>(dst);
+        for (int64_t i = 0; i < n; ++i) d[i] = double(src[i]);
+        return;
+    }
+    default: fail_invalid("convert_from_f32: ", dtype_name(dst_dtype), " is not a float dtype");
+    }
+}
+
+} // namespace ninfer

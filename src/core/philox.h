@@ -1,0 +1,39 @@
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011): a
+// counter-based generator, so draw n of seed s is a pure function of (s, n) on any device.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/dtype.h" // NINFER_HD
+
+namespace ninfer {
+
+NINFER_HD inline std::array<uint32_t, 4> philox4x32_10(uint64_t key, uint64_t counter) {
+    // Multipliers and Weyl constants from the paper.
+    constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+    constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+    uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
+    uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+    for (int round = 0; round < 10; ++round) {
+        uint64_t p0 = uint64_t(kM0) * c0, p1 = uint64_t(kM1) * c2;
+        uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0);
+        uint32_t hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+        k0 += kW0;
+        k1 += kW1;
+    }
+    return {c0, c1, c2, c3};
+}
+
+// A double in [0, 1) with 53 random bits.
+NINFER_HD inline double philox_uniform(uint64_t key, uint64_t counter) {
+    auto r = philox4x32_10(key, counter);
+    uint64_t bits = (uint64_t(r[0]) << 32 | r[1]) >> 11;
+    return double(bits) * (1.0 / 9007199254740992.0); // 2^-53
+}
+
+} // namespace ninfer

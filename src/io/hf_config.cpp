@@ -1,0 +1,190 @@
+#include "io/hf_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace ninfer::io {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Reader {
+    const json& j;
+    const std::string& source;
+
+    [[noreturn]] void bad(const std::string& key, const std::string& what) const {
+        fail_invalid(source, ": config field '", key, "' ", what);
+    }
+    int64_t integer(const std::string& key, int64_t fallback, int64_t min_value = 1) const {
+        if (!j.contains(key) || j[key].is_null()) return fallback;
+        if (!j[key].is_number_integer()) bad(key, "must be an integer");
+        int64_t v = j[key].get<int64_t>();
+        if (v < min_value) bad(key, concat("must be >= ", min_value, ", got ", v));
+        return v;
+    }
+    double number(const std::string& key, double fallback) const {
+        if (!j.contains(key) || j[key].is_null()) return fallback;
+        if (!j[key].is_number()) bad(key, "must be a number");
+        return j[key].get<double>();
+    }
+    bool boolean(const std::string& key, bool fallback) const {
+        if (!j.contains(key) || j[key].is_null()) return fallback;
+        if (!j[key].is_boolean()) bad(key, "must be true or false");
+        return j[key].get<bool>();
+    }
+};
+
+std::vector<LayerKind> parse_layer_types(const json& text, int64_t num_layers, const Reader& r) {
+    std::vector<LayerKind> kinds;
+    if (text.contains("layer_types") && !text["layer_types"].is_null()) {
+        const json& lt = text["layer_types"];
+        if (!lt.is_array()) r.bad("layer_types", "must be a list");
+        for (const json& t : lt) {
+            std::string s = t.is_string() ? t.get<std::string>() : "";
+            if (s == "linear_attention") kinds.push_back(LayerKind::LinearAttention);
+            else if (s == "full_attention") kinds.push_back(LayerKind::FullAttention);
+            else r.bad("layer_types", concat("has unknown layer type '", t.dump(), "'"));
+        }
+        if (int64_t(kinds.size()) != num_layers)
+            r.bad("layer_types", concat("has ", kinds.size(), " entries for ", num_layers,
+                                        " layers"));
+        return kinds;
+    }
+    int64_t interval = r.integer("full_attention_interval", 4);
+    for (int64_t i = 0; i < num_layers; ++i)
+        kinds.push_back((i + 1) % interval ? LayerKind::LinearAttention : LayerKind::FullAttention);
+    return kinds;
+}
+
+void parse_rope(const json& text, ModelConfig& c, const Reader& r) {
+    c.rope_theta = 10000.0;
+    c.partial_rotary_factor = r.number("partial_rotary_factor", 0.25);
+    if (text.contains("rope_parameters") && text["rope_parameters"].is_object()) {
+        const json& rp = text["rope_parameters"];
+        Reader rr{rp, r.source};
+        std::string type = rp.value("rope_type", std::string("default"));
+        if (type != "default")
+            fail(ErrorCategory::Unsupported, r.source, ": rope_type '", type,
+                 "' is not supported (only 'default')");
+        c.rope_theta = rr.number("rope_theta", c.rope_theta);
+        // HF reads the factor inside rope_parameters; the top-level copy is a legacy duplicate.
+        c.partial_rotary_factor = rr.number("partial_rotary_factor", c.partial_rotary_factor);
+    } else {
+        c.rope_theta = r.number("rope_theta", c.rope_theta);
+    }
+    if (!(c.rope_theta > 0)) r.bad("rope_theta", "must be positive");
+    if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1))
+        r.bad("partial_rotary_factor", "must be in (0, 1]");
+    c.rotary_dim = int64_t(double(c.head_dim) * c.partial_rotary_factor);
+    if (c.rotary_dim < 2 || c.rotary_dim % 2)
+        r.bad("partial_rotary_factor", concat("gives rotary dim ", c.rotary_dim,
+                                              ", which must be even and >= 2"));
+}
+
+void parse_eos(const json& top, const json& text, ModelConfig& c) {
+    for (const json* src : {&text, &top}) {
+        if (!src->contains("eos_token_id")) continue;
+        const json& e = (*src)["eos_token_id"];
+        if (e.is_number_integer()) c.eos_token_ids = {e.get<int32_t>()};
+        else if (e.is_array())
+            for (const json& v : e)
+                if (v.is_number_integer()) c.eos_token_ids.push_back(v.get<int32_t>());
+        if (!c.eos_token_ids.empty()) return;
+    }
+}
+
+void validate(const ModelConfig& c, const Reader& r) {
+    if (c.num_heads % c.num_kv_heads)
+        r.bad("num_key_value_heads", concat(c.num_kv_heads, " does not divide ", c.num_heads,
+                                            " attention heads"));
+    if (c.linear_num_value_heads % c.linear_num_key_heads)
+        r.bad("linear_num_value_heads",
+              concat(c.linear_num_value_heads, " is not a multiple of linear_num_key_heads ",
+                     c.linear_num_key_heads));
+    if (c.moe && c.num_experts_per_tok > c.num_experts)
+        r.bad("num_experts_per_tok", "exceeds num_experts");
+}
+
+} // namespace
+
+int64_t ModelConfig::count_layers(LayerKind kind) const {
+    int64_t n = 0;
+    for (LayerKind k : layer_types) n += k == kind;
+    return n;
+}
+
+ModelConfig parse_hf_config(const json& top, const std::string& source) {
+    if (!top.is_object()) fail_invalid(source, ": config is not a JSON object");
+    ModelConfig c;
+    c.model_type = top.value("model_type", std::string());
+    const json* text = &top;
+    if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_moe") {
+        if (!top.contains("text_config") || !top["text_config"].is_object())
+            fail_invalid(source, ": model_type ", c.model_type, " needs a text_config object");
+        text = &top["text_config"];
+        c.nested = true;
+        c.has_vision = top.contains("vision_config") && top["vision_config"].is_object();
+        c.text_model_type = c.model_type + "_text";
+    } else if (c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text") {
+        c.text_model_type = c.model_type;
+    } else {
+        fail(ErrorCategory::Unsupported, source, ": model_type '", c.model_type,
+             "' is not supported (qwen3_5, qwen3_5_moe, qwen3_5_text, qwen3_5_moe_text)");
+    }
+    c.moe = c.text_model_type == "qwen3_5_moe_text";
+    Reader r{*text, source};
+    std::string act = text->value("hidden_act", std::string("silu"));
+    if (act != "silu") fail(ErrorCategory::Unsupported, source, ": hidden_act '", act, "'");
+    if (r.boolean("attention_bias", false))
+        fail(ErrorCategory::Unsupported, source, ": attention_bias true");
+
+    c.vocab_size = r.integer("vocab_size", 248320);
+    c.hidden_size = r.integer("hidden_size", c.moe ? 2048 : 4096);
+    c.num_layers = r.integer("num_hidden_layers", c.moe ? 40 : 32);
+    c.layer_types = parse_layer_types(*text, c.num_layers, r);
+    c.num_heads = r.integer("num_attention_heads", c.moe ? 16 : 16);
+    c.num_kv_heads = r.integer("num_key_value_heads", c.moe ? 2 : 4);
+    c.head_dim = r.integer("head_dim", 256);
+    parse_rope(*text, c, r);
+    c.linear_num_key_heads = r.integer("linear_num_key_heads", 16);
+    c.linear_num_value_heads = r.integer("linear_num_value_heads", 32);
+    c.linear_key_head_dim = r.integer("linear_key_head_dim", 128);
+    c.linear_value_head_dim = r.integer("linear_value_head_dim", 128);
+    c.linear_conv_kernel = r.integer("linear_conv_kernel_dim", 4, 2);
+    if (c.moe) {
+        c.moe_intermediate_size = r.integer("moe_intermediate_size", 512);
+        c.shared_expert_intermediate_size = r.integer("shared_expert_intermediate_size", 512);
+        c.num_experts = r.integer("num_experts", 256);
+        c.num_experts_per_tok = r.integer("num_experts_per_tok", 8);
+    } else {
+        c.intermediate_size = r.integer("intermediate_size", 12288);
+    }
+    c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
+    if (!(c.rms_norm_eps > 0)) r.bad("rms_norm_eps", "must be positive");
+    // In the nested layout the top-level flag governs the head (HF ties through the top config).
+    Reader top_reader{top, source};
+    c.tie_word_embeddings = c.nested ? top_reader.boolean("tie_word_embeddings",
+                                                          r.boolean("tie_word_embeddings", false))
+                                     : r.boolean("tie_word_embeddings", false);
+    c.mtp_num_hidden_layers = r.integer("mtp_num_hidden_layers", 0, 0);
+    c.max_position_embeddings = r.integer("max_position_embeddings", 32768);
+    c.dtype = top.value("dtype", top.value("torch_dtype", std::string()));
+    parse_eos(top, *text, c);
+    validate(c, r);
+    return c;
+}
+
+ModelConfig load_hf_config(const fs::path& path) {
+    fs::path file = fs::is_directory(path) ? path / "config.json" : path;
+    std::ifstream in(file);
+    if (!in) fail(ErrorCategory::Io, file.string(), ": cannot open");
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded()) fail_invalid(file.string(), ": not valid JSON");
+    return parse_hf_config(j, file.string());
+}
+
+} // namespace ninfer::io

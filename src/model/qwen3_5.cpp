@@ -1,0 +1,209 @@
+#include "model/qwen3_5.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/weight_loader.h"
+#include "ops/attention.h"
+#include "ops/conv1d.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/gated_delta_rule.h"
+#include "ops/gated_rms_norm.h"
+#include "ops/linear.h"
+#include "ops/memory.h"
+#include "ops/moe.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
+
+namespace ninfer::model {
+namespace {
+
+// A [T, heads, dim] view into columns [col0, ...) of a [T, N] view, heads head_stride apart.
+TensorView as_heads(const TensorView& v, int64_t col0, int64_t heads, int64_t head_stride,
+                    int64_t dim) {
+    TensorView out = v.narrow(1, col0, v.size(1) - col0);
+    out.ndim = 3;
+    out.shape = {v.size(0), heads, dim, 1};
+    out.stride = {v.stride[0], head_stride, 1, 0};
+    return out;
+}
+
+TensorView cols(const TensorView& v, int64_t begin, int64_t count) { return v.narrow(1, begin, count); }
+
+} // namespace
+
+// Activation buffers, sized for `capacity` rows and reused across calls.
+struct Qwen35Model::Scratch {
+    int64_t capacity = 0;
+    Tensor x, h, proj, conv_out, g, beta, core, q, k, attn, gate_up, act, router, route_w,
+        route_ids, shared, selected;
+
+    void ensure(const io::ModelConfig& c, Device device, int64_t rows) {
+        if (rows <= capacity) return;
+        capacity = std::max<int64_t>(rows, 2 * capacity);
+        Allocator& a = ops::device_allocator(device);
+        const DType dt = ops::compute_dtype(device);
+        const int64_t T = capacity, H = c.hidden_size, D = c.head_dim;
+        const int64_t gdn_in = c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads;
+        const int64_t attn_in = (2 * c.num_heads + 2 * c.num_kv_heads) * D;
+        const int64_t inter = std::max({c.intermediate_size, c.moe_intermediate_size,
+                                        c.shared_expert_intermediate_size});
+        const int64_t top_k = std::max<int64_t>(c.num_experts_per_tok, 1);
+        x = Tensor::empty(a, dt, {T, H});
+        h = Tensor::empty(a, dt, {T, H});
+        proj = Tensor::empty(a, dt, {T, std::max(gdn_in, attn_in)});
+        conv_out = Tensor::empty(a, dt, {T, c.conv_dim()});
+        g = Tensor::empty(a, DType::F32, {T, c.linear_num_value_heads});
+        beta = Tensor::empty(a, DType::F32, {T, c.linear_num_value_heads});
+        core = Tensor::empty(a, dt, {T, c.linear_num_value_heads, c.linear_value_head_dim});
+        q = Tensor::empty(a, dt, {T, c.num_heads, D});
+        k = Tensor::empty(a, dt, {T, c.num_kv_heads, D});
+        attn = Tensor::empty(a, dt, {T, c.num_heads, D});
+        gate_up = Tensor::empty(a, dt, {T, 2 * inter});
+        act = Tensor::empty(a, dt, {T, inter});
+        router = Tensor::empty(a, DType::F32, {T, c.num_experts + 1});
+        route_w = Tensor::empty(a, DType::F32, {T, top_k});
+        route_ids = Tensor::empty(a, DType::I32, {T, top_k});
+        shared = Tensor::empty(a, dt, {T, H});
+        selected = Tensor::empty(a, dt, {T, H});
+    }
+};
+
+Qwen35Model::Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device)
+    : config_(std::move(config)), weights_(std::move(weights)), device_(device),
+      scratch_(std::make_unique<Scratch>()) {}
+
+Qwen35Model::~Qwen35Model() = default;
+
+std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::filesystem::path& dir,
+                                               const ops::ExecContext& ctx) {
+    io::ModelConfig config = io::load_hf_config(dir);
+    io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
+    ModelWeights weights = load_weights(config, ckpt, ctx);
+    return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), ctx.device);
+}
+
+CacheSpec Qwen35Model::cache_spec() const {
+    const io::ModelConfig& c = config_;
+    return {c.count_layers(LayerKind::FullAttention), c.num_kv_heads, c.head_dim,
+            c.count_layers(LayerKind::LinearAttention), c.conv_dim(), c.linear_conv_kernel - 1,
+            c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim};
+}
+
+void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
+                            const ForwardBatch& batch, const TensorView& conv_state,
+                            const TensorView& recurrent_state) {
+    const io::ModelConfig& c = config_;
+    Scratch& s = *scratch_;
+    const int64_t T = batch.tokens.size(0), C = c.conv_dim(), Vd = c.value_dim();
+    const int64_t Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
+    const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+    TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
+    ops::rms_norm(ctx, x, w.input_norm, float(c.rms_norm_eps), h);
+    TensorView proj = cols(s.proj.view().narrow(0, 0, T), 0, C + Vd + 2 * Hv);
+    ops::linear(ctx, h, w.gdn.in_proj, proj);
+    TensorView conv_out = s.conv_out.view().narrow(0, 0, T);
+    ops::causal_conv1d_silu(ctx, cols(proj, 0, C), w.gdn.conv, batch.seqs, conv_state, conv_out);
+    TensorView g = s.g.view().narrow(0, 0, T), beta = s.beta.view().narrow(0, 0, T);
+    ops::gdn_gates(ctx, cols(proj, C + Vd + Hv, Hv), cols(proj, C + Vd, Hv), w.gdn.A_log,
+                   w.gdn.dt_bias, g, beta);
+    TensorView core = s.core.view().narrow(0, 0, T);
+    ops::gated_delta_rule(ctx, as_heads(conv_out, 0, Hk, dk, dk),
+                          as_heads(conv_out, Hk * dk, Hk, dk, dk),
+                          as_heads(conv_out, 2 * Hk * dk, Hv, dv, dv), g, beta, batch.seqs,
+                          recurrent_state, core);
+    ops::gated_rms_norm(ctx, core, as_heads(proj, C, Hv, dv, dv), w.gdn.norm,
+                        float(c.rms_norm_eps), core);
+    ops::linear(ctx, core.reshape({T, Vd}), w.gdn.out_proj, x, /*accumulate=*/true);
+}
+
+void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeights& w,
+                                  const ForwardBatch& batch, const TensorView& k_cache,
+                                  const TensorView& v_cache) {
+    const io::ModelConfig& c = config_;
+    Scratch& s = *scratch_;
+    const int64_t T = batch.tokens.size(0), D = c.head_dim, nH = c.num_heads,
+                  nKV = c.num_kv_heads;
+    TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
+    ops::rms_norm(ctx, x, w.input_norm, float(c.rms_norm_eps), h);
+    TensorView proj = cols(s.proj.view().narrow(0, 0, T), 0, (2 * nH + 2 * nKV) * D);
+    ops::linear(ctx, h, w.attn.in_proj, proj);
+    // q_proj rows are per head [query (D) | gate (D)]; then k (nKV*D), then v (nKV*D).
+    TensorView q = s.q.view().narrow(0, 0, T), k = s.k.view().narrow(0, 0, T);
+    ops::rms_norm(ctx, as_heads(proj, 0, nH, 2 * D, D), w.attn.q_norm, float(c.rms_norm_eps), q);
+    ops::rms_norm(ctx, as_heads(proj, 2 * nH * D, nKV, D, D), w.attn.k_norm,
+                  float(c.rms_norm_eps), k);
+    ops::rope(ctx, q, batch.positions, c.rotary_dim, c.rope_theta);
+    ops::rope(ctx, k, batch.positions, c.rotary_dim, c.rope_theta);
+    TensorView v = as_heads(proj, (2 * nH + nKV) * D, nKV, D, D);
+    ops::kv_cache_write(ctx, k, v, batch.seqs, k_cache, v_cache);
+    TensorView attn = s.attn.view().narrow(0, 0, T);
+    // The scale uses the full head dim (not the rotary dim).
+    ops::paged_attention(ctx, q, k_cache, v_cache, batch.seqs, float(1.0 / std::sqrt(double(D))),
+                         attn);
+    ops::sigmoid_mul(ctx, attn, as_heads(proj, D, nH, 2 * D, D), attn);
+    ops::linear(ctx, attn.reshape({T, nH * D}), w.attn.o_proj, x, /*accumulate=*/true);
+}
+
+void Qwen35Model::mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, int64_t T) {
+    const io::ModelConfig& c = config_;
+    Scratch& s = *scratch_;
+    TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
+    ops::rms_norm(ctx, x, w.post_norm, float(c.rms_norm_eps), h);
+    auto swiglu = [&](const Tensor& gate_up_w, const Tensor& down_w, const TensorView& out,
+                      bool accumulate) {
+        const int64_t I = down_w.size(1);
+        TensorView gu = cols(s.gate_up.view().narrow(0, 0, T), 0, 2 * I);
+        TensorView act = cols(s.act.view().narrow(0, 0, T), 0, I);
+        ops::linear(ctx, h, gate_up_w, gu);
+        ops::silu_mul(ctx, gu, act);
+        ops::linear(ctx, act, down_w, out, accumulate);
+    };
+    if (!c.moe) return swiglu(w.mlp.gate_up, w.mlp.down, x, /*accumulate=*/true);
+    const int64_t E = c.num_experts;
+    TensorView router = s.router.view().narrow(0, 0, T);
+    ops::linear(ctx, h, w.mlp.router, router);
+    TensorView route_w = s.route_w.view().narrow(0, 0, T);
+    TensorView route_ids = s.route_ids.view().narrow(0, 0, T);
+    ops::moe_route(ctx, cols(router, 0, E), c.num_experts_per_tok, route_w, route_ids);
+    ops::moe_experts(ctx, h, w.mlp.experts_gate_up, w.mlp.experts_down, route_ids, route_w, x);
+    TensorView shared = s.shared.view().narrow(0, 0, T);
+    swiglu(w.mlp.shared_gate_up, w.mlp.shared_down, shared, /*accumulate=*/false);
+    ops::add_sigmoid_scaled(ctx, cols(router, E, 1), shared, x);
+}
+
+void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch,
+                          const CacheViews& caches, const TensorView& logits) {
+    const io::ModelConfig& c = config_;
+    const int64_t T = batch.tokens.size(0), R = batch.logit_rows.size(0);
+    require(T > 0, "forward: empty batch");
+    require(ctx.device == device_, "forward: model lives on ", device_name(device_),
+            ", context is ", device_name(ctx.device));
+    require(int64_t(caches.k_cache.size()) == c.count_layers(LayerKind::FullAttention) &&
+                int64_t(caches.conv_state.size()) == c.count_layers(LayerKind::LinearAttention),
+            "forward: cache views do not match the model's layers");
+    scratch_->ensure(c, device_, std::max(T, R));
+    Scratch& s = *scratch_;
+    ops::embedding(ctx, batch.tokens, weights_.embed, s.x.view().narrow(0, 0, T));
+    size_t attn_rank = 0, gdn_rank = 0;
+    for (const LayerWeights& w : weights_.layers) {
+        if (w.kind == LayerKind::LinearAttention) {
+            gdn_layer(ctx, w, batch, caches.conv_state[gdn_rank], caches.recurrent_state[gdn_rank]);
+            ++gdn_rank;
+        } else {
+            attention_layer(ctx, w, batch, caches.k_cache[attn_rank], caches.v_cache[attn_rank]);
+            ++attn_rank;
+        }
+        mlp_block(ctx, w, T);
+    }
+    // Only the requested rows go through the final norm and the head.
+    TensorView selected = s.selected.view().narrow(0, 0, R);
+    ops::embedding(ctx, batch.logit_rows, s.x.view().narrow(0, 0, T), selected); // row gather
+    ops::rms_norm(ctx, selected, weights_.final_norm, float(c.rms_norm_eps), selected);
+    ops::linear(ctx, selected, weights_.lm_head, logits);
+}
+
+} // namespace ninfer::model

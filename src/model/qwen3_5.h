@@ -1,0 +1,77 @@
+// The Qwen3.5/3.6/3.8 text model: configuration, device weights and the forward pass over a
+// ragged batch, written only with ops:: (MODEL_QWEN3_5.md §2).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "io/hf_config.h"
+#include "model/weights.h"
+#include "ops/exec_context.h"
+#include "ops/seq_batch.h"
+
+namespace ninfer::model {
+
+// Shapes of the per-sequence state the runtime must provide.
+struct CacheSpec {
+    int64_t attention_layers = 0; // full-attention layers: each needs a K and a V cache
+    int64_t kv_heads = 0;
+    int64_t head_dim = 0;
+    int64_t gdn_layers = 0;       // GDN layers: each needs a conv and a recurrent state
+    int64_t conv_channels = 0;
+    int64_t conv_history = 0;     // kernel width - 1
+    int64_t value_heads = 0;
+    int64_t key_head_dim = 0;
+    int64_t value_head_dim = 0;
+};
+
+// Per-layer cache tensors, indexed by the layer's rank among layers of its kind.
+struct CacheViews {
+    std::vector<TensorView> k_cache, v_cache;    // [NB, bs, nKV, D]
+    std::vector<TensorView> conv_state;          // [slots, C, K-1]
+    std::vector<TensorView> recurrent_state;     // [slots, Hv, dk, dv] F32
+};
+
+// One forward call. All views are on the execution device.
+struct ForwardBatch {
+    TensorView tokens;     // [T] I32
+    TensorView positions;  // [T] I32
+    ops::SeqBatch seqs;
+    TensorView logit_rows; // [R] I32: rows whose logits are wanted, in output order
+};
+
+class Qwen35Model {
+public:
+    Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device);
+    ~Qwen35Model();
+
+    // Reads config.json and the safetensors of a checkpoint directory onto a device.
+    static std::unique_ptr<Qwen35Model> load(const std::filesystem::path& dir,
+                                             const ops::ExecContext& ctx);
+
+    const io::ModelConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }
+    CacheSpec cache_spec() const;
+
+    // Runs every layer over the batch, updating the caches, and writes the logits of the
+    // selected rows: logits [R, V] F32 on the device.
+    void forward(const ops::ExecContext& ctx, const ForwardBatch& batch, const CacheViews& caches,
+                 const TensorView& logits);
+
+private:
+    struct Scratch;
+    void gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w, const ForwardBatch& batch,
+                   const TensorView& conv_state, const TensorView& recurrent_state);
+    void attention_layer(const ops::ExecContext& ctx, const LayerWeights& w,
+                         const ForwardBatch& batch, const TensorView& k_cache,
+                         const TensorView& v_cache);
+    void mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, int64_t T);
+
+    io::ModelConfig config_;
+    ModelWeights weights_;
+    Device device_;
+    std::unique_ptr<Scratch> scratch_;
+};
+
+} // namespace ninfer::model

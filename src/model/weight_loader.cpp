@@ -1,0 +1,214 @@
+#include "model/weight_loader.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/memory.h"
+
+namespace ninfer::model {
+namespace {
+
+using io::LayerKind;
+using io::ModelConfig;
+using io::TensorEntry;
+using Dims = std::vector<int64_t>;
+
+std::string dims_string(const Dims& d) {
+    std::string s = "[";
+    for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+    return s + "]";
+}
+
+class Binder {
+public:
+    Binder(const ModelConfig& c, const io::SafetensorsCheckpoint& ck, const ops::ExecContext& x)
+        : cfg(c), ckpt(ck), ctx(x), dtype(ops::compute_dtype(x.device)) {}
+
+    // Checks one checkpoint tensor and marks it consumed.
+    const TensorEntry& take(const std::string& name, const Dims& shape) {
+        const TensorEntry* e = ckpt.find(name);
+        if (!e) fail_invalid("checkpoint is missing tensor '", name, "' (expected ",
+                             dims_string(shape), ")");
+        if (!e->dtype_known || !is_float(e->dtype))
+            fail(ErrorCategory::Unsupported, "tensor '", name, "' has dtype ", e->dtype_name,
+                 "; expected F32, BF16 or F16");
+        if (e->shape != shape)
+            fail_invalid("tensor '", name, "' has shape ", e->shape_string(), ", expected ",
+                         dims_string(shape));
+        consumed.insert(name);
+        return *e;
+    }
+
+    // A device tensor of shape dims whose contents are the given tensors concatenated in order
+    // (concatenation along dim 0, or of per-expert blocks, is concatenation of flat buffers).
+    Tensor fuse(const Dims& dims, const std::vector<const TensorEntry*>& parts) {
+        Tensor t = Tensor::empty(ops::device_allocator(ctx.device), dtype, dims.data(),
+                                 int(dims.size()));
+        TensorView flat = t.view().reshape({t.numel()});
+        int64_t offset = 0;
+        for (const TensorEntry* p : parts) {
+            TensorView src = TensorView::contiguous(const_cast<void*>(p->data), p->dtype,
+                                                    Device::cpu(), {p->numel()});
+            ops::upload(ctx, src, flat.narrow(0, offset, p->numel()));
+            offset += p->numel();
+        }
+        require(offset == t.numel(), "internal: fused tensor size mismatch");
+        return t;
+    }
+    Tensor load(const std::string& name, const Dims& shape) { return fuse(shape, {&take(name, shape)}); }
+
+    void finish() const {
+        for (const auto& [name, entry] : ckpt.entries()) {
+            if (consumed.count(name) || name.rfind("model.visual.", 0) == 0) continue;
+            fail_invalid("checkpoint has unexpected tensor '", name, "' ", entry.shape_string(),
+                         " (not part of a ", cfg.model_type, " text model)");
+        }
+    }
+
+    const ModelConfig& cfg;
+    const io::SafetensorsCheckpoint& ckpt;
+    const ops::ExecContext& ctx;
+    DType dtype;
+    std::set<std::string> consumed;
+};
+
+GdnWeights bind_gdn(Binder& b, const std::string& p) {
+    const ModelConfig& c = b.cfg;
+    const int64_t H = c.hidden_size, C = c.conv_dim(), Vd = c.value_dim(),
+                  Hv = c.linear_num_value_heads, K = c.linear_conv_kernel;
+    GdnWeights w;
+    w.in_proj = b.fuse({C + Vd + 2 * Hv, H}, {&b.take(p + "in_proj_qkv.weight", {C, H}),
+                                             &b.take(p + "in_proj_z.weight", {Vd, H}),
+                                             &b.take(p + "in_proj_b.weight", {Hv, H}),
+                                             &b.take(p + "in_proj_a.weight", {Hv, H})});
+    w.conv = b.fuse({C, K}, {&b.take(p + "conv1d.weight", {C, 1, K})});
+    w.A_log = b.load(p + "A_log", {Hv});
+    w.dt_bias = b.load(p + "dt_bias", {Hv});
+    w.norm = b.load(p + "norm.weight", {c.linear_value_head_dim});
+    w.out_proj = b.load(p + "out_proj.weight", {H, Vd});
+    return w;
+}
+
+AttentionWeights bind_attention(Binder& b, const std::string& p) {
+    const ModelConfig& c = b.cfg;
+    const int64_t H = c.hidden_size, D = c.head_dim, nH = c.num_heads, nKV = c.num_kv_heads;
+    AttentionWeights w;
+    w.in_proj = b.fuse({nH * 2 * D + 2 * nKV * D, H},
+                       {&b.take(p + "q_proj.weight", {nH * 2 * D, H}),
+                        &b.take(p + "k_proj.weight", {nKV * D, H}),
+                        &b.take(p + "v_proj.weight", {nKV * D, H})});
+    w.q_norm = b.load(p + "q_norm.weight", {D});
+    w.k_norm = b.load(p + "k_norm.weight", {D});
+    w.o_proj = b.load(p + "o_proj.weight", {H, nH * D});
+    return w;
+}
+
+void bind_experts(Binder& b, const std::string& p, MlpWeights& w) {
+    const ModelConfig& c = b.cfg;
+    const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+    if (b.ckpt.find(p + "gate_up_proj")) { // fused 3-D, as in the real checkpoints
+        w.experts_gate_up = b.load(p + "gate_up_proj", {E, 2 * I, H});
+        w.experts_down = b.load(p + "down_proj", {E, H, I});
+        return;
+    }
+    std::vector<const TensorEntry*> gate_up, down;
+    for (int64_t e = 0; e < E; ++e) { // per expert, as HF save_pretrained writes them
+        const std::string q = p + std::to_string(e) + ".";
+        gate_up.push_back(&b.take(q + "gate_proj.weight", {I, H}));
+        gate_up.push_back(&b.take(q + "up_proj.weight", {I, H}));
+        down.push_back(&b.take(q + "down_proj.weight", {H, I}));
+    }
+    w.experts_gate_up = b.fuse({E, 2 * I, H}, gate_up);
+    w.experts_down = b.fuse({E, H, I}, down);
+}
+
+MlpWeights bind_mlp(Binder& b, const std::string& p) {
+    const ModelConfig& c = b.cfg;
+    const int64_t H = c.hidden_size;
+    MlpWeights w;
+    if (!c.moe) {
+        const int64_t I = c.intermediate_size;
+        w.gate_up = b.fuse({2 * I, H}, {&b.take(p + "gate_proj.weight", {I, H}),
+                                        &b.take(p + "up_proj.weight", {I, H})});
+        w.down = b.load(p + "down_proj.weight", {H, I});
+        return w;
+    }
+    const int64_t E = c.num_experts, Is = c.shared_expert_intermediate_size;
+    w.router = b.fuse({E + 1, H}, {&b.take(p + "gate.weight", {E, H}),
+                                   &b.take(p + "shared_expert_gate.weight", {1, H})});
+    bind_experts(b, p + "experts.", w);
+    w.shared_gate_up = b.fuse({2 * Is, H}, {&b.take(p + "shared_expert.gate_proj.weight", {Is, H}),
+                                            &b.take(p + "shared_expert.up_proj.weight", {Is, H})});
+    w.shared_down = b.load(p + "shared_expert.down_proj.weight", {H, Is});
+    return w;
+}
+
+LayerWeights bind_layer(Binder& b, const std::string& p, LayerKind kind) {
+    const int64_t H = b.cfg.hidden_size;
+    LayerWeights w;
+    w.kind = kind;
+    w.input_norm = b.load(p + "input_layernorm.weight", {H});
+    w.post_norm = b.load(p + "post_attention_layernorm.weight", {H});
+    if (kind == LayerKind::LinearAttention) w.gdn = bind_gdn(b, p + "linear_attn.");
+    else w.attn = bind_attention(b, p + "self_attn.");
+    w.mlp = bind_mlp(b, p + "mlp.");
+    return w;
+}
+
+MtpWeights bind_mtp(Binder& b, int64_t layers) {
+    const int64_t H = b.cfg.hidden_size;
+    MtpWeights w;
+    if (layers == 0) return w;
+    w.fc = b.load("mtp.fc.weight", {H, 2 * H});
+    w.pre_fc_norm_embedding = b.load("mtp.pre_fc_norm_embedding.weight", {H});
+    w.pre_fc_norm_hidden = b.load("mtp.pre_fc_norm_hidden.weight", {H});
+    w.norm = b.load("mtp.norm.weight", {H});
+    for (int64_t l = 0; l < layers; ++l)
+        w.layers.push_back(bind_layer(b, "mtp.layers." + std::to_string(l) + ".",
+                                      LayerKind::FullAttention));
+    return w;
+}
+
+} // namespace
+
+int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt) {
+    int64_t layers = 0;
+    const std::string prefix = "mtp.layers.";
+    for (const auto& [name, entry] : ckpt.entries()) {
+        if (name.rfind(prefix, 0) != 0) continue;
+        const std::string rest = name.substr(prefix.size());
+        const size_t dot = rest.find('.');
+        if (dot == 0 || dot == std::string::npos) continue;
+        const std::string index = rest.substr(0, dot);
+        if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 4) continue;
+        layers = std::max<int64_t>(layers, std::stoll(index) + 1);
+    }
+    if (layers == 0 && ckpt.find("mtp.fc.weight")) layers = 1; // then the layer tensors are missing
+    return layers;
+}
+
+ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoint& ckpt,
+                          const ops::ExecContext& ctx) {
+    Binder b(cfg, ckpt, ctx);
+    const std::string p = cfg.text_prefix();
+    const int64_t V = cfg.vocab_size, H = cfg.hidden_size;
+    ModelWeights w;
+    w.embed = b.load(p + "embed_tokens.weight", {V, H});
+    w.final_norm = b.load(p + "norm.weight", {H});
+    for (int64_t l = 0; l < cfg.num_layers; ++l)
+        w.layers.push_back(bind_layer(b, p + "layers." + std::to_string(l) + ".",
+                                      cfg.layer_types[size_t(l)]));
+    if (cfg.tie_word_embeddings) {
+        if (ckpt.find("lm_head.weight")) b.take("lm_head.weight", {V, H}); // a saved tied copy
+        w.lm_head = w.embed;
+    } else {
+        w.lm_head = b.load("lm_head.weight", {V, H});
+    }
+    w.mtp = bind_mtp(b, count_mtp_layers(ckpt));
+    b.finish();
+    return w;
+}
+
+} // namespace ninfer::model

@@ -1,0 +1,69 @@
+// Device-resident weights of a Qwen3.5/3.6/3.8 text model, in the backend's compute dtype.
+// Projections that read the same input are fused at load (one GEMM each): GDN qkv|z|b|a,
+// attention q(+gate)|k|v, MLP gate|up, router|shared-expert gate.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/hf_config.h"
+
+namespace ninfer::model {
+
+using io::LayerKind;
+
+struct GdnWeights {
+    Tensor in_proj;  // [conv_dim + Vd + 2 Hv, H]: rows qkv | z | b | a
+    Tensor conv;     // [conv_dim, K]
+    Tensor A_log;    // [Hv]
+    Tensor dt_bias;  // [Hv]
+    Tensor norm;     // [dv] gated norm (plain weight)
+    Tensor out_proj; // [H, Vd]
+};
+
+struct AttentionWeights {
+    Tensor in_proj; // [nH*2D + 2*nKV*D, H]: rows q_proj (per head query | gate) | k_proj | v_proj
+    Tensor q_norm;  // [D]
+    Tensor k_norm;  // [D]
+    Tensor o_proj;  // [H, nH*D]
+};
+
+struct MlpWeights {
+    // Dense SwiGLU.
+    Tensor gate_up; // [2I, H]: gate rows then up rows
+    Tensor down;    // [H, I]
+    // MoE.
+    Tensor router;           // [E + 1, H]: the router's E rows, then shared_expert_gate
+    Tensor experts_gate_up;  // [E, 2Ie, H]
+    Tensor experts_down;     // [E, H, Ie]
+    Tensor shared_gate_up;   // [2Is, H]
+    Tensor shared_down;      // [H, Is]
+};
+
+struct LayerWeights {
+    LayerKind kind = LayerKind::LinearAttention;
+    Tensor input_norm; // [H]
+    Tensor post_norm;  // [H]
+    GdnWeights gdn;
+    AttentionWeights attn;
+    MlpWeights mlp;
+};
+
+// The MTP head (MODEL_QWEN3_5.md §3): bound at load; the draft forward lives with speculation.
+struct MtpWeights {
+    Tensor fc;                    // [H, 2H]
+    Tensor pre_fc_norm_embedding; // [H]
+    Tensor pre_fc_norm_hidden;    // [H]
+    Tensor norm;                  // [H]
+    std::vector<LayerWeights> layers; // full-attention decoder layers
+};
+
+struct ModelWeights {
+    Tensor embed;      // [V, H]
+    Tensor final_norm; // [H]
+    Tensor lm_head;    // [V, H] (the embedding itself when tied)
+    std::vector<LayerWeights> layers;
+    MtpWeights mtp; // layers empty when the checkpoint has no mtp.* tensors
+};
+
+} // namespace ninfer::model

@@ -1,0 +1,27 @@
+// Gated GQA attention over a paged KV cache (MODEL_QWEN3_5.md §2.4).
+//
+// kv_cache_write: stores each row's k and v at its position in its sequence's blocks:
+//   position p -> block block_table[s, p / bs], offset p % bs.
+//   k, v: [T, nKV, D] float, last dim contiguous    k_cache, v_cache: [NB, bs, nKV, D] float
+//
+// paged_attention: for a row at position p of sequence s and head h (kv head h / (nH / nKV)):
+//   out[r, h] = sum_{tau <= p} softmax_tau(scale * q[r, h] . K[s, tau, kvh]) V[s, tau, kvh]
+//   reading K/V for tau in [0, p] through the block table (causal; the rows of this call must
+//   already be written). q: [T, nH, D] float, last dim contiguous   out: [T, nH, D] contiguous.
+// Numerics: scores and softmax in f32 (f64 in CPU reference mode), online-softmax allowed.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/exec_context.h"
+#include "ops/seq_batch.h"
+
+namespace ninfer::ops {
+
+void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorView& v,
+                    const SeqBatch& batch, const TensorView& k_cache, const TensorView& v_cache);
+
+void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
+                     const TensorView& v_cache, const SeqBatch& batch, float scale,
+                     const TensorView& out);
+
+} // namespace ninfer::ops

@@ -1,0 +1,38 @@
+// Implements ops/logits.h on the CPU. Both modes sum exponentials in f64; Reference selects the
+// top k by a full sort, Fast by partial sort.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "ops/cpu/cpu_common.h"
+#include "ops/cpu/cpu_ops.h"
+
+namespace ninfer::ops::cpu {
+
+void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
+                    const TensorView& lse, const TensorView& ids, const TensorView& logprobs) {
+    const int64_t R = logits.size(0), V = logits.size(1);
+    const int64_t k = ids.empty() ? 0 : ids.size(1);
+    for_each_row(mode, R, [&](int64_t r) {
+        const float* l = row_f32(logits, r);
+        double max_logit = -INFINITY;
+        for (int64_t v = 0; v < V; ++v) max_logit = std::max(max_logit, double(l[v]));
+        double sum = 0;
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(double(l[v]) - max_logit);
+        const double log_z = max_logit + std::log(sum);
+        lse.ptr<float>()[r] = float(log_z);
+        if (k == 0) return;
+        std::vector<int32_t> order(vocab_limit);
+        std::iota(order.begin(), order.end(), 0);
+        auto better = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+        if (mode == CpuMode::Reference) std::sort(order.begin(), order.end(), better);
+        else std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
+        for (int64_t i = 0; i < k; ++i) {
+            ids.ptr<int32_t>()[r * ids.stride[0] + i] = order[i];
+            logprobs.ptr<float>()[r * logprobs.stride[0] + i] = float(double(l[order[i]]) - log_z);
+        }
+    });
+}
+
+} // namespace ninfer::ops::cpu

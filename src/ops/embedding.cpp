@@ -1,0 +1,28 @@
+#include "ops/embedding.h"
+
+#include "ops/cpu/cpu_ops.h"
+#include "ops/validate.h"
+
+namespace ninfer::ops {
+
+void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& table,
+               const TensorView& out) {
+    constexpr const char* op = "embedding";
+    for (auto [name, t] : {std::pair{"ids", &ids}, {"table", &table}, {"out", &out}})
+        check_device(ctx, op, name, *t);
+    check_dtype(op, "ids", ids, DType::I32);
+    check_shape(op, "ids", ids, {-1});
+    check_shape(op, "table", table, {-1, -1});
+    check_shape(op, "out", out, {ids.size(0), table.size(1)});
+    check_contiguous(op, "table", table);
+    check_rows_contiguous(op, "out", out);
+    switch (ctx.device.type) {
+    case DeviceType::Cpu:
+        check_cpu_f32(op, {&table, &out});
+        return cpu::embedding(ctx.cpu_mode, ids, table, out);
+    case DeviceType::Cuda: break;
+    }
+    no_backend(op, ctx);
+}
+
+} // namespace ninfer::ops

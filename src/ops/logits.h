@@ -1,0 +1,18 @@
+// Log-probabilities of logit rows (the full softmax of the raw logits).
+//
+// logprobs_top_k: lse[r] = log(sum_v exp(logits[r, v])) over all V columns; the k largest logits
+//   among ids [0, vocab_limit) (ties: lower id first) give ids[r, :] and
+//   logprobs[r, i] = logits[r, ids[r, i]] - lse[r]. k may be 0 (only lse is written).
+//   logits: [R, V] F32, rows contiguous   lse: [R] F32   ids: [R, k] I32   logprobs: [R, k] F32
+// Numerics: the sum of exponentials in f64 on the CPU (both modes), f32 elsewhere.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/exec_context.h"
+
+namespace ninfer::ops {
+
+void logprobs_top_k(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
+                    const TensorView& lse, const TensorView& ids, const TensorView& logprobs);
+
+} // namespace ninfer::ops

@@ -1,0 +1,74 @@
+#include "ops/sampling.h"
+
+#include "core/philox.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/validate.h"
+
+namespace ninfer::ops {
+
+double uniform_from(uint64_t seed, int64_t position) {
+    return philox_uniform(seed, uint64_t(position));
+}
+
+void apply_penalties(const ExecContext& ctx, const TensorView& logits,
+                     const SamplingParamsRow* params, const TensorView& offsets,
+                     const TensorView& tokens, const TensorView& counts,
+                     const TensorView& in_prompt) {
+    constexpr const char* op = "apply_penalties";
+    for (auto [name, t] : {std::pair{"logits", &logits}, {"offsets", &offsets},
+                           {"tokens", &tokens}, {"counts", &counts}, {"in_prompt", &in_prompt}})
+        check_device(ctx, op, name, *t);
+    check_dtype(op, "logits", logits, DType::F32);
+    check_shape(op, "logits", logits, {-1, -1});
+    check_rows_contiguous(op, "logits", logits);
+    check_dtype(op, "offsets", offsets, DType::I32);
+    check_shape(op, "offsets", offsets, {logits.size(0) + 1});
+    check_dtype(op, "tokens", tokens, DType::I32);
+    check_dtype(op, "counts", counts, DType::I32);
+    check_dtype(op, "in_prompt", in_prompt, DType::U8);
+    check_shape(op, "tokens", tokens, {-1});
+    check_shape(op, "counts", counts, {tokens.size(0)});
+    check_shape(op, "in_prompt", in_prompt, {tokens.size(0)});
+    switch (ctx.device.type) {
+    case DeviceType::Cpu: {
+        const int32_t* off = offsets.ptr<int32_t>();
+        require(off[0] == 0 && off[logits.size(0)] == tokens.size(0), op,
+                ": offsets must span the token list");
+        for (int64_t r = 0; r < logits.size(0); ++r) require(off[r] <= off[r + 1], op, ": offsets decrease");
+        for (int64_t i = 0; i < tokens.size(0); ++i) {
+            int32_t id = tokens.ptr<int32_t>()[i];
+            require(id >= 0 && id < logits.size(1), op, ": token ", id, " outside the vocabulary");
+        }
+        return cpu::apply_penalties(ctx.cpu_mode, logits, params, offsets, tokens, counts,
+                                    in_prompt);
+    }
+    case DeviceType::Cuda: break;
+    }
+    no_backend(op, ctx);
+}
+
+void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
+                   const SamplingParamsRow* params, const TensorView& tokens,
+                   const TensorView& status) {
+    constexpr const char* op = "sample_tokens";
+    for (auto [name, t] : {std::pair{"logits", &logits}, {"tokens", &tokens}, {"status", &status}})
+        check_device(ctx, op, name, *t);
+    check_dtype(op, "logits", logits, DType::F32);
+    check_shape(op, "logits", logits, {-1, -1});
+    check_rows_contiguous(op, "logits", logits);
+    require(vocab_limit >= 1 && vocab_limit <= logits.size(1), op, ": vocab_limit ", vocab_limit,
+            " outside [1, ", logits.size(1), "]");
+    check_dtype(op, "tokens", tokens, DType::I32);
+    check_dtype(op, "status", status, DType::I32);
+    check_shape(op, "tokens", tokens, {logits.size(0)});
+    check_shape(op, "status", status, {logits.size(0)});
+    require(params != nullptr || logits.size(0) == 0, op, ": params missing");
+    switch (ctx.device.type) {
+    case DeviceType::Cpu:
+        return cpu::sample_tokens(ctx.cpu_mode, logits, vocab_limit, params, tokens, status);
+    case DeviceType::Cuda: break;
+    }
+    no_backend(op, ctx);
+}
+
+} // namespace ninfer::ops

@@ -1,0 +1,303 @@
+// Engine: loads the model, owns the pools and runs the step loop on its own thread.
+#include "ninfer/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "io/model_files.h"
+#include "model/qwen3_5.h"
+#include "ops/memory.h"
+#include "runtime/kv_pool.h"
+#include "runtime/sampler.h"
+#include "runtime/sequence.h"
+#include "runtime/step_plan.h"
+#include "runtime/state_pool.h"
+
+namespace ninfer {
+
+using runtime::Sequence;
+
+namespace {
+
+// The default context when none is configured: long enough for real use, small enough that the
+// default KV pool of a real model fits on the CPU.
+constexpr int64_t kDefaultMaxContext = 32768;
+constexpr int kMaxTopLogprobs = 20;
+
+Device parse_device(const std::string& name) {
+    if (name == "cpu") return Device::cpu();
+    if (name == "cuda" || name.rfind("cuda:", 0) == 0)
+        fail(ErrorCategory::Unsupported, "device '", name,
+             "': this build has no CUDA backend (use --device cpu)");
+    fail_invalid("unknown device '", name, "' (expected cpu or cuda[:N])");
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+void validate_sampling(const SamplingOptions& s) {
+    require(std::isfinite(s.temperature) && s.temperature >= 0, "temperature must be >= 0");
+    require(s.top_k >= 0, "top_k must be >= 0");
+    require(std::isfinite(s.top_p) && s.top_p > 0 && s.top_p <= 1, "top_p must be in (0, 1]");
+    require(std::isfinite(s.min_p) && s.min_p >= 0 && s.min_p <= 1, "min_p must be in [0, 1]");
+    require(std::isfinite(s.repetition_penalty) && s.repetition_penalty > 0,
+            "repetition_penalty must be > 0");
+    require(std::isfinite(s.presence_penalty) && std::fabs(s.presence_penalty) <= 2,
+            "presence_penalty must be in [-2, 2]");
+    require(std::isfinite(s.frequency_penalty) && std::fabs(s.frequency_penalty) <= 2,
+            "frequency_penalty must be in [-2, 2]");
+}
+
+} // namespace
+
+struct Engine::Impl {
+    EngineOptions options;
+    ops::ExecContext ctx;
+    std::unique_ptr<model::Qwen35Model> model;
+    ModelInfo info;
+    std::unique_ptr<runtime::KvPool> kv;
+    std::unique_ptr<runtime::StatePool> states;
+    std::unique_ptr<runtime::Sampler> sampler;
+    runtime::StepBuffers buffers;
+
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::unique_ptr<Sequence>> waiting; // guarded by mutex
+    bool stopping = false;                         // guarded by mutex
+    std::vector<std::unique_ptr<Sequence>> active; // engine thread only
+    std::atomic<uint64_t> next_id{1};
+    std::thread thread;
+
+    explicit Impl(const EngineOptions& o);
+    ~Impl();
+    void loop();
+    void admit();
+    void drop_cancelled();
+    void step();
+    void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
+    void accept_token(Sequence& seq, const runtime::SampleOutput& out);
+    void fail_active(const std::string& message);
+};
+
+Engine::Impl::Impl(const EngineOptions& o) : options(o) {
+    require(!o.model_dir.empty(), "no model directory given");
+    require(o.prefill_chunk >= 1, "prefill_chunk must be >= 1");
+    require(o.max_batch_tokens >= 1, "max_batch_tokens must be >= 1");
+    require(o.max_sequences >= 1, "max_sequences must be >= 1");
+    require(o.kv_block_size >= 1, "kv_block_size must be >= 1");
+    ctx.device = parse_device(o.device);
+    ctx.cpu_mode = o.cpu_reference ? ops::CpuMode::Reference : ops::CpuMode::Fast;
+    ops::set_cpu_threads(o.threads);
+    model = model::Qwen35Model::load(o.model_dir, ctx);
+    const io::ModelConfig& c = model->config();
+    info.model_type = c.model_type;
+    info.vocab_size = c.vocab_size;
+    info.token_limit = io::read_token_limit(o.model_dir, c.vocab_size);
+    info.eos_token_ids = io::read_generation_eos(o.model_dir);
+    if (info.eos_token_ids.empty()) info.eos_token_ids = c.eos_token_ids;
+    require(o.max_context <= c.max_position_embeddings, "max_context ", o.max_context,
+            " exceeds the model's max_position_embeddings ", c.max_position_embeddings);
+    info.max_context = o.max_context > 0 ? o.max_context
+                                         : std::min(c.max_position_embeddings, kDefaultMaxContext);
+    const int64_t kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens
+                                                    : int64_t(o.max_sequences) * info.max_context;
+    const int64_t blocks = (kv_tokens + o.kv_block_size - 1) / o.kv_block_size;
+    const DType dt = ops::compute_dtype(ctx.device);
+    kv = std::make_unique<runtime::KvPool>(model->cache_spec(), blocks, o.kv_block_size,
+                                           ctx.device, dt);
+    states = std::make_unique<runtime::StatePool>(model->cache_spec(), o.max_sequences,
+                                                  ctx.device, dt);
+    sampler = std::make_unique<runtime::Sampler>(ctx);
+    thread = std::thread([this] { loop(); });
+}
+
+Engine::Impl::~Impl() {
+    {
+        std::lock_guard lock(mutex);
+        stopping = true;
+    }
+    wake.notify_all();
+    if (thread.joinable()) thread.join();
+}
+
+void Engine::Impl::loop() {
+    for (;;) {
+        {
+            std::unique_lock lock(mutex);
+            wake.wait(lock, [&] { return stopping || !waiting.empty() || !active.empty(); });
+            if (stopping) break;
+        }
+        try {
+            admit();
+            drop_cancelled();
+            if (!active.empty()) step();
+        } catch (const std::exception& e) {
+            fail_active(e.what());
+        }
+    }
+    std::lock_guard lock(mutex);
+    for (auto& seq : active) finish(*seq, FinishReason::Cancelled);
+    for (auto& seq : waiting) finish(*seq, FinishReason::Cancelled);
+    active.clear();
+    waiting.clear();
+}
+
+void Engine::Impl::admit() {
+    std::lock_guard lock(mutex);
+    while (!waiting.empty()) {
+        Sequence& seq = *waiting.front();
+        if (seq.stream->cancel_requested) {
+            finish(seq, FinishReason::Cancelled);
+            waiting.pop_front();
+            continue;
+        }
+        const int64_t need = kv->blocks_for(std::min<int64_t>(
+            seq.prompt_length() + seq.request.max_new_tokens, info.max_context));
+        if (states->free_slots() == 0 || kv->free_blocks() < need) break; // first come first served
+        seq.slot = states->acquire(ctx);
+        seq.blocks = kv->allocate(need);
+        active.push_back(std::move(waiting.front()));
+        waiting.pop_front();
+    }
+}
+
+void Engine::Impl::drop_cancelled() {
+    for (auto& seq : active)
+        if (seq->stream->cancel_requested) finish(*seq, FinishReason::Cancelled);
+    std::erase_if(active, [](const auto& s) { return s->slot < 0; });
+}
+
+void Engine::Impl::step() {
+    runtime::StepPlan plan = runtime::plan_step(active, options.prefill_chunk,
+                                                options.max_batch_tokens);
+    if (plan.entries.empty()) return;
+    const auto now = Clock::now();
+    for (const auto& e : plan.entries)
+        if (!e.seq->has_scheduled) {
+            e.seq->has_scheduled = true;
+            e.seq->scheduled = now;
+        }
+    model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, kv->block_size(), buffers);
+    model::CacheViews caches{kv->k_views(), kv->v_views(), states->conv_views(),
+                             states->recurrent_views()};
+    TensorView logits = buffers.logits_view(ctx, plan.logit_seqs.size(), info.vocab_size);
+    model->forward(ctx, batch, caches, logits);
+    for (const auto& e : plan.entries) e.seq->cached += e.rows;
+    std::vector<runtime::SampleInput> inputs;
+    for (Sequence* seq : plan.logit_seqs)
+        inputs.push_back({&seq->request.sampling, seq->seed, int64_t(seq->tokens.size()),
+                          seq->request.top_logprobs, &seq->prompt_set, &seq->output_counts});
+    std::vector<runtime::SampleOutput> outs = sampler->sample(logits, info.token_limit, inputs);
+    for (size_t i = 0; i < outs.size(); ++i) accept_token(*plan.logit_seqs[i], outs[i]);
+    std::erase_if(active, [](const auto& s) { return s->slot < 0; });
+}
+
+void Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out) {
+    if (out.non_finite) {
+        finish(seq, FinishReason::Error,
+               concat("non-finite logits at position ", seq.tokens.size(),
+                      ": the request was stopped"));
+        return;
+    }
+    const int32_t id = out.token.id;
+    seq.tokens.push_back(id);
+    ++seq.generated;
+    ++seq.output_counts[id];
+    if (!seq.has_first_token) {
+        seq.has_first_token = true;
+        seq.first_token = Clock::now();
+    }
+    {
+        std::lock_guard lock(seq.stream->mutex);
+        seq.stream->pending.push_back(out.token);
+    }
+    seq.stream->ready.notify_all();
+    if (seq.stop_ids.count(id)) finish(seq, FinishReason::Stop);
+    else if (seq.generated >= seq.request.max_new_tokens ||
+             int64_t(seq.tokens.size()) >= info.max_context)
+        finish(seq, FinishReason::Length);
+}
+
+void Engine::Impl::finish(Sequence& seq, FinishReason reason, const std::string& error) {
+    if (seq.slot >= 0) {
+        states->release(seq.slot);
+        kv->release(seq.blocks);
+        seq.blocks.clear();
+        seq.slot = -1;
+    }
+    const auto now = Clock::now();
+    RequestTimings t;
+    t.prompt_tokens = int(seq.prompt_length());
+    t.generated_tokens = int(seq.generated);
+    if (seq.has_scheduled) t.queued_s = seconds(seq.scheduled - seq.submitted);
+    if (seq.has_first_token) {
+        t.first_token_s = seconds(seq.first_token - seq.submitted);
+        t.prefill_s = seconds(seq.first_token - seq.scheduled);
+        t.decode_s = seconds(now - seq.first_token);
+    }
+    {
+        std::lock_guard lock(seq.stream->mutex);
+        seq.stream->finished = true;
+        seq.stream->reason = reason;
+        seq.stream->error = error;
+        seq.stream->timings = t;
+    }
+    seq.stream->ready.notify_all();
+}
+
+void Engine::Impl::fail_active(const std::string& message) {
+    for (auto& seq : active) finish(*seq, FinishReason::Error, message);
+    active.clear();
+}
+
+Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Engine::~Engine() = default;
+
+const ModelInfo& Engine::model_info() const { return impl_->info; }
+
+RequestStream Engine::submit(GenerationRequest request) {
+    const ModelInfo& info = impl_->info;
+    require(!request.prompt.empty(), "the prompt must hold at least one token");
+    for (int32_t id : request.prompt)
+        require(id >= 0 && id < info.token_limit, "prompt token id ", id, " outside [0, ",
+                info.token_limit, ")");
+    require(int64_t(request.prompt.size()) < info.max_context, "prompt of ",
+            request.prompt.size(), " tokens does not fit the context of ", info.max_context);
+    require(request.max_new_tokens >= 0, "max_new_tokens must be >= 0");
+    require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
+            "top_logprobs must be in [0, ", kMaxTopLogprobs, "]");
+    validate_sampling(request.sampling);
+    auto seq = std::make_unique<Sequence>();
+    seq->stream = std::make_shared<RequestStream::State>();
+    seq->stream->id = impl_->next_id++;
+    seq->seed = request.sampling.seed ? *request.sampling.seed : std::random_device{}();
+    seq->stream->seed = seq->seed;
+    seq->tokens = request.prompt;
+    seq->submitted = Clock::now();
+    if (!request.ignore_eos) seq->stop_ids.insert(info.eos_token_ids.begin(), info.eos_token_ids.end());
+    seq->stop_ids.insert(request.stop_token_ids.begin(), request.stop_token_ids.end());
+    if (runtime::needs_penalties(request.sampling))
+        seq->prompt_set.insert(request.prompt.begin(), request.prompt.end());
+    const int64_t blocks_needed = impl_->kv->blocks_for(std::min<int64_t>(
+        int64_t(request.prompt.size()) + request.max_new_tokens, info.max_context));
+    if (blocks_needed > impl_->kv->num_blocks())
+        fail(ErrorCategory::OutOfMemory, "the request needs ", blocks_needed,
+             " KV blocks; the cache holds ", impl_->kv->num_blocks());
+    seq->request = std::move(request);
+    RequestStream stream(seq->stream);
+    if (seq->request.max_new_tokens == 0) {
+        impl_->finish(*seq, FinishReason::Length);
+        return stream;
+    }
+    {
+        std::lock_guard lock(impl_->mutex);
+        impl_->waiting.push_back(std::move(seq));
+    }
+    impl_->wake.notify_all();
+    return stream;
+}
+
+} // namespace ninfer

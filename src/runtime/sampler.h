@@ -1,0 +1,45 @@
+// Sampler: turns the logit rows of one step into tokens and log-probabilities, using the
+// logits, sampling and penalty ops on the engine's device.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ninfer/engine.h"
+#include "ops/exec_context.h"
+
+namespace ninfer::runtime {
+
+// What the sampler needs to know about one row's request.
+struct SampleInput {
+    const SamplingOptions* options = nullptr;
+    uint64_t seed = 0;
+    int64_t position = 0; // position of the token being sampled (the RNG counter)
+    int top_logprobs = 0;
+    const std::unordered_set<int32_t>* prompt_tokens = nullptr;          // for repetition
+    const std::unordered_map<int32_t, int32_t>* output_counts = nullptr; // generated so far
+};
+
+struct SampleOutput {
+    bool non_finite = false; // the row had a NaN/Inf logit: no token
+    GeneratedToken token;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const ops::ExecContext& ctx) : ctx_(ctx) {}
+    // logits: [R, V] F32 on the device (left unmodified). token_limit: real ids are below it.
+    std::vector<SampleOutput> sample(const TensorView& logits, int64_t token_limit,
+                                     const std::vector<SampleInput>& rows);
+
+private:
+    ops::ExecContext ctx_;
+    Tensor penalized_; // scratch copy of the logits for penalties
+};
+
+bool needs_penalties(const SamplingOptions& o);
+
+} // namespace ninfer::runtime

@@ -1,0 +1,57 @@
+// Engine-side state of one request, and the stream state it shares with the reader.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ninfer/engine.h"
+
+namespace ninfer {
+
+using Clock = std::chrono::steady_clock;
+
+// Shared between the engine thread (writer) and the RequestStream holder (reader).
+struct RequestStream::State {
+    uint64_t id = 0;
+    std::atomic<bool> cancel_requested{false};
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::vector<GeneratedToken> pending; // produced, not yet read
+    bool finished = false;
+    bool finish_read = false;
+    FinishReason reason = FinishReason::None;
+    std::string error;
+    uint64_t seed = 0;
+    RequestTimings timings;
+};
+
+namespace runtime {
+
+struct Sequence {
+    std::shared_ptr<RequestStream::State> stream;
+    GenerationRequest request;
+    uint64_t seed = 0;
+    std::vector<int32_t> tokens;      // prompt, then generated tokens
+    int64_t cached = 0;               // leading tokens already in the KV cache and GDN state
+    int32_t slot = -1;                // GDN state slot
+    std::vector<int32_t> blocks;      // KV blocks, reserved for the whole request at admission
+    int64_t generated = 0;
+    std::unordered_set<int32_t> stop_ids;
+    std::unordered_set<int32_t> prompt_set;               // for repetition penalties
+    std::unordered_map<int32_t, int32_t> output_counts;   // for penalties
+    Clock::time_point submitted, scheduled, first_token;
+    bool has_scheduled = false, has_first_token = false;
+
+    int64_t prompt_length() const { return int64_t(request.prompt.size()); }
+    // Rows this sequence wants in the next step: the uncached tail of its tokens.
+    int64_t pending_rows() const { return int64_t(tokens.size()) - cached; }
+};
+
+} // namespace runtime
+} // namespace ninfer

@@ -1,0 +1,40 @@
+// One engine step: which rows of which sequences run (decode rows first, then prompt chunks,
+// within the row budget), and the ForwardBatch that describes them to the model.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/qwen3_5.h"
+#include "ops/exec_context.h"
+#include "runtime/sequence.h"
+
+namespace ninfer::runtime {
+
+struct StepEntry {
+    Sequence* seq = nullptr;
+    int64_t rows = 0; // tokens [seq->cached, seq->cached + rows) run this step
+};
+
+struct StepPlan {
+    std::vector<StepEntry> entries;
+    std::vector<Sequence*> logit_seqs; // sequences whose last row ends their tokens: they sample
+};
+
+// Decode rows (one pending token) come first so long prompts never stall running requests;
+// prompt chunks of at most prefill_chunk rows fill the rest of the budget in admission order.
+StepPlan plan_step(const std::vector<std::unique_ptr<Sequence>>& active, int64_t prefill_chunk,
+                   int64_t max_rows);
+
+// Device buffers reused from step to step.
+struct StepBuffers {
+    Tensor tokens, positions, row_begin, pos_begin, slots, block_table, logit_rows, logits;
+    std::vector<int32_t> host_row_begin, host_pos_begin, host_slots, host_block_table;
+    TensorView logits_view(const ops::ExecContext& ctx, size_t rows, int64_t vocab);
+};
+
+model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepPlan& plan,
+                                        int32_t block_size, StepBuffers& buffers);
+
+} // namespace ninfer::runtime
