@@ -1,0 +1,32 @@
+// Helpers shared by the tests: seeded random host tensors and tolerance comparisons.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/tolerance.h"
+#include "core/tensor.h"
+#include "ninfer/error.h"
+
+namespace ninfer::test {
+
+// An owning F32 host tensor filled with N(0, scale) values from a seeded generator.
+Tensor random_tensor(std::initializer_list<int64_t> dims, uint64_t seed, float scale = 1.0f);
+Tensor zeros(std::initializer_list<int64_t> dims, DType dtype = DType::F32);
+// A deep copy (contiguous) of a view.
+Tensor clone(const TensorView& v);
+// Every element of a view as double, in row-major index order (any strides, rank <= 4).
+std::vector<double> to_doubles(const TensorView& v);
+
+// gtest assertion: actual matches expected within the preset (reports both norms on failure).
+::testing::AssertionResult near(const TensorView& actual, const TensorView& expected,
+                                const Tolerance& tol);
+
+// The directory of the committed HF fixtures (tests/fixtures).
+std::string fixtures_dir();
+
+} // namespace ninfer::test
