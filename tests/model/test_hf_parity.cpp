@@ -1,0 +1,97 @@
+// End to end on the committed HF fixtures: greedy ids identical to HF transformers and top-5
+// log-probabilities within kLogprobVsHfAbs, on the CPU fast path and the CPU reference path.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "model/fixture_util.h"
+
+namespace ninfer::test {
+namespace {
+
+// Every HF top-5 entry appears in ours with a close logprob, unless it sits at the rank-5
+// boundary within tolerance (then a near-tie may legitimately swap it with rank 6).
+void expect_top_logprobs_match(const GeneratedToken& ours, const ReferenceStep& ref,
+                               const std::string& where) {
+    ASSERT_EQ(ours.top_logprobs.size(), ref.top.size()) << where;
+    const double boundary = ref.top.back().second;
+    for (const auto& [id, lp] : ref.top) {
+        auto it = std::find_if(ours.top_logprobs.begin(), ours.top_logprobs.end(),
+                               [&](const TokenLogprob& t) { return t.id == id; });
+        if (it == ours.top_logprobs.end()) {
+            EXPECT_LE(std::fabs(lp - boundary), kLogprobVsHfAbs)
+                << where << ": HF top id " << id << " missing from ninfer's top-5";
+            continue;
+        }
+        EXPECT_NEAR(it->logprob, lp, kLogprobVsHfAbs) << where << ": id " << id;
+    }
+}
+
+void check_against_hf(const Fixture& f, const EngineOptions& options) {
+    Engine engine(options);
+    for (const ReferenceCase& c : f.cases) {
+        const std::string where = f.name + " prompt " + std::to_string(c.prompt.size());
+        auto tokens = generate(engine, greedy_request(c.prompt, int(c.steps.size())));
+        ASSERT_EQ(tokens.size(), c.steps.size()) << where;
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            const std::string at = where + " step " + std::to_string(i);
+            ASSERT_EQ(tokens[i].id, c.steps[i].id) << at;
+            EXPECT_NEAR(tokens[i].logprob, c.steps[i].logprob, kLogprobVsHfAbs) << at;
+            expect_top_logprobs_match(tokens[i], c.steps[i], at);
+        }
+    }
+}
+
+class HfParity : public ::testing::TestWithParam<Fixture> {};
+
+TEST_P(HfParity, FastPathMatchesHf) {
+    EngineOptions o;
+    o.model_dir = GetParam().dir;
+    check_against_hf(GetParam(), o);
+}
+
+TEST_P(HfParity, ReferencePathMatchesHf) {
+    EngineOptions o;
+    o.model_dir = GetParam().dir;
+    o.cpu_reference = true;
+    check_against_hf(GetParam(), o);
+}
+
+TEST(HfFixtures, CoverTheRequiredVariety) {
+    // DESIGN.md §3: both model types, both expert layouts, GDN prompts > 64 tokens, v/k head
+    // ratios 1, 2 and 4, partial rotary 0.25, 0.5 and 1.0, attention as the first layer.
+    std::set<std::string> types;
+    std::set<int64_t> ratios;
+    std::set<double> rotary;
+    bool fused = false, per_expert = false, attention_first = false, long_prompt = false;
+    for (const auto& f : load_fixtures()) {
+        const io::ModelConfig c = io::load_hf_config(f.dir);
+        types.insert(c.model_type);
+        ratios.insert(c.linear_num_value_heads / c.linear_num_key_heads);
+        rotary.insert(c.partial_rotary_factor);
+        attention_first |= c.layer_types[0] == io::LayerKind::FullAttention;
+        const auto ckpt = io::SafetensorsCheckpoint::open(f.dir);
+        for (const auto& [name, e] : ckpt.entries()) {
+            fused |= name.find("mlp.experts.gate_up_proj") != std::string::npos;
+            per_expert |= name.find("mlp.experts.0.gate_proj") != std::string::npos;
+        }
+        for (const auto& c2 : f.cases)
+            long_prompt |= c2.prompt.size() > 64 && c2.prompt.size() % 64 != 0;
+    }
+    for (const char* t : {"qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"})
+        EXPECT_TRUE(types.count(t)) << t;
+    for (int64_t r : {1, 2, 4}) EXPECT_TRUE(ratios.count(r)) << "ratio " << r;
+    for (double f : {0.25, 0.5, 1.0}) EXPECT_TRUE(rotary.count(f)) << "rotary " << f;
+    EXPECT_TRUE(fused);
+    EXPECT_TRUE(per_expert);
+    EXPECT_TRUE(attention_first);
+    EXPECT_TRUE(long_prompt);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(load_fixtures()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+} // namespace
+} // namespace ninfer::test

@@ -1,0 +1,274 @@
+// The same tokens along different schedules give the same logits: one full-sequence pass,
+// prefill then one-token decode steps, chunked continuation, any --prefill-chunk, and several
+// requests batched together. Also: seeded sampling replays, non-finite logits end a request.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "io/safetensors.h"
+#include "model/fixture_util.h"
+#include "model/qwen3_5.h"
+#include "ops/memory.h"
+#include "runtime/kv_pool.h"
+#include "runtime/state_pool.h"
+#include "runtime/step_plan.h"
+
+namespace ninfer::test {
+namespace {
+
+const ops::ExecContext kCpu = ops::ExecContext::cpu();
+const ops::ExecContext kCpuRef = ops::ExecContext::cpu(ops::CpuMode::Reference);
+
+// Runs the model over `tokens` in consecutive chunks of the given sizes, one sequence, and
+// returns the logits of every row ([tokens, V] flattened).
+std::vector<float> logits_by_schedule(const ops::ExecContext& ctx, model::Qwen35Model& m,
+                                      const std::vector<int32_t>& tokens,
+                                      const std::vector<int64_t>& chunks) {
+    const int64_t V = m.config().vocab_size;
+    runtime::KvPool kv(m.cache_spec(), 64, 16, Device::cpu(), DType::F32);
+    runtime::StatePool states(m.cache_spec(), 2, Device::cpu(), DType::F32);
+    runtime::Sequence seq;
+    seq.tokens = tokens;
+    seq.slot = states.acquire(ctx);
+    seq.blocks = kv.allocate(kv.blocks_for(int64_t(tokens.size())));
+    runtime::StepBuffers buffers;
+    std::vector<float> out;
+    for (int64_t n : chunks) {
+        runtime::StepPlan plan;
+        plan.entries.push_back({&seq, n});
+        model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, 16, buffers);
+        std::vector<int32_t> rows(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
+        batch.logit_rows = TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n});
+        Tensor logits = Tensor::empty(cpu_allocator(), DType::F32, {n, V});
+        m.forward(ctx, batch, {kv.k_views(), kv.v_views(), states.conv_views(),
+                                states.recurrent_views()},
+                  logits);
+        out.insert(out.end(), logits.ptr<float>(), logits.ptr<float>() + n * V);
+        seq.cached += n;
+    }
+    return out;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+    return m;
+}
+
+class Schedules : public ::testing::TestWithParam<Fixture> {};
+
+double max_abs(const std::vector<float>& a) {
+    double m = 0;
+    for (float v : a) m = std::max(m, std::fabs(double(v)));
+    return m;
+}
+
+// Full sequence in one pass vs prefill + one-token decode steps vs chunks of 3 (the GDN chunk
+// form continuing from a cached state): logits of every row, relative to the largest logit.
+void check_schedules(const ops::ExecContext& ctx, const Fixture& f, double tolerance) {
+    auto m = model::Qwen35Model::load(f.dir, ctx);
+    for (const ReferenceCase& c : f.cases) {
+        std::vector<int32_t> tokens = c.prompt;
+        for (const auto& s : c.steps) tokens.push_back(s.id);
+        const int64_t n = int64_t(tokens.size()), p = int64_t(c.prompt.size());
+        const auto full = logits_by_schedule(ctx, *m, tokens, {n});
+        std::vector<int64_t> decode{p};
+        decode.resize(size_t(1 + n - p), 1);
+        std::vector<int64_t> threes;
+        for (int64_t done = 0; done < n; done += 3) threes.push_back(std::min<int64_t>(3, n - done));
+        const double scale = max_abs(full);
+        EXPECT_LE(max_abs_diff(logits_by_schedule(ctx, *m, tokens, decode), full) / scale, tolerance)
+            << f.name << " prompt " << p << " prefill + decode";
+        EXPECT_LE(max_abs_diff(logits_by_schedule(ctx, *m, tokens, threes), full) / scale, tolerance)
+            << f.name << " prompt " << p << " chunks of 3";
+    }
+}
+
+TEST_P(Schedules, PrefillThenDecodeEqualsFullSequenceReference) {
+    check_schedules(kCpuRef, GetParam(), kScheduleLogitsRefRel);
+}
+
+TEST_P(Schedules, PrefillThenDecodeEqualsFullSequenceFast) {
+    check_schedules(kCpu, GetParam(), kScheduleLogitsF32Rel);
+}
+
+TEST_P(Schedules, PrefillChunkSizeDoesNotChangeOutput) {
+    const Fixture& f = GetParam();
+    const ReferenceCase& c = f.cases.back(); // the long prompt
+    std::vector<std::vector<GeneratedToken>> runs;
+    for (int chunk : {1, 7, 64, 65, 512}) {
+        EngineOptions o;
+        o.model_dir = f.dir;
+        o.prefill_chunk = chunk;
+        Engine engine(o);
+        runs.push_back(generate(engine, greedy_request(c.prompt, 12)));
+    }
+    for (size_t r = 1; r < runs.size(); ++r) {
+        ASSERT_EQ(ids_of(runs[r]), ids_of(runs[0])) << "run " << r;
+        for (size_t i = 0; i < runs[0].size(); ++i)
+            EXPECT_NEAR(runs[r][i].logprob, runs[0][i].logprob, kLogprobScheduleAbs);
+    }
+}
+
+TEST_P(Schedules, ConcurrentRequestsMatchSoloRuns) {
+    const Fixture& f = GetParam();
+    EngineOptions o;
+    o.model_dir = f.dir;
+    o.prefill_chunk = 16;
+    o.max_batch_tokens = 40;
+    Engine engine(o);
+    std::vector<std::vector<int32_t>> solo;
+    for (const auto& c : f.cases) solo.push_back(ids_of(generate(engine, greedy_request(c.prompt, 10))));
+    // All prompts at once, twice over: they share steps (ragged batches of chunks and decodes).
+    std::vector<RequestStream> streams;
+    for (int rep = 0; rep < 2; ++rep)
+        for (const auto& c : f.cases) streams.push_back(engine.submit(greedy_request(c.prompt, 10)));
+    for (size_t i = 0; i < streams.size(); ++i) {
+        std::vector<int32_t> ids;
+        RequestUpdate u;
+        while (streams[i].next(u))
+            for (const auto& t : u.tokens) ids.push_back(t.id);
+        EXPECT_EQ(ids, solo[i % f.cases.size()]) << "request " << i;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Schedules, ::testing::ValuesIn(load_fixtures()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+Fixture first_fixture() { return load_fixtures().front(); }
+
+TEST(Sampling, SeededRunsReplayExactly) {
+    EngineOptions o;
+    o.model_dir = first_fixture().dir;
+    Engine engine(o);
+    GenerationRequest r;
+    r.prompt = first_fixture().cases[0].prompt;
+    r.max_new_tokens = 20;
+    r.sampling.temperature = 1.3f;
+    r.sampling.top_p = 0.9f;
+    r.sampling.top_k = 50;
+    r.sampling.seed = 1234;
+    const auto a = ids_of(generate(engine, r));
+    const auto b = ids_of(generate(engine, r));
+    EXPECT_EQ(a, b);
+    r.sampling.seed = 1235;
+    EXPECT_NE(ids_of(generate(engine, r)), a);
+}
+
+TEST(Sampling, UnseededRequestReportsItsSeedAndReplaysWithIt) {
+    EngineOptions o;
+    o.model_dir = first_fixture().dir;
+    Engine engine(o);
+    GenerationRequest r;
+    r.prompt = first_fixture().cases[0].prompt;
+    r.max_new_tokens = 16;
+    RequestUpdate last;
+    const auto a = ids_of(generate(engine, r, &last));
+    r.sampling.seed = last.seed;
+    EXPECT_EQ(ids_of(generate(engine, r)), a);
+}
+
+TEST(Sampling, PenaltiesChangeTheOutput) {
+    EngineOptions o;
+    o.model_dir = first_fixture().dir;
+    Engine engine(o);
+    GenerationRequest r = greedy_request(first_fixture().cases[0].prompt, 24, 0);
+    const auto plain = ids_of(generate(engine, r));
+    r.sampling.presence_penalty = 2.0f;
+    r.sampling.frequency_penalty = 2.0f;
+    const auto penalized = ids_of(generate(engine, r));
+    EXPECT_NE(plain, penalized);
+    // With strong presence and frequency penalties no generated token repeats soon.
+    std::set<int32_t> unique(penalized.begin(), penalized.end());
+    EXPECT_GT(unique.size(), std::set<int32_t>(plain.begin(), plain.end()).size());
+}
+
+TEST(Engine, StopTokenEndsTheRequest) {
+    const Fixture f = first_fixture();
+    EngineOptions o;
+    o.model_dir = f.dir;
+    Engine engine(o);
+    GenerationRequest r = greedy_request(f.cases[0].prompt, 24, 0);
+    r.stop_token_ids = {f.cases[0].steps[3].id};
+    RequestUpdate last;
+    const auto ids = ids_of(generate(engine, r, &last));
+    EXPECT_EQ(last.reason, FinishReason::Stop);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids.back(), f.cases[0].steps[3].id);
+    EXPECT_LE(ids.size(), 4u);
+}
+
+TEST(Engine, InvalidRequestsAreRejected) {
+    EngineOptions o;
+    o.model_dir = first_fixture().dir;
+    Engine engine(o);
+    GenerationRequest r;
+    EXPECT_THROW(engine.submit(r), Error); // empty prompt
+    r.prompt = {1, 2, int32_t(engine.model_info().token_limit)};
+    EXPECT_THROW(engine.submit(r), Error); // id out of range
+    r.prompt = {1, 2};
+    r.sampling.top_p = 0.0f;
+    EXPECT_THROW(engine.submit(r), Error);
+    r.sampling.top_p = 1.0f;
+    r.sampling.temperature = NAN;
+    EXPECT_THROW(engine.submit(r), Error);
+}
+
+TEST(Engine, CancelEndsARequest) {
+    EngineOptions o;
+    o.model_dir = first_fixture().dir;
+    Engine engine(o);
+    GenerationRequest r = greedy_request(first_fixture().cases[0].prompt, 4000, 0);
+    RequestStream s = engine.submit(r);
+    s.cancel();
+    RequestUpdate u, last;
+    while (s.next(u))
+        if (u.finished) last = u;
+    EXPECT_EQ(last.reason, FinishReason::Cancelled);
+}
+
+// Copies a fixture and overwrites one tensor of its safetensors file with NaN.
+std::string fixture_with_nan(const Fixture& f, const std::string& tensor) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("ninfer_nan_" + f.name);
+    fs::remove_all(dir);
+    fs::copy(f.dir, dir);
+    const fs::path file = dir / "model.safetensors";
+    std::vector<uint8_t> bytes;
+    {
+        std::ifstream in(file, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    for (const auto& e : io::parse_safetensors(bytes.data(), int64_t(bytes.size()), file.string())) {
+        if (e.name != tensor) continue;
+        const float nan = NAN;
+        auto* p = const_cast<uint8_t*>(static_cast<const uint8_t*>(e.data));
+        EXPECT_EQ(e.dtype, DType::F32);
+        std::memcpy(p, &nan, sizeof nan);
+    }
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    return dir.string();
+}
+
+TEST(Engine, NonFiniteLogitsEndTheRequestWithAnError) {
+    Fixture f;
+    for (const auto& x : load_fixtures())
+        if (x.name == "moe_text_fused") f = x; // the F32 fixture
+    ASSERT_FALSE(f.dir.empty());
+    EngineOptions o;
+    o.model_dir = fixture_with_nan(f, "model.norm.weight");
+    Engine engine(o);
+    RequestUpdate last;
+    const auto tokens = generate(engine, greedy_request(f.cases[0].prompt, 5, 0), &last);
+    EXPECT_TRUE(tokens.empty());
+    EXPECT_EQ(last.reason, FinishReason::Error);
+    EXPECT_NE(last.error.find("non-finite"), std::string::npos) << last.error;
+    std::filesystem::remove_all(o.model_dir);
+}
+
+} // namespace
+} // namespace ninfer::test
