@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what ninfer needs to build and test on Debian 12 (bookworm). Idempotent.
+set -euo pipefail
+packages=(build-essential cmake ninja-build ccache pkg-config python3
+          libopenblas-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
