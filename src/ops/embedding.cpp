@@ -11,6 +11,8 @@ void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& 
     for (auto [name, t] : {std::pair{"ids", &ids}, {"table", &table}, {"out", &out}})
         check_device(ctx, op, name, *t);
     check_dtype(op, "ids", ids, DType::I32);
+    check_float(op, "table", table);
+    check_float(op, "out", out);
     check_shape(op, "ids", ids, {-1});
     check_shape(op, "table", table, {-1, -1});
     check_shape(op, "out", out, {ids.size(0), table.size(1)});

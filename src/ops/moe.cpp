@@ -35,6 +35,8 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
     for (auto [name, t] : {std::pair{"x", &x}, {"gate_up", &gate_up}, {"down", &down},
                            {"ids", &ids}, {"weights", &weights}, {"y", &y}})
         check_device(ctx, op, name, *t);
+    for (auto [name, t] : {std::pair{"x", &x}, {"gate_up", &gate_up}, {"down", &down}, {"y", &y}})
+        check_float(op, name, *t);
     check_shape(op, "x", x, {-1, -1});
     const int64_t T = x.size(0), H = x.size(1);
     check_shape(op, "gate_up", gate_up, {-1, -1, H});

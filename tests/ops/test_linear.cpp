@@ -1,0 +1,98 @@
+// ops/linear.h: y = x w^T (optionally += y), Fast (BLAS) against Reference (FP64) and by hand.
+#include "ops/linear.h"
+#include "ops/op_test_util.h"
+
+namespace ninfer::test {
+namespace {
+
+struct Dims {
+    int64_t K, N;
+};
+
+TEST(Linear, FastMatchesReferenceAcrossShapes) {
+    for (Dims d : {Dims{8, 8}, Dims{64, 32}, Dims{256, 100}, Dims{2048, 64}, Dims{100, 2048}}) {
+        Tensor w = random_tensor({d.N, d.K}, 21, 0.05f);
+        for (int64_t T : {1, 3, 7, 17, 64, 65, 150}) {
+            Tensor x = random_tensor({T, d.K}, uint64_t(22 + T), 1.0f);
+            Tensor ref = zeros({T, d.N}), fast = zeros({T, d.N});
+            ops::linear(kRef, x, w, ref);
+            ops::linear(kFast, x, w, fast);
+            EXPECT_TRUE(near(fast, ref, kReductionF32))
+                << "T=" << T << " K=" << d.K << " N=" << d.N;
+        }
+    }
+}
+
+TEST(Linear, AccumulateAddsIntoExistingOutput) {
+    for (int64_t T : {1, 17, 65}) {
+        const int64_t K = 256, N = 96;
+        Tensor x = random_tensor({T, K}, 23), w = random_tensor({N, K}, 24, 0.05f);
+        Tensor y0 = random_tensor({T, N}, 25, 3.0f);
+        Tensor ref = clone(y0), fast = clone(y0), plain = zeros({T, N});
+        ops::linear(kRef, x, w, ref, /*accumulate=*/true);
+        ops::linear(kFast, x, w, fast, /*accumulate=*/true);
+        EXPECT_TRUE(near(fast, ref, kReductionF32)) << "T=" << T;
+        // Reference: y0 + x w^T, with the sum formed once in FP64.
+        ops::linear(kRef, x, w, plain);
+        Tensor sum = zeros({T, N});
+        for (int64_t i = 0; i < T * N; ++i)
+            sum.ptr<float>()[i] = y0.ptr<float>()[i] + plain.ptr<float>()[i];
+        EXPECT_TRUE(near(ref, sum, kElementwiseF32)) << "T=" << T;
+    }
+}
+
+TEST(Linear, ReferenceMatchesHandComputedProduct) {
+    // x [2, 3], w [4, 3] (nn.Linear layout: out features x in features); exact in binary.
+    Tensor x = f32_tensor({2, 3}, {1, 2, 3, -1, 0.5f, 4});
+    Tensor w = f32_tensor({4, 3}, {1, 0, 0, 0, 1, 0, 0.5f, -1, 2, 2, 2, 2});
+    const std::vector<float> expect{1, 2, 4.5f, 12, -1, 0.5f, 7, 7};
+    for (const auto& ctx : {kRef, kFast}) {
+        Tensor y = zeros({2, 4});
+        ops::linear(ctx, x, w, y);
+        EXPECT_EQ(floats(y), expect);
+        ops::linear(ctx, x, w, y, /*accumulate=*/true); // y = 2 x w^T
+        for (size_t i = 0; i < expect.size(); ++i) EXPECT_EQ(y.ptr<float>()[i], 2 * expect[i]);
+    }
+}
+
+TEST(Linear, StridedRowsOfInputAndOutput) {
+    // x is the first K columns of a wider activation; y the middle columns of a fused buffer.
+    const int64_t T = 9, K = 64, N = 40;
+    Tensor wide_x = random_tensor({T, K + 13}, 26);
+    TensorView x = wide_x.view().narrow(1, 0, K);
+    Tensor w = random_tensor({N, K}, 27, 0.1f);
+    Tensor ref = zeros({T, N});
+    ops::linear(kRef, clone(x), w, ref);
+    for (const auto& ctx : {kRef, kFast}) {
+        Tensor wide_y = zeros({T, N + 24});
+        fill_nan(wide_y);
+        TensorView y = wide_y.view().narrow(1, 8, N);
+        ops::linear(ctx, x, w, y);
+        EXPECT_TRUE(near(y, ref, ctx.reference() ? kExact : kReductionF32));
+        for (int64_t t = 0; t < T; ++t) {
+            EXPECT_TRUE(std::isnan(wide_y.ptr<float>()[t * (N + 24) + 7]));
+            EXPECT_TRUE(std::isnan(wide_y.ptr<float>()[t * (N + 24) + 8 + N]));
+        }
+    }
+}
+
+TEST(Linear, RejectsBadShapesAndDtypes) {
+    Tensor x = random_tensor({3, 8}, 28), w = random_tensor({5, 8}, 29), y = zeros({3, 5});
+    Tensor w_bad = random_tensor({5, 7}, 30), y_rows = zeros({4, 5}), y_cols = zeros({3, 6});
+    EXPECT_THROW(ops::linear(kFast, x, w_bad, y), Error);
+    EXPECT_THROW(ops::linear(kFast, x, w, y_rows), Error);
+    EXPECT_THROW(ops::linear(kRef, x, w, y_cols), Error);
+    Tensor x_int = zeros({3, 8}, DType::I32);
+    EXPECT_THROW(ops::linear(kFast, x_int, w, y), Error);
+    Tensor x_f64 = zeros({3, 8}, DType::F64); // the CPU backend computes in F32 only
+    EXPECT_THROW(ops::linear(kFast, x_f64, w, y), Error);
+    TensorView w_t = w.view(); // a transposed (non-contiguous) weight view
+    w_t.shape = {8, 5, 1, 1};
+    w_t.stride = {1, 8, 0, 0};
+    Tensor y85 = zeros({3, 8});
+    Tensor x5 = random_tensor({3, 5}, 31);
+    EXPECT_THROW(ops::linear(kFast, x5, w_t, y85), Error);
+}
+
+} // namespace
+} // namespace ninfer::test
