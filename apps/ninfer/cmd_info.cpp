@@ -40,29 +40,39 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
                    {"layers", c.num_layers},
                    {"layer_pattern", layer_pattern(c)},
                    {"vocab_size", c.vocab_size},
-                   {"attention", {{"heads", c.num_heads}, {"kv_heads", c.num_kv_heads},
-                                  {"head_dim", c.head_dim}, {"rotary_dim", c.rotary_dim},
-                                  {"rope_theta", c.rope_theta}}},
-                   {"gdn", {{"key_heads", c.linear_num_key_heads},
-                            {"value_heads", c.linear_num_value_heads},
-                            {"key_head_dim", c.linear_key_head_dim},
-                            {"value_head_dim", c.linear_value_head_dim},
-                            {"conv_kernel", c.linear_conv_kernel}}},
+                   {"attention",
+                    {{"heads", c.num_heads},
+                     {"kv_heads", c.num_kv_heads},
+                     {"head_dim", c.head_dim},
+                     {"rotary_dim", c.rotary_dim},
+                     {"rope_theta", c.rope_theta}}},
+                   {"gdn",
+                    {{"key_heads", c.linear_num_key_heads},
+                     {"value_heads", c.linear_num_value_heads},
+                     {"key_head_dim", c.linear_key_head_dim},
+                     {"value_head_dim", c.linear_value_head_dim},
+                     {"conv_kernel", c.linear_conv_kernel}}},
                    {"tie_word_embeddings", c.tie_word_embeddings},
                    {"max_position_embeddings", c.max_position_embeddings},
                    {"mtp_layers", mtp_layers},
                    {"vision", c.has_vision}};
     if (c.moe)
-        j["config"]["moe"] = {{"experts", c.num_experts}, {"top_k", c.num_experts_per_tok},
+        j["config"]["moe"] = {{"experts", c.num_experts},
+                              {"top_k", c.num_experts_per_tok},
                               {"expert_intermediate", c.moe_intermediate_size},
                               {"shared_intermediate", c.shared_expert_intermediate_size}};
     else
         j["config"]["mlp_intermediate"] = c.intermediate_size;
-    j["parameters"] = {{"embedding", p.embedding},     {"lm_head", p.lm_head},
-                       {"gdn", p.gdn_layers},          {"attention", p.attention_layers},
-                       {"mlp", p.mlp},                 {"norms", p.norms},
-                       {"text_total", p.text_total},   {"active_per_token", p.active_per_token},
-                       {"mtp", p.mtp},                 {"total_with_mtp", p.text_total + p.mtp}};
+    j["parameters"] = {{"embedding", p.embedding},
+                       {"lm_head", p.lm_head},
+                       {"gdn", p.gdn_layers},
+                       {"attention", p.attention_layers},
+                       {"mlp", p.mlp},
+                       {"norms", p.norms},
+                       {"text_total", p.text_total},
+                       {"active_per_token", p.active_per_token},
+                       {"mtp", p.mtp},
+                       {"total_with_mtp", p.text_total + p.mtp}};
     const int64_t kv_token = model::kv_bytes_per_token(c, kBf16);
     const int64_t gdn_seq = model::gdn_state_bytes_per_sequence(c, kBf16);
     j["memory_bytes"] = {{"weights_bf16", (p.text_total + p.mtp) * kBf16},
@@ -107,7 +117,8 @@ void print_text(const nlohmann::json& j) {
 }
 
 int info(const InfoOptions& o) {
-    require(o.model_dir.empty() != o.config_file.empty(), "give exactly one of --model or --config");
+    require(o.model_dir.empty() != o.config_file.empty(),
+            "give exactly one of --model or --config");
     io::ModelConfig c;
     int64_t mtp_layers = 0, checkpoint_bytes = 0;
     if (!o.model_dir.empty()) {
@@ -121,8 +132,10 @@ int info(const InfoOptions& o) {
     }
     const int64_t context = o.context > 0 ? o.context : c.max_position_embeddings;
     nlohmann::json j = describe(c, mtp_layers, context, checkpoint_bytes);
-    if (o.json) std::cout << j.dump(2) << std::endl;
-    else print_text(j);
+    if (o.json)
+        std::cout << j.dump(2) << std::endl;
+    else
+        print_text(j);
     return 0;
 }
 

@@ -42,8 +42,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
         } catch (const std::exception&) {
             used = 0;
         }
-        require(used == item.size() && !item.empty() && v >= 0 && v <= INT32_MAX,
-                "--prompt-ids: '", item, "' is not a token id");
+        require(used == item.size() && !item.empty() && v >= 0 && v <= INT32_MAX, "--prompt-ids: '",
+                item, "' is not a token id");
         ids.push_back(int32_t(v));
     }
     require(!ids.empty(), "--prompt-ids: no token ids given");
@@ -52,20 +52,21 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 nlohmann::json token_json(const GeneratedToken& t) {
     nlohmann::json top = nlohmann::json::array();
-    for (const auto& alt : t.top_logprobs) top.push_back({{"id", alt.id}, {"logprob", alt.logprob}});
+    for (const auto& alt : t.top_logprobs)
+        top.push_back({{"id", alt.id}, {"logprob", alt.logprob}});
     return {{"id", t.id}, {"logprob", t.logprob}, {"top_logprobs", top}};
 }
 
 void print_stats(const RequestUpdate& u) {
     const RequestTimings& t = u.timings;
     const double prefill = t.prefill_s > 0 ? t.prompt_tokens / t.prefill_s : 0;
-    const double decode = t.decode_s > 0 && t.generated_tokens > 1
-                              ? (t.generated_tokens - 1) / t.decode_s : 0;
+    const double decode =
+        t.decode_s > 0 && t.generated_tokens > 1 ? (t.generated_tokens - 1) / t.decode_s : 0;
     std::fprintf(stderr,
                  "ninfer: prompt %d tokens, generated %d tokens (%s); prefill %.1f tok/s, "
                  "decode %.1f tok/s, TTFT %.3f s\n",
-                 t.prompt_tokens, t.generated_tokens, finish_reason_name(u.reason), prefill,
-                 decode, t.first_token_s);
+                 t.prompt_tokens, t.generated_tokens, finish_reason_name(u.reason), prefill, decode,
+                 t.first_token_s);
 }
 
 int run(const RunOptions& o) {
@@ -125,7 +126,8 @@ Action add_run_command(CLI::App& app) {
     auto o = std::make_shared<RunOptions>();
     app.add_option("--model", o->engine.model_dir, "HF checkpoint directory")->required();
     app.add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated")->required();
-    app.add_option("--max-new", o->max_new, "Most tokens to generate")->check(CLI::NonNegativeNumber);
+    app.add_option("--max-new", o->max_new, "Most tokens to generate")
+        ->check(CLI::NonNegativeNumber);
     app.add_flag("--greedy", o->greedy, "Greedy decoding (argmax)");
     app.add_option("--temperature", o->temperature, "Sampling temperature (0: greedy)");
     app.add_option("--top-k", o->top_k, "Keep the k most likely tokens (0: off)");
@@ -134,7 +136,8 @@ Action add_run_command(CLI::App& app) {
     app.add_option("--presence-penalty", o->presence_penalty, "OpenAI presence penalty");
     app.add_option("--frequency-penalty", o->frequency_penalty, "OpenAI frequency penalty");
     app.add_option("--repetition-penalty", o->repetition_penalty, "Repetition penalty (1: off)");
-    app.add_option("--seed", o->seed, "Sampling seed (replays exactly)")->check(CLI::NonNegativeNumber);
+    app.add_option("--seed", o->seed, "Sampling seed (replays exactly)")
+        ->check(CLI::NonNegativeNumber);
     app.add_flag("--print-token-ids", o->print_token_ids, "Print generated token ids");
     app.add_flag("--json", o->json, "Print one JSON object with ids and logprobs");
     app.add_option("--top-logprobs", o->top_logprobs, "Alternatives per token in --json output");

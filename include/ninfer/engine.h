@@ -17,24 +17,24 @@
 namespace ninfer {
 
 struct EngineOptions {
-    std::string model_dir;        // HF checkpoint directory (config.json + *.safetensors)
-    std::string device = "cpu";   // "cpu" (CUDA devices arrive with the CUDA backend)
-    bool cpu_reference = false;   // run the CPU reference ops (FP64 oracle; slow)
-    int threads = 0;              // CPU threads (0: all cores)
-    int prefill_chunk = 512;      // most prompt tokens of one sequence in one step
-    int max_batch_tokens = 2048;  // most rows (prompt + decode) in one step
-    int max_sequences = 8;        // sequences resident at once (GDN state slots)
-    int max_context = 0;          // longest sequence (0: min(max_position_embeddings, 32768))
-    int kv_block_size = 16;       // tokens per KV block
-    int64_t kv_cache_tokens = 0;  // KV capacity in tokens (0: max_sequences * max_context)
+    std::string model_dir;       // HF checkpoint directory (config.json + *.safetensors)
+    std::string device = "cpu";  // "cpu" (CUDA devices arrive with the CUDA backend)
+    bool cpu_reference = false;  // run the CPU reference ops (FP64 oracle; slow)
+    int threads = 0;             // CPU threads (0: all cores)
+    int prefill_chunk = 512;     // most prompt tokens of one sequence in one step
+    int max_batch_tokens = 2048; // most rows (prompt + decode) in one step
+    int max_sequences = 8;       // sequences resident at once (GDN state slots)
+    int max_context = 0;         // longest sequence (0: min(max_position_embeddings, 32768))
+    int kv_block_size = 16;      // tokens per KV block
+    int64_t kv_cache_tokens = 0; // KV capacity in tokens (0: max_sequences * max_context)
 };
 
 struct SamplingOptions {
-    bool greedy = false;             // argmax (also when temperature <= 0)
+    bool greedy = false; // argmax (also when temperature <= 0)
     float temperature = 1.0f;
-    int top_k = 0;                   // 0: off
-    float top_p = 1.0f;              // 1: off
-    float min_p = 0.0f;              // 0: off
+    int top_k = 0;      // 0: off
+    float top_p = 1.0f; // 1: off
+    float min_p = 0.0f; // 0: off
     float presence_penalty = 0.0f;
     float frequency_penalty = 0.0f;
     float repetition_penalty = 1.0f; // 1: off
@@ -42,7 +42,7 @@ struct SamplingOptions {
 };
 
 struct GenerationRequest {
-    std::vector<int32_t> prompt;        // token ids, at least one
+    std::vector<int32_t> prompt; // token ids, at least one
     SamplingOptions sampling;
     int max_new_tokens = 256;
     std::vector<int32_t> stop_token_ids; // in addition to the model's EOS ids
@@ -65,10 +65,10 @@ enum class FinishReason { None, Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason reason);
 
 struct RequestTimings {
-    double queued_s = 0;       // submit -> first scheduled
-    double first_token_s = 0;  // submit -> first token (TTFT)
-    double prefill_s = 0;      // first scheduled -> first token
-    double decode_s = 0;       // first token -> finish
+    double queued_s = 0;      // submit -> first scheduled
+    double first_token_s = 0; // submit -> first token (TTFT)
+    double prefill_s = 0;     // first scheduled -> first token
+    double decode_s = 0;      // first token -> finish
     int prompt_tokens = 0;
     int generated_tokens = 0;
 };
@@ -78,9 +78,9 @@ struct RequestUpdate {
     std::vector<GeneratedToken> tokens;
     bool finished = false;
     FinishReason reason = FinishReason::None;
-    std::string error;              // set when reason == Error
-    uint64_t seed = 0;              // the seed in use
-    RequestTimings timings;         // complete once finished
+    std::string error;      // set when reason == Error
+    uint64_t seed = 0;      // the seed in use
+    RequestTimings timings; // complete once finished
 };
 
 class RequestStream {
@@ -102,8 +102,8 @@ private:
 
 struct ModelInfo {
     std::string model_type;
-    int64_t vocab_size = 0;       // logit rows
-    int64_t token_limit = 0;      // real token ids are < this (padded embeddings: fewer)
+    int64_t vocab_size = 0;  // logit rows
+    int64_t token_limit = 0; // real token ids are < this (padded embeddings: fewer)
     int64_t max_context = 0;
     std::vector<int32_t> eos_token_ids;
 };

@@ -6,26 +6,40 @@ namespace ninfer {
 
 int64_t dtype_size(DType dtype) {
     switch (dtype) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::F64: return 8;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::U8: return 1;
+    case DType::F32:
+        return 4;
+    case DType::F16:
+        return 2;
+    case DType::BF16:
+        return 2;
+    case DType::F64:
+        return 8;
+    case DType::I32:
+        return 4;
+    case DType::I64:
+        return 8;
+    case DType::U8:
+        return 1;
     }
     return 0;
 }
 
 const char* dtype_name(DType dtype) {
     switch (dtype) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::F64: return "F64";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-    case DType::U8: return "U8";
+    case DType::F32:
+        return "F32";
+    case DType::F16:
+        return "F16";
+    case DType::BF16:
+        return "BF16";
+    case DType::F64:
+        return "F64";
+    case DType::I32:
+        return "I32";
+    case DType::I64:
+        return "I64";
+    case DType::U8:
+        return "U8";
     }
     return "?";
 }
@@ -48,7 +62,9 @@ bool dtype_from_safetensors(std::string_view name, DType* out) {
 
 void convert_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
     switch (src_dtype) {
-    case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case DType::F32:
+        std::memcpy(dst, src, size_t(n) * 4);
+        return;
     case DType::BF16: {
         const auto* s = static_cast<const uint16_t*>(src);
         for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
@@ -64,13 +80,16 @@ void convert_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
         for (int64_t i = 0; i < n; ++i) dst[i] = float(s[i]);
         return;
     }
-    default: fail_invalid("convert_to_f32: ", dtype_name(src_dtype), " is not a float dtype");
+    default:
+        fail_invalid("convert_to_f32: ", dtype_name(src_dtype), " is not a float dtype");
     }
 }
 
 void convert_from_f32(const float* src, void* dst, DType dst_dtype, int64_t n) {
     switch (dst_dtype) {
-    case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case DType::F32:
+        std::memcpy(dst, src, size_t(n) * 4);
+        return;
     case DType::BF16: {
         auto* d = static_cast<uint16_t*>(dst);
         for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
@@ -86,7 +105,8 @@ void convert_from_f32(const float* src, void* dst, DType dst_dtype, int64_t n) {
         for (int64_t i = 0; i < n; ++i) d[i] = double(src[i]);
         return;
     }
-    default: fail_invalid("convert_from_f32: ", dtype_name(dst_dtype), " is not a float dtype");
+    default:
+        fail_invalid("convert_from_f32: ", dtype_name(dst_dtype), " is not a float dtype");
     }
 }
 

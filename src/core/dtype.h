@@ -34,7 +34,9 @@ NINFER_HD inline uint32_t float_to_bits(float f) {
     return bits;
 }
 
-NINFER_HD inline float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
+NINFER_HD inline float bf16_to_float(uint16_t h) {
+    return bits_to_float(uint32_t(h) << 16);
+}
 
 // Round to nearest even; NaN stays NaN (quiet), infinities are preserved.
 NINFER_HD inline uint16_t float_to_bf16(float f) {
@@ -66,7 +68,7 @@ NINFER_HD inline uint16_t float_to_f16(float f) {
     uint32_t abs_bits = bits & 0x7fffffffu;
     if (abs_bits > 0x7f800000u) return uint16_t(sign | 0x7e00u);
     if (abs_bits >= 0x477ff000u) return uint16_t(sign | 0x7c00u); // rounds to >= 65520: inf
-    if (abs_bits < 0x38800000u) {                                  // below 2^-14: subnormal
+    if (abs_bits < 0x38800000u) {                                 // below 2^-14: subnormal
         float magnitude = bits_to_float(abs_bits);
         // Adding 0.5 (2^-1) aligns the binary point so the FPU rounds to the 2^-24 grid.
         uint32_t rounded = float_to_bits(magnitude + 0.5f) - 0x3f000000u;
@@ -80,11 +82,16 @@ NINFER_HD inline uint16_t float_to_f16(float f) {
 // Reads element i of a float-typed buffer as double/float.
 inline float load_as_float(const void* data, DType dtype, int64_t i) {
     switch (dtype) {
-    case DType::F32: return static_cast<const float*>(data)[i];
-    case DType::BF16: return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::F16: return f16_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::F64: return float(static_cast<const double*>(data)[i]);
-    default: return 0.0f;
+    case DType::F32:
+        return static_cast<const float*>(data)[i];
+    case DType::BF16:
+        return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::F16:
+        return f16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::F64:
+        return float(static_cast<const double*>(data)[i]);
+    default:
+        return 0.0f;
     }
 }
 

@@ -16,8 +16,7 @@ template <typename... Args> std::string concat(Args&&... args) {
     return out.str();
 }
 
-template <typename... Args>
-[[noreturn]] void fail(ErrorCategory category, Args&&... args) {
+template <typename... Args> [[noreturn]] void fail(ErrorCategory category, Args&&... args) {
     throw Error(category, concat(std::forward<Args>(args)...));
 }
 

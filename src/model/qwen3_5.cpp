@@ -31,7 +31,9 @@ TensorView as_heads(const TensorView& v, int64_t col0, int64_t heads, int64_t he
     return out;
 }
 
-TensorView cols(const TensorView& v, int64_t begin, int64_t count) { return v.narrow(1, begin, count); }
+TensorView cols(const TensorView& v, int64_t begin, int64_t count) {
+    return v.narrow(1, begin, count);
+}
 
 } // namespace
 
@@ -49,8 +51,8 @@ struct Qwen35Model::Scratch {
         const int64_t T = capacity, H = c.hidden_size, D = c.head_dim;
         const int64_t gdn_in = c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads;
         const int64_t attn_in = (2 * c.num_heads + 2 * c.num_kv_heads) * D;
-        const int64_t inter = std::max({c.intermediate_size, c.moe_intermediate_size,
-                                        c.shared_expert_intermediate_size});
+        const int64_t inter = std::max(
+            {c.intermediate_size, c.moe_intermediate_size, c.shared_expert_intermediate_size});
         const int64_t top_k = std::max<int64_t>(c.num_experts_per_tok, 1);
         x = Tensor::empty(a, dt, {T, H});
         h = Tensor::empty(a, dt, {T, H});
@@ -88,9 +90,15 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::filesystem::path& dir,
 
 CacheSpec Qwen35Model::cache_spec() const {
     const io::ModelConfig& c = config_;
-    return {c.count_layers(LayerKind::FullAttention), c.num_kv_heads, c.head_dim,
-            c.count_layers(LayerKind::LinearAttention), c.conv_dim(), c.linear_conv_kernel - 1,
-            c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim};
+    return {c.count_layers(LayerKind::FullAttention),
+            c.num_kv_heads,
+            c.head_dim,
+            c.count_layers(LayerKind::LinearAttention),
+            c.conv_dim(),
+            c.linear_conv_kernel - 1,
+            c.linear_num_value_heads,
+            c.linear_key_head_dim,
+            c.linear_value_head_dim};
 }
 
 void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
@@ -111,12 +119,11 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
     ops::gdn_gates(ctx, cols(proj, C + Vd + Hv, Hv), cols(proj, C + Vd, Hv), w.gdn.A_log,
                    w.gdn.dt_bias, g, beta);
     TensorView core = s.core.view().narrow(0, 0, T);
-    ops::gated_delta_rule(ctx, as_heads(conv_out, 0, Hk, dk, dk),
-                          as_heads(conv_out, Hk * dk, Hk, dk, dk),
-                          as_heads(conv_out, 2 * Hk * dk, Hv, dv, dv), g, beta, batch.seqs,
-                          recurrent_state, core);
-    ops::gated_rms_norm(ctx, core, as_heads(proj, C, Hv, dv, dv), w.gdn.norm,
-                        float(c.rms_norm_eps), core);
+    ops::gated_delta_rule(
+        ctx, as_heads(conv_out, 0, Hk, dk, dk), as_heads(conv_out, Hk * dk, Hk, dk, dk),
+        as_heads(conv_out, 2 * Hk * dk, Hv, dv, dv), g, beta, batch.seqs, recurrent_state, core);
+    ops::gated_rms_norm(ctx, core, as_heads(proj, C, Hv, dv, dv), w.gdn.norm, float(c.rms_norm_eps),
+                        core);
     ops::linear(ctx, core.reshape({T, Vd}), w.gdn.out_proj, x, /*accumulate=*/true);
 }
 
@@ -125,8 +132,7 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
                                   const TensorView& v_cache) {
     const io::ModelConfig& c = config_;
     Scratch& s = *scratch_;
-    const int64_t T = batch.tokens.size(0), D = c.head_dim, nH = c.num_heads,
-                  nKV = c.num_kv_heads;
+    const int64_t T = batch.tokens.size(0), D = c.head_dim, nH = c.num_heads, nKV = c.num_kv_heads;
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     ops::rms_norm(ctx, x, w.input_norm, float(c.rms_norm_eps), h);
     TensorView proj = cols(s.proj.view().narrow(0, 0, T), 0, (2 * nH + 2 * nKV) * D);
@@ -134,8 +140,8 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
     // q_proj rows are per head [query (D) | gate (D)]; then k (nKV*D), then v (nKV*D).
     TensorView q = s.q.view().narrow(0, 0, T), k = s.k.view().narrow(0, 0, T);
     ops::rms_norm(ctx, as_heads(proj, 0, nH, 2 * D, D), w.attn.q_norm, float(c.rms_norm_eps), q);
-    ops::rms_norm(ctx, as_heads(proj, 2 * nH * D, nKV, D, D), w.attn.k_norm,
-                  float(c.rms_norm_eps), k);
+    ops::rms_norm(ctx, as_heads(proj, 2 * nH * D, nKV, D, D), w.attn.k_norm, float(c.rms_norm_eps),
+                  k);
     ops::rope(ctx, q, batch.positions, c.rotary_dim, c.rope_theta);
     ops::rope(ctx, k, batch.positions, c.rotary_dim, c.rope_theta);
     TensorView v = as_heads(proj, (2 * nH + nKV) * D, nKV, D, D);

@@ -18,9 +18,9 @@ struct CacheSpec {
     int64_t attention_layers = 0; // full-attention layers: each needs a K and a V cache
     int64_t kv_heads = 0;
     int64_t head_dim = 0;
-    int64_t gdn_layers = 0;       // GDN layers: each needs a conv and a recurrent state
+    int64_t gdn_layers = 0; // GDN layers: each needs a conv and a recurrent state
     int64_t conv_channels = 0;
-    int64_t conv_history = 0;     // kernel width - 1
+    int64_t conv_history = 0; // kernel width - 1
     int64_t value_heads = 0;
     int64_t key_head_dim = 0;
     int64_t value_head_dim = 0;
@@ -28,15 +28,15 @@ struct CacheSpec {
 
 // Per-layer cache tensors, indexed by the layer's rank among layers of its kind.
 struct CacheViews {
-    std::vector<TensorView> k_cache, v_cache;    // [NB, bs, nKV, D]
-    std::vector<TensorView> conv_state;          // [slots, C, K-1]
-    std::vector<TensorView> recurrent_state;     // [slots, Hv, dk, dv] F32
+    std::vector<TensorView> k_cache, v_cache; // [NB, bs, nKV, D]
+    std::vector<TensorView> conv_state;       // [slots, C, K-1]
+    std::vector<TensorView> recurrent_state;  // [slots, Hv, dk, dv] F32
 };
 
 // One forward call. All views are on the execution device.
 struct ForwardBatch {
-    TensorView tokens;     // [T] I32
-    TensorView positions;  // [T] I32
+    TensorView tokens;    // [T] I32
+    TensorView positions; // [T] I32
     ops::SeqBatch seqs;
     TensorView logit_rows; // [R] I32: rows whose logits are wanted, in output order
 };

@@ -36,7 +36,8 @@ void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorVie
     case DeviceType::Cpu:
         check_cpu_f32(op, {&k, &v, &k_cache, &v_cache});
         return cpu::kv_cache_write(ctx.cpu_mode, k, v, batch, k_cache, v_cache);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }
@@ -60,7 +61,8 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
     case DeviceType::Cpu:
         check_cpu_f32(op, {&q, &k_cache, &v_cache, &out});
         return cpu::paged_attention(ctx.cpu_mode, q, k_cache, v_cache, batch, scale, out);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

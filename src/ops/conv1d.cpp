@@ -33,7 +33,8 @@ void causal_conv1d_silu(const ExecContext& ctx, const TensorView& x, const Tenso
     case DeviceType::Cpu:
         check_cpu_f32(op, {&x, &w, &conv_state, &y});
         return cpu::causal_conv1d_silu(ctx.cpu_mode, x, w, batch, conv_state, y);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

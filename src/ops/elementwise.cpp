@@ -15,7 +15,8 @@ void add(const ExecContext& ctx, const TensorView& a, const TensorView& b, const
     case DeviceType::Cpu:
         check_cpu_f32(op, {&a, &b, &out});
         return cpu::add(ctx.cpu_mode, a, b, out);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }
@@ -31,7 +32,8 @@ void sigmoid_mul(const ExecContext& ctx, const TensorView& x, const TensorView& 
     case DeviceType::Cpu:
         check_cpu_f32(op, {&x, &gate, &out});
         return cpu::sigmoid_mul(ctx.cpu_mode, x, gate, out);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }
@@ -44,7 +46,8 @@ void silu_mul(const ExecContext& ctx, const TensorView& gate_up, const TensorVie
     case DeviceType::Cpu:
         check_cpu_f32(op, {&gate_up, &out});
         return cpu::silu_mul(ctx.cpu_mode, gate_up, out);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

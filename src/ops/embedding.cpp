@@ -22,7 +22,8 @@ void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& 
     case DeviceType::Cpu:
         check_cpu_f32(op, {&table, &out});
         return cpu::embedding(ctx.cpu_mode, ids, table, out);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

@@ -9,8 +9,12 @@ void gdn_gates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                const TensorView& A_log, const TensorView& dt_bias, const TensorView& g,
                const TensorView& beta) {
     constexpr const char* op = "gdn_gates";
-    for (auto [name, t] : {std::pair{"a", &a}, {"b", &b}, {"A_log", &A_log},
-                           {"dt_bias", &dt_bias}, {"g", &g}, {"beta", &beta}}) {
+    for (auto [name, t] : {std::pair{"a", &a},
+                           {"b", &b},
+                           {"A_log", &A_log},
+                           {"dt_bias", &dt_bias},
+                           {"g", &g},
+                           {"beta", &beta}}) {
         check_device(ctx, op, name, *t);
         check_float(op, name, *t);
         check_rows_contiguous(op, name, *t);
@@ -28,7 +32,8 @@ void gdn_gates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
     case DeviceType::Cpu:
         check_cpu_f32(op, {&a, &b, &A_log, &dt_bias});
         return cpu::gdn_gates(ctx.cpu_mode, a, b, A_log, dt_bias, g, beta);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }
@@ -38,8 +43,13 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
                       const SeqBatch& batch, const TensorView& state, const TensorView& out,
                       GdnAlgo algo) {
     constexpr const char* op = "gated_delta_rule";
-    for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"g", &g}, {"beta", &beta},
-                           {"state", &state}, {"out", &out}}) {
+    for (auto [name, t] : {std::pair{"q", &q},
+                           {"k", &k},
+                           {"v", &v},
+                           {"g", &g},
+                           {"beta", &beta},
+                           {"state", &state},
+                           {"out", &out}}) {
         check_device(ctx, op, name, *t);
         check_float(op, name, *t);
         check_rows_contiguous(op, name, *t);
@@ -64,7 +74,8 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
     case DeviceType::Cpu:
         check_cpu_f32(op, {&q, &k, &v, &out});
         return cpu::gated_delta_rule(ctx.cpu_mode, q, k, v, g, beta, batch, state, out, algo);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

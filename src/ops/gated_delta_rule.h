@@ -1,6 +1,7 @@
 // Gated DeltaNet core (MODEL_QWEN3_5.md §2.3).
 //
-// gdn_gates: beta[t, h] = sigmoid(b[t, h]);  g[t, h] = -exp(A_log[h]) * softplus(a[t, h] + dt_bias[h])
+// gdn_gates: beta[t, h] = sigmoid(b[t, h]);  g[t, h] = -exp(A_log[h]) * softplus(a[t, h] +
+// dt_bias[h])
 //   a, b: [T, Hv] float (rows contiguous)   A_log, dt_bias: [Hv] float
 //   g, beta: [T, Hv] F32. softplus(u) = u for u > 20, else log1p(exp(u)) (torch's threshold).
 //

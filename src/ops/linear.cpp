@@ -22,7 +22,8 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
     case DeviceType::Cpu:
         check_cpu_f32(op, {&x, &w, &y});
         return cpu::linear(ctx.cpu_mode, x, w, y, accumulate);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

@@ -30,8 +30,10 @@ void logprobs_top_k(const ExecContext& ctx, const TensorView& logits, int64_t vo
         require(ids.size(1) <= vocab_limit, op, ": k ", ids.size(1), " exceeds the vocabulary");
     }
     switch (ctx.device.type) {
-    case DeviceType::Cpu: return cpu::logprobs_top_k(ctx.cpu_mode, logits, vocab_limit, lse, ids, logprobs);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cpu:
+        return cpu::logprobs_top_k(ctx.cpu_mode, logits, vocab_limit, lse, ids, logprobs);
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

@@ -8,8 +8,8 @@ namespace ninfer::ops {
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids) {
     constexpr const char* op = "moe_route";
-    for (auto [name, t] : {std::pair{"router_logits", &router_logits}, {"weights", &weights},
-                           {"ids", &ids}}) {
+    for (auto [name, t] :
+         {std::pair{"router_logits", &router_logits}, {"weights", &weights}, {"ids", &ids}}) {
         check_device(ctx, op, name, *t);
         check_rows_contiguous(op, name, *t);
     }
@@ -22,8 +22,10 @@ void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t 
     check_shape(op, "weights", weights, {T, top_k});
     check_shape(op, "ids", ids, {T, top_k});
     switch (ctx.device.type) {
-    case DeviceType::Cpu: return cpu::moe_route(ctx.cpu_mode, router_logits, top_k, weights, ids);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cpu:
+        return cpu::moe_route(ctx.cpu_mode, router_logits, top_k, weights, ids);
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }
@@ -32,8 +34,12 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y) {
     constexpr const char* op = "moe_experts";
-    for (auto [name, t] : {std::pair{"x", &x}, {"gate_up", &gate_up}, {"down", &down},
-                           {"ids", &ids}, {"weights", &weights}, {"y", &y}})
+    for (auto [name, t] : {std::pair{"x", &x},
+                           {"gate_up", &gate_up},
+                           {"down", &down},
+                           {"ids", &ids},
+                           {"weights", &weights},
+                           {"y", &y}})
         check_device(ctx, op, name, *t);
     for (auto [name, t] : {std::pair{"x", &x}, {"gate_up", &gate_up}, {"down", &down}, {"y", &y}})
         check_float(op, name, *t);
@@ -62,7 +68,8 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
                 require(e >= 0 && e < E, op, ": expert id ", e, " outside [0, ", E, ")");
             }
         return cpu::moe_experts(ctx.cpu_mode, x, gate_up, down, ids, weights, y);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }
@@ -82,7 +89,8 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
     case DeviceType::Cpu:
         check_cpu_f32(op, {&gate_logit, &shared, &y});
         return cpu::add_sigmoid_scaled(ctx.cpu_mode, gate_logit, shared, y);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

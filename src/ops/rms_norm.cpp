@@ -19,7 +19,8 @@ void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, 
     case DeviceType::Cpu:
         check_cpu_f32(op, {&x, &w, &y});
         return cpu::rms_norm(ctx.cpu_mode, x, w, eps, y);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }
@@ -39,7 +40,8 @@ void gated_rms_norm(const ExecContext& ctx, const TensorView& x, const TensorVie
     case DeviceType::Cpu:
         check_cpu_f32(op, {&x, &z, &w, &y});
         return cpu::gated_rms_norm(ctx.cpu_mode, x, z, w, eps, y);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

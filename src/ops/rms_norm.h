@@ -1,4 +1,5 @@
-// rms_norm (zero-centred, "Gemma style"): y[r, i] = x[r, i] * rsqrt(mean_j x[r, j]^2 + eps) * (1 + w[i])
+// rms_norm (zero-centred, "Gemma style"): y[r, i] = x[r, i] * rsqrt(mean_j x[r, j]^2 + eps) * (1 +
+// w[i])
 //   x: [R, H] or [A, B, H] (rows = A * B, e.g. [T, heads, head_dim] for q_norm) float, last dim
 //      contiguous, other strides free (e.g. the query halves inside the fused projection output)
 //   w: [H] float            y: same leading shape as x, last dim contiguous; may alias x exactly

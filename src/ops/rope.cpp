@@ -15,14 +15,15 @@ void rope(const ExecContext& ctx, const TensorView& x, const TensorView& positio
     check_shape(op, "x", x, {-1, -1, -1});
     check_dtype(op, "positions", positions, DType::I32);
     check_shape(op, "positions", positions, {x.size(0)});
-    require(rotary_dim >= 2 && rotary_dim % 2 == 0 && rotary_dim <= x.size(2), op,
-            ": rotary_dim ", rotary_dim, " must be even and within head dim ", x.size(2));
+    require(rotary_dim >= 2 && rotary_dim % 2 == 0 && rotary_dim <= x.size(2), op, ": rotary_dim ",
+            rotary_dim, " must be even and within head dim ", x.size(2));
     require(theta > 0, op, ": theta must be positive");
     switch (ctx.device.type) {
     case DeviceType::Cpu:
         check_cpu_f32(op, {&x});
         return cpu::rope(ctx.cpu_mode, x, positions, rotary_dim, theta);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

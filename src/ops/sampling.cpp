@@ -15,8 +15,11 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
                      const TensorView& tokens, const TensorView& counts,
                      const TensorView& in_prompt) {
     constexpr const char* op = "apply_penalties";
-    for (auto [name, t] : {std::pair{"logits", &logits}, {"offsets", &offsets},
-                           {"tokens", &tokens}, {"counts", &counts}, {"in_prompt", &in_prompt}})
+    for (auto [name, t] : {std::pair{"logits", &logits},
+                           {"offsets", &offsets},
+                           {"tokens", &tokens},
+                           {"counts", &counts},
+                           {"in_prompt", &in_prompt}})
         check_device(ctx, op, name, *t);
     check_dtype(op, "logits", logits, DType::F32);
     check_shape(op, "logits", logits, {-1, -1});
@@ -34,7 +37,8 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
         const int32_t* off = offsets.ptr<int32_t>();
         require(off[0] == 0 && off[logits.size(0)] == tokens.size(0), op,
                 ": offsets must span the token list");
-        for (int64_t r = 0; r < logits.size(0); ++r) require(off[r] <= off[r + 1], op, ": offsets decrease");
+        for (int64_t r = 0; r < logits.size(0); ++r)
+            require(off[r] <= off[r + 1], op, ": offsets decrease");
         for (int64_t i = 0; i < tokens.size(0); ++i) {
             int32_t id = tokens.ptr<int32_t>()[i];
             require(id >= 0 && id < logits.size(1), op, ": token ", id, " outside the vocabulary");
@@ -42,7 +46,8 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
         return cpu::apply_penalties(ctx.cpu_mode, logits, params, offsets, tokens, counts,
                                     in_prompt);
     }
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }
@@ -66,7 +71,8 @@ void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t voc
     switch (ctx.device.type) {
     case DeviceType::Cpu:
         return cpu::sample_tokens(ctx.cpu_mode, logits, vocab_limit, params, tokens, status);
-    case DeviceType::Cuda: break;
+    case DeviceType::Cuda:
+        break;
     }
     no_backend(op, ctx);
 }

@@ -5,7 +5,8 @@
 //   [offsets[r], offsets[r+1]) of (token, output_count, in_prompt):
 //   repetition (if token seen in prompt or output): l > 0 ? l / rep : l * rep
 //   l -= frequency * output_count;   l -= presence * (output_count > 0)
-//   logits: [R, V] F32 (in place)   offsets: [R+1] I32   tokens, counts: [N] I32   in_prompt: [N] U8
+//   logits: [R, V] F32 (in place)   offsets: [R+1] I32   tokens, counts: [N] I32   in_prompt: [N]
+//   U8
 //
 // sample_tokens, per row r with params[r] over ids [0, vocab_limit):
 //   any non-finite logit -> status[r] = kSampleNonFinite and token[r] = -1 (never a token)
@@ -28,9 +29,9 @@ namespace ninfer::ops {
 
 struct SamplingParamsRow {
     float temperature = 1.0f;
-    int32_t top_k = 0;   // <= 0: disabled
-    float top_p = 1.0f;  // 1: disabled
-    float min_p = 0.0f;  // 0: disabled
+    int32_t top_k = 0;  // <= 0: disabled
+    float top_p = 1.0f; // 1: disabled
+    float min_p = 0.0f; // 0: disabled
     float repetition_penalty = 1.0f;
     float frequency_penalty = 0.0f;
     float presence_penalty = 0.0f;

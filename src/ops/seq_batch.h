@@ -18,9 +18,9 @@ struct SeqBatch {
     int32_t max_rows_per_seq = 0;
     int32_t max_context = 0; // max over s of pos_begin[s] + rows of s
 
-    const int32_t* host_row_begin = nullptr;  // [S+1]
-    const int32_t* host_pos_begin = nullptr;  // [S]
-    const int32_t* host_state_slot = nullptr; // [S] GDN state slot
+    const int32_t* host_row_begin = nullptr;   // [S+1]
+    const int32_t* host_pos_begin = nullptr;   // [S]
+    const int32_t* host_state_slot = nullptr;  // [S] GDN state slot
     const int32_t* host_block_table = nullptr; // [S, block_table_stride] KV block ids
     int32_t block_table_stride = 0;
     int32_t block_size = 0; // tokens per KV block

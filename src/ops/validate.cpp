@@ -30,7 +30,8 @@ void check_shape(const char* op, const char* name, const TensorView& t,
     if (ok) return;
     std::string expected = "[";
     d = 0;
-    for (int64_t want : dims) expected += (d++ ? ", " : "") + (want < 0 ? "*" : std::to_string(want));
+    for (int64_t want : dims)
+        expected += (d++ ? ", " : "") + (want < 0 ? "*" : std::to_string(want));
     fail_invalid(op, ": ", name, " must have shape ", expected, "], got ", t.describe());
 }
 
@@ -51,12 +52,13 @@ int64_t check_row_view(const ExecContext& ctx, const char* op, const char* name,
 void check_same_rows(const char* op, const char* name, const TensorView& t, const TensorView& ref) {
     bool same = t.ndim == ref.ndim;
     for (int d = 0; same && d + 1 < t.ndim; ++d) same = t.shape[d] == ref.shape[d];
-    require(same, op, ": ", name, " ", t.describe(), " does not match the rows of ", ref.describe());
+    require(same, op, ": ", name, " ", t.describe(), " does not match the rows of ",
+            ref.describe());
 }
 
 void check_rows_contiguous(const char* op, const char* name, const TensorView& t) {
-    require(t.rows_contiguous(), op, ": ", name, " must have a contiguous last dim: ",
-            t.describe());
+    require(t.rows_contiguous(), op, ": ", name,
+            " must have a contiguous last dim: ", t.describe());
 }
 
 void check_contiguous(const char* op, const char* name, const TensorView& t) {

@@ -26,13 +26,20 @@ std::vector<double> to_doubles(const TensorView& v) {
         for (int64_t b = 0; b < (v.ndim > 1 ? s[1] : 1); ++b)
             for (int64_t c = 0; c < (v.ndim > 2 ? s[2] : 1); ++c)
                 for (int64_t d = 0; d < (v.ndim > 3 ? s[3] : 1); ++d) {
-                    const int64_t off = v.offset(a, v.ndim > 1 ? b : 0, v.ndim > 2 ? c : 0,
-                                                 v.ndim > 3 ? d : 0);
+                    const int64_t off =
+                        v.offset(a, v.ndim > 1 ? b : 0, v.ndim > 2 ? c : 0, v.ndim > 3 ? d : 0);
                     switch (v.dtype) {
-                    case DType::I32: out.push_back(double(v.ptr<int32_t>()[off])); break;
-                    case DType::U8: out.push_back(double(v.ptr<uint8_t>()[off])); break;
-                    case DType::I64: out.push_back(double(v.ptr<int64_t>()[off])); break;
-                    default: out.push_back(double(load_as_float(v.data, v.dtype, off)));
+                    case DType::I32:
+                        out.push_back(double(v.ptr<int32_t>()[off]));
+                        break;
+                    case DType::U8:
+                        out.push_back(double(v.ptr<uint8_t>()[off]));
+                        break;
+                    case DType::I64:
+                        out.push_back(double(v.ptr<int64_t>()[off]));
+                        break;
+                    default:
+                        out.push_back(double(load_as_float(v.data, v.dtype, off)));
                     }
                 }
     return out;
@@ -43,12 +50,19 @@ Tensor clone(const TensorView& v) {
     std::vector<double> values = to_doubles(v);
     for (size_t i = 0; i < values.size(); ++i) {
         switch (v.dtype) {
-        case DType::F32: t.ptr<float>()[i] = float(values[i]); break;
-        case DType::I32: t.ptr<int32_t>()[i] = int32_t(values[i]); break;
-        case DType::U8: t.ptr<uint8_t>()[i] = uint8_t(values[i]); break;
-        default: std::memcpy(t.ptr<char>() + i * dtype_size(v.dtype),
-                             static_cast<const char*>(v.data) + i * dtype_size(v.dtype),
-                             size_t(dtype_size(v.dtype)));
+        case DType::F32:
+            t.ptr<float>()[i] = float(values[i]);
+            break;
+        case DType::I32:
+            t.ptr<int32_t>()[i] = int32_t(values[i]);
+            break;
+        case DType::U8:
+            t.ptr<uint8_t>()[i] = uint8_t(values[i]);
+            break;
+        default:
+            std::memcpy(t.ptr<char>() + i * dtype_size(v.dtype),
+                        static_cast<const char*>(v.data) + i * dtype_size(v.dtype),
+                        size_t(dtype_size(v.dtype)));
         }
     }
     return t;
@@ -87,6 +101,8 @@ Tensor clone(const TensorView& v) {
            << b[worst] << ", cap " << cap << ")";
 }
 
-std::string fixtures_dir() { return NINFER_FIXTURES_DIR; }
+std::string fixtures_dir() {
+    return NINFER_FIXTURES_DIR;
+}
 
 } // namespace ninfer::test

@@ -6,8 +6,8 @@ namespace ninfer::test {
 
 struct Tolerance {
     const char* name;
-    double rel_l2;   // ||a - b|| / ||b|| over the whole tensor
-    double max_abs;  // gross cap on any single element, relative to max |b| (or 1 if smaller)
+    double rel_l2;  // ||a - b|| / ||b|| over the whole tensor
+    double max_abs; // gross cap on any single element, relative to max |b| (or 1 if smaller)
 };
 
 // Exact: ids, copies, argmax, gathers.

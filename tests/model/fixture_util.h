@@ -46,18 +46,22 @@ inline std::vector<Fixture> load_fixtures() {
                 ReferenceStep st;
                 st.id = s["id"].get<int32_t>();
                 st.logprob = s["logprob"].get<double>();
-                for (const auto& t : s["top"]) st.top.emplace_back(t[0].get<int32_t>(), t[1].get<double>());
+                for (const auto& t : s["top"])
+                    st.top.emplace_back(t[0].get<int32_t>(), t[1].get<double>());
                 rc.steps.push_back(std::move(st));
             }
             f.cases.push_back(std::move(rc));
         }
         out.push_back(std::move(f));
     }
-    std::sort(out.begin(), out.end(), [](const Fixture& a, const Fixture& b) { return a.name < b.name; });
+    std::sort(out.begin(), out.end(),
+              [](const Fixture& a, const Fixture& b) { return a.name < b.name; });
     return out;
 }
 
-inline void PrintTo(const Fixture& f, std::ostream* os) { *os << f.name; }
+inline void PrintTo(const Fixture& f, std::ostream* os) {
+    *os << f.name;
+}
 
 // Runs one request to completion and returns every token with its logprobs.
 inline std::vector<GeneratedToken> generate(Engine& engine, const GenerationRequest& request,

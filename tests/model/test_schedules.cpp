@@ -43,8 +43,8 @@ std::vector<float> logits_by_schedule(const ops::ExecContext& ctx, model::Qwen35
         for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
         batch.logit_rows = TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n});
         Tensor logits = Tensor::empty(cpu_allocator(), DType::F32, {n, V});
-        m.forward(ctx, batch, {kv.k_views(), kv.v_views(), states.conv_views(),
-                                states.recurrent_views()},
+        m.forward(ctx, batch,
+                  {kv.k_views(), kv.v_views(), states.conv_views(), states.recurrent_views()},
                   logits);
         out.insert(out.end(), logits.ptr<float>(), logits.ptr<float>() + n * V);
         seq.cached += n;
@@ -78,11 +78,14 @@ void check_schedules(const ops::ExecContext& ctx, const Fixture& f, double toler
         std::vector<int64_t> decode{p};
         decode.resize(size_t(1 + n - p), 1);
         std::vector<int64_t> threes;
-        for (int64_t done = 0; done < n; done += 3) threes.push_back(std::min<int64_t>(3, n - done));
+        for (int64_t done = 0; done < n; done += 3)
+            threes.push_back(std::min<int64_t>(3, n - done));
         const double scale = max_abs(full);
-        EXPECT_LE(max_abs_diff(logits_by_schedule(ctx, *m, tokens, decode), full) / scale, tolerance)
+        EXPECT_LE(max_abs_diff(logits_by_schedule(ctx, *m, tokens, decode), full) / scale,
+                  tolerance)
             << f.name << " prompt " << p << " prefill + decode";
-        EXPECT_LE(max_abs_diff(logits_by_schedule(ctx, *m, tokens, threes), full) / scale, tolerance)
+        EXPECT_LE(max_abs_diff(logits_by_schedule(ctx, *m, tokens, threes), full) / scale,
+                  tolerance)
             << f.name << " prompt " << p << " chunks of 3";
     }
 }
@@ -121,11 +124,13 @@ TEST_P(Schedules, ConcurrentRequestsMatchSoloRuns) {
     o.max_batch_tokens = 40;
     Engine engine(o);
     std::vector<std::vector<int32_t>> solo;
-    for (const auto& c : f.cases) solo.push_back(ids_of(generate(engine, greedy_request(c.prompt, 10))));
+    for (const auto& c : f.cases)
+        solo.push_back(ids_of(generate(engine, greedy_request(c.prompt, 10))));
     // All prompts at once, twice over: they share steps (ragged batches of chunks and decodes).
     std::vector<RequestStream> streams;
     for (int rep = 0; rep < 2; ++rep)
-        for (const auto& c : f.cases) streams.push_back(engine.submit(greedy_request(c.prompt, 10)));
+        for (const auto& c : f.cases)
+            streams.push_back(engine.submit(greedy_request(c.prompt, 10)));
     for (size_t i = 0; i < streams.size(); ++i) {
         std::vector<int32_t> ids;
         RequestUpdate u;
@@ -138,7 +143,9 @@ TEST_P(Schedules, ConcurrentRequestsMatchSoloRuns) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Schedules, ::testing::ValuesIn(load_fixtures()),
                          [](const auto& param_info) { return param_info.param.name; });
 
-Fixture first_fixture() { return load_fixtures().front(); }
+Fixture first_fixture() {
+    return load_fixtures().front();
+}
 
 TEST(Sampling, SeededRunsReplayExactly) {
     EngineOptions o;
@@ -242,7 +249,8 @@ std::string fixture_with_nan(const Fixture& f, const std::string& tensor) {
         std::ifstream in(file, std::ios::binary);
         bytes.assign(std::istreambuf_iterator<char>(in), {});
     }
-    for (const auto& e : io::parse_safetensors(bytes.data(), int64_t(bytes.size()), file.string())) {
+    for (const auto& e :
+         io::parse_safetensors(bytes.data(), int64_t(bytes.size()), file.string())) {
         if (e.name != tensor) continue;
         const float nan = NAN;
         auto* p = const_cast<uint8_t*>(static_cast<const uint8_t*>(e.data));

@@ -44,8 +44,8 @@ void add_sigmoid_scaled(CpuMode mode, const TensorView& gate_logit, const Tensor
 void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
                     const TensorView& lse, const TensorView& ids, const TensorView& logprobs);
 void apply_penalties(CpuMode mode, const TensorView& logits, const SamplingParamsRow* params,
-                     const TensorView& offsets, const TensorView& tokens,
-                     const TensorView& counts, const TensorView& in_prompt);
+                     const TensorView& offsets, const TensorView& tokens, const TensorView& counts,
+                     const TensorView& in_prompt);
 void sample_tokens(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
                    const TensorView& status);

@@ -31,19 +31,25 @@ void silu_mul_rows(CpuMode mode, const TensorView& gate_up, const TensorView& ou
 
 void add(CpuMode mode, const TensorView& a, const TensorView& b, const TensorView& out) {
     auto fn = [](auto x, auto y) { return x + y; };
-    if (mode == CpuMode::Reference) binary_rows<double>(mode, a, b, out, fn);
-    else binary_rows<float>(mode, a, b, out, fn);
+    if (mode == CpuMode::Reference)
+        binary_rows<double>(mode, a, b, out, fn);
+    else
+        binary_rows<float>(mode, a, b, out, fn);
 }
 
 void sigmoid_mul(CpuMode mode, const TensorView& x, const TensorView& gate, const TensorView& out) {
     auto fn = [](auto v, auto g) { return v * sigmoid(g); };
-    if (mode == CpuMode::Reference) binary_rows<double>(mode, x, gate, out, fn);
-    else binary_rows<float>(mode, x, gate, out, fn);
+    if (mode == CpuMode::Reference)
+        binary_rows<double>(mode, x, gate, out, fn);
+    else
+        binary_rows<float>(mode, x, gate, out, fn);
 }
 
 void silu_mul(CpuMode mode, const TensorView& gate_up, const TensorView& out) {
-    if (mode == CpuMode::Reference) silu_mul_rows<double>(mode, gate_up, out);
-    else silu_mul_rows<float>(mode, gate_up, out);
+    if (mode == CpuMode::Reference)
+        silu_mul_rows<double>(mode, gate_up, out);
+    else
+        silu_mul_rows<float>(mode, gate_up, out);
 }
 
 } // namespace ninfer::ops::cpu

@@ -14,7 +14,9 @@ constexpr int64_t kChunk = 64;
 // Below this many rows a sequence uses the recurrence in Auto mode.
 constexpr int64_t kChunkedMinRows = 8;
 
-template <typename Acc> Acc softplus(Acc u) { return u > Acc(20) ? u : std::log1p(std::exp(u)); }
+template <typename Acc> Acc softplus(Acc u) {
+    return u > Acc(20) ? u : std::log1p(std::exp(u));
+}
 
 // One (sequence, value head) problem: pointers and strides into the op's tensors.
 struct HeadTask {
@@ -23,8 +25,7 @@ struct HeadTask {
     float* state; // [dk, dv] f32 in the slot pool
 };
 
-template <typename Acc>
-void load_normalized(const float* src, int64_t n, Acc scale, Acc* dst) {
+template <typename Acc> void load_normalized(const float* src, int64_t n, Acc scale, Acc* dst) {
     Acc sum = 0;
     for (int64_t i = 0; i < n; ++i) sum += Acc(src[i]) * Acc(src[i]);
     Acc inv = Acc(1) / std::sqrt(sum + Acc(1e-6)); // eps on the sum of squares (FLA l2norm)
@@ -186,14 +187,16 @@ void gated_delta_rule(CpuMode mode, const TensorView& q, const TensorView& k, co
         const int64_t h = task % Hv;
         const int64_t rows = batch.rows(s);
         if (rows == 0) return;
-        float* st = state.ptr<float>() + batch.host_state_slot[s] * state.stride[0] +
-                    h * state.stride[1];
-        HeadTask t{&q, &k, &v, &g, &beta, &out, batch.host_row_begin[s], rows, h, h / ratio,
-                   dk, dv, st};
+        float* st =
+            state.ptr<float>() + batch.host_state_slot[s] * state.stride[0] + h * state.stride[1];
+        HeadTask t{&q,   &k, &v,        &g, &beta, &out, batch.host_row_begin[s],
+                   rows, h,  h / ratio, dk, dv,    st};
         bool chunked = algo == GdnAlgo::Chunked ||
                        (algo == GdnAlgo::Auto && mode == CpuMode::Fast && rows >= kChunkedMinRows);
-        if (mode == CpuMode::Reference) chunked ? chunked_head<double>(t) : recurrent_head<double>(t);
-        else chunked ? chunked_head<float>(t) : recurrent_head<float>(t);
+        if (mode == CpuMode::Reference)
+            chunked ? chunked_head<double>(t) : recurrent_head<double>(t);
+        else
+            chunked ? chunked_head<float>(t) : recurrent_head<float>(t);
     });
 }
 

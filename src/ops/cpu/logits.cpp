@@ -26,8 +26,10 @@ void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
         std::vector<int32_t> order(vocab_limit);
         std::iota(order.begin(), order.end(), 0);
         auto better = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
-        if (mode == CpuMode::Reference) std::sort(order.begin(), order.end(), better);
-        else std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
+        if (mode == CpuMode::Reference)
+            std::sort(order.begin(), order.end(), better);
+        else
+            std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
         for (int64_t i = 0; i < k; ++i) {
             ids.ptr<int32_t>()[r * ids.stride[0] + i] = order[i];
             logprobs.ptr<float>()[r * logprobs.stride[0] + i] = float(double(l[order[i]]) - log_z);

@@ -23,9 +23,8 @@ void route_row(const float* logits, int64_t E, int64_t top_k, float* weights, in
     for (auto& v : p) v /= sum;
     std::vector<int32_t> order(E);
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
-        return p[a] > p[b] || (p[a] == p[b] && a < b);
-    });
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     Acc top_sum = 0;
     for (int64_t j = 0; j < top_k; ++j) top_sum += p[order[j]];
     for (int64_t j = 0; j < top_k; ++j) {
@@ -83,8 +82,7 @@ void experts_fast(const TensorView& x, const TensorView& gate_up, const TensorVi
         hidden.resize(n * 2 * I);
         act.resize(n * I);
         outs.resize(n * H);
-        for (int64_t i = 0; i < n; ++i)
-            std::copy_n(row_f32(x, pairs[i] / K), H, &xs[i * H]);
+        for (int64_t i = 0; i < n; ++i) std::copy_n(row_f32(x, pairs[i] / K), H, &xs[i * H]);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(2 * I), int(H), 1.0f,
                     xs.data(), int(H), gate_up.ptr<float>() + e * gate_up.stride[0], int(H), 0.0f,
                     hidden.data(), int(2 * I));
@@ -111,16 +109,20 @@ void moe_route(CpuMode mode, const TensorView& router_logits, int64_t top_k,
     for_each_row(mode, T, [&](int64_t t) {
         float* w = row_f32(weights, t);
         int32_t* id = ids.ptr<int32_t>() + t * ids.stride[0];
-        if (mode == CpuMode::Reference) route_row<double>(row_f32(router_logits, t), E, top_k, w, id);
-        else route_row<float>(row_f32(router_logits, t), E, top_k, w, id);
+        if (mode == CpuMode::Reference)
+            route_row<double>(row_f32(router_logits, t), E, top_k, w, id);
+        else
+            route_row<float>(row_f32(router_logits, t), E, top_k, w, id);
     });
 }
 
 void moe_experts(CpuMode mode, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y) {
-    if (mode == CpuMode::Reference) experts_reference(x, gate_up, down, ids, weights, y);
-    else experts_fast(x, gate_up, down, ids, weights, y);
+    if (mode == CpuMode::Reference)
+        experts_reference(x, gate_up, down, ids, weights, y);
+    else
+        experts_fast(x, gate_up, down, ids, weights, y);
 }
 
 void add_sigmoid_scaled(CpuMode mode, const TensorView& gate_logit, const TensorView& shared,

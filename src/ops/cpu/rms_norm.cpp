@@ -41,14 +41,18 @@ void gated_rms_norm_rows(CpuMode mode, const TensorView& x, const TensorView& z,
 
 void rms_norm(CpuMode mode, const TensorView& x, const TensorView& w, float eps,
               const TensorView& y) {
-    if (mode == CpuMode::Reference) rms_norm_rows<double>(mode, x, w, eps, y);
-    else rms_norm_rows<float>(mode, x, w, eps, y);
+    if (mode == CpuMode::Reference)
+        rms_norm_rows<double>(mode, x, w, eps, y);
+    else
+        rms_norm_rows<float>(mode, x, w, eps, y);
 }
 
 void gated_rms_norm(CpuMode mode, const TensorView& x, const TensorView& z, const TensorView& w,
                     float eps, const TensorView& y) {
-    if (mode == CpuMode::Reference) gated_rms_norm_rows<double>(mode, x, z, w, eps, y);
-    else gated_rms_norm_rows<float>(mode, x, z, w, eps, y);
+    if (mode == CpuMode::Reference)
+        gated_rms_norm_rows<double>(mode, x, z, w, eps, y);
+    else
+        gated_rms_norm_rows<float>(mode, x, z, w, eps, y);
 }
 
 } // namespace ninfer::ops::cpu

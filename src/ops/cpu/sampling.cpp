@@ -82,8 +82,8 @@ int32_t sample_row(CpuMode mode, const float* l, int64_t n, const SamplingParams
 } // namespace
 
 void apply_penalties(CpuMode mode, const TensorView& logits, const SamplingParamsRow* params,
-                     const TensorView& offsets, const TensorView& tokens,
-                     const TensorView& counts, const TensorView& in_prompt) {
+                     const TensorView& offsets, const TensorView& tokens, const TensorView& counts,
+                     const TensorView& in_prompt) {
     const int64_t R = logits.size(0);
     const int32_t* off = offsets.ptr<int32_t>();
     for (int64_t r = 0; r < R; ++r) {
