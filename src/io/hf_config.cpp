@@ -45,13 +45,16 @@ std::vector<LayerKind> parse_layer_types(const json& text, int64_t num_layers, c
         if (!lt.is_array()) r.bad("layer_types", "must be a list");
         for (const json& t : lt) {
             std::string s = t.is_string() ? t.get<std::string>() : "";
-            if (s == "linear_attention") kinds.push_back(LayerKind::LinearAttention);
-            else if (s == "full_attention") kinds.push_back(LayerKind::FullAttention);
-            else r.bad("layer_types", concat("has unknown layer type '", t.dump(), "'"));
+            if (s == "linear_attention")
+                kinds.push_back(LayerKind::LinearAttention);
+            else if (s == "full_attention")
+                kinds.push_back(LayerKind::FullAttention);
+            else
+                r.bad("layer_types", concat("has unknown layer type '", t.dump(), "'"));
         }
         if (int64_t(kinds.size()) != num_layers)
-            r.bad("layer_types", concat("has ", kinds.size(), " entries for ", num_layers,
-                                        " layers"));
+            r.bad("layer_types",
+                  concat("has ", kinds.size(), " entries for ", num_layers, " layers"));
         return kinds;
     }
     int64_t interval = r.integer("full_attention_interval", 4);
@@ -61,35 +64,40 @@ std::vector<LayerKind> parse_layer_types(const json& text, int64_t num_layers, c
 }
 
 void parse_rope(const json& text, ModelConfig& c, const Reader& r) {
-    c.rope_theta = 10000.0;
+    // As HF: a non-empty legacy rope_scaling dict replaces rope_parameters; the top-level
+    // rope_theta and partial_rotary_factor fill in what the dict lacks.
+    c.rope_theta = r.number("rope_theta", 10000.0);
     c.partial_rotary_factor = r.number("partial_rotary_factor", 0.25);
-    if (text.contains("rope_parameters") && text["rope_parameters"].is_object()) {
-        const json& rp = text["rope_parameters"];
+    const json* rope = nullptr;
+    for (const char* key : {"rope_scaling", "rope_parameters"})
+        if (!rope && text.contains(key) && text[key].is_object() && !text[key].empty())
+            rope = &text[key];
+    if (rope) {
+        const json& rp = *rope;
         Reader rr{rp, r.source};
-        std::string type = rp.value("rope_type", std::string("default"));
+        std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
         if (type != "default")
             fail(ErrorCategory::Unsupported, r.source, ": rope_type '", type,
                  "' is not supported (only 'default')");
         c.rope_theta = rr.number("rope_theta", c.rope_theta);
         // HF reads the factor inside rope_parameters; the top-level copy is a legacy duplicate.
         c.partial_rotary_factor = rr.number("partial_rotary_factor", c.partial_rotary_factor);
-    } else {
-        c.rope_theta = r.number("rope_theta", c.rope_theta);
     }
     if (!(c.rope_theta > 0)) r.bad("rope_theta", "must be positive");
     if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1))
         r.bad("partial_rotary_factor", "must be in (0, 1]");
     c.rotary_dim = int64_t(double(c.head_dim) * c.partial_rotary_factor);
     if (c.rotary_dim < 2 || c.rotary_dim % 2)
-        r.bad("partial_rotary_factor", concat("gives rotary dim ", c.rotary_dim,
-                                              ", which must be even and >= 2"));
+        r.bad("partial_rotary_factor",
+              concat("gives rotary dim ", c.rotary_dim, ", which must be even and >= 2"));
 }
 
 void parse_eos(const json& top, const json& text, ModelConfig& c) {
     for (const json* src : {&text, &top}) {
         if (!src->contains("eos_token_id")) continue;
         const json& e = (*src)["eos_token_id"];
-        if (e.is_number_integer()) c.eos_token_ids = {e.get<int32_t>()};
+        if (e.is_number_integer())
+            c.eos_token_ids = {e.get<int32_t>()};
         else if (e.is_array())
             for (const json& v : e)
                 if (v.is_number_integer()) c.eos_token_ids.push_back(v.get<int32_t>());
@@ -99,8 +107,8 @@ void parse_eos(const json& top, const json& text, ModelConfig& c) {
 
 void validate(const ModelConfig& c, const Reader& r) {
     if (c.num_heads % c.num_kv_heads)
-        r.bad("num_key_value_heads", concat(c.num_kv_heads, " does not divide ", c.num_heads,
-                                            " attention heads"));
+        r.bad("num_key_value_heads",
+              concat(c.num_kv_heads, " does not divide ", c.num_heads, " attention heads"));
     if (c.linear_num_value_heads % c.linear_num_key_heads)
         r.bad("linear_num_value_heads",
               concat(c.linear_num_value_heads, " is not a multiple of linear_num_key_heads ",
@@ -111,6 +119,10 @@ void validate(const ModelConfig& c, const Reader& r) {
 
 } // namespace
 
+namespace {
+ModelConfig parse_hf_config_fields(const json& top, const std::string& source);
+} // namespace
+
 int64_t ModelConfig::count_layers(LayerKind kind) const {
     int64_t n = 0;
     for (LayerKind k : layer_types) n += k == kind;
@@ -118,6 +130,16 @@ int64_t ModelConfig::count_layers(LayerKind kind) const {
 }
 
 ModelConfig parse_hf_config(const json& top, const std::string& source) {
+    try {
+        return parse_hf_config_fields(top, source);
+    } catch (const json::exception& e) { // a field of the wrong JSON type
+        fail_invalid(source, ": ", e.what());
+    }
+}
+
+namespace {
+
+ModelConfig parse_hf_config_fields(const json& top, const std::string& source) {
     if (!top.is_object()) fail_invalid(source, ": config is not a JSON object");
     ModelConfig c;
     c.model_type = top.value("model_type", std::string());
@@ -177,6 +199,8 @@ ModelConfig parse_hf_config(const json& top, const std::string& source) {
     validate(c, r);
     return c;
 }
+
+} // namespace
 
 ModelConfig load_hf_config(const fs::path& path) {
     fs::path file = fs::is_directory(path) ? path / "config.json" : path;

@@ -19,8 +19,8 @@ struct ModelConfig {
     std::string model_type;      // top-level model_type of config.json
     std::string text_model_type; // qwen3_5_text or qwen3_5_moe_text
     bool moe = false;
-    bool nested = false;      // text weights under model.language_model.
-    bool has_vision = false;  // a vision_config is present (its weights are never loaded)
+    bool nested = false;     // text weights under model.language_model.
+    bool has_vision = false; // a vision_config is present (its weights are never loaded)
 
     int64_t vocab_size = 0;
     int64_t hidden_size = 0;

@@ -28,7 +28,8 @@ std::vector<int32_t> read_generation_eos(const fs::path& dir) {
     std::vector<int32_t> ids;
     if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) return ids;
     const json& e = j["eos_token_id"];
-    if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+    if (e.is_number_integer())
+        ids.push_back(e.get<int32_t>());
     else if (e.is_array())
         for (const json& v : e)
             if (v.is_number_integer()) ids.push_back(v.get<int32_t>());

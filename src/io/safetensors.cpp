@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/checked.h"
 #include "core/error.h"
 
 namespace ninfer::io {
@@ -42,9 +42,8 @@ std::shared_ptr<const void> map_file(const fs::path& path, int64_t* size_out) {
     if (addr == MAP_FAILED) fail_io(path.string(), concat("mmap failed: ", std::strerror(errno)));
     *size_out = size;
     if (size == 0) return std::shared_ptr<const void>(nullptr, [](const void*) {});
-    return std::shared_ptr<const void>(addr, [size](const void* p) {
-        ::munmap(const_cast<void*>(p), size_t(size));
-    });
+    return std::shared_ptr<const void>(
+        addr, [size](const void* p) { ::munmap(const_cast<void*>(p), size_t(size)); });
 }
 
 TensorEntry parse_entry(const std::string& name, const json& info, const uint8_t* data_begin,
@@ -62,11 +61,20 @@ TensorEntry parse_entry(const std::string& name, const json& info, const uint8_t
         fail_io(file, concat("tensor '", name, "': malformed header entry"));
     e.dtype_name = dtype.get<std::string>();
     e.dtype_known = dtype_from_safetensors(e.dtype_name, &e.dtype);
+    // Size arithmetic fails with an error that names the tensor and the file.
+    auto mul = [&](int64_t a, int64_t b) {
+        int64_t product = 0;
+        if (__builtin_mul_overflow(a, b, &product))
+            fail_io(file, concat("tensor '", name, "': shape ", e.shape_string(), " overflows"));
+        return product;
+    };
     int64_t numel = 1;
     for (const json& d : shape) {
-        if (!d.is_number_unsigned()) fail_io(file, concat("tensor '", name, "': bad dimension"));
+        if (!d.is_number_unsigned() ||
+            d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+            fail_io(file, concat("tensor '", name, "': bad dimension"));
         e.shape.push_back(d.get<int64_t>());
-        numel = checked_mul(numel, e.shape.back(), "safetensors shape");
+        numel = mul(numel, e.shape.back());
     }
     if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
         fail_io(file, concat("tensor '", name, "': bad data_offsets"));
@@ -77,7 +85,7 @@ TensorEntry parse_entry(const std::string& name, const json& info, const uint8_t
                              ") outside the data section of ", data_size, " bytes"));
     e.nbytes = int64_t(end - begin);
     e.data = data_begin + begin;
-    if (e.dtype_known && checked_mul(numel, dtype_size(e.dtype), "tensor bytes") != e.nbytes)
+    if (e.dtype_known && mul(numel, dtype_size(e.dtype)) != e.nbytes)
         fail_io(file, concat("tensor '", name, "': ", e.nbytes, " bytes do not match ",
                              e.dtype_name, e.shape_string()));
     return e;
@@ -110,8 +118,8 @@ std::vector<TensorEntry> parse_safetensors(const uint8_t* bytes, int64_t size,
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i]; // little endian
     if (header_len > kMaxHeaderBytes || header_len > uint64_t(size - 8))
-        fail_io(file, concat("header length ", header_len, " is invalid for a file of ", size,
-                             " bytes"));
+        fail_io(file,
+                concat("header length ", header_len, " is invalid for a file of ", size, " bytes"));
     json header = json::parse(bytes + 8, bytes + 8 + header_len, nullptr, false);
     if (header.is_discarded() || !header.is_object()) fail_io(file, "header is not a JSON object");
     const uint8_t* data_begin = bytes + 8 + header_len;
@@ -129,12 +137,12 @@ void SafetensorsCheckpoint::add_file(const fs::path& file) {
     auto mapping = map_file(file, &size);
     mappings_->push_back(mapping);
     file_names_.push_back(file.filename().string());
-    auto parsed = parse_safetensors(static_cast<const uint8_t*>(mapping.get()), size,
-                                    file.string());
+    auto parsed =
+        parse_safetensors(static_cast<const uint8_t*>(mapping.get()), size, file.string());
     for (auto& e : parsed) {
         if (entries_.count(e.name))
-            fail_io(file.string(), concat("tensor '", e.name, "' also appears in ",
-                                          entries_[e.name].file));
+            fail_io(file.string(),
+                    concat("tensor '", e.name, "' also appears in ", entries_[e.name].file));
         std::string key = e.name;
         entries_.emplace(std::move(key), std::move(e));
     }
@@ -188,6 +196,8 @@ const TensorEntry* SafetensorsCheckpoint::find(const std::string& name) const {
     return it == entries_.end() ? nullptr : &it->second;
 }
 
-std::vector<std::string> SafetensorsCheckpoint::files() const { return file_names_; }
+std::vector<std::string> SafetensorsCheckpoint::files() const {
+    return file_names_;
+}
 
 } // namespace ninfer::io

@@ -9,9 +9,9 @@ using io::ModelConfig;
 int64_t gdn_params(const ModelConfig& c) {
     const int64_t H = c.hidden_size, Hv = c.linear_num_value_heads;
     return c.conv_dim() * H + c.value_dim() * H + 2 * Hv * H // in_proj qkv, z, b, a
-           + c.conv_dim() * c.linear_conv_kernel              // conv1d
-           + 2 * Hv + c.linear_value_head_dim                 // A_log, dt_bias, norm
-           + H * c.value_dim();                               // out_proj
+           + c.conv_dim() * c.linear_conv_kernel             // conv1d
+           + 2 * Hv + c.linear_value_head_dim                // A_log, dt_bias, norm
+           + H * c.value_dim();                              // out_proj
 }
 
 int64_t attention_params(const ModelConfig& c) {
@@ -41,8 +41,8 @@ ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
     const auto [mlp_all, mlp_active] = mlp_params(c);
     int64_t active_layers = 0;
     for (LayerKind kind : c.layer_types) {
-        const int64_t mixer = kind == LayerKind::LinearAttention ? gdn_params(c)
-                                                                 : attention_params(c);
+        const int64_t mixer =
+            kind == LayerKind::LinearAttention ? gdn_params(c) : attention_params(c);
         (kind == LayerKind::LinearAttention ? p.gdn_layers : p.attention_layers) += mixer;
         p.mlp += mlp_all;
         p.norms += 2 * H;

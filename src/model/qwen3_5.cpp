@@ -43,11 +43,10 @@ struct Qwen35Model::Scratch {
     Tensor x, h, proj, conv_out, g, beta, core, q, k, attn, gate_up, act, router, route_w,
         route_ids, shared, selected;
 
-    void ensure(const io::ModelConfig& c, Device device, int64_t rows) {
+    void ensure(const io::ModelConfig& c, Device device, DType dt, int64_t rows) {
         if (rows <= capacity) return;
         capacity = std::max<int64_t>(rows, 2 * capacity);
         Allocator& a = ops::device_allocator(device);
-        const DType dt = ops::compute_dtype(device);
         const int64_t T = capacity, H = c.hidden_size, D = c.head_dim;
         const int64_t gdn_in = c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads;
         const int64_t attn_in = (2 * c.num_heads + 2 * c.num_kv_heads) * D;
@@ -191,7 +190,7 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
     require(int64_t(caches.k_cache.size()) == c.count_layers(LayerKind::FullAttention) &&
                 int64_t(caches.conv_state.size()) == c.count_layers(LayerKind::LinearAttention),
             "forward: cache views do not match the model's layers");
-    scratch_->ensure(c, device_, std::max(T, R));
+    scratch_->ensure(c, device_, ctx.dtype, std::max(T, R));
     Scratch& s = *scratch_;
     ops::embedding(ctx, batch.tokens, weights_.embed, s.x.view().narrow(0, 0, T));
     size_t attn_rank = 0, gdn_rank = 0;

@@ -24,13 +24,14 @@ std::string dims_string(const Dims& d) {
 class Binder {
 public:
     Binder(const ModelConfig& c, const io::SafetensorsCheckpoint& ck, const ops::ExecContext& x)
-        : cfg(c), ckpt(ck), ctx(x), dtype(ops::compute_dtype(x.device)) {}
+        : cfg(c), ckpt(ck), ctx(x), dtype(x.dtype) {}
 
     // Checks one checkpoint tensor and marks it consumed.
     const TensorEntry& take(const std::string& name, const Dims& shape) {
         const TensorEntry* e = ckpt.find(name);
-        if (!e) fail_invalid("checkpoint is missing tensor '", name, "' (expected ",
-                             dims_string(shape), ")");
+        if (!e)
+            fail_invalid("checkpoint is missing tensor '", name, "' (expected ", dims_string(shape),
+                         ")");
         if (!e->dtype_known || !is_float(e->dtype))
             fail(ErrorCategory::Unsupported, "tensor '", name, "' has dtype ", e->dtype_name,
                  "; expected F32, BF16 or F16");
@@ -44,8 +45,8 @@ public:
     // A device tensor of shape dims whose contents are the given tensors concatenated in order
     // (concatenation along dim 0, or of per-expert blocks, is concatenation of flat buffers).
     Tensor fuse(const Dims& dims, const std::vector<const TensorEntry*>& parts) {
-        Tensor t = Tensor::empty(ops::device_allocator(ctx.device), dtype, dims.data(),
-                                 int(dims.size()));
+        Tensor t =
+            Tensor::empty(ops::device_allocator(ctx.device), dtype, dims.data(), int(dims.size()));
         TensorView flat = t.view().reshape({t.numel()});
         int64_t offset = 0;
         for (const TensorEntry* p : parts) {
@@ -57,7 +58,9 @@ public:
         require(offset == t.numel(), "internal: fused tensor size mismatch");
         return t;
     }
-    Tensor load(const std::string& name, const Dims& shape) { return fuse(shape, {&take(name, shape)}); }
+    Tensor load(const std::string& name, const Dims& shape) {
+        return fuse(shape, {&take(name, shape)});
+    }
 
     void finish() const {
         for (const auto& [name, entry] : ckpt.entries()) {
@@ -80,9 +83,9 @@ GdnWeights bind_gdn(Binder& b, const std::string& p) {
                   Hv = c.linear_num_value_heads, K = c.linear_conv_kernel;
     GdnWeights w;
     w.in_proj = b.fuse({C + Vd + 2 * Hv, H}, {&b.take(p + "in_proj_qkv.weight", {C, H}),
-                                             &b.take(p + "in_proj_z.weight", {Vd, H}),
-                                             &b.take(p + "in_proj_b.weight", {Hv, H}),
-                                             &b.take(p + "in_proj_a.weight", {Hv, H})});
+                                              &b.take(p + "in_proj_z.weight", {Vd, H}),
+                                              &b.take(p + "in_proj_b.weight", {Hv, H}),
+                                              &b.take(p + "in_proj_a.weight", {Hv, H})});
     w.conv = b.fuse({C, K}, {&b.take(p + "conv1d.weight", {C, 1, K})});
     w.A_log = b.load(p + "A_log", {Hv});
     w.dt_bias = b.load(p + "dt_bias", {Hv});
@@ -95,10 +98,10 @@ AttentionWeights bind_attention(Binder& b, const std::string& p) {
     const ModelConfig& c = b.cfg;
     const int64_t H = c.hidden_size, D = c.head_dim, nH = c.num_heads, nKV = c.num_kv_heads;
     AttentionWeights w;
-    w.in_proj = b.fuse({nH * 2 * D + 2 * nKV * D, H},
-                       {&b.take(p + "q_proj.weight", {nH * 2 * D, H}),
-                        &b.take(p + "k_proj.weight", {nKV * D, H}),
-                        &b.take(p + "v_proj.weight", {nKV * D, H})});
+    w.in_proj =
+        b.fuse({nH * 2 * D + 2 * nKV * D, H}, {&b.take(p + "q_proj.weight", {nH * 2 * D, H}),
+                                               &b.take(p + "k_proj.weight", {nKV * D, H}),
+                                               &b.take(p + "v_proj.weight", {nKV * D, H})});
     w.q_norm = b.load(p + "q_norm.weight", {D});
     w.k_norm = b.load(p + "k_norm.weight", {D});
     w.o_proj = b.load(p + "o_proj.weight", {H, nH * D});
@@ -151,8 +154,10 @@ LayerWeights bind_layer(Binder& b, const std::string& p, LayerKind kind) {
     w.kind = kind;
     w.input_norm = b.load(p + "input_layernorm.weight", {H});
     w.post_norm = b.load(p + "post_attention_layernorm.weight", {H});
-    if (kind == LayerKind::LinearAttention) w.gdn = bind_gdn(b, p + "linear_attn.");
-    else w.attn = bind_attention(b, p + "self_attn.");
+    if (kind == LayerKind::LinearAttention)
+        w.gdn = bind_gdn(b, p + "linear_attn.");
+    else
+        w.attn = bind_attention(b, p + "self_attn.");
     w.mlp = bind_mlp(b, p + "mlp.");
     return w;
 }
@@ -166,8 +171,8 @@ MtpWeights bind_mtp(Binder& b, int64_t layers) {
     w.pre_fc_norm_hidden = b.load("mtp.pre_fc_norm_hidden.weight", {H});
     w.norm = b.load("mtp.norm.weight", {H});
     for (int64_t l = 0; l < layers; ++l)
-        w.layers.push_back(bind_layer(b, "mtp.layers." + std::to_string(l) + ".",
-                                      LayerKind::FullAttention));
+        w.layers.push_back(
+            bind_layer(b, "mtp.layers." + std::to_string(l) + ".", LayerKind::FullAttention));
     return w;
 }
 
@@ -182,7 +187,8 @@ int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt) {
         const size_t dot = rest.find('.');
         if (dot == 0 || dot == std::string::npos) continue;
         const std::string index = rest.substr(0, dot);
-        if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 4) continue;
+        if (index.find_first_not_of("0123456789") != std::string::npos || index.size() > 4)
+            continue;
         layers = std::max<int64_t>(layers, std::stoll(index) + 1);
     }
     if (layers == 0 && ckpt.find("mtp.fc.weight")) layers = 1; // then the layer tensors are missing
@@ -198,8 +204,8 @@ ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoin
     w.embed = b.load(p + "embed_tokens.weight", {V, H});
     w.final_norm = b.load(p + "norm.weight", {H});
     for (int64_t l = 0; l < cfg.num_layers; ++l)
-        w.layers.push_back(bind_layer(b, p + "layers." + std::to_string(l) + ".",
-                                      cfg.layer_types[size_t(l)]));
+        w.layers.push_back(
+            bind_layer(b, p + "layers." + std::to_string(l) + ".", cfg.layer_types[size_t(l)]));
     if (cfg.tie_word_embeddings) {
         if (ckpt.find("lm_head.weight")) b.take("lm_head.weight", {V, H}); // a saved tied copy
         w.lm_head = w.embed;

@@ -33,11 +33,11 @@ struct MlpWeights {
     Tensor gate_up; // [2I, H]: gate rows then up rows
     Tensor down;    // [H, I]
     // MoE.
-    Tensor router;           // [E + 1, H]: the router's E rows, then shared_expert_gate
-    Tensor experts_gate_up;  // [E, 2Ie, H]
-    Tensor experts_down;     // [E, H, Ie]
-    Tensor shared_gate_up;   // [2Is, H]
-    Tensor shared_down;      // [H, Is]
+    Tensor router;          // [E + 1, H]: the router's E rows, then shared_expert_gate
+    Tensor experts_gate_up; // [E, 2Ie, H]
+    Tensor experts_down;    // [E, H, Ie]
+    Tensor shared_gate_up;  // [2Is, H]
+    Tensor shared_down;     // [H, Is]
 };
 
 struct LayerWeights {
@@ -51,10 +51,10 @@ struct LayerWeights {
 
 // The MTP head (MODEL_QWEN3_5.md §3): bound at load; the draft forward lives with speculation.
 struct MtpWeights {
-    Tensor fc;                    // [H, 2H]
-    Tensor pre_fc_norm_embedding; // [H]
-    Tensor pre_fc_norm_hidden;    // [H]
-    Tensor norm;                  // [H]
+    Tensor fc;                        // [H, 2H]
+    Tensor pre_fc_norm_embedding;     // [H]
+    Tensor pre_fc_norm_hidden;        // [H]
+    Tensor norm;                      // [H]
     std::vector<LayerWeights> layers; // full-attention decoder layers
 };
 

@@ -12,15 +12,19 @@ enum class CpuMode { Reference, Fast };
 struct ExecContext {
     Device device = Device::cpu();
     CpuMode cpu_mode = CpuMode::Fast;
-    void* stream = nullptr; // cudaStream_t on CUDA devices
+    // The dtype of weights and activations on this context: F32 on the CPU; BF16 on CUDA by
+    // default (F32 there too for exact-parity runs). Recurrent state and logits are always F32.
+    DType dtype = DType::F32;
+    void* stream = nullptr; // cudaStream_t on CUDA devices (nullptr: the default stream)
 
-    static ExecContext cpu(CpuMode mode = CpuMode::Fast) { return {Device::cpu(), mode, nullptr}; }
+    static ExecContext cpu(CpuMode mode = CpuMode::Fast) {
+        return {Device::cpu(), mode, DType::F32, nullptr};
+    }
+    static ExecContext cuda(int index, DType dtype = DType::BF16) {
+        return {Device::cuda(index), CpuMode::Fast, dtype, nullptr};
+    }
     bool reference() const { return cpu_mode == CpuMode::Reference; }
 };
-
-} // namespace ninfer::ops
-
-namespace ninfer::ops {
 
 // Sets the thread count of the CPU backend (OpenMP loops and OpenBLAS); n <= 0 keeps all cores.
 void set_cpu_threads(int n);

@@ -35,11 +35,6 @@ Allocator& device_allocator(Device device) {
          " (built without CUDA)");
 }
 
-DType compute_dtype(Device device) {
-    if (device.is_cpu()) return DType::F32;
-    return DType::BF16;
-}
-
 void upload(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
     require(src.device.is_cpu(), "upload: source must be on the host");
     check_device(ctx, "upload", "dst", dst);

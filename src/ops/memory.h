@@ -9,8 +9,6 @@ namespace ninfer::ops {
 
 // The allocator of a device (CPU: 64-byte aligned, zero-filled).
 Allocator& device_allocator(Device device);
-// The activation / weight dtype a backend computes in (CPU: F32).
-DType compute_dtype(Device device);
 
 // dst (on ctx.device, contiguous) = src (host, contiguous, same element count), converting
 // between float dtypes or copying integer dtypes of equal type.

@@ -14,8 +14,8 @@
 #include "runtime/kv_pool.h"
 #include "runtime/sampler.h"
 #include "runtime/sequence.h"
-#include "runtime/step_plan.h"
 #include "runtime/state_pool.h"
+#include "runtime/step_plan.h"
 
 namespace ninfer {
 
@@ -36,7 +36,9 @@ Device parse_device(const std::string& name) {
     fail_invalid("unknown device '", name, "' (expected cpu or cuda[:N])");
 }
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+}
 
 void validate_sampling(const SamplingOptions& s) {
     require(std::isfinite(s.temperature) && s.temperature >= 0, "temperature must be >= 0");
@@ -100,16 +102,16 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     if (info.eos_token_ids.empty()) info.eos_token_ids = c.eos_token_ids;
     require(o.max_context <= c.max_position_embeddings, "max_context ", o.max_context,
             " exceeds the model's max_position_embeddings ", c.max_position_embeddings);
-    info.max_context = o.max_context > 0 ? o.max_context
-                                         : std::min(c.max_position_embeddings, kDefaultMaxContext);
-    const int64_t kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens
-                                                    : int64_t(o.max_sequences) * info.max_context;
+    info.max_context =
+        o.max_context > 0 ? o.max_context : std::min(c.max_position_embeddings, kDefaultMaxContext);
+    const int64_t kv_tokens =
+        o.kv_cache_tokens > 0 ? o.kv_cache_tokens : int64_t(o.max_sequences) * info.max_context;
     const int64_t blocks = (kv_tokens + o.kv_block_size - 1) / o.kv_block_size;
-    const DType dt = ops::compute_dtype(ctx.device);
-    kv = std::make_unique<runtime::KvPool>(model->cache_spec(), blocks, o.kv_block_size,
-                                           ctx.device, dt);
-    states = std::make_unique<runtime::StatePool>(model->cache_spec(), o.max_sequences,
-                                                  ctx.device, dt);
+    const DType dt = ctx.dtype;
+    kv = std::make_unique<runtime::KvPool>(model->cache_spec(), blocks, o.kv_block_size, ctx.device,
+                                           dt);
+    states =
+        std::make_unique<runtime::StatePool>(model->cache_spec(), o.max_sequences, ctx.device, dt);
     sampler = std::make_unique<runtime::Sampler>(ctx);
     thread = std::thread([this] { loop(); });
 }
@@ -154,8 +156,8 @@ void Engine::Impl::admit() {
             waiting.pop_front();
             continue;
         }
-        const int64_t need = kv->blocks_for(std::min<int64_t>(
-            seq.prompt_length() + seq.request.max_new_tokens, info.max_context));
+        const int64_t need = kv->blocks_for(
+            std::min<int64_t>(seq.prompt_length() + seq.request.max_new_tokens, info.max_context));
         if (states->free_slots() == 0 || kv->free_blocks() < need) break; // first come first served
         seq.slot = states->acquire(ctx);
         seq.blocks = kv->allocate(need);
@@ -171,8 +173,8 @@ void Engine::Impl::drop_cancelled() {
 }
 
 void Engine::Impl::step() {
-    runtime::StepPlan plan = runtime::plan_step(active, options.prefill_chunk,
-                                                options.max_batch_tokens);
+    runtime::StepPlan plan =
+        runtime::plan_step(active, options.prefill_chunk, options.max_batch_tokens);
     if (plan.entries.empty()) return;
     const auto now = Clock::now();
     for (const auto& e : plan.entries)
@@ -215,7 +217,8 @@ void Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out)
         seq.stream->pending.push_back(out.token);
     }
     seq.stream->ready.notify_all();
-    if (seq.stop_ids.count(id)) finish(seq, FinishReason::Stop);
+    if (seq.stop_ids.count(id))
+        finish(seq, FinishReason::Stop);
     else if (seq.generated >= seq.request.max_new_tokens ||
              int64_t(seq.tokens.size()) >= info.max_context)
         finish(seq, FinishReason::Length);
@@ -256,7 +259,9 @@ void Engine::Impl::fail_active(const std::string& message) {
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 Engine::~Engine() = default;
 
-const ModelInfo& Engine::model_info() const { return impl_->info; }
+const ModelInfo& Engine::model_info() const {
+    return impl_->info;
+}
 
 RequestStream Engine::submit(GenerationRequest request) {
     const ModelInfo& info = impl_->info;
@@ -264,8 +269,8 @@ RequestStream Engine::submit(GenerationRequest request) {
     for (int32_t id : request.prompt)
         require(id >= 0 && id < info.token_limit, "prompt token id ", id, " outside [0, ",
                 info.token_limit, ")");
-    require(int64_t(request.prompt.size()) < info.max_context, "prompt of ",
-            request.prompt.size(), " tokens does not fit the context of ", info.max_context);
+    require(int64_t(request.prompt.size()) < info.max_context, "prompt of ", request.prompt.size(),
+            " tokens does not fit the context of ", info.max_context);
     require(request.max_new_tokens >= 0, "max_new_tokens must be >= 0");
     require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
             "top_logprobs must be in [0, ", kMaxTopLogprobs, "]");
@@ -277,7 +282,8 @@ RequestStream Engine::submit(GenerationRequest request) {
     seq->stream->seed = seq->seed;
     seq->tokens = request.prompt;
     seq->submitted = Clock::now();
-    if (!request.ignore_eos) seq->stop_ids.insert(info.eos_token_ids.begin(), info.eos_token_ids.end());
+    if (!request.ignore_eos)
+        seq->stop_ids.insert(info.eos_token_ids.begin(), info.eos_token_ids.end());
     seq->stop_ids.insert(request.stop_token_ids.begin(), request.stop_token_ids.end());
     if (runtime::needs_penalties(request.sampling))
         seq->prompt_set.insert(request.prompt.begin(), request.prompt.end());

@@ -7,14 +7,16 @@
 
 namespace ninfer::runtime {
 
-KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_size,
-               Device device, DType dtype)
+KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_size, Device device,
+               DType dtype)
     : block_size_(block_size) {
     require(block_size > 0 && num_blocks > 0, "KvPool: block size and count must be positive");
     Allocator& a = ops::device_allocator(device);
     for (int64_t l = 0; l < spec.attention_layers; ++l) {
-        k_.push_back(Tensor::empty(a, dtype, {num_blocks, block_size, spec.kv_heads, spec.head_dim}));
-        v_.push_back(Tensor::empty(a, dtype, {num_blocks, block_size, spec.kv_heads, spec.head_dim}));
+        k_.push_back(
+            Tensor::empty(a, dtype, {num_blocks, block_size, spec.kv_heads, spec.head_dim}));
+        v_.push_back(
+            Tensor::empty(a, dtype, {num_blocks, block_size, spec.kv_heads, spec.head_dim}));
         k_views_.push_back(k_.back().view());
         v_views_.push_back(v_.back().view());
     }
@@ -24,6 +26,7 @@ KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_s
 }
 
 std::vector<int32_t> KvPool::allocate(int64_t n) {
+    require(n >= 0, "KvPool: cannot allocate ", n, " blocks");
     if (n > int64_t(free_.size()))
         fail(ErrorCategory::OutOfMemory, "KV cache full: need ", n, " blocks, ", free_.size(),
              " free");

@@ -4,11 +4,16 @@ namespace ninfer {
 
 const char* finish_reason_name(FinishReason reason) {
     switch (reason) {
-    case FinishReason::None: return "none";
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::Error: return "error";
+    case FinishReason::None:
+        return "none";
+    case FinishReason::Stop:
+        return "stop";
+    case FinishReason::Length:
+        return "length";
+    case FinishReason::Cancelled:
+        return "cancelled";
+    case FinishReason::Error:
+        return "error";
     }
     return "unknown";
 }
@@ -35,6 +40,8 @@ void RequestStream::cancel() {
     if (state_) state_->cancel_requested = true;
 }
 
-uint64_t RequestStream::id() const { return state_ ? state_->id : 0; }
+uint64_t RequestStream::id() const {
+    return state_ ? state_->id : 0;
+}
 
 } // namespace ninfer

@@ -37,14 +37,14 @@ struct Sequence {
     std::shared_ptr<RequestStream::State> stream;
     GenerationRequest request;
     uint64_t seed = 0;
-    std::vector<int32_t> tokens;      // prompt, then generated tokens
-    int64_t cached = 0;               // leading tokens already in the KV cache and GDN state
-    int32_t slot = -1;                // GDN state slot
-    std::vector<int32_t> blocks;      // KV blocks, reserved for the whole request at admission
+    std::vector<int32_t> tokens; // prompt, then generated tokens
+    int64_t cached = 0;          // leading tokens already in the KV cache and GDN state
+    int32_t slot = -1;           // GDN state slot
+    std::vector<int32_t> blocks; // KV blocks, reserved for the whole request at admission
     int64_t generated = 0;
     std::unordered_set<int32_t> stop_ids;
-    std::unordered_set<int32_t> prompt_set;               // for repetition penalties
-    std::unordered_map<int32_t, int32_t> output_counts;   // for penalties
+    std::unordered_set<int32_t> prompt_set;             // for repetition penalties
+    std::unordered_map<int32_t, int32_t> output_counts; // for penalties
     Clock::time_point submitted, scheduled, first_token;
     bool has_scheduled = false, has_first_token = false;
 

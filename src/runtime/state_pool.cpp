@@ -5,8 +5,7 @@
 
 namespace ninfer::runtime {
 
-StatePool::StatePool(const model::CacheSpec& spec, int32_t slots, Device device,
-                     DType conv_dtype) {
+StatePool::StatePool(const model::CacheSpec& spec, int32_t slots, Device device, DType conv_dtype) {
     require(slots > 0, "StatePool: need at least one slot");
     Allocator& a = ops::device_allocator(device);
     for (int64_t l = 0; l < spec.gdn_layers; ++l) {

@@ -1,0 +1,416 @@
+// runtime KvPool, StatePool, plan_step and build_forward_batch on hand-built sequences.
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "runtime/kv_pool.h"
+#include "runtime/sequence.h"
+#include "runtime/state_pool.h"
+#include "runtime/step_plan.h"
+#include "unit_test_util.h"
+
+namespace ninfer::test {
+namespace {
+
+using runtime::KvPool;
+using runtime::Sequence;
+using runtime::StatePool;
+using runtime::StepPlan;
+
+const ops::ExecContext kCpu = ops::ExecContext::cpu();
+
+model::CacheSpec small_spec() {
+    model::CacheSpec s;
+    s.attention_layers = 2;
+    s.kv_heads = 2;
+    s.head_dim = 4;
+    s.gdn_layers = 3;
+    s.conv_channels = 6;
+    s.conv_history = 3;
+    s.value_heads = 2;
+    s.key_head_dim = 3;
+    s.value_head_dim = 4;
+    return s;
+}
+
+// ---- KvPool -----------------------------------------------------------------------------------
+
+TEST(KvPool, ShapesAndBlockArithmetic) {
+    KvPool pool(small_spec(), 10, 16, Device::cpu(), DType::BF16);
+    EXPECT_EQ(pool.num_blocks(), 10);
+    EXPECT_EQ(pool.free_blocks(), 10);
+    EXPECT_EQ(pool.block_size(), 16);
+    ASSERT_EQ(pool.k_views().size(), 2u);
+    ASSERT_EQ(pool.v_views().size(), 2u);
+    for (const TensorView& v : pool.k_views()) {
+        EXPECT_EQ(dims_of(v), (std::vector<int64_t>{10, 16, 2, 4}));
+        EXPECT_EQ(v.dtype, DType::BF16);
+    }
+    EXPECT_NE(pool.k_views()[0].data, pool.v_views()[0].data);
+    EXPECT_EQ(pool.blocks_for(0), 0);
+    EXPECT_EQ(pool.blocks_for(1), 1);
+    EXPECT_EQ(pool.blocks_for(16), 1);
+    EXPECT_EQ(pool.blocks_for(17), 2);
+}
+
+TEST(KvPool, RejectsEmptyPools) {
+    EXPECT_TRUE(raises([] { KvPool(small_spec(), 0, 16, Device::cpu(), DType::F32); }, {"KvPool"}));
+    EXPECT_TRUE(raises([] { KvPool(small_spec(), 4, 0, Device::cpu(), DType::F32); }, {"KvPool"}));
+}
+
+TEST(KvPool, AllocatesLowIdsFirstAndReusesReleasedBlocks) {
+    KvPool pool(small_spec(), 6, 4, Device::cpu(), DType::F32);
+    EXPECT_EQ(pool.allocate(3), (std::vector<int32_t>{0, 1, 2}));
+    EXPECT_TRUE(pool.allocate(0).empty());
+    EXPECT_EQ(pool.free_blocks(), 3);
+    pool.release({1});
+    EXPECT_EQ(pool.free_blocks(), 4);
+    std::vector<int32_t> next = pool.allocate(4);
+    EXPECT_EQ(std::set<int32_t>(next.begin(), next.end()), (std::set<int32_t>{1, 3, 4, 5}));
+    EXPECT_EQ(pool.free_blocks(), 0);
+}
+
+TEST(KvPool, ExhaustionIsOutOfMemoryAndAllocatesNothing) {
+    KvPool pool(small_spec(), 4, 4, Device::cpu(), DType::F32);
+    EXPECT_TRUE(raises([&] { pool.allocate(5); }, {"5"}, ErrorCategory::OutOfMemory));
+    EXPECT_EQ(pool.free_blocks(), 4);
+    std::vector<int32_t> all = pool.allocate(4);
+    EXPECT_EQ(all.size(), 4u);
+    EXPECT_TRUE(raises([&] { pool.allocate(1); }, {"KV"}, ErrorCategory::OutOfMemory));
+    pool.release(all);
+    EXPECT_EQ(pool.free_blocks(), 4);
+}
+
+TEST(KvPool, RetainKeepsABlockUntilTheLastRelease) {
+    KvPool pool(small_spec(), 4, 4, Device::cpu(), DType::F32);
+    const int32_t b = pool.allocate(1)[0];
+    pool.retain(b);
+    pool.retain(b);
+    pool.release({b});
+    pool.release({b});
+    EXPECT_EQ(pool.free_blocks(), 3);
+    pool.release({b});
+    EXPECT_EQ(pool.free_blocks(), 4);
+}
+
+TEST(KvPool, RejectsReleaseAndRetainOfFreeBlocks) {
+    KvPool pool(small_spec(), 4, 4, Device::cpu(), DType::F32);
+    EXPECT_TRUE(raises([&] { pool.release({0}); }, {"release", "0"}));
+    EXPECT_TRUE(raises([&] { pool.retain(1); }, {"retain", "1"}));
+    EXPECT_TRUE(raises([&] { pool.release({-1}); }, {"release"}));
+    EXPECT_TRUE(raises([&] { pool.release({4}); }, {"release"}));
+    EXPECT_TRUE(raises([&] { pool.retain(7); }, {"retain"}));
+    const int32_t b = pool.allocate(1)[0];
+    pool.release({b});
+    EXPECT_TRUE(raises([&] { pool.release({b}); }, {"release"})); // double release
+    EXPECT_EQ(pool.free_blocks(), 4);
+}
+
+TEST(KvPool, RandomCyclesLeakNothing) {
+    const int64_t N = 37;
+    KvPool pool(small_spec(), N, 8, Device::cpu(), DType::F32);
+    std::mt19937 gen(7);
+    std::vector<std::vector<int32_t>> holders; // each holds one reference to each of its blocks
+    std::map<int32_t, int> refs;
+    for (int step = 0; step < 5000; ++step) {
+        const int op = int(gen() % 3);
+        if (op == 0) {
+            const int64_t n = int64_t(gen() % 9);
+            if (n > pool.free_blocks()) {
+                ASSERT_TRUE(raises([&] { pool.allocate(n); }, {}, ErrorCategory::OutOfMemory));
+                continue;
+            }
+            std::vector<int32_t> got = pool.allocate(n);
+            ASSERT_EQ(int64_t(got.size()), n);
+            for (int32_t b : got) {
+                ASSERT_TRUE(b >= 0 && b < N) << b;
+                ASSERT_EQ(refs[b], 0) << "block " << b << " handed out while in use";
+                refs[b] = 1;
+            }
+            holders.push_back(got);
+        } else if (op == 1 && !holders.empty()) {
+            // Share a prefix of another holder's blocks.
+            const auto& src = holders[gen() % holders.size()];
+            std::vector<int32_t> shared(src.begin(),
+                                        src.begin() + int64_t(gen() % (src.size() + 1)));
+            for (int32_t b : shared) {
+                pool.retain(b);
+                ++refs[b];
+            }
+            holders.push_back(shared);
+        } else if (!holders.empty()) {
+            const size_t i = gen() % holders.size();
+            pool.release(holders[i]);
+            for (int32_t b : holders[i]) --refs[b];
+            holders.erase(holders.begin() + int64_t(i));
+        }
+        int64_t in_use = 0;
+        for (const auto& [b, r] : refs) in_use += r > 0;
+        ASSERT_EQ(pool.free_blocks(), N - in_use) << "step " << step;
+    }
+    for (const auto& h : holders) pool.release(h);
+    EXPECT_EQ(pool.free_blocks(), N);
+    std::vector<int32_t> all = pool.allocate(N);
+    std::sort(all.begin(), all.end());
+    std::vector<int32_t> ids(static_cast<size_t>(N));
+    std::iota(ids.begin(), ids.end(), 0);
+    EXPECT_EQ(all, ids); // every block exactly once
+}
+
+// ---- StatePool --------------------------------------------------------------------------------
+
+void fill_slot(const StatePool& pool, int32_t slot, float value) {
+    for (const TensorView& v : pool.conv_views()) {
+        TensorView s = v.narrow(0, slot, 1);
+        for (int64_t i = 0; i < s.numel(); ++i) s.ptr<uint16_t>()[i] = float_to_bf16(value);
+    }
+    for (const TensorView& v : pool.recurrent_views()) {
+        TensorView s = v.narrow(0, slot, 1);
+        for (int64_t i = 0; i < s.numel(); ++i) s.ptr<float>()[i] = value;
+    }
+}
+
+// True when every conv and recurrent element of the slot equals value.
+bool slot_is(const StatePool& pool, int32_t slot, float value) {
+    for (const TensorView& v : pool.conv_views()) {
+        TensorView s = v.narrow(0, slot, 1);
+        for (int64_t i = 0; i < s.numel(); ++i)
+            if (bf16_to_float(s.ptr<uint16_t>()[i]) != value) return false;
+    }
+    for (const TensorView& v : pool.recurrent_views()) {
+        TensorView s = v.narrow(0, slot, 1);
+        for (int64_t i = 0; i < s.numel(); ++i)
+            if (s.ptr<float>()[i] != value) return false;
+    }
+    return true;
+}
+
+TEST(StatePool, Shapes) {
+    StatePool pool(small_spec(), 3, Device::cpu(), DType::BF16);
+    EXPECT_EQ(pool.num_slots(), 3);
+    EXPECT_EQ(pool.free_slots(), 3);
+    ASSERT_EQ(pool.conv_views().size(), 3u);
+    ASSERT_EQ(pool.recurrent_views().size(), 3u);
+    EXPECT_EQ(dims_of(pool.conv_views()[0]), (std::vector<int64_t>{3, 6, 3}));
+    EXPECT_EQ(pool.conv_views()[0].dtype, DType::BF16);
+    EXPECT_EQ(dims_of(pool.recurrent_views()[2]), (std::vector<int64_t>{3, 2, 3, 4}));
+    EXPECT_EQ(pool.recurrent_views()[2].dtype, DType::F32);
+    EXPECT_TRUE(raises([] { StatePool(small_spec(), 0, Device::cpu(), DType::F32); }, {"slot"}));
+}
+
+TEST(StatePool, AcquireZeroesOnlyTheAcquiredSlot) {
+    StatePool pool(small_spec(), 3, Device::cpu(), DType::BF16);
+    const int32_t a = pool.acquire(kCpu);
+    EXPECT_EQ(a, 0);
+    for (int32_t s = 0; s < 3; ++s) fill_slot(pool, s, 1.5f + float(s));
+    pool.release(a);
+    EXPECT_EQ(pool.acquire(kCpu), a); // the lowest free slot again
+    EXPECT_TRUE(slot_is(pool, a, 0.0f));
+    EXPECT_TRUE(slot_is(pool, 1, 2.5f)); // untouched
+    EXPECT_TRUE(slot_is(pool, 2, 3.5f));
+    const int32_t b = pool.acquire(kCpu);
+    EXPECT_EQ(b, 1);
+    EXPECT_TRUE(slot_is(pool, b, 0.0f));
+    EXPECT_TRUE(slot_is(pool, 2, 3.5f));
+}
+
+TEST(StatePool, ExhaustionAndRelease) {
+    StatePool pool(small_spec(), 2, Device::cpu(), DType::F32);
+    EXPECT_EQ(pool.acquire(kCpu), 0);
+    EXPECT_EQ(pool.acquire(kCpu), 1);
+    EXPECT_EQ(pool.free_slots(), 0);
+    EXPECT_TRUE(raises([&] { pool.acquire(kCpu); }, {"slot"}, ErrorCategory::OutOfMemory));
+    pool.release(1);
+    EXPECT_EQ(pool.free_slots(), 1);
+    EXPECT_EQ(pool.acquire(kCpu), 1);
+    pool.release(0);
+    EXPECT_TRUE(raises([&] { pool.release(0); }, {"release", "0"}));
+    EXPECT_TRUE(raises([&] { pool.release(-1); }, {"release"}));
+    EXPECT_TRUE(raises([&] { pool.release(2); }, {"release"}));
+    EXPECT_EQ(pool.free_slots(), 1);
+}
+
+// ---- plan_step --------------------------------------------------------------------------------
+
+// A sequence with `length` tokens (ids base, base + 1, ...) of which `cached` are cached.
+std::unique_ptr<Sequence> make_seq(int64_t length, int64_t cached, int32_t base = 0,
+                                   int32_t slot = -1, std::vector<int32_t> blocks = {}) {
+    auto s = std::make_unique<Sequence>();
+    for (int64_t i = 0; i < length; ++i) s->tokens.push_back(base + int32_t(i));
+    s->request.prompt = s->tokens;
+    s->cached = cached;
+    s->slot = slot;
+    s->blocks = std::move(blocks);
+    return s;
+}
+
+using Active = std::vector<std::unique_ptr<Sequence>>;
+
+// The plan as (index in active, rows) pairs, and the logit sequences as indexes.
+std::vector<std::pair<int, int64_t>> rows_of(const StepPlan& plan, const Active& active) {
+    std::vector<std::pair<int, int64_t>> out;
+    for (const auto& e : plan.entries)
+        for (size_t i = 0; i < active.size(); ++i)
+            if (active[i].get() == e.seq) out.push_back({int(i), e.rows});
+    return out;
+}
+std::vector<int> logits_of(const StepPlan& plan, const Active& active) {
+    std::vector<int> out;
+    for (const Sequence* s : plan.logit_seqs)
+        for (size_t i = 0; i < active.size(); ++i)
+            if (active[i].get() == s) out.push_back(int(i));
+    return out;
+}
+using Rows = std::vector<std::pair<int, int64_t>>;
+
+TEST(PlanStep, DecodeRowsComeBeforePromptChunks) {
+    Active active;
+    active.push_back(make_seq(10, 0)); // prompt, 10 pending
+    active.push_back(make_seq(6, 5));  // decode
+    active.push_back(make_seq(9, 8));  // decode
+    StepPlan plan = runtime::plan_step(active, 8, 4);
+    EXPECT_EQ(rows_of(plan, active), (Rows{{0, 2}, {1, 1}, {2, 1}}));
+    EXPECT_EQ(logits_of(plan, active), (std::vector<int>{1, 2}));
+}
+
+TEST(PlanStep, PromptChunksAreCappedByPrefillChunk) {
+    Active active;
+    active.push_back(make_seq(10, 0));
+    active.push_back(make_seq(5, 0));
+    active.push_back(make_seq(7, 4)); // 3 pending: its last chunk
+    StepPlan plan = runtime::plan_step(active, 4, 100);
+    EXPECT_EQ(rows_of(plan, active), (Rows{{0, 4}, {1, 4}, {2, 3}}));
+    EXPECT_EQ(logits_of(plan, active), std::vector<int>{2});
+}
+
+TEST(PlanStep, RowBudgetIsFilledInAdmissionOrder) {
+    Active active;
+    active.push_back(make_seq(10, 0));
+    active.push_back(make_seq(10, 0));
+    active.push_back(make_seq(10, 0));
+    EXPECT_EQ(rows_of(runtime::plan_step(active, 8, 12), active), (Rows{{0, 8}, {1, 4}}));
+    EXPECT_EQ(rows_of(runtime::plan_step(active, 8, 8), active), (Rows{{0, 8}}));
+    EXPECT_EQ(rows_of(runtime::plan_step(active, 16, 25), active),
+              (Rows{{0, 10}, {1, 10}, {2, 5}}));
+    StepPlan all = runtime::plan_step(active, 16, 30);
+    EXPECT_EQ(logits_of(all, active), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(PlanStep, DecodesBeyondTheBudgetWait) {
+    Active active;
+    for (int i = 0; i < 5; ++i) active.push_back(make_seq(3, 2));
+    active.push_back(make_seq(4, 0));
+    StepPlan plan = runtime::plan_step(active, 8, 3);
+    EXPECT_EQ(rows_of(plan, active), (Rows{{0, 1}, {1, 1}, {2, 1}}));
+    EXPECT_EQ(logits_of(plan, active), (std::vector<int>{0, 1, 2}));
+}
+
+TEST(PlanStep, FinishedSequencesAreSkipped) {
+    Active active;
+    active.push_back(make_seq(4, 4)); // nothing pending
+    active.push_back(make_seq(5, 0));
+    StepPlan plan = runtime::plan_step(active, 5, 16);
+    EXPECT_EQ(rows_of(plan, active), (Rows{{1, 5}}));
+    EXPECT_EQ(logits_of(plan, active), std::vector<int>{1});
+    EXPECT_TRUE(runtime::plan_step(Active{}, 8, 8).entries.empty());
+}
+
+TEST(PlanStep, LogitsOnlyWhenTheLastRowEndsTheTokens) {
+    Active active;
+    active.push_back(make_seq(5, 0));
+    EXPECT_EQ(logits_of(runtime::plan_step(active, 4, 16), active), std::vector<int>{});
+    EXPECT_EQ(logits_of(runtime::plan_step(active, 5, 16), active), std::vector<int>{0});
+    EXPECT_EQ(logits_of(runtime::plan_step(active, 8, 3), active), std::vector<int>{});
+}
+
+// ---- build_forward_batch ----------------------------------------------------------------------
+
+std::vector<int32_t> ints(const TensorView& v) {
+    std::vector<int32_t> out;
+    for (double d : to_doubles(v)) out.push_back(int32_t(d));
+    return out;
+}
+std::vector<int32_t> host(const int32_t* p, size_t n) {
+    return std::vector<int32_t>(p, p + n);
+}
+
+TEST(ForwardBatch, DescribesTheRowsOfEachSequence) {
+    Active active;
+    active.push_back(make_seq(7, 4, 100, 2, {5, 1}));      // rows 4..6, ends its tokens
+    active.push_back(make_seq(20, 19, 200, 0, {3, 4, 7})); // decode row 19
+    active.push_back(make_seq(9, 0, 300, 1, {2, 6, 8}));   // prompt chunk 0..3
+    StepPlan plan;
+    plan.entries = {{active[0].get(), 3}, {active[1].get(), 1}, {active[2].get(), 4}};
+    runtime::StepBuffers buffers;
+    model::ForwardBatch b = runtime::build_forward_batch(kCpu, plan, 16, buffers);
+    EXPECT_EQ(ints(b.tokens), (std::vector<int32_t>{104, 105, 106, 219, 300, 301, 302, 303}));
+    EXPECT_EQ(ints(b.positions), (std::vector<int32_t>{4, 5, 6, 19, 0, 1, 2, 3}));
+    EXPECT_EQ(ints(b.logit_rows), (std::vector<int32_t>{2, 3}));
+    const ops::SeqBatch& q = b.seqs;
+    EXPECT_EQ(q.num_seqs, 3);
+    EXPECT_EQ(q.num_rows, 8);
+    EXPECT_EQ(q.max_rows_per_seq, 4);
+    EXPECT_EQ(q.max_context, 20);
+    EXPECT_EQ(q.block_size, 16);
+    EXPECT_EQ(q.block_table_stride, 3);
+    EXPECT_EQ(host(q.host_row_begin, 4), (std::vector<int32_t>{0, 3, 4, 8}));
+    EXPECT_EQ(host(q.host_pos_begin, 3), (std::vector<int32_t>{4, 19, 0}));
+    EXPECT_EQ(host(q.host_state_slot, 3), (std::vector<int32_t>{2, 0, 1}));
+    const std::vector<int32_t> table = {5, 1, 0, 3, 4, 7, 2, 6, 8};
+    EXPECT_EQ(host(q.host_block_table, 9), table);
+    EXPECT_EQ(q.rows(0), 3);
+    EXPECT_EQ(q.rows(2), 4);
+    // The device views carry the same values.
+    EXPECT_EQ(ints(q.row_begin), (std::vector<int32_t>{0, 3, 4, 8}));
+    EXPECT_EQ(ints(q.pos_begin), (std::vector<int32_t>{4, 19, 0}));
+    EXPECT_EQ(ints(q.state_slot), (std::vector<int32_t>{2, 0, 1}));
+    EXPECT_EQ(dims_of(q.block_table), (std::vector<int64_t>{3, 3}));
+    EXPECT_EQ(ints(q.block_table), table);
+    EXPECT_EQ(b.tokens.dtype, DType::I32);
+}
+
+TEST(ForwardBatch, BuffersAreReusedAcrossSteps) {
+    Active active;
+    active.push_back(make_seq(40, 0, 0, 0, {0, 1, 2, 3, 4}));
+    active.push_back(make_seq(3, 2, 50, 1, {9}));
+    runtime::StepBuffers buffers;
+    StepPlan big = runtime::plan_step(active, 32, 64);
+    model::ForwardBatch first = runtime::build_forward_batch(kCpu, big, 8, buffers);
+    EXPECT_EQ(first.seqs.num_rows, 33);
+    EXPECT_EQ(first.seqs.block_table_stride, 5);
+    // Next step: the prompt advanced; a smaller plan with narrower block tables.
+    active[0]->cached = 32;
+    active[1]->cached = 3;
+    active[1]->tokens.push_back(77);
+    Active one;
+    one.push_back(make_seq(5, 4, 60, 3, {6, 7}));
+    one.push_back(std::move(active[1]));
+    StepPlan small = runtime::plan_step(one, 32, 64);
+    model::ForwardBatch second = runtime::build_forward_batch(kCpu, small, 8, buffers);
+    EXPECT_EQ(ints(second.tokens), (std::vector<int32_t>{64, 77}));
+    EXPECT_EQ(ints(second.positions), (std::vector<int32_t>{4, 3}));
+    EXPECT_EQ(second.seqs.block_table_stride, 2);
+    EXPECT_EQ(ints(second.seqs.block_table), (std::vector<int32_t>{6, 7, 9, 0}));
+    EXPECT_EQ(ints(second.seqs.row_begin), (std::vector<int32_t>{0, 1, 2}));
+    EXPECT_EQ(ints(second.logit_rows), (std::vector<int32_t>{0, 1}));
+    EXPECT_EQ(second.seqs.max_context, 5);
+}
+
+TEST(ForwardBatch, FromAPlannedStep) {
+    Active active;
+    active.push_back(make_seq(12, 0, 10, 0, {0, 1}));
+    active.push_back(make_seq(6, 5, 40, 1, {2}));
+    StepPlan plan = runtime::plan_step(active, 8, 6); // decode 1 row, prompt 5 rows
+    runtime::StepBuffers buffers;
+    model::ForwardBatch b = runtime::build_forward_batch(kCpu, plan, 8, buffers);
+    EXPECT_EQ(ints(b.tokens), (std::vector<int32_t>{10, 11, 12, 13, 14, 45}));
+    EXPECT_EQ(ints(b.positions), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+    EXPECT_EQ(ints(b.logit_rows), std::vector<int32_t>{5});
+    EXPECT_EQ(host(b.seqs.host_row_begin, 3), (std::vector<int32_t>{0, 5, 6}));
+    EXPECT_EQ(host(b.seqs.host_block_table, 4), (std::vector<int32_t>{0, 1, 2, 0}));
+}
+
+} // namespace
+} // namespace ninfer::test
