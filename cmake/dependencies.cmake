@@ -27,6 +27,17 @@ add_library(ninfer_openblas INTERFACE)
 target_include_directories(ninfer_openblas SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(ninfer_openblas INTERFACE ${OPENBLAS_LIBRARY})
 
+# Text layer: PCRE2 (UTF + JIT) for the pre-tokenizer regex, utf8proc for NFC and Unicode
+# properties, libedit (BSD) for the interactive chat line editor.
+find_package(PkgConfig REQUIRED)
+if(EXISTS "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu/pkgconfig")
+    set(ENV{PKG_CONFIG_SYSROOT_DIR} "${NINFER_DEPS_ROOT}")
+    set(ENV{PKG_CONFIG_LIBDIR} "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu/pkgconfig:${NINFER_DEPS_ROOT}/usr/share/pkgconfig")
+endif()
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
+
 if(NINFER_TESTS)
     find_package(GTest REQUIRED)
 endif()

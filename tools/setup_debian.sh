@@ -2,7 +2,8 @@
 # Installs what ninfer needs to build and test on Debian 12 (bookworm). Idempotent.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config python3
-          libopenblas-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev)
+          libopenblas-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+          libpcre2-dev libutf8proc-dev libedit-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,3 +14,4 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get update -q
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+bash "$(dirname "$0")/setup_python.sh"

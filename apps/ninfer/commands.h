@@ -12,5 +12,7 @@ using Action = std::function<int()>;
 
 Action add_run_command(CLI::App& app);
 Action add_info_command(CLI::App& app);
+Action add_tokenize_command(CLI::App& app);
+Action add_render_command(CLI::App& app);
 
 } // namespace ninfer::app

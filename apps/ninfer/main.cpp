@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
     actions[run] = ninfer::app::add_run_command(*run);
     CLI::App* info = app.add_subcommand("info", "Show a model's config, parameters and memory");
     actions[info] = ninfer::app::add_info_command(*info);
+    CLI::App* tokenize = app.add_subcommand("tokenize", "Text on stdin to token ids, or back");
+    actions[tokenize] = ninfer::app::add_tokenize_command(*tokenize);
+    CLI::App* render = app.add_subcommand("render", "Print the prompt a chat template makes");
+    actions[render] = ninfer::app::add_render_command(*render);
     CLI11_PARSE(app, argc, argv);
     try {
         for (auto& [sub, action] : actions)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 #include "core/dtype.h" // NINFER_HD
@@ -34,6 +35,20 @@ NINFER_HD inline double philox_uniform(uint64_t key, uint64_t counter) {
     auto r = philox4x32_10(key, counter);
     uint64_t bits = (uint64_t(r[0]) << 32 | r[1]) >> 11;
     return double(bits) * (1.0 / 9007199254740992.0); // 2^-53
+}
+
+} // namespace ninfer
+
+namespace ninfer {
+
+// A standard normal draw for element `index` of a stream keyed by `seed` (Box-Muller on two
+// 32-bit uniforms of one Philox block), identical on the host and the device.
+NINFER_HD inline float philox_normal(uint64_t seed, uint64_t index) {
+    auto r = philox4x32_10(seed, index);
+    // (r + 0.5) / 2^32 lies in (0, 1), so the log is finite.
+    const float u1 = (float(r[0]) + 0.5f) * 2.3283064365386963e-10f;
+    const float u2 = (float(r[1]) + 0.5f) * 2.3283064365386963e-10f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.283185307179586f * u2);
 }
 
 } // namespace ninfer

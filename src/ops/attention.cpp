@@ -1,6 +1,7 @@
 #include "ops/attention.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -37,7 +38,8 @@ void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorVie
         check_cpu_f32(op, {&k, &v, &k_cache, &v_cache});
         return cpu::kv_cache_write(ctx.cpu_mode, k, v, batch, k_cache, v_cache);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&k, &v, &k_cache, &v_cache});
+        return cuda::kv_cache_write(ctx, k, v, batch, k_cache, v_cache);
     }
     no_backend(op, ctx);
 }
@@ -62,7 +64,8 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
         check_cpu_f32(op, {&q, &k_cache, &v_cache, &out});
         return cpu::paged_attention(ctx.cpu_mode, q, k_cache, v_cache, batch, scale, out);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&q, &k_cache, &v_cache, &out});
+        return cuda::paged_attention(ctx, q, k_cache, v_cache, batch, scale, out);
     }
     no_backend(op, ctx);
 }

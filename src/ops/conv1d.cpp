@@ -1,6 +1,7 @@
 #include "ops/conv1d.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -34,7 +35,8 @@ void causal_conv1d_silu(const ExecContext& ctx, const TensorView& x, const Tenso
         check_cpu_f32(op, {&x, &w, &conv_state, &y});
         return cpu::causal_conv1d_silu(ctx.cpu_mode, x, w, batch, conv_state, y);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&x, &w, &conv_state, &y});
+        return cuda::causal_conv1d_silu(ctx, x, w, batch, conv_state, y);
     }
     no_backend(op, ctx);
 }

@@ -1,6 +1,7 @@
 #include "ops/elementwise.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -16,7 +17,8 @@ void add(const ExecContext& ctx, const TensorView& a, const TensorView& b, const
         check_cpu_f32(op, {&a, &b, &out});
         return cpu::add(ctx.cpu_mode, a, b, out);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&a, &b, &out});
+        return cuda::add(ctx, a, b, out);
     }
     no_backend(op, ctx);
 }
@@ -33,7 +35,8 @@ void sigmoid_mul(const ExecContext& ctx, const TensorView& x, const TensorView& 
         check_cpu_f32(op, {&x, &gate, &out});
         return cpu::sigmoid_mul(ctx.cpu_mode, x, gate, out);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&x, &gate, &out});
+        return cuda::sigmoid_mul(ctx, x, gate, out);
     }
     no_backend(op, ctx);
 }
@@ -47,7 +50,8 @@ void silu_mul(const ExecContext& ctx, const TensorView& gate_up, const TensorVie
         check_cpu_f32(op, {&gate_up, &out});
         return cpu::silu_mul(ctx.cpu_mode, gate_up, out);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&gate_up, &out});
+        return cuda::silu_mul(ctx, gate_up, out);
     }
     no_backend(op, ctx);
 }

@@ -1,6 +1,7 @@
 #include "ops/embedding.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -23,7 +24,8 @@ void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& 
         check_cpu_f32(op, {&table, &out});
         return cpu::embedding(ctx.cpu_mode, ids, table, out);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&table, &out});
+        return cuda::embedding(ctx, ids, table, out);
     }
     no_backend(op, ctx);
 }

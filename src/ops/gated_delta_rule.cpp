@@ -1,6 +1,7 @@
 #include "ops/gated_delta_rule.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -33,7 +34,8 @@ void gdn_gates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
         check_cpu_f32(op, {&a, &b, &A_log, &dt_bias});
         return cpu::gdn_gates(ctx.cpu_mode, a, b, A_log, dt_bias, g, beta);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&a, &b, &A_log, &dt_bias});
+        return cuda::gdn_gates(ctx, a, b, A_log, dt_bias, g, beta);
     }
     no_backend(op, ctx);
 }
@@ -75,7 +77,8 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
         check_cpu_f32(op, {&q, &k, &v, &out});
         return cpu::gated_delta_rule(ctx.cpu_mode, q, k, v, g, beta, batch, state, out, algo);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&q, &k, &v, &out});
+        return cuda::gated_delta_rule(ctx, q, k, v, g, beta, batch, state, out, algo);
     }
     no_backend(op, ctx);
 }

@@ -1,6 +1,7 @@
 #include "ops/linear.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -23,7 +24,10 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
         check_cpu_f32(op, {&x, &w, &y});
         return cpu::linear(ctx.cpu_mode, x, w, y, accumulate);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&x, &w});
+        require(y.dtype == x.dtype || y.dtype == DType::F32, op, ": y must be ",
+                dtype_name(x.dtype), " or F32, got ", y.describe());
+        return cuda::linear(ctx, x, w, y, accumulate);
     }
     no_backend(op, ctx);
 }

@@ -1,7 +1,8 @@
 // linear: y[t, n] = sum_k x[t, k] * w[n, k]        (torch nn.Linear layout, no bias)
 //         with accumulate: y[t, n] += sum_k x[t, k] * w[n, k]   (fused residual add)
 //   x: [T, K] float, last dim contiguous     w: [N, K] float, contiguous
-//   y: [T, N] float, last dim contiguous; must not overlap x or w.
+//   y: [T, N] float (x's dtype, or F32 for router and head logits), last dim contiguous; must not
+//      overlap x or w.
 // Numerics: f32 accumulation (FP64 in CPU reference mode); y rounded once.
 // Workspace: none.
 #pragma once

@@ -1,6 +1,7 @@
 #include "ops/logits.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -33,7 +34,7 @@ void logprobs_top_k(const ExecContext& ctx, const TensorView& logits, int64_t vo
     case DeviceType::Cpu:
         return cpu::logprobs_top_k(ctx.cpu_mode, logits, vocab_limit, lse, ids, logprobs);
     case DeviceType::Cuda:
-        break;
+        return cuda::logprobs_top_k(ctx, logits, vocab_limit, lse, ids, logprobs);
     }
     no_backend(op, ctx);
 }

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/philox.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -31,22 +33,29 @@ void convert_host(const TensorView& src, const TensorView& dst, const char* op) 
 
 Allocator& device_allocator(Device device) {
     if (device.is_cpu()) return cpu_allocator();
-    fail(ErrorCategory::Unsupported, "no allocator for device ", device_name(device),
-         " (built without CUDA)");
+    return cuda::allocator(device);
 }
 
 void upload(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
     require(src.device.is_cpu(), "upload: source must be on the host");
     check_device(ctx, "upload", "dst", dst);
+    check_contiguous("upload", "dst", dst);
+    require(src.numel() == dst.numel(), "upload: ", src.describe(), " and ", dst.describe(),
+            " differ in size");
     if (ctx.device.is_cpu()) return convert_host(src, dst, "upload");
-    no_backend("upload", ctx);
+    check_contiguous("upload", "src", src);
+    return cuda::upload(ctx, src, dst);
 }
 
 void download(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
     require(dst.device.is_cpu(), "download: destination must be on the host");
     check_device(ctx, "download", "src", src);
+    check_contiguous("download", "src", src);
+    require(src.numel() == dst.numel(), "download: ", src.describe(), " and ", dst.describe(),
+            " differ in size");
     if (ctx.device.is_cpu()) return convert_host(src, dst, "download");
-    no_backend("download", ctx);
+    check_contiguous("download", "dst", dst);
+    return cuda::download(ctx, src, dst);
 }
 
 void fill_zero(const ExecContext& ctx, const TensorView& dst) {
@@ -56,20 +65,42 @@ void fill_zero(const ExecContext& ctx, const TensorView& dst) {
         std::memset(dst.data, 0, size_t(dst.nbytes()));
         return;
     }
-    no_backend("fill_zero", ctx);
+    return cuda::fill_zero(ctx, dst);
 }
 
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
     check_device(ctx, "copy", "src", src);
     check_device(ctx, "copy", "dst", dst);
     check_dtype("copy", "dst", dst, src.dtype);
+    check_contiguous("copy", "src", src);
+    check_contiguous("copy", "dst", dst);
+    require(src.numel() == dst.numel(), "copy: sizes differ");
     if (ctx.device.is_cpu()) return convert_host(src, dst, "copy");
-    no_backend("copy", ctx);
+    return cuda::copy(ctx, src, dst);
+}
+
+void bind_device(const ExecContext& ctx) {
+    if (!ctx.device.is_cpu()) cuda::bind_device(ctx);
 }
 
 void synchronize(const ExecContext& ctx) {
     if (ctx.device.is_cpu()) return;
-    no_backend("synchronize", ctx);
+    cuda::synchronize(ctx);
+}
+
+void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
+                 float stddev) {
+    check_device(ctx, "fill_random", "dst", dst);
+    check_contiguous("fill_random", "dst", dst);
+    require(dst.dtype == DType::F32 || dst.dtype == DType::BF16, "fill_random: F32 or BF16, got ",
+            dst.describe());
+    if (!ctx.device.is_cpu()) return cuda::fill_random(ctx, dst, seed, mean, stddev);
+    const int64_t n = dst.numel();
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = mean + stddev * philox_normal(seed, uint64_t(i));
+        if (dst.dtype == DType::F32) dst.ptr<float>()[i] = v;
+        else dst.ptr<uint16_t>()[i] = float_to_bf16(v);
+    }
 }
 
 } // namespace ninfer::ops

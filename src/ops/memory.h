@@ -19,7 +19,14 @@ void download(const ExecContext& ctx, const TensorView& src, const TensorView& d
 void fill_zero(const ExecContext& ctx, const TensorView& dst);
 // Copies between contiguous tensors of one dtype on the same device (slot snapshots).
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+// Makes ctx's device current on the calling thread (CUDA); every thread that launches work on a
+// device calls it first. No-op on the CPU.
+void bind_device(const ExecContext& ctx);
 // Waits until the device has finished the work queued on ctx (no-op on the CPU).
 void synchronize(const ExecContext& ctx);
+// dst[i] = mean + stddev * philox_normal(seed, i) (core/philox.h), rounded to dst's dtype
+// (F32 or BF16): the same values on every device, for random-weight models at true size.
+void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
+                 float stddev);
 
 } // namespace ninfer::ops

@@ -1,6 +1,7 @@
 #include "ops/moe.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -25,7 +26,7 @@ void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t 
     case DeviceType::Cpu:
         return cpu::moe_route(ctx.cpu_mode, router_logits, top_k, weights, ids);
     case DeviceType::Cuda:
-        break;
+        return cuda::moe_route(ctx, router_logits, top_k, weights, ids);
     }
     no_backend(op, ctx);
 }
@@ -69,7 +70,8 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
             }
         return cpu::moe_experts(ctx.cpu_mode, x, gate_up, down, ids, weights, y);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&x, &gate_up, &down, &y});
+        return cuda::moe_experts(ctx, x, gate_up, down, ids, weights, y);
     }
     no_backend(op, ctx);
 }
@@ -84,13 +86,15 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
     }
     check_shape(op, "y", y, {-1, -1});
     check_shape(op, "gate_logit", gate_logit, {y.size(0), 1});
+    check_dtype(op, "gate_logit", gate_logit, DType::F32);
     check_shape(op, "shared", shared, {y.size(0), y.size(1)});
     switch (ctx.device.type) {
     case DeviceType::Cpu:
         check_cpu_f32(op, {&gate_logit, &shared, &y});
         return cpu::add_sigmoid_scaled(ctx.cpu_mode, gate_logit, shared, y);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&shared, &y});
+        return cuda::add_sigmoid_scaled(ctx, gate_logit, shared, y);
     }
     no_backend(op, ctx);
 }

@@ -10,7 +10,7 @@
 //   y must not alias x. Accumulates into y.
 //
 // add_sigmoid_scaled: y[t, :] += sigmoid(gate_logit[t, 0]) * shared[t, :]
-//   gate_logit: [T, 1] float    shared, y: [T, H] float
+//   gate_logit: [T, 1] F32 (the router's extra column)    shared, y: [T, H] float
 // Numerics: f32 (f64 in CPU reference mode). Workspace: none (CPU gathers per expert).
 #pragma once
 

@@ -1,6 +1,7 @@
 #include "ops/rms_norm.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/gated_rms_norm.h"
 #include "ops/validate.h"
 
@@ -20,7 +21,8 @@ void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, 
         check_cpu_f32(op, {&x, &w, &y});
         return cpu::rms_norm(ctx.cpu_mode, x, w, eps, y);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&x, &w, &y});
+        return cuda::rms_norm(ctx, x, w, eps, y);
     }
     no_backend(op, ctx);
 }
@@ -41,7 +43,8 @@ void gated_rms_norm(const ExecContext& ctx, const TensorView& x, const TensorVie
         check_cpu_f32(op, {&x, &z, &w, &y});
         return cpu::gated_rms_norm(ctx.cpu_mode, x, z, w, eps, y);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&x, &z, &w, &y});
+        return cuda::gated_rms_norm(ctx, x, z, w, eps, y);
     }
     no_backend(op, ctx);
 }

@@ -1,6 +1,7 @@
 #include "ops/rope.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -23,7 +24,8 @@ void rope(const ExecContext& ctx, const TensorView& x, const TensorView& positio
         check_cpu_f32(op, {&x});
         return cpu::rope(ctx.cpu_mode, x, positions, rotary_dim, theta);
     case DeviceType::Cuda:
-        break;
+        check_cuda_float(op, {&x});
+        return cuda::rope(ctx, x, positions, rotary_dim, theta);
     }
     no_backend(op, ctx);
 }

@@ -2,6 +2,7 @@
 
 #include "core/philox.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -47,7 +48,8 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
                                     in_prompt);
     }
     case DeviceType::Cuda:
-        break;
+        return cuda::apply_penalties(ctx, logits, params, offsets, tokens, counts,
+                                    in_prompt);
     }
     no_backend(op, ctx);
 }
@@ -72,7 +74,7 @@ void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t voc
     case DeviceType::Cpu:
         return cpu::sample_tokens(ctx.cpu_mode, logits, vocab_limit, params, tokens, status);
     case DeviceType::Cuda:
-        break;
+        return cuda::sample_tokens(ctx, logits, vocab_limit, params, tokens, status);
     }
     no_backend(op, ctx);
 }

@@ -104,4 +104,16 @@ void check_cpu_f32(const char* op, std::initializer_list<const TensorView*> tens
                     t->describe());
 }
 
+void check_cuda_float(const char* op, std::initializer_list<const TensorView*> tensors) {
+    const TensorView* first = nullptr;
+    for (const TensorView* t : tensors) {
+        if (!t || t->empty() || !is_float(t->dtype)) continue;
+        require(t->dtype == DType::F32 || t->dtype == DType::BF16, op,
+                ": CUDA kernels take F32 or BF16, got ", t->describe());
+        if (!first) first = t;
+        require(t->dtype == first->dtype, op, ": mixed dtypes ", first->describe(), " and ",
+                t->describe());
+    }
+}
+
 } // namespace ninfer::ops

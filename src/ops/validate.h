@@ -31,5 +31,7 @@ void check_seq_batch(const char* op, const SeqBatch& batch, int64_t rows, int64_
 [[noreturn]] void no_backend(const char* op, const ExecContext& ctx);
 // CPU backend computes in f32: every float tensor it sees must be F32.
 void check_cpu_f32(const char* op, std::initializer_list<const TensorView*> tensors);
+// CUDA kernels take F32 or BF16: the listed float tensors must share one of those dtypes.
+void check_cuda_float(const char* op, std::initializer_list<const TensorView*> tensors);
 
 } // namespace ninfer::ops

@@ -66,6 +66,13 @@ std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t toke
         params.push_back(to_row(r));
         any_penalty |= needs_penalties(*r.options);
     }
+    // The per-row parameters live on the execution device, as the ops' contract says.
+    const int64_t param_bytes = R * int64_t(sizeof(ops::SamplingParamsRow));
+    Tensor d_params = Tensor::empty(alloc, DType::U8, {param_bytes});
+    ops::upload(ctx_,
+                TensorView::contiguous(params.data(), DType::U8, Device::cpu(), {param_bytes}),
+                d_params);
+    const auto* device_params = static_cast<const ops::SamplingParamsRow*>(d_params.view().data);
     if (any_penalty) {
         if (!penalized_.defined() || penalized_.size(0) < R)
             penalized_ = Tensor::empty(alloc, DType::F32, {R, V});
@@ -93,11 +100,11 @@ std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t toke
         Tensor d_tok = to_device(ctx_, host_view(tokens, DType::I32));
         Tensor d_cnt = to_device(ctx_, host_view(counts, DType::I32));
         Tensor d_in = to_device(ctx_, host_view(in_prompt, DType::U8));
-        ops::apply_penalties(ctx_, to_sample, params.data(), d_off, d_tok, d_cnt, d_in);
+        ops::apply_penalties(ctx_, to_sample, device_params, d_off, d_tok, d_cnt, d_in);
     }
     Tensor d_tokens = Tensor::empty(alloc, DType::I32, {R});
     Tensor d_status = Tensor::empty(alloc, DType::I32, {R});
-    ops::sample_tokens(ctx_, to_sample, token_limit, params.data(), d_tokens, d_status);
+    ops::sample_tokens(ctx_, to_sample, token_limit, device_params, d_tokens, d_status);
 
     // Bring the results to the host.
     const size_t rows_n = static_cast<size_t>(R), top_n = static_cast<size_t>(R * top_k);

@@ -17,7 +17,7 @@ using KwArgs = std::vector<std::pair<std::string, ExprPtr>>;
 enum class ExprKind {
     Literal,  // value
     Name,     // name
-    ListLit,  // args
+    ListLit,  // args (negated: a tuple)
     DictLit,  // kwargs: key expr in args[i], value in args[i + 1]
     Attr,     // args[0].name
     Item,     // args[0][args[1]]

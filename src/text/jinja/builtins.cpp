@@ -96,11 +96,11 @@ bool contains(const Value& container, const Value& item) {
         if (!item.is_string())
             fail_invalid("'in <string>' requires string as left operand, not ", item.repr());
         return container.as_string().find(item.as_string()) != std::string::npos;
-    case Value::Kind::List:
+    case Value::Kind::Array:
         for (const Value& x : container.as_list())
             if (equals(x, item)) return true;
         return false;
-    case Value::Kind::Dict:
+    case Value::Kind::Object:
         return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
     default: fail_invalid("argument of type ", container.repr(), " is not iterable");
     }
@@ -117,7 +117,7 @@ int64_t checked(long double r) {
 Value repeat(const Value& seq, int64_t times) {
     if (times <= 0) return seq.is_string() ? Value(std::string()) : Value::list();
     const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
-    require(unit == 0 || uint64_t(times) <= (64u << 20) / unit, "repetition result too large");
+    if (unit != 0) check_size(uint64_t(times) <= kMaxValueSize / unit ? size_t(times) * unit : kMaxValueSize + 1);
     if (seq.is_string()) {
         std::string s;
         for (int64_t i = 0; i < times; ++i) s += seq.as_string();
@@ -168,8 +168,12 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
         return a.kind() == Value::Kind::Float ? Value(-a.as_float()) : Value(checked(-(long double)a.as_int()));
     }
     if (a.is_number() && b.is_number()) return number_op(op, a, b);
-    if (op == "+" && a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (op == "+" && a.is_string() && b.is_string()) {
+        check_size(a.as_string().size() + b.as_string().size());
+        return Value(a.as_string() + b.as_string());
+    }
     if (op == "+" && a.is_list() && b.is_list()) {
+        check_size(a.as_list().size() + b.as_list().size());
         List l = a.as_list();
         l.insert(l.end(), b.as_list().begin(), b.as_list().end());
         return Value::list(std::move(l));

@@ -228,7 +228,7 @@ Value Interp::eval(const Expr& e) {
     case ExprKind::ListLit: {
         List items;
         for (const auto& x : e.args) items.push_back(eval(*x));
-        return Value::list(std::move(items));
+        return e.negated ? Value::tuple(std::move(items)) : Value::list(std::move(items));
     }
     case ExprKind::DictLit: {
         Value d = Value::dict();
@@ -249,7 +249,7 @@ Value Interp::eval(const Expr& e) {
         const Value fn = eval(*e.args[0]);
         CallArgs a = eval_args(e, 1);
         step();
-        if (fn.kind() != Value::Kind::Function)
+        if (fn.kind() != Value::Kind::Callable)
             fail_invalid(fn.is_undefined() ? "'" + fn.name() + "' is undefined"
                                            : fn.repr() + " is not callable");
         return fn.as_function()(a);
@@ -282,7 +282,12 @@ Value Interp::eval_binary(const Expr& e) {
     if (e.name == "and") return a.truthy() ? eval(*e.args[1]) : a;
     if (e.name == "or") return a.truthy() ? a : eval(*e.args[1]);
     const Value b = eval(*e.args[1]);
-    if (e.name == "~") return Value(a.str() + b.str());
+    if (e.name == "~") {
+        std::string s = a.str();
+        const std::string t = b.str();
+        check_size(s.size() + t.size());
+        return Value(s + t);
+    }
     return detail::arithmetic(e.name, a, b);
 }
 

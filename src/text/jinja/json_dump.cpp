@@ -41,6 +41,7 @@ void escape_string(std::string& out, const std::string& s, bool ascii) {
 
 void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
     require(depth < 512, "tojson: nesting too deep");
+    check_size(out.size());
     const auto newline = [&](int level) {
         if (o.indent < 0) return;
         out += '\n';
@@ -56,7 +57,7 @@ void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
         return;
     }
     case Value::Kind::String: escape_string(out, v.as_string(), o.ensure_ascii); return;
-    case Value::Kind::List: {
+    case Value::Kind::Array: {
         const List& l = v.as_list();
         if (l.empty()) { out += "[]"; return; }
         out += '[';
@@ -69,7 +70,7 @@ void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
         out += ']';
         return;
     }
-    case Value::Kind::Dict: {
+    case Value::Kind::Object: {
         require(!v.is_namespace(), "tojson: a namespace is not JSON serializable");
         std::vector<const std::pair<std::string, Value>*> items;
         for (const auto& kv : v.as_dict().items) items.push_back(&kv);

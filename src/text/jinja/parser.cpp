@@ -142,6 +142,7 @@ std::unique_ptr<Stmt> Parser::parse_set(int line) {
     ExprPtr value = parse_expression();
     if (is_op(",")) { // a tuple: set x = a, b
         auto tuple = make(ExprKind::ListLit, line);
+        tuple->negated = true;
         tuple->args.push_back(std::move(value));
         while (is_op(",")) {
             next();

@@ -157,11 +157,14 @@ ExprPtr Parser::parse_primary() {
         next();
         if (is_op(")")) {
             next();
-            return make(ExprKind::ListLit, line);
+            auto empty = make(ExprKind::ListLit, line);
+            empty->negated = true;
+            return empty;
         }
         ExprPtr e = parse_expression();
         if (is_op(",")) {
             auto tuple = make(ExprKind::ListLit, line);
+            tuple->negated = true;
             tuple->args.push_back(std::move(e));
             while (is_op(",")) {
                 next();
@@ -272,7 +275,8 @@ ExprPtr Parser::parse_filters(ExprPtr e) {
             f->name = expect_name();
             while (is_op(".")) { // dotted filter names
                 next();
-                f->name += "." + expect_name();
+                f->name.push_back('.');
+                f->name += expect_name();
             }
             f->args.push_back(std::move(e));
             if (is_op("(")) parse_call_args(*f);
@@ -300,7 +304,8 @@ ExprPtr Parser::parse_test(ExprPtr e) {
     t->name = expect_name();
     while (is_op(".")) {
         next();
-        t->name += "." + expect_name();
+        t->name.push_back('.');
+        t->name += expect_name();
     }
     t->args.push_back(std::move(e));
     if (is_op("(")) {

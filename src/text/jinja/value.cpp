@@ -26,13 +26,18 @@ Value::Value(double f) : kind_(Kind::Float), f_(f) {}
 Value::Value(std::string s) : kind_(Kind::String), s_(std::move(s)) {}
 Value Value::list(List items) {
     Value v;
-    v.kind_ = Kind::List;
+    v.kind_ = Kind::Array;
     v.list_ = std::make_shared<List>(std::move(items));
+    return v;
+}
+Value Value::tuple(List items) {
+    Value v = list(std::move(items));
+    v.b_ = true;
     return v;
 }
 Value Value::dict() {
     Value v;
-    v.kind_ = Kind::Dict;
+    v.kind_ = Kind::Object;
     v.dict_ = std::make_shared<Dict>();
     return v;
 }
@@ -43,30 +48,30 @@ Value Value::namespace_object() {
 }
 Value Value::function(std::string name, Function fn) {
     Value v;
-    v.kind_ = Kind::Function;
+    v.kind_ = Kind::Callable;
     v.s_ = std::move(name);
     v.fn_ = std::make_shared<Function>(std::move(fn));
     return v;
 }
 
-Value Value::from_json(const nlohmann::json& j) {
+Value Value::from_json(const nlohmann::ordered_json& j) {
     switch (j.type()) {
-    case nlohmann::json::value_t::null: return none();
-    case nlohmann::json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: {
+    case nlohmann::ordered_json::value_t::null: return none();
+    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
         const uint64_t u = j.get<uint64_t>();
         if (u > uint64_t(INT64_MAX)) return Value(double(u));
         return Value(int64_t(u));
     }
-    case nlohmann::json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::json::value_t::string: return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
         List items;
         for (const auto& x : j) items.push_back(from_json(x));
         return list(std::move(items));
     }
-    case nlohmann::json::value_t::object: {
+    case nlohmann::ordered_json::value_t::object: {
         Value d = dict();
         for (const auto& [k, x] : j.items()) d.as_dict().set(k, from_json(x));
         return d;
@@ -75,7 +80,7 @@ Value Value::from_json(const nlohmann::json& j) {
     }
 }
 
-bool Value::is_namespace() const { return kind_ == Kind::Dict && dict_->is_namespace; }
+bool Value::is_namespace() const { return kind_ == Kind::Object && dict_->is_namespace; }
 
 int64_t Value::as_int() const { return kind_ == Kind::Float ? int64_t(f_) : i_; }
 double Value::as_float() const { return kind_ == Kind::Float ? f_ : double(i_); }
@@ -88,9 +93,9 @@ bool Value::truthy() const {
     case Kind::Int: return i_ != 0;
     case Kind::Float: return f_ != 0.0;
     case Kind::String: return !s_.empty();
-    case Kind::List: return !list_->empty();
-    case Kind::Dict: return dict_->is_namespace || !dict_->items.empty();
-    case Kind::Function: return true;
+    case Kind::Array: return !list_->empty();
+    case Kind::Object: return dict_->is_namespace || !dict_->items.empty();
+    case Kind::Callable: return true;
     }
     return false;
 }
@@ -121,6 +126,10 @@ Value CallArgs::get(size_t pos, const char* name, Value fallback) const {
     return v.is_undefined() ? fallback : v;
 }
 
+void check_size(size_t n) {
+    if (n > kMaxValueSize) fail_invalid("value too large (over ", kMaxValueSize, " bytes or items)");
+}
+
 std::string float_repr(double f) {
     if (std::isnan(f)) return "nan";
     if (std::isinf(f)) return f < 0 ? "-inf" : "inf";
@@ -129,24 +138,32 @@ std::string float_repr(double f) {
     std::string sci(buf, r.ptr);
     const size_t e_pos = sci.find('e');
     const int exp = std::stoi(sci.substr(e_pos + 1));
-    std::string sign, digits;
-    for (size_t i = 0; i < e_pos; ++i) {
-        if (sci[i] == '-') sign = "-";
-        else if (sci[i] != '.') digits += sci[i];
-    }
+    const bool negative = sci[0] == '-';
+    std::string digits;
+    for (size_t i = 0; i < e_pos; ++i)
+        if (sci[i] != '-' && sci[i] != '.') digits.push_back(sci[i]);
+    const std::string sign(negative ? 1 : 0, '-');
     if (exp >= -4 && exp < 16) {
-        std::string out;
+        std::string out = sign;
         if (exp < 0) {
-            out = "0." + std::string(size_t(-exp - 1), '0') + digits;
+            out.append("0.");
+            out.append(size_t(-exp - 1), '0');
+            out.append(digits);
         } else {
-            if (digits.size() < size_t(exp) + 1) digits.append(size_t(exp) + 1 - digits.size(), '0');
-            out = digits.substr(0, size_t(exp) + 1) + ".";
-            out += digits.size() > size_t(exp) + 1 ? digits.substr(size_t(exp) + 1) : "0";
+            const size_t whole = size_t(exp) + 1;
+            if (digits.size() < whole) digits.append(whole - digits.size(), '0');
+            out.append(digits, 0, whole);
+            out.push_back('.');
+            if (digits.size() > whole) out.append(digits, whole, std::string::npos);
+            else out.push_back('0');
         }
-        return sign + out;
+        return out;
     }
     std::string mant = digits.substr(0, 1);
-    if (digits.size() > 1) mant += "." + digits.substr(1);
+    if (digits.size() > 1) {
+        mant.push_back('.');
+        mant.append(digits, 1, std::string::npos);
+    }
     char ebuf[16];
     std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
     return sign + mant + ebuf;
@@ -210,20 +227,27 @@ std::string Value::repr() const {
     case Kind::Int: return std::to_string(i_);
     case Kind::Float: return float_repr(f_);
     case Kind::String: return string_repr(s_);
-    case Kind::List: {
-        std::string out = "[";
-        for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
-        return out + "]";
+    case Kind::Array: {
+        std::string out = b_ ? "(" : "[";
+        for (size_t i = 0; i < list_->size(); ++i) {
+            out += (i ? ", " : "") + (*list_)[i].repr();
+            check_size(out.size());
+        }
+        if (b_ && list_->size() == 1) out += ",";
+        return out + (b_ ? ")" : "]");
     }
-    case Kind::Dict: {
+    case Kind::Object: {
         if (dict_->is_namespace) return "<Namespace>";
         std::string out = "{";
         for (size_t i = 0; i < dict_->items.size(); ++i)
+        {
             out += (i ? ", " : "") + string_repr(dict_->items[i].first) + ": " +
                    dict_->items[i].second.repr();
+            check_size(out.size());
+        }
         return out + "}";
     }
-    case Kind::Function: return "<function " + s_ + ">";
+    case Kind::Callable: return "<function " + s_ + ">";
     }
     return "";
 }
@@ -232,8 +256,8 @@ int64_t Value::length() const {
     switch (kind_) {
     case Kind::Undefined: return 0;
     case Kind::String: return int64_t(to_code_points(s_).size());
-    case Kind::List: return int64_t(list_->size());
-    case Kind::Dict: return int64_t(dict_->items.size());
+    case Kind::Array: return int64_t(list_->size());
+    case Kind::Object: return int64_t(dict_->items.size());
     default: fail_invalid("object of type '", repr(), "' has no len()");
     }
 }
@@ -241,8 +265,8 @@ int64_t Value::length() const {
 List Value::iterate() const {
     switch (kind_) {
     case Kind::Undefined: return {};
-    case Kind::List: return *list_;
-    case Kind::Dict: {
+    case Kind::Array: return *list_;
+    case Kind::Object: {
         List keys;
         for (const auto& [k, v] : dict_->items) keys.emplace_back(k);
         return keys;
@@ -263,9 +287,9 @@ List Value::iterate() const {
 bool Value::same_object(const Value& o) const {
     if (kind_ != o.kind_) return false;
     switch (kind_) {
-    case Kind::List: return list_ == o.list_;
-    case Kind::Dict: return dict_ == o.dict_;
-    case Kind::Function: return fn_ == o.fn_;
+    case Kind::Array: return list_ == o.list_;
+    case Kind::Object: return dict_ == o.dict_;
+    case Kind::Callable: return fn_ == o.fn_;
     default: return equals(*this, o);
     }
 }
@@ -281,13 +305,14 @@ bool equals(const Value& a, const Value& b) {
     case K::Undefined:
     case K::None: return true;
     case K::String: return a.as_string() == b.as_string();
-    case K::List: {
+    case K::Array: {
+        if (&a.as_list() == &b.as_list()) return true;
         if (a.as_list().size() != b.as_list().size()) return false;
         for (size_t i = 0; i < a.as_list().size(); ++i)
             if (!equals(a.as_list()[i], b.as_list()[i])) return false;
         return true;
     }
-    case K::Dict: {
+    case K::Object: {
         if (a.as_dict().items.size() != b.as_dict().items.size()) return false;
         for (const auto& [k, v] : a.as_dict().items) {
             const Value* o = b.as_dict().find(k);

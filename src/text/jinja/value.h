@@ -22,7 +22,7 @@ using Function = std::function<Value(CallArgs&)>;
 
 class Value {
 public:
-    enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Function };
+    enum class Kind { Undefined, None, Bool, Int, Float, String, Array, Object, Callable };
 
     Value() = default; // Undefined
     static Value undefined(std::string hint = {});
@@ -34,18 +34,20 @@ public:
     Value(std::string s);
     Value(const char* s) : Value(std::string(s)) {}
     static Value list(List items = {});
+    static Value tuple(List items); // a list that prints as a Python tuple
     static Value dict();
     static Value namespace_object();
     static Value function(std::string name, Function fn);
-    // Converts JSON (objects keep their key order).
-    static Value from_json(const nlohmann::json& j);
+    // Converts JSON (objects keep their key order: parse with nlohmann::ordered_json).
+    static Value from_json(const nlohmann::ordered_json& j);
 
     Kind kind() const { return kind_; }
     bool is_undefined() const { return kind_ == Kind::Undefined; }
     bool is_none() const { return kind_ == Kind::None; }
     bool is_string() const { return kind_ == Kind::String; }
-    bool is_list() const { return kind_ == Kind::List; }
-    bool is_dict() const { return kind_ == Kind::Dict; }
+    bool is_list() const { return kind_ == Kind::Array; }
+    bool is_tuple() const { return kind_ == Kind::Array && b_; }
+    bool is_dict() const { return kind_ == Kind::Object; }
     bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
     bool is_namespace() const;
 
@@ -94,6 +96,10 @@ struct CallArgs {
     Value get(size_t pos, const char* name) const;
     Value get(size_t pos, const char* name, Value fallback) const;
 };
+
+// Largest string (bytes) or list (items) an operation may build: raises InvalidArgument beyond.
+constexpr size_t kMaxValueSize = size_t(64) << 20;
+void check_size(size_t n);
 
 // Python ==, and the ordering of <, <=, >, >= (raises InvalidArgument for unorderable types).
 bool equals(const Value& a, const Value& b);

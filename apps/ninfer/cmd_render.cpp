@@ -1,0 +1,97 @@
+// ninfer render: the exact prompt a model's chat template makes of a conversation.
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "messages_file.h"
+#include "text/chat_template.h"
+
+namespace ninfer::app {
+namespace {
+
+struct RenderOptions {
+    std::string model_dir;
+    std::string template_file;
+    std::string messages_file;
+    bool no_thinking = false;
+    bool no_generation_prompt = false;
+    std::vector<std::string> vars;
+    bool jsonl = false;
+};
+
+text::ChatTemplate load(const RenderOptions& o) {
+    require(o.model_dir.empty() != o.template_file.empty(), "give exactly one of --model or --template");
+    if (!o.model_dir.empty()) return text::ChatTemplate::from_model_dir(o.model_dir);
+    std::ifstream in(o.template_file, std::ios::binary);
+    if (!in) fail(ErrorCategory::Io, "cannot read template ", o.template_file);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return text::ChatTemplate(s.str());
+}
+
+text::ChatOptions options(const RenderOptions& o) {
+    text::ChatOptions c;
+    c.add_generation_prompt = !o.no_generation_prompt;
+    if (o.no_thinking) c.variables["enable_thinking"] = false;
+    for (const auto& kv : o.vars) {
+        const size_t eq = kv.find('=');
+        require(eq != std::string::npos, "--var: expected KEY=JSON, got '", kv, "'");
+        try {
+            c.variables[kv.substr(0, eq)] = nlohmann::ordered_json::parse(kv.substr(eq + 1));
+        } catch (const nlohmann::ordered_json::exception&) {
+            c.variables[kv.substr(0, eq)] = kv.substr(eq + 1); // a bare string
+        }
+    }
+    return c;
+}
+
+// Each stdin line: {"messages": [...], "tools": [...], "variables": {...},
+// "add_generation_prompt": bool}; each output line: the prompt as a JSON string, or
+// {"error": "..."} when rendering fails.
+int render_jsonl(const text::ChatTemplate& t) {
+    for (std::string line; std::getline(std::cin, line);) {
+        const nlohmann::ordered_json j = nlohmann::ordered_json::parse(line);
+        nlohmann::ordered_json out;
+        try {
+            const Conversation c = parse_conversation(j, "stdin");
+            text::ChatOptions opt;
+            opt.add_generation_prompt = j.value("add_generation_prompt", true);
+            if (j.contains("variables")) opt.variables = j["variables"];
+            out = t.render(c.messages, c.tools, opt);
+        } catch (const Error& e) {
+            out = {{"error", e.what()}};
+        }
+        std::cout << out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+    }
+    return 0;
+}
+
+int render(const RenderOptions& o) {
+    const text::ChatTemplate t = load(o);
+    if (o.jsonl) return render_jsonl(t);
+    require(!o.messages_file.empty(), "--messages is required");
+    const Conversation c = read_messages_file(o.messages_file);
+    std::cout << t.render(c.messages, c.tools, options(o));
+    return 0;
+}
+
+} // namespace
+
+Action add_render_command(CLI::App& app) {
+    auto o = std::make_shared<RenderOptions>();
+    app.add_option("--model", o->model_dir, "Model directory (chat template of its tokenizer)");
+    app.add_option("--template", o->template_file, "A Jinja chat template file");
+    app.add_option("--messages", o->messages_file,
+                   "JSON file: a messages array, or {\"messages\": [...], \"tools\": [...]}");
+    app.add_flag("--no-thinking", o->no_thinking, "Render with enable_thinking = false");
+    app.add_flag("--no-generation-prompt", o->no_generation_prompt,
+                 "Do not open the assistant turn at the end");
+    app.add_option("--var", o->vars, "Template variable KEY=JSON (e.g. preserve_thinking=true)");
+    app.add_flag("--jsonl", o->jsonl, "Render one JSON request per stdin line (testing)");
+    return [o] { return render(*o); };
+}
+
+} // namespace ninfer::app

@@ -1,0 +1,108 @@
+// Shared pieces of the CUDA op bodies: error checks, element access for F32/BF16 tensors, row
+// views, block reductions and dtype dispatch. Included by .cu files only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "ops/exec_context.h"
+
+namespace ninfer::ops::cuda {
+
+[[noreturn]] void throw_cuda(cudaError_t status, const char* what);
+
+inline void check(cudaError_t status, const char* what) {
+    if (status != cudaSuccess) throw_cuda(status, what);
+}
+// After a launch: raises with the kernel's name when the launch failed.
+inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+
+inline cudaStream_t stream_of(const ExecContext& ctx) {
+    return static_cast<cudaStream_t>(ctx.stream);
+}
+
+// Element conversion for the two activation types.
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+
+// A row view as kernels see it: [R, N] or [A, B, N] (row r = (r / B, r % B)), unit last stride.
+struct RowView {
+    char* data;
+    int64_t b;        // rows per leading index (1 for 2-D views)
+    int64_t stride0;  // elements
+    int64_t stride1;  // elements
+    int64_t elem;     // bytes per element
+    template <typename T> __device__ __forceinline__ T* row(int64_t r) const {
+        return reinterpret_cast<T*>(data) + (r / b) * stride0 + (r % b) * stride1;
+    }
+};
+
+inline RowView row_view(const TensorView& t) {
+    RowView v{static_cast<char*>(t.data), 1, t.stride[0], 0, dtype_size(t.dtype)};
+    if (t.ndim == 3) {
+        v.b = t.shape[1];
+        v.stride1 = t.stride[1];
+    }
+    return v;
+}
+inline int64_t rows_of(const TensorView& t) { return t.ndim == 3 ? t.shape[0] * t.shape[1] : t.shape[0]; }
+inline int64_t width_of(const TensorView& t) { return t.shape[t.ndim - 1]; }
+
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+template <typename T> __device__ __forceinline__ T warp_max(T v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
+template <typename T> __device__ inline T block_sum(T v) {
+    __shared__ T partial[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    const int warps = (blockDim.x + 31) >> 5;
+    T total = lane < warps ? partial[lane] : T(0);
+    return warp_sum(total);
+}
+
+template <typename T> __device__ inline T block_max(T v) {
+    __shared__ T partial[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    const int warps = (blockDim.x + 31) >> 5;
+    T best = lane < warps ? partial[lane] : partial[0];
+    return warp_max(best);
+}
+
+// Calls fn(T{}) with T = float or __nv_bfloat16 for the dtype; other dtypes are an error.
+template <typename Fn> void dispatch_float(DType dtype, const char* op, Fn&& fn) {
+    switch (dtype) {
+    case DType::F32: fn(float{}); return;
+    case DType::BF16: fn(__nv_bfloat16{}); return;
+    default: break;
+    }
+    fail(ErrorCategory::Unsupported, op, ": CUDA kernels take F32 or BF16, got ", dtype_name(dtype));
+}
+
+inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+} // namespace ninfer::ops::cuda

@@ -1,0 +1,71 @@
+// CUDA bodies of the op families (host functions; no CUDA headers here). Arguments are validated
+// by the dispatchers in ops/<family>.cpp first. Builds without CUDA link cuda_stub.cpp instead,
+// whose functions raise Unsupported.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/exec_context.h"
+#include "ops/gated_delta_rule.h"
+#include "ops/sampling.h"
+#include "ops/seq_batch.h"
+
+namespace ninfer::ops::cuda {
+
+// Memory.
+Allocator& allocator(Device device);
+void upload(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+void download(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+void fill_zero(const ExecContext& ctx, const TensorView& dst);
+void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+void synchronize(const ExecContext& ctx);
+void bind_device(const ExecContext& ctx);
+void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
+                 float stddev);
+
+// Ops.
+void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& table,
+               const TensorView& out);
+void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, float eps,
+              const TensorView& y);
+void gated_rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& z,
+                    const TensorView& w, float eps, const TensorView& y);
+void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,
+            bool accumulate);
+void add(const ExecContext& ctx, const TensorView& a, const TensorView& b, const TensorView& out);
+void sigmoid_mul(const ExecContext& ctx, const TensorView& x, const TensorView& gate,
+                 const TensorView& out);
+void silu_mul(const ExecContext& ctx, const TensorView& gate_up, const TensorView& out);
+void causal_conv1d_silu(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                        const SeqBatch& batch, const TensorView& conv_state, const TensorView& y);
+void gdn_gates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+               const TensorView& A_log, const TensorView& dt_bias, const TensorView& g,
+               const TensorView& beta);
+void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorView& k,
+                      const TensorView& v, const TensorView& g, const TensorView& beta,
+                      const SeqBatch& batch, const TensorView& state, const TensorView& out,
+                      GdnAlgo algo);
+void rope(const ExecContext& ctx, const TensorView& x, const TensorView& positions,
+          int64_t rotary_dim, double theta);
+void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorView& v,
+                    const SeqBatch& batch, const TensorView& k_cache, const TensorView& v_cache);
+void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
+                     const TensorView& v_cache, const SeqBatch& batch, float scale,
+                     const TensorView& out);
+void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
+               const TensorView& weights, const TensorView& ids);
+void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& gate_up,
+                 const TensorView& down, const TensorView& ids, const TensorView& weights,
+                 const TensorView& y);
+void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
+                        const TensorView& shared, const TensorView& y);
+void logprobs_top_k(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
+                    const TensorView& lse, const TensorView& ids, const TensorView& logprobs);
+void apply_penalties(const ExecContext& ctx, const TensorView& logits,
+                     const SamplingParamsRow* params, const TensorView& offsets,
+                     const TensorView& tokens, const TensorView& counts,
+                     const TensorView& in_prompt);
+void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
+                   const SamplingParamsRow* params, const TensorView& tokens,
+                   const TensorView& status);
+
+} // namespace ninfer::ops::cuda

@@ -1,0 +1,43 @@
+// Stand-ins for the CUDA bodies in builds without CUDA (NINFER_CUDA=OFF): each raises
+// Unsupported, so a CUDA device is a clear error rather than a link failure.
+#include "core/error.h"
+#include "ops/cuda/cuda_ops.h"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+    fail(ErrorCategory::Unsupported, what, ": this build of ninfer has no CUDA backend");
+}
+
+} // namespace
+
+Allocator& allocator(Device) { no_cuda("allocator"); }
+void upload(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("upload"); }
+void download(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("download"); }
+void fill_zero(const ExecContext&, const TensorView&) { no_cuda("fill_zero"); }
+void copy(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("copy"); }
+void synchronize(const ExecContext&) { no_cuda("synchronize"); }
+void bind_device(const ExecContext&) { no_cuda("bind_device"); }
+void fill_random(const ExecContext&, const TensorView&, uint64_t, float, float) { no_cuda("fill_random"); }
+void embedding(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("embedding"); }
+void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("rms_norm"); }
+void gated_rms_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("gated_rms_norm"); }
+void linear(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, bool) { no_cuda("linear"); }
+void add(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add"); }
+void sigmoid_mul(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("sigmoid_mul"); }
+void silu_mul(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("silu_mul"); }
+void causal_conv1d_silu(const ExecContext&, const TensorView&, const TensorView&, const SeqBatch&, const TensorView&, const TensorView&) { no_cuda("causal_conv1d_silu"); }
+void gdn_gates(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("gdn_gates"); }
+void gated_delta_rule(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const SeqBatch&, const TensorView&, const TensorView&, GdnAlgo) { no_cuda("gated_delta_rule"); }
+void rope(const ExecContext&, const TensorView&, const TensorView&, int64_t, double) { no_cuda("rope"); }
+void kv_cache_write(const ExecContext&, const TensorView&, const TensorView&, const SeqBatch&, const TensorView&, const TensorView&) { no_cuda("kv_cache_write"); }
+void paged_attention(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const SeqBatch&, float, const TensorView&) { no_cuda("paged_attention"); }
+void moe_route(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&) { no_cuda("moe_route"); }
+void moe_experts(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_experts"); }
+void add_sigmoid_scaled(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add_sigmoid_scaled"); }
+void logprobs_top_k(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&) { no_cuda("logprobs_top_k"); }
+void apply_penalties(const ExecContext&, const TensorView&, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("apply_penalties"); }
+void sample_tokens(const ExecContext&, const TensorView&, int64_t, const SamplingParamsRow*, const TensorView&, const TensorView&) { no_cuda("sample_tokens"); }
+
+} // namespace ninfer::ops::cuda

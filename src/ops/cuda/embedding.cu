@@ -1,0 +1,34 @@
+// Implements ops/embedding.h on CUDA: one block per output row, a row copy.
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+template <typename T>
+__global__ void gather_rows(const int32_t* ids, const T* table, int64_t table_stride, int64_t V,
+                            int64_t H, T* out, int64_t out_stride) {
+    const int64_t t = blockIdx.x;
+    const int32_t id = ids[t];
+    if (id < 0 || id >= V) return; // validated on the host side of the engine
+    const T* src = table + id * table_stride;
+    T* dst = out + t * out_stride;
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) dst[i] = src[i];
+}
+
+} // namespace
+
+void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& table,
+               const TensorView& out) {
+    const int64_t T = ids.size(0);
+    if (T == 0) return;
+    dispatch_float(table.dtype, "embedding", [&](auto tag) {
+        using E = decltype(tag);
+        gather_rows<E><<<unsigned(T), 256, 0, stream_of(ctx)>>>(
+            ids.ptr<int32_t>(), table.ptr<E>(), table.stride[0], table.size(0), table.size(1),
+            out.ptr<E>(), out.stride[0]);
+    });
+    check_launch("gather_rows");
+}
+
+} // namespace ninfer::ops::cuda

@@ -1,0 +1,137 @@
+// Implements ops/gated_delta_rule.h on CUDA.
+// gdn_gates: elementwise over [T, Hv].
+// gated_delta_rule (recurrent route, any T): the state's value columns are independent, so one
+// warp owns 32 columns of one (sequence, value head) and keeps S[:, col] (dk floats) in
+// registers for the whole sequence; q and k are normalised in the warp and broadcast by shuffles.
+// Chosen for every T for now (the chunked tensor-core route is a later kernel). Assumes dk <= 128.
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+template <typename T>
+__global__ void gates_kernel(RowView a, RowView b, const T* A_log, const T* dt_bias, int64_t Hv,
+                             RowView g, RowView beta) {
+    const int64_t t = blockIdx.x;
+    for (int64_t h = threadIdx.x; h < Hv; h += blockDim.x) {
+        const float av = to_float(a.row<T>(t)[h]) + to_float(dt_bias[h]);
+        const float bv = to_float(b.row<T>(t)[h]);
+        const float softplus = av > 20.0f ? av : log1pf(__expf(av)); // torch's threshold 20
+        g.row<float>(t)[h] = -__expf(to_float(A_log[h])) * softplus;
+        // HF computes beta in the activation dtype.
+        beta.row<float>(t)[h] = to_float(from_float<T>(1.0f / (1.0f + __expf(-bv))));
+    }
+}
+
+// Loads a dk-vector (lane l holds elements l, l+32, ...) and l2-normalises it times `scale`.
+template <typename T, int DK>
+__device__ void load_normalized(const T* src, int dk, float scale, float (&out)[DK / 32]) {
+    const int lane = threadIdx.x & 31;
+    float sum = 0.0f;
+#pragma unroll
+    for (int m = 0; m < DK / 32; ++m) {
+        const int i = lane + 32 * m;
+        out[m] = i < dk ? to_float(src[i]) : 0.0f;
+        sum += out[m] * out[m];
+    }
+    const float inv = rsqrtf(warp_sum(sum) + 1e-6f) * scale; // eps on the sum of squares
+#pragma unroll
+    for (int m = 0; m < DK / 32; ++m) out[m] *= inv;
+}
+
+struct GdnArgs {
+    const void *q, *k, *v;
+    int64_t q_s0, q_s1, k_s0, k_s1, v_s0, v_s1;
+    const float *g, *beta;
+    int64_t g_s0, beta_s0;
+    const int32_t *row_begin, *slots;
+    float* state; // [slots, Hv, dk, dv]
+    void* out;    // [T, Hv, dv] contiguous
+    int Hv, ratio, dk, dv;
+};
+
+template <typename T, int DK> __global__ void recurrent_kernel(GdnArgs a) {
+    const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, hk = h / a.ratio;
+    const int lane = threadIdx.x & 31;
+    const int col = blockIdx.y * 32 + lane;
+    const bool active = col < a.dv;
+    float* st = a.state + ((int64_t(a.slots[s]) * a.Hv + h) * a.dk) * a.dv + col;
+    float S[DK];
+#pragma unroll
+    for (int i = 0; i < DK; ++i) S[i] = (active && i < a.dk) ? st[int64_t(i) * a.dv] : 0.0f;
+    const float q_scale = rsqrtf(float(a.dk));
+    const T* qb = static_cast<const T*>(a.q);
+    const T* kb = static_cast<const T*>(a.k);
+    const T* vb = static_cast<const T*>(a.v);
+    T* ob = static_cast<T*>(a.out);
+    for (int64_t r = a.row_begin[s]; r < a.row_begin[s + 1]; ++r) {
+        float kr[DK / 32], qr[DK / 32];
+        load_normalized<T, DK>(kb + r * a.k_s0 + hk * a.k_s1, a.dk, 1.0f, kr);
+        load_normalized<T, DK>(qb + r * a.q_s0 + hk * a.q_s1, a.dk, q_scale, qr);
+        const float decay = __expf(a.g[r * a.g_s0 + h]);
+        const float beta = a.beta[r * a.beta_s0 + h];
+        const float v = active ? to_float(vb[r * a.v_s0 + h * a.v_s1 + col]) : 0.0f;
+        float kv = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DK; ++i) kv += S[i] * __shfl_sync(0xffffffffu, kr[i / 32], i % 32);
+        const float u = beta * (v - decay * kv); // the delta uses the decayed state
+        float o = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DK; ++i) {
+            const float ki = __shfl_sync(0xffffffffu, kr[i / 32], i % 32);
+            const float qi = __shfl_sync(0xffffffffu, qr[i / 32], i % 32);
+            S[i] = decay * S[i] + ki * u;
+            o += S[i] * qi; // read after the update
+        }
+        if (active) ob[(r * a.Hv + h) * a.dv + col] = from_float<T>(o);
+    }
+    if (!active) return;
+#pragma unroll
+    for (int i = 0; i < DK; ++i)
+        if (i < a.dk) st[int64_t(i) * a.dv] = S[i];
+}
+
+template <typename T, int DK> void launch_recurrent(const ExecContext& ctx, const GdnArgs& a, int seqs) {
+    const dim3 grid(unsigned(seqs * a.Hv), unsigned((a.dv + 31) / 32));
+    recurrent_kernel<T, DK><<<grid, 32, 0, stream_of(ctx)>>>(a);
+}
+
+} // namespace
+
+void gdn_gates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+               const TensorView& A_log, const TensorView& dt_bias, const TensorView& g,
+               const TensorView& beta) {
+    const int64_t T = a.size(0), Hv = a.size(1);
+    if (T == 0) return;
+    dispatch_float(a.dtype, "gdn_gates", [&](auto tag) {
+        using E = decltype(tag);
+        gates_kernel<E><<<unsigned(T), 64, 0, stream_of(ctx)>>>(
+            row_view(a), row_view(b), A_log.ptr<E>(), dt_bias.ptr<E>(), Hv, row_view(g),
+            row_view(beta));
+    });
+    check_launch("gates_kernel");
+}
+
+void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorView& k,
+                      const TensorView& v, const TensorView& g, const TensorView& beta,
+                      const SeqBatch& batch, const TensorView& state, const TensorView& out,
+                      GdnAlgo algo) {
+    const int dk = int(q.size(2));
+    require(dk <= 128, "gated_delta_rule: CUDA supports key head dim <= 128, got ", dk);
+    if (batch.num_seqs == 0 || q.size(0) == 0) return;
+    GdnArgs a{q.data, k.data, v.data, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
+              v.stride[0], v.stride[1], g.ptr<float>(), beta.ptr<float>(), g.stride[0],
+              beta.stride[0], batch.row_begin.ptr<int32_t>(), batch.state_slot.ptr<int32_t>(),
+              state.ptr<float>(), out.data, int(v.size(1)), int(v.size(1) / q.size(1)), dk,
+              int(v.size(2))};
+    dispatch_float(q.dtype, "gated_delta_rule", [&](auto tag) {
+        using E = decltype(tag);
+        if (dk <= 32) launch_recurrent<E, 32>(ctx, a, batch.num_seqs);
+        else if (dk <= 64) launch_recurrent<E, 64>(ctx, a, batch.num_seqs);
+        else launch_recurrent<E, 128>(ctx, a, batch.num_seqs);
+    });
+    check_launch("gated_delta_rule recurrent_kernel");
+}
+
+} // namespace ninfer::ops::cuda

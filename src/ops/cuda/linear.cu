@@ -1,0 +1,56 @@
+// Implements ops/linear.h on CUDA with cuBLAS (every T for now; small-T GEMV routes are a later
+// table). y[T, N] = x[T, K] w[N, K]^T: in cuBLAS's column-major terms y^T = w x^T, i.e.
+// C (N x T) = op(A) B with A = w viewed K x N (transposed) and B = x viewed K x T.
+// BF16 inputs accumulate in f32; F32 inputs use the pedantic f32 path (no TF32), so F32 runs
+// match the CPU reference closely.
+#include <cublas_v2.h>
+
+#include <mutex>
+#include <vector>
+
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* what) {
+    if (status != CUBLAS_STATUS_SUCCESS)
+        fail(ErrorCategory::Cuda, what, ": cuBLAS status ", int(status));
+}
+
+cublasHandle_t handle_for(const ExecContext& ctx) {
+    static std::mutex mutex;
+    static std::vector<cublasHandle_t> handles;
+    std::lock_guard lock(mutex);
+    const size_t index = size_t(ctx.device.index);
+    if (handles.size() <= index) handles.resize(index + 1, nullptr);
+    if (!handles[index]) {
+        check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
+        check_cublas(cublasCreate(&handles[index]), "cublasCreate");
+    }
+    check_cublas(cublasSetStream(handles[index], stream_of(ctx)), "cublasSetStream");
+    return handles[index];
+}
+
+cudaDataType cuda_type(DType d) { return d == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+} // namespace
+
+void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,
+            bool accumulate) {
+    const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
+    if (T == 0 || N == 0) return;
+    require(x.dtype == w.dtype && (x.dtype == DType::BF16 || x.dtype == DType::F32), "linear: ",
+            "CUDA takes x and w both BF16 or both F32, got ", x.describe(), " and ", w.describe());
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    const cublasComputeType_t compute =
+        x.dtype == DType::F32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+    check_cublas(cublasGemmEx(handle_for(ctx), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K),
+                              &alpha, w.data, cuda_type(w.dtype), int(K), x.data,
+                              cuda_type(x.dtype), int(x.stride[0]), &beta, y.data,
+                              cuda_type(y.dtype), int(y.stride[0]), compute, CUBLAS_GEMM_DEFAULT),
+                 "linear cublasGemmEx");
+}
+
+} // namespace ninfer::ops::cuda

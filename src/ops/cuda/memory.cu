@@ -1,0 +1,138 @@
+// CUDA memory services: a stream-ordered pooled allocator, copies with dtype conversion on the
+// host side, fills, and the random fill used by --random-weights.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "core/philox.h"
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace ninfer::ops::cuda {
+
+void throw_cuda(cudaError_t status, const char* what) {
+    fail(ErrorCategory::Cuda, what, ": ", cudaGetErrorString(status));
+}
+
+namespace {
+
+// Allocations come from the device's default memory pool (cudaMallocAsync) with an unlimited
+// release threshold, so freed memory is reused without synchronising the device.
+class CudaAllocator final : public Allocator {
+public:
+    explicit CudaAllocator(int index) : index_(index) {
+        check(cudaSetDevice(index_), "cudaSetDevice");
+        cudaMemPool_t pool;
+        check(cudaDeviceGetDefaultMemPool(&pool, index_), "cudaDeviceGetDefaultMemPool");
+        uint64_t threshold = std::numeric_limits<uint64_t>::max();
+        check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+              "cudaMemPoolSetAttribute");
+    }
+    Buffer allocate(int64_t bytes) override {
+        check(cudaSetDevice(index_), "cudaSetDevice");
+        void* p = nullptr;
+        const size_t size = size_t(std::max<int64_t>(bytes, 256));
+        const cudaError_t status = cudaMallocAsync(&p, size, nullptr);
+        if (status != cudaSuccess) {
+            cudaGetLastError();
+            fail(ErrorCategory::OutOfMemory, "cuda:", index_, ": allocation of ", bytes,
+                 " bytes failed: ", cudaGetErrorString(status));
+        }
+        check(cudaMemsetAsync(p, 0, size, nullptr), "cudaMemsetAsync");
+        return Buffer(p, [](void* q) { cudaFreeAsync(q, nullptr); });
+    }
+    Device device() const override { return Device::cuda(index_); }
+
+private:
+    int index_;
+};
+
+// Host-side conversion of n elements between float dtypes (or a plain copy of equal dtypes).
+void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
+    if (from == to) {
+        std::memcpy(dst, src, size_t(n * dtype_size(from)));
+        return;
+    }
+    require(is_float(from) && is_float(to), "cannot convert ", dtype_name(from), " to ",
+            dtype_name(to));
+    std::vector<float> tmp(static_cast<size_t>(n));
+    convert_to_f32(src, from, tmp.data(), n);
+    convert_from_f32(tmp.data(), dst, to, n);
+}
+
+__global__ void fill_normal_kernel(float* out_f32, __nv_bfloat16* out_bf16, int64_t n,
+                                   uint64_t seed, float mean, float stddev) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const float v = mean + stddev * philox_normal(seed, uint64_t(i));
+        if (out_f32) out_f32[i] = v;
+        else out_bf16[i] = __float2bfloat16_rn(v);
+    }
+}
+
+} // namespace
+
+Allocator& allocator(Device device) {
+    static std::mutex mutex;
+    static std::vector<std::unique_ptr<CudaAllocator>> allocators;
+    std::lock_guard lock(mutex);
+    if (allocators.size() <= size_t(device.index)) allocators.resize(size_t(device.index) + 1);
+    auto& a = allocators[size_t(device.index)];
+    if (!a) a = std::make_unique<CudaAllocator>(device.index);
+    return *a;
+}
+
+void upload(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
+    const int64_t n = src.numel();
+    if (n == 0) return;
+    std::vector<uint8_t> staged(static_cast<size_t>(n * dtype_size(dst.dtype)));
+    convert(src.data, src.dtype, staged.data(), dst.dtype, n);
+    check(cudaMemcpyAsync(dst.data, staged.data(), staged.size(), cudaMemcpyHostToDevice,
+                          stream_of(ctx)),
+          "upload");
+}
+
+void download(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
+    const int64_t n = src.numel();
+    if (n == 0) return;
+    std::vector<uint8_t> staged(static_cast<size_t>(n * dtype_size(src.dtype)));
+    check(cudaMemcpyAsync(staged.data(), src.data, staged.size(), cudaMemcpyDeviceToHost,
+                          stream_of(ctx)),
+          "download");
+    check(cudaStreamSynchronize(stream_of(ctx)), "download sync");
+    convert(staged.data(), src.dtype, dst.data, dst.dtype, n);
+}
+
+void fill_zero(const ExecContext& ctx, const TensorView& dst) {
+    check(cudaMemsetAsync(dst.data, 0, size_t(dst.nbytes()), stream_of(ctx)), "fill_zero");
+}
+
+void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
+    check(cudaMemcpyAsync(dst.data, src.data, size_t(src.nbytes()), cudaMemcpyDeviceToDevice,
+                          stream_of(ctx)),
+          "copy");
+}
+
+void bind_device(const ExecContext& ctx) {
+    check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
+}
+
+void synchronize(const ExecContext& ctx) {
+    check(cudaStreamSynchronize(stream_of(ctx)), "synchronize");
+}
+
+void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
+                 float stddev) {
+    const int64_t n = dst.numel();
+    if (n == 0) return;
+    const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 65535));
+    fill_normal_kernel<<<blocks, 256, 0, stream_of(ctx)>>>(
+        dst.dtype == DType::F32 ? dst.ptr<float>() : nullptr,
+        dst.dtype == DType::BF16 ? dst.ptr<__nv_bfloat16>() : nullptr, n, seed, mean, stddev);
+    check_launch("fill_normal_kernel");
+}
+
+} // namespace ninfer::ops::cuda

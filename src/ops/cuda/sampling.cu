@@ -1,0 +1,191 @@
+// Implements apply_penalties and sample_tokens (ops/sampling.h) on CUDA, one block per row,
+// following the CPU definitions: thresholds are found by binary search over ordered keys
+// (top-k on the logits' float keys, top-p on the f64 probabilities' bits), probabilities and
+// sums in f64, and the token is the first id whose running sum exceeds u * total.
+#include <cub/block/block_scan.cuh>
+
+#include <cfloat>
+
+#include "core/philox.h"
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/select.cuh"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+constexpr int kThreads = 1024;
+
+__global__ void penalties_kernel(float* logits, int64_t l_s0, const SamplingParamsRow* params,
+                                 const int32_t* offsets, const int32_t* tokens,
+                                 const int32_t* counts, const uint8_t* in_prompt) {
+    const int64_t r = blockIdx.x;
+    const SamplingParamsRow sp = params[r];
+    float* l = logits + r * l_s0;
+    for (int32_t i = offsets[r] + threadIdx.x; i < offsets[r + 1]; i += blockDim.x) {
+        const int32_t count = counts[i];
+        double v = l[tokens[i]];
+        if ((count > 0 || in_prompt[i]) && sp.repetition_penalty != 1.0f)
+            v = v > 0 ? v / sp.repetition_penalty : v * sp.repetition_penalty;
+        v -= double(sp.frequency_penalty) * count;
+        v -= double(sp.presence_penalty) * (count > 0 ? 1.0 : 0.0);
+        l[tokens[i]] = float(v);
+    }
+}
+
+// Count of elements with key >= threshold, over the block.
+__device__ int64_t count_at_least(const float* l, int64_t n, uint32_t threshold) {
+    int64_t c = 0;
+    for (int64_t v = threadIdx.x; v < n; v += blockDim.x) c += order_key(l[v]) >= threshold;
+    return block_sum(c);
+}
+
+// The key of the k-th largest logit: the largest key with count(key >= it) >= k.
+__device__ uint32_t kth_largest_key(const float* l, int64_t n, int64_t k) {
+    uint32_t lo = 0, hi = 0xffffffffu; // invariant: count(lo) >= k
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (count_at_least(l, n, mid) >= k) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+__device__ double mass_at_least(const double* p, int64_t n, uint64_t threshold_bits) {
+    double m = 0.0;
+    for (int64_t v = threadIdx.x; v < n; v += blockDim.x)
+        if (__double_as_longlong(p[v]) >= (long long)threshold_bits) m += p[v];
+    return block_sum(m);
+}
+
+// t*: the largest probability (as non-negative double bits) whose kept mass reaches target.
+__device__ uint64_t top_p_bits(const double* p, int64_t n, double target) {
+    uint64_t lo = 0, hi = 0x7ff0000000000000ull; // positive doubles order like their bits
+    while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (mass_at_least(p, n, mid) >= target) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// The first id whose running sum of p exceeds target (scan in id order, f64).
+__device__ int64_t inverse_cdf(const double* p, int64_t n, double target) {
+    using Scan = cub::BlockScan<double, kThreads>;
+    __shared__ typename Scan::TempStorage scan_storage;
+    __shared__ double carry;
+    if (threadIdx.x == 0) carry = 0.0;
+    __syncthreads();
+    long long last_kept = -1;
+    for (int64_t base = 0; base < n; base += blockDim.x) {
+        const int64_t v = base + threadIdx.x;
+        const double pv = v < n ? p[v] : 0.0;
+        double inclusive;
+        Scan(scan_storage).InclusiveSum(pv, inclusive);
+        const double running = carry + inclusive;
+        if (pv > 0.0) last_kept = v;
+        const bool hit = pv > 0.0 && running > target;
+        const long long first = -block_max<long long>(hit ? -v : -LLONG_MAX);
+        if (threadIdx.x == blockDim.x - 1) carry = running;
+        __syncthreads();
+        if (first != LLONG_MAX) return first;
+    }
+    // Rounding left the target at the very top: the last kept id.
+    return block_max<long long>(last_kept);
+}
+
+__global__ void sample_kernel(const float* logits, int64_t l_s0, int64_t n,
+                              const SamplingParamsRow* params, double* scratch, int32_t* tokens,
+                              int32_t* status) {
+    const int64_t r = blockIdx.x;
+    const float* l = logits + r * l_s0;
+    const SamplingParamsRow sp = params[r];
+    int bad = 0;
+    uint64_t best = 0;
+    for (int64_t v = threadIdx.x; v < n; v += blockDim.x) {
+        bad |= !isfinite(l[v]);
+        const uint64_t rank = rank_of(l[v], v);
+        best = rank > best ? rank : best;
+    }
+    bad = block_sum(bad);
+    best = block_max_u64(best);
+    if (bad) {
+        if (threadIdx.x == 0) {
+            tokens[r] = -1;
+            status[r] = kSampleNonFinite;
+        }
+        return;
+    }
+    if (sp.greedy || sp.temperature <= 0.0f) {
+        if (threadIdx.x == 0) {
+            tokens[r] = int32_t(rank_id(best));
+            status[r] = kSampleOk;
+        }
+        return;
+    }
+    const double temperature = sp.temperature;
+    const double max_scaled = double(l[rank_id(best)]) / temperature;
+    const uint32_t cutoff = (sp.top_k > 0 && sp.top_k < n) ? kth_largest_key(l, n, sp.top_k) : 0u;
+    double* p = scratch + r * n;
+    double total = 0.0;
+    for (int64_t v = threadIdx.x; v < n; v += blockDim.x) {
+        p[v] = order_key(l[v]) >= cutoff ? exp(double(l[v]) / temperature - max_scaled) : 0.0;
+        total += p[v];
+    }
+    total = block_sum(total);
+    if (sp.top_p < 1.0f) {
+        const uint64_t t = top_p_bits(p, n, double(sp.top_p) * total);
+        double kept = 0.0;
+        for (int64_t v = threadIdx.x; v < n; v += blockDim.x) {
+            if (__double_as_longlong(p[v]) < (long long)t) p[v] = 0.0;
+            kept += p[v];
+        }
+        total = block_sum(kept);
+    }
+    if (sp.min_p > 0.0f) {
+        double pmax = 0.0;
+        for (int64_t v = threadIdx.x; v < n; v += blockDim.x) pmax = fmax(pmax, p[v]);
+        const double floor = double(sp.min_p) * block_max(pmax);
+        double kept = 0.0;
+        for (int64_t v = threadIdx.x; v < n; v += blockDim.x) {
+            if (p[v] < floor) p[v] = 0.0;
+            kept += p[v];
+        }
+        total = block_sum(kept);
+    }
+    __syncthreads(); // p fully written before the scan reads other threads' entries
+    const double target = philox_uniform(sp.seed, uint64_t(sp.position)) * total;
+    const int64_t token = inverse_cdf(p, n, target);
+    if (threadIdx.x == 0) {
+        tokens[r] = int32_t(token);
+        status[r] = kSampleOk;
+    }
+}
+
+} // namespace
+
+void apply_penalties(const ExecContext& ctx, const TensorView& logits,
+                     const SamplingParamsRow* params, const TensorView& offsets,
+                     const TensorView& tokens, const TensorView& counts,
+                     const TensorView& in_prompt) {
+    const int64_t R = logits.size(0);
+    if (R == 0 || tokens.size(0) == 0) return;
+    penalties_kernel<<<unsigned(R), 256, 0, stream_of(ctx)>>>(
+        logits.ptr<float>(), logits.stride[0], params, offsets.ptr<int32_t>(),
+        tokens.ptr<int32_t>(), counts.ptr<int32_t>(), in_prompt.ptr<uint8_t>());
+    check_launch("penalties_kernel");
+}
+
+void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
+                   const SamplingParamsRow* params, const TensorView& tokens,
+                   const TensorView& status) {
+    const int64_t R = logits.size(0);
+    if (R == 0) return;
+    Tensor scratch = Tensor::empty(allocator(ctx.device), DType::F64, {R, vocab_limit});
+    sample_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(
+        logits.ptr<float>(), logits.stride[0], vocab_limit, params, scratch.ptr<double>(),
+        tokens.ptr<int32_t>(), status.ptr<int32_t>());
+    check_launch("sample_kernel");
+}
+
+} // namespace ninfer::ops::cuda
