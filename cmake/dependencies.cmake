@@ -4,9 +4,9 @@ set(NINFER_DEPS_ROOT "${PROJECT_SOURCE_DIR}/.deps/root" CACHE PATH "Unpacked Deb
 if(EXISTS "${NINFER_DEPS_ROOT}/usr")
     list(APPEND CMAKE_PREFIX_PATH "${NINFER_DEPS_ROOT}/usr" "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu/cmake")
     list(APPEND CMAKE_LIBRARY_PATH "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu"
-                                   "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu/openblas-pthread")
+                                   "${NINFER_DEPS_ROOT}/usr/lib/x86_64-linux-gnu/openblas-openmp")
     list(APPEND CMAKE_INCLUDE_PATH "${NINFER_DEPS_ROOT}/usr/include"
-                                   "${NINFER_DEPS_ROOT}/usr/include/x86_64-linux-gnu/openblas-pthread")
+                                   "${NINFER_DEPS_ROOT}/usr/include/x86_64-linux-gnu/openblas-openmp")
 endif()
 
 find_package(Threads REQUIRED)
@@ -14,14 +14,18 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 
-# OpenBLAS: Debian installs cblas.h under an alternatives-managed include directory.
+# OpenBLAS, the OpenMP build: BLAS then shares the OpenMP thread pool of the CPU op loops. The
+# pthread build keeps its own busy-waiting threads, which starve the OpenMP team of cores.
 find_path(OPENBLAS_INCLUDE_DIR cblas.h
-    PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas
-    PATH_SUFFIXES openblas openblas-pthread)
+    PATHS /usr/include/x86_64-linux-gnu/openblas-openmp NO_DEFAULT_PATH)
+find_path(OPENBLAS_INCLUDE_DIR cblas.h
+    PATHS /usr/include/x86_64-linux-gnu/openblas-openmp PATH_SUFFIXES openblas-openmp)
 find_library(OPENBLAS_LIBRARY NAMES openblas
-    PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread)
+    PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp NO_DEFAULT_PATH)
+find_library(OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-openmp)
 if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
-    message(FATAL_ERROR "OpenBLAS not found: install libopenblas-dev (tools/setup_debian.sh)")
+    message(FATAL_ERROR "OpenBLAS (OpenMP build) not found: install libopenblas-openmp-dev "
+                        "(tools/setup_debian.sh)")
 endif()
 add_library(ninfer_openblas INTERFACE)
 target_include_directories(ninfer_openblas SYSTEM INTERFACE ${OPENBLAS_INCLUDE_DIR})

@@ -2,7 +2,7 @@
 # Installs what ninfer needs to build and test on Debian 12 (bookworm). Idempotent.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config python3
-          libopenblas-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+          libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
           libpcre2-dev libutf8proc-dev libedit-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do

@@ -14,5 +14,7 @@ Action add_run_command(CLI::App& app);
 Action add_info_command(CLI::App& app);
 Action add_tokenize_command(CLI::App& app);
 Action add_render_command(CLI::App& app);
+Action add_chat_command(CLI::App& app);
+Action add_bench_command(CLI::App& app);
 
 } // namespace ninfer::app

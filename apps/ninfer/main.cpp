@@ -1,6 +1,8 @@
 // ninfer: one binary, many subcommands (run, info; chat, serve, bench arrive with their issues).
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "ninfer/error.h"
@@ -18,7 +20,17 @@ int main(int argc, char** argv) {
     actions[tokenize] = ninfer::app::add_tokenize_command(*tokenize);
     CLI::App* render = app.add_subcommand("render", "Print the prompt a chat template makes");
     actions[render] = ninfer::app::add_render_command(*render);
-    CLI11_PARSE(app, argc, argv);
+    CLI::App* chat = app.add_subcommand("chat", "Interactive multi-turn chat");
+    actions[chat] = ninfer::app::add_chat_command(*chat);
+    CLI::App* bench = app.add_subcommand("bench", "Measure prefill and decode speed");
+    actions[bench] = ninfer::app::add_bench_command(*bench);
+    // llama-bench spells the prefill+decode test "-pg"; CLI11 short options are one letter.
+    std::vector<std::string> args(argv, argv + argc);
+    for (auto& a : args)
+        if (a == "-pg") a = "--pg";
+    std::vector<char*> argp;
+    for (auto& a : args) argp.push_back(a.data());
+    CLI11_PARSE(app, int(argp.size()), argp.data());
     try {
         for (auto& [sub, action] : actions)
             if (sub->parsed()) return action();

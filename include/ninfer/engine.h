@@ -18,7 +18,11 @@ namespace ninfer {
 
 struct EngineOptions {
     std::string model_dir;       // HF checkpoint directory (config.json + *.safetensors)
-    std::string device = "cpu";  // "cpu" (CUDA devices arrive with the CUDA backend)
+    std::string config_file;     // with random_weights: an HF config.json instead of a model
+    bool random_weights = false; // deterministic random weights made on the device
+    uint64_t random_seed = 0;
+    std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
+    std::string dtype = "auto";  // weights and activations: auto (CPU f32, CUDA bf16), bf16, f32
     bool cpu_reference = false;  // run the CPU reference ops (FP64 oracle; slow)
     int threads = 0;             // CPU threads (0: all cores)
     int prefill_chunk = 512;     // most prompt tokens of one sequence in one step
@@ -108,6 +112,14 @@ struct ModelInfo {
     std::vector<int32_t> eos_token_ids;
 };
 
+// Device memory held by the engine, in bytes.
+struct MemoryStats {
+    int64_t weights = 0;
+    int64_t kv_cache = 0;
+    int64_t state = 0;     // GDN conv + recurrent slots
+    int64_t workspace = 0; // activation scratch of the largest step so far
+};
+
 class Engine {
 public:
     explicit Engine(const EngineOptions& options);
@@ -118,6 +130,7 @@ public:
     // Validates and queues a request; invalid requests raise ninfer::Error (InvalidArgument).
     RequestStream submit(GenerationRequest request);
     const ModelInfo& model_info() const;
+    MemoryStats memory_stats() const;
 
     struct Impl;
 

@@ -73,9 +73,50 @@ struct Qwen35Model::Scratch {
     }
 };
 
+namespace {
+
+int64_t layer_bytes(const LayerWeights& l) {
+    int64_t n = 0;
+    for (const Tensor* t :
+         {&l.input_norm, &l.post_norm, &l.gdn.in_proj, &l.gdn.conv, &l.gdn.A_log, &l.gdn.dt_bias,
+          &l.gdn.norm, &l.gdn.out_proj, &l.attn.in_proj, &l.attn.q_norm, &l.attn.k_norm,
+          &l.attn.o_proj, &l.mlp.gate_up, &l.mlp.down, &l.mlp.router, &l.mlp.experts_gate_up,
+          &l.mlp.experts_down, &l.mlp.shared_gate_up, &l.mlp.shared_down})
+        if (t->defined()) n += t->view().nbytes();
+    return n;
+}
+
+int64_t total_bytes(const ModelWeights& w) {
+    int64_t n = w.embed.view().nbytes() + w.final_norm.view().nbytes();
+    if (w.lm_head.view().data != w.embed.view().data) n += w.lm_head.view().nbytes();
+    for (const auto& l : w.layers) n += layer_bytes(l);
+    for (const Tensor* t : {&w.mtp.fc, &w.mtp.pre_fc_norm_embedding, &w.mtp.pre_fc_norm_hidden,
+                            &w.mtp.norm})
+        if (t->defined()) n += t->view().nbytes();
+    for (const auto& l : w.mtp.layers) n += layer_bytes(l);
+    return n;
+}
+
+} // namespace
+
 Qwen35Model::Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device)
     : config_(std::move(config)), weights_(std::move(weights)), device_(device),
-      scratch_(std::make_unique<Scratch>()) {}
+      weight_bytes_(total_bytes(weights_)), scratch_(std::make_unique<Scratch>()) {}
+
+std::unique_ptr<Qwen35Model> Qwen35Model::random(const io::ModelConfig& config,
+                                                 const ops::ExecContext& ctx, uint64_t seed) {
+    return std::make_unique<Qwen35Model>(config, random_weights(config, ctx, seed), ctx.device);
+}
+
+int64_t Qwen35Model::scratch_bytes() const {
+    const Scratch& s = *scratch_;
+    int64_t n = 0;
+    for (const Tensor* t : {&s.x, &s.h, &s.proj, &s.conv_out, &s.g, &s.beta, &s.core, &s.q, &s.k,
+                            &s.attn, &s.gate_up, &s.act, &s.router, &s.route_w, &s.route_ids,
+                            &s.shared, &s.selected})
+        if (t->defined()) n += t->view().nbytes();
+    return n;
+}
 
 Qwen35Model::~Qwen35Model() = default;
 

@@ -49,10 +49,16 @@ public:
     // Reads config.json and the safetensors of a checkpoint directory onto a device.
     static std::unique_ptr<Qwen35Model> load(const std::filesystem::path& dir,
                                              const ops::ExecContext& ctx);
+    // A model of config's shapes with deterministic random weights (weight_loader.h).
+    static std::unique_ptr<Qwen35Model> random(const io::ModelConfig& config,
+                                               const ops::ExecContext& ctx, uint64_t seed);
 
     const io::ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
     CacheSpec cache_spec() const;
+    // Device bytes of the weights, and of the activation scratch of the largest step so far.
+    int64_t weight_bytes() const { return weight_bytes_; }
+    int64_t scratch_bytes() const;
 
     // Runs every layer over the batch, updating the caches, and writes the logits of the
     // selected rows: logits [R, V] F32 on the device.
@@ -71,6 +77,7 @@ private:
     io::ModelConfig config_;
     ModelWeights weights_;
     Device device_;
+    int64_t weight_bytes_ = 0;
     std::unique_ptr<Scratch> scratch_;
 };
 

@@ -1,5 +1,7 @@
 #include "model/weight_loader.h"
 
+#include <deque>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,13 +23,42 @@ std::string dims_string(const Dims& d) {
     return s + "]";
 }
 
+// Random values of a tensor by its role, chosen so a random model at true size stays finite:
+// zero-centred norm weights near 0 (scale near 1), the gated norm near 1, decay parameters in
+// HF's init ranges, everything else N(0, 0.02) (HF's initializer_range).
+struct RandomInit {
+    float mean, stddev;
+};
+RandomInit random_init_for(const std::string& name) {
+    auto ends = [&](const char* suffix) {
+        const std::string s(suffix);
+        return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    if (ends("linear_attn.norm.weight")) return {1.0f, 0.02f};
+    if (ends("norm.weight") || ends("layernorm.weight")) return {0.0f, 0.02f};
+    if (ends("A_log")) return {1.5f, 0.5f};     // log of A in HF's U(0.01, 16) init
+    if (ends("dt_bias")) return {0.0f, 0.5f};
+    if (ends("conv1d.weight")) return {0.0f, 0.2f};
+    return {0.0f, 0.02f};
+}
+
 class Binder {
 public:
     Binder(const ModelConfig& c, const io::SafetensorsCheckpoint& ck, const ops::ExecContext& x)
         : cfg(c), ckpt(ck), ctx(x), dtype(x.dtype) {}
+    // Random mode: no checkpoint; every tensor gets seeded random values (random_init_for).
+    Binder(const ModelConfig& c, const ops::ExecContext& x, uint64_t seed)
+        : cfg(c), ckpt(empty_checkpoint()), ctx(x), dtype(x.dtype), random(true),
+          random_seed(seed) {}
 
-    // Checks one checkpoint tensor and marks it consumed.
+    // Checks one checkpoint tensor and marks it consumed (random mode: a named placeholder).
     const TensorEntry& take(const std::string& name, const Dims& shape) {
+        if (random) {
+            TensorEntry& e = placeholders.emplace_back();
+            e.name = name;
+            e.shape = shape;
+            return e;
+        }
         const TensorEntry* e = ckpt.find(name);
         if (!e)
             fail_invalid("checkpoint is missing tensor '", name, "' (expected ", dims_string(shape),
@@ -47,6 +78,12 @@ public:
     Tensor fuse(const Dims& dims, const std::vector<const TensorEntry*>& parts) {
         Tensor t =
             Tensor::empty(ops::device_allocator(ctx.device), dtype, dims.data(), int(dims.size()));
+        if (random) {
+            const RandomInit init = random_init_for(parts.front()->name);
+            const uint64_t seed = random_seed ^ std::hash<std::string>{}(parts.front()->name);
+            ops::fill_random(ctx, t, seed, init.mean, init.stddev);
+            return t;
+        }
         TensorView flat = t.view().reshape({t.numel()});
         int64_t offset = 0;
         for (const TensorEntry* p : parts) {
@@ -70,11 +107,19 @@ public:
         }
     }
 
+    static const io::SafetensorsCheckpoint& empty_checkpoint() {
+        static const io::SafetensorsCheckpoint none;
+        return none;
+    }
+
     const ModelConfig& cfg;
     const io::SafetensorsCheckpoint& ckpt;
     const ops::ExecContext& ctx;
     DType dtype;
+    bool random = false;
+    uint64_t random_seed = 0;
     std::set<std::string> consumed;
+    std::deque<TensorEntry> placeholders;
 };
 
 GdnWeights bind_gdn(Binder& b, const std::string& p) {
@@ -111,7 +156,7 @@ AttentionWeights bind_attention(Binder& b, const std::string& p) {
 void bind_experts(Binder& b, const std::string& p, MlpWeights& w) {
     const ModelConfig& c = b.cfg;
     const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
-    if (b.ckpt.find(p + "gate_up_proj")) { // fused 3-D, as in the real checkpoints
+    if (b.random || b.ckpt.find(p + "gate_up_proj")) { // fused 3-D, as in real checkpoints
         w.experts_gate_up = b.load(p + "gate_up_proj", {E, 2 * I, H});
         w.experts_down = b.load(p + "down_proj", {E, H, I});
         return;
@@ -195,9 +240,10 @@ int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt) {
     return layers;
 }
 
-ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoint& ckpt,
-                          const ops::ExecContext& ctx) {
-    Binder b(cfg, ckpt, ctx);
+namespace {
+
+ModelWeights bind_all(Binder& b, int64_t mtp_layers) {
+    const ModelConfig& cfg = b.cfg;
     const std::string p = cfg.text_prefix();
     const int64_t V = cfg.vocab_size, H = cfg.hidden_size;
     ModelWeights w;
@@ -207,14 +253,28 @@ ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoin
         w.layers.push_back(
             bind_layer(b, p + "layers." + std::to_string(l) + ".", cfg.layer_types[size_t(l)]));
     if (cfg.tie_word_embeddings) {
-        if (ckpt.find("lm_head.weight")) b.take("lm_head.weight", {V, H}); // a saved tied copy
+        if (b.ckpt.find("lm_head.weight")) b.take("lm_head.weight", {V, H}); // a saved tied copy
         w.lm_head = w.embed;
     } else {
         w.lm_head = b.load("lm_head.weight", {V, H});
     }
-    w.mtp = bind_mtp(b, count_mtp_layers(ckpt));
+    w.mtp = bind_mtp(b, mtp_layers);
+    return w;
+}
+
+} // namespace
+
+ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoint& ckpt,
+                          const ops::ExecContext& ctx) {
+    Binder b(cfg, ckpt, ctx);
+    ModelWeights w = bind_all(b, count_mtp_layers(ckpt));
     b.finish();
     return w;
+}
+
+ModelWeights random_weights(const ModelConfig& cfg, const ops::ExecContext& ctx, uint64_t seed) {
+    Binder b(cfg, ctx, seed);
+    return bind_all(b, cfg.mtp_num_hidden_layers);
 }
 
 } // namespace ninfer::model

@@ -1,10 +1,13 @@
 #include "ops/memory.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include "core/philox.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/linear.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -101,6 +104,52 @@ void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, f
         if (dst.dtype == DType::F32) dst.ptr<float>()[i] = v;
         else dst.ptr<uint16_t>()[i] = float_to_bf16(v);
     }
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Seconds of fn() with the device drained before and after.
+template <typename Fn> double timed(const ExecContext& ctx, Fn&& fn) {
+    synchronize(ctx);
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    synchronize(ctx);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace
+
+double measure_copy_bandwidth(const ExecContext& ctx, int64_t bytes, int reps) {
+    Allocator& a = device_allocator(ctx.device);
+    Tensor src = Tensor::empty(a, DType::U8, {bytes}), dst = Tensor::empty(a, DType::U8, {bytes});
+    std::vector<double> times;
+    for (int r = 0; r <= reps; ++r) {
+        const double t = timed(ctx, [&] {
+            if (ctx.device.is_cpu()) std::memcpy(dst.view().data, src.view().data, size_t(bytes));
+            else cuda::copy(ctx, src, dst);
+        });
+        if (r > 0) times.push_back(t); // the first run warms up
+    }
+    return 2.0 * double(bytes) / median(times);
+}
+
+double measure_gemm_flops(const ExecContext& ctx, int64_t n, int reps) {
+    Allocator& a = device_allocator(ctx.device);
+    Tensor x = Tensor::empty(a, ctx.dtype, {n, n}), w = Tensor::empty(a, ctx.dtype, {n, n});
+    Tensor y = Tensor::empty(a, ctx.dtype, {n, n});
+    fill_random(ctx, x, 1, 0.0f, 1.0f); // random data: zeros run faster than real inputs
+    fill_random(ctx, w, 2, 0.0f, 1.0f);
+    std::vector<double> times;
+    for (int r = 0; r <= reps; ++r) {
+        const double t = timed(ctx, [&] { linear(ctx, x, w, y); });
+        if (r > 0) times.push_back(t);
+    }
+    return 2.0 * double(n) * double(n) * double(n) / median(times);
 }
 
 } // namespace ninfer::ops

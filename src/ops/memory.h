@@ -25,8 +25,15 @@ void bind_device(const ExecContext& ctx);
 // Waits until the device has finished the work queued on ctx (no-op on the CPU).
 void synchronize(const ExecContext& ctx);
 // dst[i] = mean + stddev * philox_normal(seed, i) (core/philox.h), rounded to dst's dtype
-// (F32 or BF16): the same values on every device, for random-weight models at true size.
+// (F32 or BF16): the same stream on every device (up to the last bits of logf/cosf), for
+// random-weight models at true size.
 void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
                  float stddev);
+
+// Ceilings measured on the device for benchmark reports: the copy bandwidth (bytes read plus
+// bytes written per second, over a device-to-device copy of `bytes`) and the dense GEMM rate
+// (FLOP/s of an n x n x n product in ctx.dtype through ops::linear), medians of `reps` runs.
+double measure_copy_bandwidth(const ExecContext& ctx, int64_t bytes, int reps);
+double measure_gemm_flops(const ExecContext& ctx, int64_t n, int reps);
 
 } // namespace ninfer::ops

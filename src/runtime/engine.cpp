@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "io/hf_config.h"
 #include "io/model_files.h"
 #include "model/qwen3_5.h"
 #include "ops/memory.h"
@@ -30,10 +31,38 @@ constexpr int kMaxTopLogprobs = 20;
 
 Device parse_device(const std::string& name) {
     if (name == "cpu") return Device::cpu();
-    if (name == "cuda" || name.rfind("cuda:", 0) == 0)
-        fail(ErrorCategory::Unsupported, "device '", name,
-             "': this build has no CUDA backend (use --device cpu)");
-    fail_invalid("unknown device '", name, "' (expected cpu or cuda[:N])");
+    if (name == "cuda") return Device::cuda(0);
+    if (name.rfind("cuda:", 0) == 0) {
+        const std::string index = name.substr(5);
+        require(!index.empty() && index.size() < 4 &&
+                    index.find_first_not_of("0123456789") == std::string::npos,
+                "device '", name, "': expected cuda:N");
+        return Device::cuda(std::stoi(index));
+    }
+    fail_invalid("unknown device '", name, "' (expected cpu, cuda or cuda:N)");
+}
+
+DType parse_dtype(const std::string& name, Device device) {
+    if (name == "auto") return device.is_cpu() ? DType::F32 : DType::BF16;
+    if (name == "f32" || name == "float32") return DType::F32;
+    if (name == "bf16" || name == "bfloat16") {
+        require(!device.is_cpu(), "dtype bf16: the CPU backend computes in f32");
+        return DType::BF16;
+    }
+    fail_invalid("unknown dtype '", name, "' (expected auto, bf16 or f32)");
+}
+
+std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
+                                               const ops::ExecContext& ctx) {
+    if (o.random_weights) {
+        require(!o.config_file.empty() || !o.model_dir.empty(),
+                "random weights need a config file or a model directory");
+        const io::ModelConfig c =
+            io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file);
+        return model::Qwen35Model::random(c, ctx, o.random_seed);
+    }
+    require(!o.model_dir.empty(), "no model directory given");
+    return model::Qwen35Model::load(o.model_dir, ctx);
 }
 
 double seconds(Clock::duration d) {
@@ -85,20 +114,23 @@ struct Engine::Impl {
 };
 
 Engine::Impl::Impl(const EngineOptions& o) : options(o) {
-    require(!o.model_dir.empty(), "no model directory given");
     require(o.prefill_chunk >= 1, "prefill_chunk must be >= 1");
     require(o.max_batch_tokens >= 1, "max_batch_tokens must be >= 1");
     require(o.max_sequences >= 1, "max_sequences must be >= 1");
     require(o.kv_block_size >= 1, "kv_block_size must be >= 1");
     ctx.device = parse_device(o.device);
+    ctx.dtype = parse_dtype(o.dtype, ctx.device);
     ctx.cpu_mode = o.cpu_reference ? ops::CpuMode::Reference : ops::CpuMode::Fast;
+    require(!o.cpu_reference || ctx.device.is_cpu(), "the reference ops run on the CPU only");
     ops::set_cpu_threads(o.threads);
-    model = model::Qwen35Model::load(o.model_dir, ctx);
+    ops::bind_device(ctx);
+    model = load_model(o, ctx);
     const io::ModelConfig& c = model->config();
     info.model_type = c.model_type;
     info.vocab_size = c.vocab_size;
-    info.token_limit = io::read_token_limit(o.model_dir, c.vocab_size);
-    info.eos_token_ids = io::read_generation_eos(o.model_dir);
+    const bool has_dir = !o.model_dir.empty();
+    info.token_limit = has_dir ? io::read_token_limit(o.model_dir, c.vocab_size) : c.vocab_size;
+    if (has_dir) info.eos_token_ids = io::read_generation_eos(o.model_dir);
     if (info.eos_token_ids.empty()) info.eos_token_ids = c.eos_token_ids;
     require(o.max_context <= c.max_position_embeddings, "max_context ", o.max_context,
             " exceeds the model's max_position_embeddings ", c.max_position_embeddings);
@@ -126,6 +158,8 @@ Engine::Impl::~Impl() {
 }
 
 void Engine::Impl::loop() {
+    ops::bind_device(ctx);
+    ops::set_cpu_threads(options.threads); // OpenMP thread counts are per calling thread
     for (;;) {
         {
             std::unique_lock lock(mutex);
@@ -261,6 +295,11 @@ Engine::~Engine() = default;
 
 const ModelInfo& Engine::model_info() const {
     return impl_->info;
+}
+
+MemoryStats Engine::memory_stats() const {
+    return {impl_->model->weight_bytes(), impl_->kv->bytes(), impl_->states->bytes(),
+            impl_->model->scratch_bytes()};
 }
 
 RequestStream Engine::submit(GenerationRequest request) {

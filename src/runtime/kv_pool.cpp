@@ -39,6 +39,13 @@ std::vector<int32_t> KvPool::allocate(int64_t n) {
     return out;
 }
 
+int64_t KvPool::bytes() const {
+    int64_t n = 0;
+    for (const auto& v : k_views_) n += v.nbytes();
+    for (const auto& v : v_views_) n += v.nbytes();
+    return n;
+}
+
 void KvPool::retain(int32_t block) {
     require(block >= 0 && block < num_blocks() && ref_counts_[size_t(block)] > 0,
             "KvPool: retain of a free block ", block);

@@ -26,6 +26,7 @@ public:
     // Drops one reference from each block; blocks reaching zero return to the free list.
     void release(const std::vector<int32_t>& blocks);
 
+    int64_t bytes() const;
     const std::vector<TensorView>& k_views() const { return k_views_; }
     const std::vector<TensorView>& v_views() const { return v_views_; }
 

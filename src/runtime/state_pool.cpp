@@ -19,6 +19,13 @@ StatePool::StatePool(const model::CacheSpec& spec, int32_t slots, Device device,
     in_use_.assign(size_t(slots), false);
 }
 
+int64_t StatePool::bytes() const {
+    int64_t n = 0;
+    for (const auto& v : conv_views_) n += v.nbytes();
+    for (const auto& v : recurrent_views_) n += v.nbytes();
+    return n;
+}
+
 int32_t StatePool::free_slots() const {
     int32_t n = 0;
     for (bool used : in_use_) n += !used;

@@ -21,6 +21,7 @@ public:
     int32_t acquire(const ops::ExecContext& ctx);
     void release(int32_t slot);
 
+    int64_t bytes() const;
     const std::vector<TensorView>& conv_views() const { return conv_views_; }
     const std::vector<TensorView>& recurrent_views() const { return recurrent_views_; }
 

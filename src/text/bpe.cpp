@@ -36,13 +36,12 @@ void BpeModel::merge_word(std::vector<int32_t>& ids) const {
         int32_t rank;
         int pos;
         int32_t id;
-        bool operator>(const Cand& o) const {
-            return rank != o.rank ? rank > o.rank : pos > o.pos;
-        }
+        bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
     };
     const int n = int(ids.size());
     std::vector<Sym> s(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) s[size_t(i)] = {ids[size_t(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
+    for (int i = 0; i < n; ++i)
+        s[size_t(i)] = {ids[size_t(i)], i - 1, i + 1 < n ? i + 1 : -1, true};
     std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
     const auto push = [&](int left) {
         const int right = s[size_t(left)].next;
@@ -95,7 +94,8 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out) c
     for (char ch : piece) {
         const int32_t id = byte_ids_[static_cast<unsigned char>(ch)];
         if (id < 0)
-            fail(ErrorCategory::Unsupported, "tokenizer: byte ", int(static_cast<unsigned char>(ch)),
+            fail(ErrorCategory::Unsupported, "tokenizer: byte ",
+                 int(static_cast<unsigned char>(ch)),
                  " has no token (not a byte-level vocabulary)");
         ids.push_back(id);
     }

@@ -27,7 +27,9 @@ private:
         int32_t rank;
         int32_t id;
     };
-    static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+    static uint64_t key(int32_t a, int32_t b) {
+        return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
+    }
     void merge_word(std::vector<int32_t>& ids) const;
 
     std::unordered_map<std::string, int32_t> vocab_;

@@ -32,7 +32,9 @@ const Tables& tables() {
 
 } // namespace
 
-char32_t byte_to_char(unsigned char b) { return tables().to_char[b]; }
+char32_t byte_to_char(unsigned char b) {
+    return tables().to_char[b];
+}
 
 std::optional<unsigned char> char_to_byte(char32_t cp) {
     if (cp >= tables().to_byte.size() || tables().to_byte[cp] < 0) return std::nullopt;

@@ -30,8 +30,10 @@ nlohmann::ordered_json special_tokens_of(const nlohmann::ordered_json& config) {
                             "cls_token", "mask_token"}) {
         if (!config.contains(key) || config[key].is_null()) continue;
         const auto& v = config[key];
-        if (v.is_string()) out[key] = v;
-        else if (v.is_object() && v.contains("content")) out[key] = v["content"];
+        if (v.is_string())
+            out[key] = v;
+        else if (v.is_object() && v.contains("content"))
+            out[key] = v["content"];
     }
     return out;
 }
@@ -68,7 +70,8 @@ ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir) {
          ": no chat template (chat_template.jinja or tokenizer_config.json chat_template)");
 }
 
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
+                                 const nlohmann::ordered_json& tools,
                                  const ChatOptions& options) const {
     require(messages.is_array(), "messages must be a JSON array");
     require(tools.is_null() || tools.is_array(), "tools must be a JSON array");

@@ -13,7 +13,8 @@ namespace ninfer::text {
 
 struct ChatOptions {
     bool add_generation_prompt = true;
-    nlohmann::ordered_json variables = nlohmann::ordered_json::object(); // e.g. {"enable_thinking": false}
+    nlohmann::ordered_json variables =
+        nlohmann::ordered_json::object(); // e.g. {"enable_thinking": false}
 };
 
 class ChatTemplate {

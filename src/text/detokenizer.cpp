@@ -21,7 +21,9 @@ std::string StreamingDetokenizer::push(int32_t id) {
             const std::string_view tail = std::string_view(pending_).substr(start);
             // an incomplete prefix of a valid sequence: no valid char and no invalid byte yet
             if (valid_utf8_prefix(tail) == 0 && utf8_lossy(tail) == "\xEF\xBF\xBD" &&
-                tail.size() < (c >= 0xF0 ? 4u : c >= 0xE0 ? 3u : 2u))
+                tail.size() < (c >= 0xF0   ? 4u
+                               : c >= 0xE0 ? 3u
+                                           : 2u))
                 keep_from = start;
         }
         break;

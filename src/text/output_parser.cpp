@@ -12,7 +12,9 @@ constexpr std::string_view kCallEnd = "</tool_call>";
 constexpr std::string_view kFunction = "<function=";
 constexpr std::string_view kFunctionEnd = "</function>";
 
-bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f'; }
+bool is_ws(char c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f';
+}
 
 void strip_leading_ws(std::string& s) {
     size_t i = 0;
@@ -51,9 +53,15 @@ void OutputParser::run(ParsedDelta& d, bool final) {
     while (true) {
         bool progressed = false;
         switch (state_) {
-        case State::Reasoning: progressed = step_reasoning(d, final); break;
-        case State::Content: progressed = step_content(d, final); break;
-        case State::ToolCall: progressed = step_tool_call(d, final); break;
+        case State::Reasoning:
+            progressed = step_reasoning(d, final);
+            break;
+        case State::Content:
+            progressed = step_content(d, final);
+            break;
+        case State::ToolCall:
+            progressed = step_tool_call(d, final);
+            break;
         }
         if (!progressed) return;
     }
@@ -157,18 +165,19 @@ bool OutputParser::step_tool_call(ParsedDelta& d, bool final) {
     const std::string_view end = bare_function_ ? kFunctionEnd : kCallEnd;
     size_t p = block_.find(end);
     size_t resume = p == std::string::npos ? p : p + end.size();
-    const size_t next = block_.find(bare_function_ ? kFunction : kCallStart, bare_function_ ? 1 : 0);
+    const size_t next =
+        block_.find(bare_function_ ? kFunction : kCallStart, bare_function_ ? 1 : 0);
     if (next < p) p = resume = next;
     if (p == std::string::npos) {
-        close_call(d, false); // streams the parameters completed so far
-        if (final) close_call(d, true);
+        close_call(d, false); // streams the parameters completed so far; finish() closes
         return false;
     }
     pending_ = block_.substr(resume);
+    closed_by_tag_ = resume != p;
     block_.resize(p);
-    close_call(d, true);
+    after_call_ = close_call(d, true);
+    closed_by_tag_ = false;
     state_ = State::Content;
-    after_call_ = true;
     return true;
 }
 

@@ -57,7 +57,7 @@ public:
     // End of generation: releases held text and closes an unterminated tool call.
     ParsedDelta finish();
 
-    bool stopped() const { return stop_.stopped(); }     // a stop string matched
+    bool stopped() const { return stop_.stopped(); } // a stop string matched
     const std::string& stop_string() const { return stop_.matched(); }
     bool in_reasoning() const { return state_ == State::Reasoning; }
     // Totals so far.
@@ -74,12 +74,18 @@ private:
     bool step_tool_call(ParsedDelta& d, bool final);
     void emit_reasoning(ParsedDelta& d, std::string text, bool final_part);
     void emit_content(ParsedDelta& d, std::string text, bool final_part);
-    void close_call(ParsedDelta& d, bool final);
+    // Returns false when the block was not a tool call (it is emitted as content).
+    bool close_call(ParsedDelta& d, bool final);
+    bool close_json_call(ParsedDelta& d, const std::string& body);
+    bool parse_xml_call(ParsedDelta& d, bool closed);
+    bool not_a_call(ParsedDelta& d);
+    void send(ParsedDelta& d, const std::string& name, const std::string& args, bool header);
+    void reset_call();
 
     ParserOptions opt_;
     StopMatcher stop_;
     State state_;
-    std::string pending_;     // released by the stop matcher, not yet parsed
+    std::string pending_;      // released by the stop matcher, not yet parsed
     std::string ws_reasoning_; // trailing whitespace of reasoning, held until more text
     std::string ws_content_;   // same for content
     bool reasoning_started_ = false;
@@ -88,9 +94,10 @@ private:
     std::string reasoning_, content_;
     std::vector<ToolCall> calls_;
     // the tool call being parsed
-    std::string block_;        // text after <tool_call> (or from <function=)
+    std::string block_; // text after <tool_call> (or from <function=)
     bool bare_function_ = false;
-    size_t block_pos_ = 0;     // parsed up to here
+    bool closed_by_tag_ = false; // the block ended with its closing tag
+    size_t block_pos_ = 0;       // parsed up to here
     bool header_sent_ = false;
     int params_sent_ = 0;
 };

@@ -20,13 +20,15 @@ RegexSplitter::RegexSplitter(const std::string& pattern) : impl_(std::make_uniqu
     if (!impl_->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        fail_invalid("tokenizer regex: ", reinterpret_cast<const char*>(msg), " at offset ",
-                     offset, " in '", pattern, "'");
+        fail_invalid("tokenizer regex: ", reinterpret_cast<const char*>(msg), " at offset ", offset,
+                     " in '", pattern, "'");
     }
     impl_->jit = pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE) == 0;
 }
 
-RegexSplitter::~RegexSplitter() { pcre2_code_free(impl_->code); }
+RegexSplitter::~RegexSplitter() {
+    pcre2_code_free(impl_->code);
+}
 
 void RegexSplitter::split_spans(std::string_view text,
                                 std::vector<std::pair<size_t, size_t>>& spans) const {
@@ -36,10 +38,10 @@ void RegexSplitter::split_spans(std::string_view text,
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     size_t pos = 0, last = 0;
     while (pos < text.size()) {
-        const int rc =
-            impl_->jit ? pcre2_jit_match(impl_->code, subject, text.size(), pos, 0, md, nullptr)
-                       : pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
-                                     md, nullptr);
+        const int rc = impl_->jit
+                           ? pcre2_jit_match(impl_->code, subject, text.size(), pos, 0, md, nullptr)
+                           : pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
+                                         md, nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             pcre2_match_data_free(md);

@@ -38,7 +38,8 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& o
         }
         pieces.swap(next);
     }
-    for (auto [b, e] : pieces) bpe->encode_piece(std::string_view(normalized).substr(b, e - b), out);
+    for (auto [b, e] : pieces)
+        bpe->encode_piece(std::string_view(normalized).substr(b, e - b), out);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
@@ -53,7 +54,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
         const AddedToken* hit = nullptr;
         for (int c : cands) {
             const AddedToken& t = m.added[size_t(c)];
-            if ((parse_special || !t.special) && text.compare(i, t.content.size(), t.content) == 0) {
+            if ((parse_special || !t.special) &&
+                text.compare(i, t.content.size(), t.content) == 0) {
                 hit = &t;
                 break;
             }
@@ -107,8 +109,12 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
     return std::nullopt;
 }
 
-int32_t Tokenizer::vocab_size() const { return int32_t(impl_->id_bytes.size()); }
+int32_t Tokenizer::vocab_size() const {
+    return int32_t(impl_->id_bytes.size());
+}
 
-const std::vector<AddedToken>& Tokenizer::added_tokens() const { return impl_->added; }
+const std::vector<AddedToken>& Tokenizer::added_tokens() const {
+    return impl_->added;
+}
 
 } // namespace ninfer::text

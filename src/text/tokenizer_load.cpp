@@ -13,6 +13,9 @@ namespace {
 
 using nlohmann::json;
 
+// Real vocabularies have under a million entries; larger ids are malformed files.
+constexpr int32_t kMaxTokenId = 1 << 24;
+
 // GPT-2's pattern, used by ByteLevel with use_regex = true.
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -50,7 +53,8 @@ void load_pre_tokenizer(const json& p, Tokenizer::Impl& m, const std::string& sr
         m.splits.push_back(std::make_unique<RegexSplitter>(pat.at("Regex").get<std::string>()));
     } else if (type == "ByteLevel") {
         m.add_prefix_space = p.value("add_prefix_space", false);
-        if (p.value("use_regex", true)) m.splits.push_back(std::make_unique<RegexSplitter>(kGpt2Pattern));
+        if (p.value("use_regex", true))
+            m.splits.push_back(std::make_unique<RegexSplitter>(kGpt2Pattern));
     } else {
         fail(ErrorCategory::Unsupported, src, ": pre-tokenizer '", type, "' is not supported");
     }
@@ -73,7 +77,7 @@ void load_model(const json& model, Tokenizer::Impl& m, const std::string& src) {
     int32_t max_id = -1;
     for (const auto& [key, value] : model.at("vocab").items()) {
         const int32_t id = value.get<int32_t>();
-        require(id >= 0, src, ": negative token id");
+        require(id >= 0 && id < kMaxTokenId, src, ": token id ", id, " out of range");
         max_id = std::max(max_id, id);
         std::string bytes = byte_level_decode(key);
         m.id_bytes.resize(std::max(m.id_bytes.size(), size_t(id) + 1));
@@ -87,10 +91,12 @@ void load_model(const json& model, Tokenizer::Impl& m, const std::string& src) {
         auto [a, b] = parse_merge(j, src);
         merges.emplace_back(byte_level_decode(a), byte_level_decode(b));
     }
-    m.bpe = std::make_unique<BpeModel>(std::move(vocab), merges, model.value("ignore_merges", false));
+    m.bpe =
+        std::make_unique<BpeModel>(std::move(vocab), merges, model.value("ignore_merges", false));
 }
 
 void add_token(Tokenizer::Impl& m, AddedToken t) {
+    require(t.id >= 0 && t.id < kMaxTokenId, "added token id ", t.id, " out of range");
     for (const auto& a : m.added)
         if (a.id == t.id) return; // tokenizer.json wins over tokenizer_config.json
     require(!t.content.empty(), "added token ", t.id, " is empty");
@@ -123,7 +129,8 @@ Tokenizer Tokenizer::from_json(const std::string& tokenizer_json, const std::str
         load_normalizer(j.value("normalizer", json()), *m, source);
         load_pre_tokenizer(j.value("pre_tokenizer", json()), *m, source);
         if (j.contains("added_tokens"))
-            for (const auto& a : j.at("added_tokens")) add_token(*m, parse_added(a, a.at("id").get<int32_t>()));
+            for (const auto& a : j.at("added_tokens"))
+                add_token(*m, parse_added(a, a.at("id").get<int32_t>()));
         if (!config_json.empty()) {
             const json c = json::parse(config_json);
             if (c.contains("added_tokens_decoder"))

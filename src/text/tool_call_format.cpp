@@ -25,7 +25,8 @@ nlohmann::ordered_json parameter_schema(const nlohmann::ordered_json& tools,
 namespace {
 
 std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
     return s;
 }
 
@@ -48,16 +49,20 @@ bool starts_with_any(const std::string& s, std::initializer_list<const char*> pr
 }
 
 nlohmann::ordered_json parse_number(const std::string& raw, bool integer) {
-    const std::string s = raw.substr(raw.find_first_not_of(" \t\n\r") == std::string::npos ? 0 : raw.find_first_not_of(" \t\n\r"));
+    const std::string s = raw.substr(raw.find_first_not_of(" \t\n\r") == std::string::npos
+                                         ? 0
+                                         : raw.find_first_not_of(" \t\n\r"));
     try {
         size_t used = 0;
         if (integer) {
             const long long v = std::stoll(s, &used);
-            if (used == s.size() || s.find_first_not_of(" \t\n\r", used) == std::string::npos) return v;
+            if (used == s.size() || s.find_first_not_of(" \t\n\r", used) == std::string::npos)
+                return v;
             return raw;
         }
         const double v = std::stod(s, &used);
-        if ((used == s.size() || s.find_first_not_of(" \t\n\r", used) == std::string::npos) && std::isfinite(v)) {
+        if ((used == s.size() || s.find_first_not_of(" \t\n\r", used) == std::string::npos) &&
+            std::isfinite(v)) {
             if (v == std::floor(v) && std::fabs(v) < 9.2e18) return static_cast<long long>(v);
             return v;
         }
@@ -75,7 +80,8 @@ nlohmann::ordered_json typed_value(const std::string& raw, const nlohmann::order
     if (type == "string" || type == "str" || type == "text" || type == "varchar" ||
         type == "char" || type == "enum" || type.empty())
         return raw;
-    if (starts_with_any(type, {"int", "uint", "long", "short", "unsigned"})) return parse_number(raw, true);
+    if (starts_with_any(type, {"int", "uint", "long", "short", "unsigned"}))
+        return parse_number(raw, true);
     if (starts_with_any(type, {"num", "float", "double"})) return parse_number(raw, false);
     if (type == "boolean" || type == "bool" || type == "binary") {
         const std::string l = lower(raw);

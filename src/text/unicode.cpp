@@ -43,8 +43,10 @@ size_t invalid_subpart(std::string_view s, size_t i) {
     size_t best = 1;
     for (size_t len = 2; len <= 3 && i + len <= s.size(); ++len) {
         std::string_view prefix = s.substr(i, len);
-        if (sequence_length(prefix, 0) == -1) best = len;
-        else break;
+        if (sequence_length(prefix, 0) == -1)
+            best = len;
+        else
+            break;
     }
     return best;
 }

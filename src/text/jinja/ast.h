@@ -15,20 +15,20 @@ using ExprPtr = std::unique_ptr<Expr>;
 using KwArgs = std::vector<std::pair<std::string, ExprPtr>>;
 
 enum class ExprKind {
-    Literal,  // value
-    Name,     // name
-    ListLit,  // args (negated: a tuple)
-    DictLit,  // kwargs: key expr in args[i], value in args[i + 1]
-    Attr,     // args[0].name
-    Item,     // args[0][args[1]]
-    Slice,    // args[0][args[1]:args[2]:args[3]] (null parts allowed)
-    Call,     // args[0](args[1..], kwargs)
-    Filter,   // args[0] | name(args[1..], kwargs)
-    Test,     // args[0] is [not] name(args[1..])
-    Unary,    // name in {not, -, +}; args[0]
-    Binary,   // name is the operator; args[0], args[1]
-    Compare,  // args[0] ops[0] args[1] ops[1] args[2] ... (chained, Python semantics)
-    Cond,     // args[1] if args[0] else args[2] (args[2] may be null)
+    Literal, // value
+    Name,    // name
+    ListLit, // args (negated: a tuple)
+    DictLit, // kwargs: key expr in args[i], value in args[i + 1]
+    Attr,    // args[0].name
+    Item,    // args[0][args[1]]
+    Slice,   // args[0][args[1]:args[2]:args[3]] (null parts allowed)
+    Call,    // args[0](args[1..], kwargs)
+    Filter,  // args[0] | name(args[1..], kwargs)
+    Test,    // args[0] is [not] name(args[1..])
+    Unary,   // name in {not, -, +}; args[0]
+    Binary,  // name is the operator; args[0], args[1]
+    Compare, // args[0] ops[0] args[1] ops[1] args[2] ... (chained, Python semantics)
+    Cond,    // args[1] if args[0] else args[2] (args[2] may be null)
 };
 
 struct Expr {

@@ -51,7 +51,8 @@ Value get_item(const Value& obj, const Value& key) {
             if (normalize_index(i, int64_t(obj.as_list().size()))) return obj.as_list()[size_t(i)];
         } else {
             const auto cps = to_code_points(obj.as_string());
-            if (normalize_index(i, int64_t(cps.size()))) return Value(from_code_points(cps, size_t(i), size_t(i) + 1));
+            if (normalize_index(i, int64_t(cps.size())))
+                return Value(from_code_points(cps, size_t(i), size_t(i) + 1));
         }
         return Value::undefined("index");
     }
@@ -83,15 +84,18 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
     List items;
     std::string s;
     for (int64_t i = b; step > 0 ? i < e : i > e; i += step) {
-        if (obj.is_list()) items.push_back(obj.as_list()[size_t(i)]);
-        else append_utf8(s, cps[size_t(i)]);
+        if (obj.is_list())
+            items.push_back(obj.as_list()[size_t(i)]);
+        else
+            append_utf8(s, cps[size_t(i)]);
     }
     return obj.is_list() ? Value::list(std::move(items)) : Value(std::move(s));
 }
 
 bool contains(const Value& container, const Value& item) {
     switch (container.kind()) {
-    case Value::Kind::Undefined: return false;
+    case Value::Kind::Undefined:
+        return false;
     case Value::Kind::String:
         if (!item.is_string())
             fail_invalid("'in <string>' requires string as left operand, not ", item.repr());
@@ -102,7 +106,8 @@ bool contains(const Value& container, const Value& item) {
         return false;
     case Value::Kind::Object:
         return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
-    default: fail_invalid("argument of type ", container.repr(), " is not iterable");
+    default:
+        fail_invalid("argument of type ", container.repr(), " is not iterable");
     }
 }
 
@@ -117,20 +122,23 @@ int64_t checked(long double r) {
 Value repeat(const Value& seq, int64_t times) {
     if (times <= 0) return seq.is_string() ? Value(std::string()) : Value::list();
     const size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
-    if (unit != 0) check_size(uint64_t(times) <= kMaxValueSize / unit ? size_t(times) * unit : kMaxValueSize + 1);
+    if (unit != 0)
+        check_size(uint64_t(times) <= kMaxValueSize / unit ? size_t(times) * unit
+                                                           : kMaxValueSize + 1);
     if (seq.is_string()) {
         std::string s;
         for (int64_t i = 0; i < times; ++i) s += seq.as_string();
         return Value(std::move(s));
     }
     List l;
-    for (int64_t i = 0; i < times; ++i) l.insert(l.end(), seq.as_list().begin(), seq.as_list().end());
+    for (int64_t i = 0; i < times; ++i)
+        l.insert(l.end(), seq.as_list().begin(), seq.as_list().end());
     return Value::list(std::move(l));
 }
 
 Value number_op(const std::string& op, const Value& a, const Value& b) {
     const bool ints = a.kind() != Value::Kind::Float && b.kind() != Value::Kind::Float;
-    const int64_t x = a.as_int(), y = b.as_int();
+    const int64_t x = ints ? a.as_int() : 0, y = ints ? b.as_int() : 0;
     const double fx = a.as_float(), fy = b.as_float();
     if (op == "+") return ints ? Value(checked((long double)x + y)) : Value(fx + fy);
     if (op == "-") return ints ? Value(checked((long double)x - y)) : Value(fx - fy);
@@ -163,9 +171,11 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     if (a.is_undefined() || b.is_undefined())
         fail_invalid("'", (a.is_undefined() ? a : b).name(), "' is undefined (operator ", op, ")");
     if (op == "neg" || op == "pos") {
-        require(a.is_number(), "bad operand type for unary ", op == "neg" ? "-" : "+", ": ", a.repr());
+        require(a.is_number(), "bad operand type for unary ", op == "neg" ? "-" : "+", ": ",
+                a.repr());
         if (op == "pos") return a.kind() == Value::Kind::Bool ? Value(a.as_int()) : a;
-        return a.kind() == Value::Kind::Float ? Value(-a.as_float()) : Value(checked(-(long double)a.as_int()));
+        return a.kind() == Value::Kind::Float ? Value(-a.as_float())
+                                              : Value(checked(-(long double)a.as_int()));
     }
     if (a.is_number() && b.is_number()) return number_op(op, a, b);
     if (op == "+" && a.is_string() && b.is_string()) {
@@ -178,56 +188,63 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
         l.insert(l.end(), b.as_list().begin(), b.as_list().end());
         return Value::list(std::move(l));
     }
-    if (op == "*" && (a.is_string() || a.is_list()) && b.is_number() && b.kind() != Value::Kind::Float)
+    if (op == "*" && (a.is_string() || a.is_list()) && b.is_number() &&
+        b.kind() != Value::Kind::Float)
         return repeat(a, b.as_int());
-    if (op == "*" && (b.is_string() || b.is_list()) && a.is_number() && a.kind() != Value::Kind::Float)
+    if (op == "*" && (b.is_string() || b.is_list()) && a.is_number() &&
+        a.kind() != Value::Kind::Float)
         return repeat(b, a.as_int());
     fail_invalid("unsupported operand types for ", op, ": ", a.repr(), " and ", b.repr());
 }
 
 void install_globals(Dict& g) {
     g.set("range", Value::function("range", [](CallArgs& a) {
-        int64_t start = 0, stop = 0, step = 1;
-        for (const Value& v : a.args)
-            require(v.is_number() && v.kind() != Value::Kind::Float, "range() needs integers");
-        if (a.args.size() == 1) stop = a.args[0].as_int();
-        else if (a.args.size() >= 2) start = a.args[0].as_int(), stop = a.args[1].as_int();
-        if (a.args.size() == 3) step = a.args[2].as_int();
-        require(!a.args.empty() && a.args.size() <= 3 && step != 0, "bad range() arguments");
-        List items;
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-            require(items.size() < 100000, "range() is too large (over 100000 items)");
-            items.emplace_back(i);
-        }
-        return Value::list(std::move(items));
-    }));
+              int64_t start = 0, stop = 0, step = 1;
+              for (const Value& v : a.args)
+                  require(v.is_number() && v.kind() != Value::Kind::Float,
+                          "range() needs integers");
+              if (a.args.size() == 1)
+                  stop = a.args[0].as_int();
+              else if (a.args.size() >= 2)
+                  start = a.args[0].as_int(), stop = a.args[1].as_int();
+              if (a.args.size() == 3) step = a.args[2].as_int();
+              require(!a.args.empty() && a.args.size() <= 3 && step != 0, "bad range() arguments");
+              List items;
+              for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+                  require(items.size() < 100000, "range() is too large (over 100000 items)");
+                  items.emplace_back(i);
+                  if (__builtin_add_overflow(i, step, &i)) break; // past the int64 range: done
+              }
+              return Value::list(std::move(items));
+          }));
     g.set("namespace", Value::function("namespace", [](CallArgs& a) {
-        Value ns = Value::namespace_object();
-        for (const Value& d : a.args)
-            if (d.is_dict())
-                for (const auto& [k, v] : d.as_dict().items) ns.as_dict().set(k, v);
-        for (const auto& [k, v] : a.kwargs) ns.as_dict().set(k, v);
-        return ns;
-    }));
+              Value ns = Value::namespace_object();
+              for (const Value& d : a.args)
+                  if (d.is_dict())
+                      for (const auto& [k, v] : d.as_dict().items) ns.as_dict().set(k, v);
+              for (const auto& [k, v] : a.kwargs) ns.as_dict().set(k, v);
+              return ns;
+          }));
     g.set("dict", Value::function("dict", [](CallArgs& a) {
-        Value d = Value::dict();
-        for (const Value& x : a.args)
-            if (x.is_dict())
-                for (const auto& [k, v] : x.as_dict().items) d.as_dict().set(k, v);
-        for (const auto& [k, v] : a.kwargs) d.as_dict().set(k, v);
-        return d;
-    }));
+              Value d = Value::dict();
+              for (const Value& x : a.args)
+                  if (x.is_dict())
+                      for (const auto& [k, v] : x.as_dict().items) d.as_dict().set(k, v);
+              for (const auto& [k, v] : a.kwargs) d.as_dict().set(k, v);
+              return d;
+          }));
     g.set("raise_exception", Value::function("raise_exception", [](CallArgs& a) -> Value {
-        fail_invalid("raise_exception: ", a.get(0, "message").str());
-    }));
+              fail_invalid("raise_exception: ", a.get(0, "message").str());
+          }));
     g.set("strftime_now", Value::function("strftime_now", [](CallArgs& a) {
-        const std::time_t t = std::time(nullptr);
-        std::tm tm{};
-        localtime_r(&t, &tm);
-        char buf[256];
-        const size_t n = std::strftime(buf, sizeof buf, a.get(0, "format").str().c_str(), &tm);
-        return Value(std::string(buf, n));
-    }));
+              const std::time_t t = std::time(nullptr);
+              std::tm tm{};
+              localtime_r(&t, &tm);
+              char buf[256];
+              const size_t n =
+                  std::strftime(buf, sizeof buf, a.get(0, "format").str().c_str(), &tm);
+              return Value(std::string(buf, n));
+          }));
 }
 
 } // namespace ninfer::text::jinja::detail

@@ -1,6 +1,7 @@
 // Filters and tests of jinja2 (plus HF's tojson), with jinja2's argument names and defaults.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "text/jinja/builtins.h"
@@ -16,10 +17,12 @@ Value tojson(const Value& v, CallArgs& a) {
     JsonOptions o;
     o.ensure_ascii = a.get(0, "ensure_ascii", Value(false)).truthy();
     const Value indent = a.get(1, "indent", Value::none());
-    if (indent.is_string()) o.indent = 1, o.indent_text = indent.as_string();
+    if (indent.is_string())
+        o.indent = 1, o.indent_text = indent.as_string();
     else if (indent.is_number()) {
         require(indent.as_int() <= 1024, "tojson: indent too large");
-        o.indent = 1, o.indent_text = std::string(size_t(std::max<int64_t>(0, indent.as_int())), ' ');
+        o.indent = 1,
+        o.indent_text = std::string(size_t(std::max<int64_t>(0, indent.as_int())), ' ');
     }
     require(o.indent_text.size() <= 1024, "tojson: indent too large");
     if (o.indent >= 0) o.item_sep = ",";
@@ -44,7 +47,8 @@ Value sort_key(const Value& v, bool case_sensitive) {
 
 Value sorted(List l, bool reverse, bool case_sensitive, const Value& attribute) {
     const auto key = [&](const Value& x) {
-        return sort_key(attribute.is_undefined() ? x : get_attr(x, attribute.str()), case_sensitive);
+        return sort_key(attribute.is_undefined() ? x : get_attr(x, attribute.str()),
+                        case_sensitive);
     };
     std::stable_sort(l.begin(), l.end(), [&](const Value& a, const Value& b) {
         return reverse ? compare(key(b), key(a)) < 0 : compare(key(a), key(b)) < 0;
@@ -60,7 +64,8 @@ Value select(const Value& v, CallArgs& a, bool by_attr, bool keep) {
     for (size_t i = first + 1; i < a.args.size(); ++i) targs.args.push_back(a.args[i]);
     for (const Value& x : v.iterate()) {
         const Value subject = by_attr ? get_attr(x, a.get(0, "attribute").str()) : x;
-        const bool ok = test.is_undefined() ? subject.truthy() : apply_test(test.str(), subject, targs);
+        const bool ok =
+            test.is_undefined() ? subject.truthy() : apply_test(test.str(), subject, targs);
         if (ok == keep) out.push_back(x);
     }
     return Value::list(std::move(out));
@@ -122,12 +127,23 @@ std::string html_escape(const std::string& s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
+        case '&':
+            out += "&amp;";
+            break;
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '"':
+            out += "&#34;";
+            break;
+        case '\'':
+            out += "&#39;";
+            break;
+        default:
+            out += c;
         }
     }
     return out;
@@ -158,7 +174,8 @@ Value min_max(const Value& v, CallArgs& a, bool want_max) {
 Value indent(const Value& v, CallArgs& a) {
     const Value w = a.get(0, "width", Value(int64_t(4)));
     require(w.is_string() || (w.is_number() && w.as_int() <= 1024), "indent: width too large");
-    const std::string pad = w.is_string() ? w.as_string() : std::string(size_t(std::max<int64_t>(0, w.as_int())), ' ');
+    const std::string pad =
+        w.is_string() ? w.as_string() : std::string(size_t(std::max<int64_t>(0, w.as_int())), ' ');
     const bool first = a.get(1, "first", Value(false)).truthy();
     const bool blank = a.get(2, "blank", Value(false)).truthy();
     const List lines = py_split(v.str(), Value("\n"), -1, false);
@@ -173,13 +190,13 @@ Value indent(const Value& v, CallArgs& a) {
     return Value(std::move(out));
 }
 
-} // namespace
-
-Value apply_filter(const std::string& name, const Value& v, CallArgs& a) {
+// tojson, trim, items, string, length, default, first/last, join, case and replace.
+std::optional<Value> text_filter(const std::string& name, const Value& v, CallArgs& a) {
     if (name == "tojson") return tojson(v, a);
     if (name == "trim") {
         const Value chars = a.get(0, "chars");
-        if (chars.is_undefined() || chars.is_none()) return Value(py_strip(v.str(), true, true, nullptr));
+        if (chars.is_undefined() || chars.is_none())
+            return Value(py_strip(v.str(), true, true, nullptr));
         const std::string c = chars.str();
         return Value(py_strip(v.str(), true, true, &c));
     }
@@ -188,7 +205,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a) {
     if (name == "length" || name == "count") return Value(v.length());
     if (name == "default" || name == "d") {
         const bool boolean = a.get(1, "boolean", Value(false)).truthy();
-        if (v.is_undefined() || (boolean && !v.truthy())) return a.get(0, "default_value", Value(""));
+        if (v.is_undefined() || (boolean && !v.truthy()))
+            return a.get(0, "default_value", Value(""));
         return v;
     }
     if (name == "first" || name == "last") return first_or_last(v, name == "first");
@@ -213,10 +231,16 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a) {
         m.args = {a.get(0, "old"), a.get(1, "new"), a.get(2, "count", Value(int64_t(-1)))};
         return get_attr(Value(v.str()), "replace").as_function()(m);
     }
+    return std::nullopt;
+}
+
+// list, map, select/reject(attr), dictsort, sort, reverse, unique, min/max, sum.
+std::optional<Value> sequence_filter(const std::string& name, const Value& v, CallArgs& a) {
     if (name == "list") return Value::list(v.iterate());
     if (name == "map") return map_filter(v, a);
     if (name == "select" || name == "reject") return select(v, a, false, name == "select");
-    if (name == "selectattr" || name == "rejectattr") return select(v, a, true, name == "selectattr");
+    if (name == "selectattr" || name == "rejectattr")
+        return select(v, a, true, name == "selectattr");
     if (name == "dictsort") {
         const Value by = a.get(1, "by", Value("key"));
         List pairs = items(v).as_list();
@@ -252,20 +276,38 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a) {
             total = arithmetic("+", total, attr.is_undefined() ? x : get_attr(x, attr.str()));
         return total;
     }
+    return std::nullopt;
+}
+
+// int, float, abs, round, indent, escape, attr, wordcount.
+std::optional<Value> other_filter(const std::string& name, const Value& v, CallArgs& a) {
     if (name == "int") return to_int(v, a.get(0, "default"));
     if (name == "float") return to_float(v, a.get(0, "default"));
-    if (name == "abs") return v.kind() == Value::Kind::Float ? Value(std::fabs(v.as_float())) : arithmetic(v.as_int() < 0 ? "neg" : "pos", v, v);
+    if (name == "abs")
+        return v.kind() == Value::Kind::Float ? Value(std::fabs(v.as_float()))
+                                              : arithmetic(v.as_int() < 0 ? "neg" : "pos", v, v);
     if (name == "round") {
         const double p = std::pow(10.0, double(a.get(0, "precision", Value(int64_t(0))).as_int()));
         const std::string method = a.get(1, "method", Value("common")).str();
         const double x = v.as_float() * p;
-        const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+        const double r = method == "ceil"    ? std::ceil(x)
+                         : method == "floor" ? std::floor(x)
+                                             : std::nearbyint(x);
         return Value(r / p);
     }
     if (name == "indent") return indent(v, a);
-    if (name == "escape" || name == "e" || name == "forceescape") return Value(html_escape(v.str()));
+    if (name == "escape" || name == "e" || name == "forceescape")
+        return Value(html_escape(v.str()));
     if (name == "attr") return get_attr(v, a.get(0, "name").str());
     if (name == "wordcount") return Value(int64_t(py_split(v.str(), Value(), -1, false).size()));
+    return std::nullopt;
+}
+
+} // namespace
+
+Value apply_filter(const std::string& name, const Value& v, CallArgs& a) {
+    for (auto* group : {text_filter, sequence_filter, other_filter})
+        if (std::optional<Value> r = group(name, v, a)) return *r;
     fail_invalid("no filter named '", name, "'");
 }
 
@@ -282,8 +324,12 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& a) {
     if (name == "number") return v.is_number();
     if (name == "string") return v.is_string();
     if (name == "mapping") return v.is_dict() && !v.is_namespace();
-    if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.is_namespace());
-    if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.is_namespace());
+    if (name == "iterable")
+        return v.is_undefined() || v.is_string() || v.is_list() ||
+               (v.is_dict() && !v.is_namespace());
+    if (name == "sequence")
+        return v.is_undefined() || v.is_string() || v.is_list() ||
+               (v.is_dict() && !v.is_namespace());
     if (name == "callable") return v.kind() == K::Callable;
     if (name == "sameas") return v.same_object(a.get(0, "other"));
     if (name == "escaped") return false;
@@ -294,7 +340,7 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& a) {
     if (name == "divisibleby") {
         const Value n = a.get(0, "num");
         require(n.is_number() && n.as_int() != 0, "divisibleby needs a non-zero number");
-        return v.as_int() % n.as_int() == 0;
+        return n.as_int() == -1 || v.as_int() % n.as_int() == 0; // INT64_MIN % -1 overflows
     }
     if (name == "lower") return v.is_string() && py_lower(v.as_string()) == v.as_string();
     if (name == "upper") return v.is_string() && py_upper(v.as_string()) == v.as_string();

@@ -71,8 +71,12 @@ Interp::Flow Interp::exec(const Body& body, std::string& out) {
         step();
         line = s.line;
         switch (s.kind) {
-        case StmtKind::Text: out += s.text; break;
-        case StmtKind::Output: out += eval(*s.expr).str(); break;
+        case StmtKind::Text:
+            out += s.text;
+            break;
+        case StmtKind::Output:
+            out += eval(*s.expr).str();
+            break;
         case StmtKind::If: {
             const Body* chosen = &s.else_body;
             for (const auto& [cond, b] : s.branches) {
@@ -91,16 +95,22 @@ Interp::Flow Interp::exec(const Body& body, std::string& out) {
             if (f != Flow::Normal) return f;
             break;
         }
-        case StmtKind::Set: exec_set(s); break;
+        case StmtKind::Set:
+            exec_set(s);
+            break;
         case StmtKind::SetBlock: {
             std::string text;
             exec(s.body, text);
             assign(s.targets[0], Value(std::move(text)));
             break;
         }
-        case StmtKind::Macro: assign(s.text, make_macro(s)); break;
-        case StmtKind::Break: return Flow::Break;
-        case StmtKind::Continue: return Flow::Continue;
+        case StmtKind::Macro:
+            assign(s.text, make_macro(s));
+            break;
+        case StmtKind::Break:
+            return Flow::Break;
+        case StmtKind::Continue:
+            return Flow::Continue;
         case StmtKind::Scope: {
             const Flow f = exec(s.body, out);
             if (f != Flow::Normal) return f;
@@ -133,6 +143,8 @@ Interp::Flow Interp::exec_for(const Stmt& s, std::string& out) {
     Flow result = Flow::Normal;
     for (int64_t i = 0; i < n; ++i) {
         step();
+        scopes_.back() =
+            std::make_shared<Frame>(); // jinja2: loop-body variables reset per iteration
         const Value& item = items[size_t(i)];
         if (s.targets.size() == 1) {
             assign(s.targets[0], item);
@@ -223,8 +235,10 @@ CallArgs Interp::eval_args(const Expr& e, size_t first) {
 
 Value Interp::eval(const Expr& e) {
     switch (e.kind) {
-    case ExprKind::Literal: return e.value;
-    case ExprKind::Name: return lookup(e.name);
+    case ExprKind::Literal:
+        return e.value;
+    case ExprKind::Name:
+        return lookup(e.name);
     case ExprKind::ListLit: {
         List items;
         for (const auto& x : e.args) items.push_back(eval(*x));
@@ -239,8 +253,10 @@ Value Interp::eval(const Expr& e) {
         }
         return d;
     }
-    case ExprKind::Attr: return detail::get_attr(eval(*e.args[0]), e.name);
-    case ExprKind::Item: return detail::get_item(eval(*e.args[0]), eval(*e.args[1]));
+    case ExprKind::Attr:
+        return detail::get_attr(eval(*e.args[0]), e.name);
+    case ExprKind::Item:
+        return detail::get_item(eval(*e.args[0]), eval(*e.args[1]));
     case ExprKind::Slice: {
         const auto part = [&](size_t k) { return e.args[k] ? eval(*e.args[k]) : Value(); };
         return detail::get_slice(eval(*e.args[0]), part(1), part(2), part(3));
@@ -268,8 +284,10 @@ Value Interp::eval(const Expr& e) {
         if (e.name == "not") return Value(!v.truthy());
         return detail::arithmetic(e.name == "-" ? "neg" : "pos", v, v);
     }
-    case ExprKind::Binary: return eval_binary(e);
-    case ExprKind::Compare: return eval_compare(e);
+    case ExprKind::Binary:
+        return eval_binary(e);
+    case ExprKind::Compare:
+        return eval_compare(e);
     case ExprKind::Cond:
         if (eval(*e.args[0]).truthy()) return eval(*e.args[1]);
         return e.args[2] ? eval(*e.args[2]) : Value::undefined("conditional expression");
@@ -297,10 +315,14 @@ Value Interp::eval_compare(const Expr& e) {
         const Value right = eval(*e.args[i + 1]);
         const std::string& op = e.ops[i];
         bool r;
-        if (op == "==") r = equals(left, right);
-        else if (op == "!=") r = !equals(left, right);
-        else if (op == "in") r = detail::contains(right, left);
-        else if (op == "not in") r = !detail::contains(right, left);
+        if (op == "==")
+            r = equals(left, right);
+        else if (op == "!=")
+            r = !equals(left, right);
+        else if (op == "in")
+            r = detail::contains(right, left);
+        else if (op == "not in")
+            r = !detail::contains(right, left);
         else {
             if (left.is_undefined() || right.is_undefined())
                 fail_invalid("cannot compare an undefined value");
@@ -315,8 +337,29 @@ Value Interp::eval_compare(const Expr& e) {
 
 } // namespace
 
+namespace {
+
+// Any other exception (a library's) becomes a ninfer::Error: templates never escape otherwise.
+[[noreturn]] void rethrow_as_error(const std::string& where) {
+    try {
+        throw;
+    } catch (const Error&) {
+        throw;
+    } catch (const std::bad_alloc&) {
+        fail(ErrorCategory::OutOfMemory, where, ": out of memory");
+    } catch (const std::exception& e) {
+        fail(ErrorCategory::InvalidArgument, where, ": ", e.what());
+    }
+}
+
+} // namespace
+
 Template::Template(const std::string& source) : impl_(std::make_unique<Impl>()) {
-    impl_->body = parse(lex(source));
+    try {
+        impl_->body = parse(lex(source));
+    } catch (...) {
+        rethrow_as_error("chat template");
+    }
 }
 Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
@@ -330,6 +373,8 @@ std::string Template::render(const Value& context, const RenderLimits& limits) c
         interp.run(impl_->body, context, out);
     } catch (const Error& e) {
         throw Error(e.category(), concat("chat template line ", interp.line, ": ", e.what()));
+    } catch (...) {
+        rethrow_as_error(concat("chat template line ", interp.line));
     }
     return out;
 }

@@ -14,14 +14,29 @@ void escape_string(std::string& out, const std::string& s, bool ascii) {
     for (char32_t c : to_code_points(s)) {
         char buf[16];
         switch (c) {
-        case '"': out += "\\\""; continue;
-        case '\\': out += "\\\\"; continue;
-        case '\n': out += "\\n"; continue;
-        case '\r': out += "\\r"; continue;
-        case '\t': out += "\\t"; continue;
-        case '\b': out += "\\b"; continue;
-        case '\f': out += "\\f"; continue;
-        default: break;
+        case '"':
+            out += "\\\"";
+            continue;
+        case '\\':
+            out += "\\\\";
+            continue;
+        case '\n':
+            out += "\\n";
+            continue;
+        case '\r':
+            out += "\\r";
+            continue;
+        case '\t':
+            out += "\\t";
+            continue;
+        case '\b':
+            out += "\\b";
+            continue;
+        case '\f':
+            out += "\\f";
+            continue;
+        default:
+            break;
         }
         if (c < 0x20 || (ascii && c > 0x7E)) {
             if (c >= 0x10000) {
@@ -48,18 +63,31 @@ void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
         for (int i = 0; i < level; ++i) out += o.indent_text;
     };
     switch (v.kind()) {
-    case Value::Kind::None: out += "null"; return;
-    case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
-    case Value::Kind::Int: out += std::to_string(v.as_int()); return;
+    case Value::Kind::None:
+        out += "null";
+        return;
+    case Value::Kind::Bool:
+        out += v.as_bool() ? "true" : "false";
+        return;
+    case Value::Kind::Int:
+        out += std::to_string(v.as_int());
+        return;
     case Value::Kind::Float: {
         const double f = v.as_float();
-        out += std::isnan(f) ? "NaN" : std::isinf(f) ? (f < 0 ? "-Infinity" : "Infinity") : float_repr(f);
+        out += std::isnan(f)   ? "NaN"
+               : std::isinf(f) ? (f < 0 ? "-Infinity" : "Infinity")
+                               : float_repr(f);
         return;
     }
-    case Value::Kind::String: escape_string(out, v.as_string(), o.ensure_ascii); return;
+    case Value::Kind::String:
+        escape_string(out, v.as_string(), o.ensure_ascii);
+        return;
     case Value::Kind::Array: {
         const List& l = v.as_list();
-        if (l.empty()) { out += "[]"; return; }
+        if (l.empty()) {
+            out += "[]";
+            return;
+        }
         out += '[';
         for (size_t i = 0; i < l.size(); ++i) {
             if (i) out += o.item_sep;
@@ -75,8 +103,12 @@ void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
         std::vector<const std::pair<std::string, Value>*> items;
         for (const auto& kv : v.as_dict().items) items.push_back(&kv);
         if (o.sort_keys)
-            std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
-        if (items.empty()) { out += "{}"; return; }
+            std::stable_sort(items.begin(), items.end(),
+                             [](auto* a, auto* b) { return a->first < b->first; });
+        if (items.empty()) {
+            out += "{}";
+            return;
+        }
         out += '{';
         for (size_t i = 0; i < items.size(); ++i) {
             if (i) out += o.item_sep;
@@ -89,7 +121,8 @@ void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
         out += '}';
         return;
     }
-    default: fail_invalid("tojson: object of type ", v.repr(), " is not JSON serializable");
+    default:
+        fail_invalid("tojson: object of type ", v.repr(), " is not JSON serializable");
     }
 }
 

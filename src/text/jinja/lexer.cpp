@@ -34,7 +34,9 @@ bool is_space_at(const std::string& s, size_t i, size_t* len) {
         *len = 1;
         return is_py_space(c);
     }
-    const size_t n = valid_utf8_prefix(std::string_view(s).substr(i, c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4));
+    const size_t n = valid_utf8_prefix(std::string_view(s).substr(i, c < 0xE0   ? 2
+                                                                     : c < 0xF0 ? 3
+                                                                                : 4));
     if (n == 0) return false;
     *len = n;
     return is_py_space(to_code_points(std::string_view(s).substr(i, n))[0]);
@@ -46,7 +48,9 @@ size_t skip_space(const std::string& s, size_t i) {
     return i;
 }
 
-std::string rstrip_space(const std::string& text) { return py_strip(text, false, true, nullptr); }
+std::string rstrip_space(const std::string& text) {
+    return py_strip(text, false, true, nullptr);
+}
 
 class Lexer {
 public:
@@ -59,7 +63,8 @@ public:
 private:
     void text_before(size_t tag, char kind, char modifier);
     void lex_tag(char kind);
-    bool lex_string();
+    void lex_string();
+    size_t decode_escape(size_t i, int line, std::string& out) const;
     void lex_number();
     int line_at(size_t pos) const;
 
@@ -104,11 +109,14 @@ std::vector<Token> Lexer::run() {
         pos_ = tag + 2 + (modifier == '-' || modifier == '+' ? 1 : 0);
         if (kind == '#') {
             const size_t end = s_.find("#}", pos_);
-            if (end == std::string::npos) fail_invalid("template line ", line_at(tag), ": unterminated comment");
+            if (end == std::string::npos)
+                fail_invalid("template line ", line_at(tag), ": unterminated comment");
             const bool strip = end > pos_ && s_[end - 1] == '-';
             pos_ = end + 2;
-            if (strip) pos_ = skip_space(s_, pos_);
-            else if (pos_ < s_.size() && s_[pos_] == '\n') ++pos_; // trim_blocks
+            if (strip)
+                pos_ = skip_space(s_, pos_);
+            else if (pos_ < s_.size() && s_[pos_] == '\n')
+                ++pos_; // trim_blocks
             continue;
         }
         lex_tag(kind);
@@ -126,18 +134,23 @@ void Lexer::lex_tag(char kind) {
         pos_ = skip_space(s_, pos_);
         if (pos_ >= s_.size()) fail_invalid("template line ", line, ": unterminated tag");
         const char c = s_[pos_];
-        const bool minus_end = c == '-' && s_.compare(pos_ + 1, 2, std::string(1, close) + "}") == 0;
+        const bool minus_end =
+            c == '-' && s_.compare(pos_ + 1, 2, std::string(1, close) + "}") == 0;
         const bool plus_end = c == '+' && close == '%' && s_.compare(pos_ + 1, 2, "%}") == 0;
         if (minus_end || plus_end || (c == close && pos_ + 1 < s_.size() && s_[pos_ + 1] == '}')) {
             pos_ += minus_end || plus_end ? 3 : 2;
             out_.push_back({kind == '{' ? Tok::VarEnd : Tok::BlockEnd, "", line_at(pos_)});
-            if (minus_end) pos_ = skip_space(s_, pos_);
-            else if (close == '%' && !plus_end && pos_ < s_.size() && s_[pos_] == '\n') ++pos_;
+            if (minus_end)
+                pos_ = skip_space(s_, pos_);
+            else if (close == '%' && !plus_end && pos_ < s_.size() && s_[pos_] == '\n')
+                ++pos_;
             return;
         }
         if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
             const size_t b = pos_;
-            while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+            while (pos_ < s_.size() &&
+                   (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+                ++pos_;
             out_.push_back({Tok::Name, s_.substr(b, pos_ - b), line_at(b)});
         } else if (std::isdigit(static_cast<unsigned char>(c))) {
             lex_number();
@@ -159,11 +172,16 @@ void Lexer::lex_tag(char kind) {
 void Lexer::lex_number() {
     const size_t b = pos_;
     bool is_float = false;
-    while (pos_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
-    if (pos_ + 1 < s_.size() && s_[pos_] == '.' && std::isdigit(static_cast<unsigned char>(s_[pos_ + 1]))) {
+    while (pos_ < s_.size() &&
+           (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+        ++pos_;
+    if (pos_ + 1 < s_.size() && s_[pos_] == '.' &&
+        std::isdigit(static_cast<unsigned char>(s_[pos_ + 1]))) {
         is_float = true;
         ++pos_;
-        while (pos_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+        while (pos_ < s_.size() &&
+               (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+            ++pos_;
     }
     if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
         size_t e = pos_ + 1;
@@ -180,8 +198,42 @@ void Lexer::lex_number() {
     out_.push_back({is_float ? Tok::Float : Tok::Int, text, line_at(b)});
 }
 
-// Python "unicode-escape" decoding of a string literal body.
-bool Lexer::lex_string() {
+// Decodes the escape after the backslash at s_[i] (Python "unicode-escape"), appending to out;
+// returns the index of the escape's last character.
+size_t Lexer::decode_escape(size_t i, int line, std::string& out) const {
+    static const std::string kFrom = "ntr\\'\"abfv", kTo = "\n\t\r\\'\"\a\b\f\v";
+    const char e = s_[i];
+    if (const size_t k = kFrom.find(e); k != std::string::npos) {
+        out += kTo[k];
+        return i;
+    }
+    if (e == '\n') return i; // line continuation
+    if (e == 'x' || e == 'u' || e == 'U') {
+        const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+        require(i + n < s_.size(), "template line ", line, ": truncated escape");
+        const std::string h = s_.substr(i + 1, n);
+        for (char x : h)
+            require(std::isxdigit(static_cast<unsigned char>(x)), "template line ", line,
+                    ": bad escape");
+        const unsigned long cp = std::stoul(h, nullptr, 16);
+        require(cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF), "template line ", line,
+                ": escape is not a Unicode scalar value");
+        append_utf8(out, char32_t(cp));
+        return i + n;
+    }
+    if (e >= '0' && e <= '7') { // up to three octal digits
+        int v = e - '0', n = 1;
+        while (n < 3 && i + 1 < s_.size() && s_[i + 1] >= '0' && s_[i + 1] <= '7')
+            v = v * 8 + (s_[++i] - '0'), ++n;
+        append_utf8(out, char32_t(v));
+        return i;
+    }
+    out += '\\'; // unknown escapes stay as written
+    out += e;
+    return i;
+}
+
+void Lexer::lex_string() {
     const char q = s_[pos_];
     const int line = line_at(pos_);
     std::string out;
@@ -190,51 +242,13 @@ bool Lexer::lex_string() {
         if (i >= s_.size()) fail_invalid("template line ", line, ": unterminated string");
         const char c = s_[i];
         if (c == q) break;
-        if (c != '\\' || i + 1 >= s_.size()) {
+        if (c == '\\' && i + 1 < s_.size())
+            i = decode_escape(i + 1, line, out);
+        else
             out += c;
-            continue;
-        }
-        const char e = s_[++i];
-        const auto hex = [&](int n) {
-            require(i + size_t(n) < s_.size(), "template line ", line, ": truncated escape");
-            const std::string h = s_.substr(i + 1, size_t(n));
-            for (char x : h)
-                require(std::isxdigit(static_cast<unsigned char>(x)), "template line ", line, ": bad escape");
-            i += size_t(n);
-            const unsigned long cp = std::stoul(h, nullptr, 16);
-            require(cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF), "template line ", line,
-                    ": escape is not a Unicode scalar value");
-            append_utf8(out, char32_t(cp));
-        };
-        switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'v': out += '\v'; break;
-        case '\n': break; // line continuation
-        case 'x': hex(2); break;
-        case 'u': hex(4); break;
-        case 'U': hex(8); break;
-        default:
-            if (e >= '0' && e <= '7') {
-                int v = e - '0', n = 1;
-                while (n < 3 && i + 1 < s_.size() && s_[i + 1] >= '0' && s_[i + 1] <= '7') v = v * 8 + (s_[++i] - '0'), ++n;
-                append_utf8(out, char32_t(v));
-            } else {
-                out += '\\';
-                out += e;
-            }
-        }
     }
     pos_ = i + 1;
     out_.push_back({Tok::String, std::move(out), line});
-    return true;
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 #include "text/jinja/methods.h"
 
 #include <algorithm>
+#include <optional>
 #include <utf8proc.h>
 
 #include "core/error.h"
@@ -18,7 +19,8 @@ int64_t cp_index(const std::string& s, size_t byte) {
     return int64_t(to_code_points(std::string_view(s).substr(0, byte)).size());
 }
 
-std::string py_replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
+std::string py_replace(const std::string& s, const std::string& old, const std::string& repl,
+                       int64_t count) {
     std::string out;
     if (old.empty()) { // inserted before every code point and at the end
         int64_t done = 0;
@@ -49,7 +51,8 @@ bool affix_match(const std::string& s, const Value& arg, bool prefix) {
     const auto one = [&](const Value& a) {
         const std::string x = need_str(a, prefix ? "startswith" : "endswith");
         if (x.size() > s.size()) return false;
-        return prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+        return prefix ? s.compare(0, x.size(), x) == 0
+                      : s.compare(s.size() - x.size(), x.size(), x) == 0;
     };
     if (arg.is_list()) {
         for (const Value& a : arg.as_list())
@@ -69,7 +72,8 @@ bool is_category(char32_t c, std::initializer_list<utf8proc_category_t> cats) {
     return std::find(cats.begin(), cats.end(), cat) != cats.end();
 }
 
-Value string_method(const std::string& s, const std::string& name, CallArgs& a) {
+// strip, split, startswith/endswith, case changes, replace.
+std::optional<Value> shape_method(const std::string& s, const std::string& name, CallArgs& a) {
     const auto strip_chars = [&](bool l, bool r) {
         const Value c = a.get(0, "chars");
         if (c.is_undefined() || c.is_none()) return Value(py_strip(s, l, r, nullptr));
@@ -80,7 +84,8 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& a) 
     if (name == "lstrip") return strip_chars(true, false);
     if (name == "rstrip") return strip_chars(false, true);
     if (name == "split" || name == "rsplit")
-        return Value::list(py_split(s, a.get(0, "sep"), a.get(1, "maxsplit", Value(int64_t(-1))).as_int(),
+        return Value::list(py_split(s, a.get(0, "sep"),
+                                    a.get(1, "maxsplit", Value(int64_t(-1))).as_int(),
                                     name == "rsplit"));
     if (name == "startswith") return Value(affix_match(s, a.get(0, "prefix"), true));
     if (name == "endswith") return Value(affix_match(s, a.get(0, "suffix"), false));
@@ -89,8 +94,14 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& a) 
     if (name == "title") return Value(py_title(s));
     if (name == "capitalize") return Value(py_capitalize(s));
     if (name == "replace")
-        return Value(py_replace(s, need_str(a.get(0, "old"), "replace"), need_str(a.get(1, "new"), "replace"),
+        return Value(py_replace(s, need_str(a.get(0, "old"), "replace"),
+                                need_str(a.get(1, "new"), "replace"),
                                 a.get(2, "count", Value(int64_t(-1))).as_int()));
+    return std::nullopt;
+}
+
+// find/index, count, join, splitlines and the is* tests.
+Value search_method(const std::string& s, const std::string& name, CallArgs& a) {
     if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
         const std::string sub = need_str(a.get(0, "sub"), name.c_str());
         const size_t f = name[0] == 'r' ? s.rfind(sub) : s.find(sub);
@@ -122,15 +133,18 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& a) 
         List lines;
         std::string cur;
         for (char c : s) {
-            if (c == '\n') lines.emplace_back(cur), cur.clear();
-            else cur += c;
+            if (c == '\n')
+                lines.emplace_back(cur), cur.clear();
+            else
+                cur += c;
         }
         if (!cur.empty()) lines.emplace_back(cur);
         return Value::list(std::move(lines));
     }
     if (name == "isspace") return Value(all_chars(s, is_py_space));
     if (name == "isdigit")
-        return Value(all_chars(s, [](char32_t c) { return is_category(c, {UTF8PROC_CATEGORY_ND}); }));
+        return Value(
+            all_chars(s, [](char32_t c) { return is_category(c, {UTF8PROC_CATEGORY_ND}); }));
     if (name == "isalpha")
         return Value(all_chars(s, [](char32_t c) {
             return is_category(c, {UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LL, UTF8PROC_CATEGORY_LT,
@@ -141,19 +155,25 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& a) 
     fail_invalid("str has no method '", name, "'");
 }
 
-const char* const kStringMethods[] = {"strip", "lstrip", "rstrip", "split", "rsplit", "startswith",
-                                      "endswith", "upper", "lower", "title", "capitalize", "replace",
-                                      "find", "rfind", "index", "rindex", "count", "join",
-                                      "splitlines", "isspace", "isdigit", "isalpha", "islower",
-                                      "isupper"};
+Value string_method(const std::string& s, const std::string& name, CallArgs& a) {
+    if (std::optional<Value> v = shape_method(s, name, a)) return *v;
+    return search_method(s, name, a);
+}
+
+const char* const kStringMethods[] = {
+    "strip", "lstrip", "rstrip",     "split",   "rsplit",  "startswith", "endswith", "upper",
+    "lower", "title",  "capitalize", "replace", "find",    "rfind",      "index",    "rindex",
+    "count", "join",   "splitlines", "isspace", "isdigit", "isalpha",    "islower",  "isupper"};
 
 Value dict_method(const Value& d, const std::string& name, CallArgs& a) {
     const Dict& dict = d.as_dict();
     if (name == "items" || name == "keys" || name == "values") {
         List out;
         for (const auto& [k, v] : dict.items) {
-            if (name == "items") out.push_back(Value::tuple({Value(k), v}));
-            else out.push_back(name == "keys" ? Value(k) : v);
+            if (name == "items")
+                out.push_back(Value::tuple({Value(k), v}));
+            else
+                out.push_back(name == "keys" ? Value(k) : v);
         }
         return Value::list(std::move(out));
     }
@@ -178,14 +198,17 @@ List py_split(const std::string& s, const Value& sep, int64_t maxsplit, bool fro
             while (i < cps.size() && is_py_space(cps[i])) ++i;
             if (i == cps.size()) break;
             size_t j = i;
-            if (maxsplit >= 0 && splits == maxsplit) j = cps.size();
+            if (maxsplit >= 0 && splits == maxsplit)
+                j = cps.size();
             else
                 while (j < cps.size() && !is_py_space(cps[j])) ++j;
             std::vector<char32_t> word(cps.begin() + long(i), cps.begin() + long(j));
             if (from_right) {
                 std::reverse(word.begin(), word.end());
-                if (j == cps.size()) // the rest keeps its (right) whitespace stripped only at the end
-                    word = to_code_points(py_strip(from_code_points(word, 0, word.size()), false, true, nullptr));
+                if (j ==
+                    cps.size()) // the rest keeps its (right) whitespace stripped only at the end
+                    word = to_code_points(
+                        py_strip(from_code_points(word, 0, word.size()), false, true, nullptr));
             }
             out.emplace_back(from_code_points(word, 0, word.size()));
             ++splits;
@@ -229,7 +252,8 @@ Value bound_method(const Value& obj, const std::string& name) {
                 });
     } else if (obj.is_dict() && !obj.is_namespace()) {
         if (name == "items" || name == "keys" || name == "values" || name == "get")
-            return Value::function(name, [obj, name](CallArgs& a) { return dict_method(obj, name, a); });
+            return Value::function(name,
+                                   [obj, name](CallArgs& a) { return dict_method(obj, name, a); });
     } else if (obj.is_list()) {
         if (name == "index" || name == "count")
             return Value::function(name, [obj, name](CallArgs& a) {

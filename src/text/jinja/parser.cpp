@@ -181,6 +181,8 @@ std::unique_ptr<Stmt> Parser::parse_macro(int line) {
 
 } // namespace detail
 
-Body parse(const std::vector<Token>& tokens) { return detail::Parser(tokens).parse_template(); }
+Body parse(const std::vector<Token>& tokens) {
+    return detail::Parser(tokens).parse_template();
+}
 
 } // namespace ninfer::text::jinja

@@ -68,8 +68,9 @@ ExprPtr Parser::parse_compare() {
     ExprPtr cmp;
     while (true) {
         std::string op;
-        if (cur().type == Tok::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                      cur().text == "<=" || cur().text == ">" || cur().text == ">="))
+        if (cur().type == Tok::Op &&
+            (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+             cur().text == ">" || cur().text == ">="))
             op = next().text;
         else if (is_name("in"))
             op = next().text;
@@ -127,9 +128,12 @@ ExprPtr Parser::parse_primary() {
     if (tok.type == Tok::Name) {
         next();
         auto e = make(ExprKind::Literal, line);
-        if (tok.text == "true" || tok.text == "True") e->value = Value(true);
-        else if (tok.text == "false" || tok.text == "False") e->value = Value(false);
-        else if (tok.text == "none" || tok.text == "None") e->value = Value::none();
+        if (tok.text == "true" || tok.text == "True")
+            e->value = Value(true);
+        else if (tok.text == "false" || tok.text == "False")
+            e->value = Value(false);
+        else if (tok.text == "none" || tok.text == "None")
+            e->value = Value::none();
         else {
             e->kind = ExprKind::Name;
             e->name = tok.text;
@@ -147,55 +151,62 @@ ExprPtr Parser::parse_primary() {
         next();
         auto e = make(ExprKind::Literal, line);
         try {
-            e->value = tok.type == Tok::Int ? Value(int64_t(std::stoll(tok.text))) : Value(std::stod(tok.text));
+            e->value = tok.type == Tok::Int ? Value(int64_t(std::stoll(tok.text)))
+                                            : Value(std::stod(tok.text));
         } catch (const std::exception&) {
             error("number literal out of range: " + tok.text);
         }
         return e;
     }
-    if (is_op("(")) {
-        next();
-        if (is_op(")")) {
-            next();
-            auto empty = make(ExprKind::ListLit, line);
-            empty->negated = true;
-            return empty;
-        }
-        ExprPtr e = parse_expression();
-        if (is_op(",")) {
-            auto tuple = make(ExprKind::ListLit, line);
-            tuple->negated = true;
-            tuple->args.push_back(std::move(e));
-            while (is_op(",")) {
-                next();
-                if (is_op(")")) break;
-                tuple->args.push_back(parse_expression());
-            }
-            e = std::move(tuple);
-        }
-        expect_op(")");
-        return e;
-    }
-    if (is_op("[") || is_op("{")) {
-        const bool is_dict = is_op("{");
-        next();
-        auto e = make(is_dict ? ExprKind::DictLit : ExprKind::ListLit, line);
-        const char* close = is_dict ? "}" : "]";
-        while (!is_op(close)) {
-            if (!e->args.empty()) {
-                expect_op(",");
-                if (is_op(close)) break;
-            }
-            e->args.push_back(parse_expression());
-            if (is_dict) {
-                expect_op(":");
-                e->args.push_back(parse_expression());
-            }
-        }
-        next();
-        return e;
-    }
+    if (is_op("(")) return parse_parenthesised(line);
+    if (is_op("[") || is_op("{")) return parse_collection(line);
     error(tok.type == Tok::Op ? "unexpected '" + tok.text + "'" : "expected an expression");
+}
+
+// ( ) (empty tuple), (x), (x,) and (x, y...).
+ExprPtr Parser::parse_parenthesised(int line) {
+    next();
+    if (is_op(")")) {
+        next();
+        auto empty = make(ExprKind::ListLit, line);
+        empty->negated = true;
+        return empty;
+    }
+    ExprPtr e = parse_expression();
+    if (is_op(",")) {
+        auto tuple = make(ExprKind::ListLit, line);
+        tuple->negated = true;
+        tuple->args.push_back(std::move(e));
+        while (is_op(",")) {
+            next();
+            if (is_op(")")) break;
+            tuple->args.push_back(parse_expression());
+        }
+        e = std::move(tuple);
+    }
+    expect_op(")");
+    return e;
+}
+
+// [a, b] and {k: v}.
+ExprPtr Parser::parse_collection(int line) {
+    const bool is_dict = is_op("{");
+    next();
+    auto e = make(is_dict ? ExprKind::DictLit : ExprKind::ListLit, line);
+    const char* close = is_dict ? "}" : "]";
+    while (!is_op(close)) {
+        if (!e->args.empty()) {
+            expect_op(",");
+            if (is_op(close)) break;
+        }
+        e->args.push_back(parse_expression());
+        if (is_dict) {
+            expect_op(":");
+            e->args.push_back(parse_expression());
+        }
+    }
+    next();
+    return e;
 }
 
 ExprPtr Parser::parse_postfix(ExprPtr e) {
@@ -207,7 +218,12 @@ ExprPtr Parser::parse_postfix(ExprPtr e) {
                 auto item = make(ExprKind::Item, line);
                 item->args.push_back(std::move(e));
                 auto idx = make(ExprKind::Literal, line);
-                idx->value = Value(int64_t(std::stoll(next().text)));
+                try {
+                    idx->value = Value(int64_t(std::stoll(cur().text)));
+                } catch (const std::exception&) {
+                    error("index out of range: " + cur().text);
+                }
+                next();
                 item->args.push_back(std::move(idx));
                 e = std::move(item);
                 continue;

@@ -71,6 +71,8 @@ private:
     ExprPtr parse_binary_level(int level);
     ExprPtr parse_unary(bool with_filter);
     ExprPtr parse_primary();
+    ExprPtr parse_parenthesised(int line);
+    ExprPtr parse_collection(int line);
     ExprPtr parse_postfix(ExprPtr e);
     ExprPtr parse_filters(ExprPtr e);
     ExprPtr parse_test(ExprPtr e);

@@ -20,9 +20,9 @@
 namespace ninfer::text::jinja {
 
 struct RenderLimits {
-    int64_t max_steps = 20'000'000;    // statements, loop iterations and calls
-    size_t max_output = 64u << 20;     // bytes of output
-    int max_call_depth = 200;          // nested macro calls
+    int64_t max_steps = 20'000'000; // statements, loop iterations and calls
+    size_t max_output = 64u << 20;  // bytes of output
+    int max_call_depth = 200;       // nested macro calls
 };
 
 class Template {

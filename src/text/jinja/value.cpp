@@ -56,16 +56,21 @@ Value Value::function(std::string name, Function fn) {
 
 Value Value::from_json(const nlohmann::ordered_json& j) {
     switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return none();
-    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::null:
+        return none();
+    case nlohmann::ordered_json::value_t::boolean:
+        return Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+        return Value(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
         const uint64_t u = j.get<uint64_t>();
         if (u > uint64_t(INT64_MAX)) return Value(double(u));
         return Value(int64_t(u));
     }
-    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_float:
+        return Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+        return Value(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
         List items;
         for (const auto& x : j) items.push_back(from_json(x));
@@ -76,26 +81,45 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
         for (const auto& [k, x] : j.items()) d.as_dict().set(k, from_json(x));
         return d;
     }
-    default: fail_invalid("template context: unsupported JSON value");
+    default:
+        fail_invalid("template context: unsupported JSON value");
     }
 }
 
-bool Value::is_namespace() const { return kind_ == Kind::Object && dict_->is_namespace; }
+bool Value::is_namespace() const {
+    return kind_ == Kind::Object && dict_->is_namespace;
+}
 
-int64_t Value::as_int() const { return kind_ == Kind::Float ? int64_t(f_) : i_; }
-double Value::as_float() const { return kind_ == Kind::Float ? f_ : double(i_); }
+int64_t Value::as_int() const {
+    if (kind_ != Kind::Float) return i_;
+    // 2^63 is exactly representable; anything at or beyond it (or NaN) has no int64 value.
+    if (!(std::fabs(f_) < 9223372036854775808.0))
+        fail_invalid("float ", float_repr(f_), " has no integer value");
+    return int64_t(f_);
+}
+double Value::as_float() const {
+    return kind_ == Kind::Float ? f_ : double(i_);
+}
 
 bool Value::truthy() const {
     switch (kind_) {
     case Kind::Undefined:
-    case Kind::None: return false;
-    case Kind::Bool: return b_;
-    case Kind::Int: return i_ != 0;
-    case Kind::Float: return f_ != 0.0;
-    case Kind::String: return !s_.empty();
-    case Kind::Array: return !list_->empty();
-    case Kind::Object: return dict_->is_namespace || !dict_->items.empty();
-    case Kind::Callable: return true;
+    case Kind::None:
+        return false;
+    case Kind::Bool:
+        return b_;
+    case Kind::Int:
+        return i_ != 0;
+    case Kind::Float:
+        return f_ != 0.0;
+    case Kind::String:
+        return !s_.empty();
+    case Kind::Array:
+        return !list_->empty();
+    case Kind::Object:
+        return dict_->is_namespace || !dict_->items.empty();
+    case Kind::Callable:
+        return true;
     }
     return false;
 }
@@ -127,7 +151,8 @@ Value CallArgs::get(size_t pos, const char* name, Value fallback) const {
 }
 
 void check_size(size_t n) {
-    if (n > kMaxValueSize) fail_invalid("value too large (over ", kMaxValueSize, " bytes or items)");
+    if (n > kMaxValueSize)
+        fail_invalid("value too large (over ", kMaxValueSize, " bytes or items)");
 }
 
 std::string float_repr(double f) {
@@ -154,8 +179,10 @@ std::string float_repr(double f) {
             if (digits.size() < whole) digits.append(whole - digits.size(), '0');
             out.append(digits, 0, whole);
             out.push_back('.');
-            if (digits.size() > whole) out.append(digits, whole, std::string::npos);
-            else out.push_back('0');
+            if (digits.size() > whole)
+                out.append(digits, whole, std::string::npos);
+            else
+                out.push_back('0');
         }
         return out;
     }
@@ -181,8 +208,10 @@ bool py_printable(char32_t c) {
     case UTF8PROC_CATEGORY_CN:
     case UTF8PROC_CATEGORY_ZL:
     case UTF8PROC_CATEGORY_ZP:
-    case UTF8PROC_CATEGORY_ZS: return false;
-    default: return true;
+    case UTF8PROC_CATEGORY_ZS:
+        return false;
+    default:
+        return true;
     }
 }
 
@@ -195,14 +224,21 @@ std::string string_repr(const std::string& s) {
         if (c == char32_t(q) || c == '\\') {
             out += '\\';
             out += char(c);
-        } else if (c == '\n') out += "\\n";
-        else if (c == '\r') out += "\\r";
-        else if (c == '\t') out += "\\t";
-        else if (py_printable(c)) append_utf8(out, c);
+        } else if (c == '\n')
+            out += "\\n";
+        else if (c == '\r')
+            out += "\\r";
+        else if (c == '\t')
+            out += "\\t";
+        else if (py_printable(c))
+            append_utf8(out, c);
         else {
-            if (c < 0x100) std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(c));
-            else if (c < 0x10000) std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
-            else std::snprintf(buf, sizeof buf, "\\U%08x", unsigned(c));
+            if (c < 0x100)
+                std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(c));
+            else if (c < 0x10000)
+                std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
+            else
+                std::snprintf(buf, sizeof buf, "\\U%08x", unsigned(c));
             out += buf;
         }
     }
@@ -213,20 +249,29 @@ std::string string_repr(const std::string& s) {
 
 std::string Value::str() const {
     switch (kind_) {
-    case Kind::Undefined: return "";
-    case Kind::String: return s_;
-    default: return repr();
+    case Kind::Undefined:
+        return "";
+    case Kind::String:
+        return s_;
+    default:
+        return repr();
     }
 }
 
 std::string Value::repr() const {
     switch (kind_) {
-    case Kind::Undefined: return "Undefined";
-    case Kind::None: return "None";
-    case Kind::Bool: return b_ ? "True" : "False";
-    case Kind::Int: return std::to_string(i_);
-    case Kind::Float: return float_repr(f_);
-    case Kind::String: return string_repr(s_);
+    case Kind::Undefined:
+        return "Undefined";
+    case Kind::None:
+        return "None";
+    case Kind::Bool:
+        return b_ ? "True" : "False";
+    case Kind::Int:
+        return std::to_string(i_);
+    case Kind::Float:
+        return float_repr(f_);
+    case Kind::String:
+        return string_repr(s_);
     case Kind::Array: {
         std::string out = b_ ? "(" : "[";
         for (size_t i = 0; i < list_->size(); ++i) {
@@ -239,33 +284,40 @@ std::string Value::repr() const {
     case Kind::Object: {
         if (dict_->is_namespace) return "<Namespace>";
         std::string out = "{";
-        for (size_t i = 0; i < dict_->items.size(); ++i)
-        {
+        for (size_t i = 0; i < dict_->items.size(); ++i) {
             out += (i ? ", " : "") + string_repr(dict_->items[i].first) + ": " +
                    dict_->items[i].second.repr();
             check_size(out.size());
         }
         return out + "}";
     }
-    case Kind::Callable: return "<function " + s_ + ">";
+    case Kind::Callable:
+        return "<function " + s_ + ">";
     }
     return "";
 }
 
 int64_t Value::length() const {
     switch (kind_) {
-    case Kind::Undefined: return 0;
-    case Kind::String: return int64_t(to_code_points(s_).size());
-    case Kind::Array: return int64_t(list_->size());
-    case Kind::Object: return int64_t(dict_->items.size());
-    default: fail_invalid("object of type '", repr(), "' has no len()");
+    case Kind::Undefined:
+        return 0;
+    case Kind::String:
+        return int64_t(to_code_points(s_).size());
+    case Kind::Array:
+        return int64_t(list_->size());
+    case Kind::Object:
+        return int64_t(dict_->items.size());
+    default:
+        fail_invalid("object of type '", repr(), "' has no len()");
     }
 }
 
 List Value::iterate() const {
     switch (kind_) {
-    case Kind::Undefined: return {};
-    case Kind::Array: return *list_;
+    case Kind::Undefined:
+        return {};
+    case Kind::Array:
+        return *list_;
     case Kind::Object: {
         List keys;
         for (const auto& [k, v] : dict_->items) keys.emplace_back(k);
@@ -280,17 +332,22 @@ List Value::iterate() const {
         }
         return chars;
     }
-    default: fail_invalid("'", repr(), "' is not iterable");
+    default:
+        fail_invalid("'", repr(), "' is not iterable");
     }
 }
 
 bool Value::same_object(const Value& o) const {
     if (kind_ != o.kind_) return false;
     switch (kind_) {
-    case Kind::Array: return list_ == o.list_;
-    case Kind::Object: return dict_ == o.dict_;
-    case Kind::Callable: return fn_ == o.fn_;
-    default: return equals(*this, o);
+    case Kind::Array:
+        return list_ == o.list_;
+    case Kind::Object:
+        return dict_ == o.dict_;
+    case Kind::Callable:
+        return fn_ == o.fn_;
+    default:
+        return equals(*this, o);
     }
 }
 
@@ -303,8 +360,10 @@ bool equals(const Value& a, const Value& b) {
     if (a.kind() != b.kind()) return false;
     switch (a.kind()) {
     case K::Undefined:
-    case K::None: return true;
-    case K::String: return a.as_string() == b.as_string();
+    case K::None:
+        return true;
+    case K::String:
+        return a.as_string() == b.as_string();
     case K::Array: {
         if (&a.as_list() == &b.as_list()) return true;
         if (a.as_list().size() != b.as_list().size()) return false;
@@ -320,7 +379,8 @@ bool equals(const Value& a, const Value& b) {
         }
         return true;
     }
-    default: return a.same_object(b);
+    default:
+        return a.same_object(b);
     }
 }
 
@@ -330,7 +390,10 @@ int compare(const Value& a, const Value& b) {
             return a.as_float() < b.as_float() ? -1 : a.as_float() > b.as_float() ? 1 : 0;
         return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
     }
-    if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
+    if (a.is_string() && b.is_string())
+        return a.as_string().compare(b.as_string()) < 0 ? -1
+               : a.as_string() == b.as_string()         ? 0
+                                                        : 1;
     if (a.is_list() && b.is_list()) {
         const List &x = a.as_list(), &y = b.as_list();
         for (size_t i = 0; i < x.size() && i < y.size(); ++i)

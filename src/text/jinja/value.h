@@ -48,11 +48,13 @@ public:
     bool is_list() const { return kind_ == Kind::Array; }
     bool is_tuple() const { return kind_ == Kind::Array && b_; }
     bool is_dict() const { return kind_ == Kind::Object; }
-    bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
+    bool is_number() const {
+        return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool;
+    }
     bool is_namespace() const;
 
     bool as_bool() const { return b_; }
-    int64_t as_int() const; // Bool and Int
+    int64_t as_int() const;  // Bool and Int
     double as_float() const; // any number
     const std::string& as_string() const { return s_; }
     List& as_list() const { return *list_; }

@@ -1,0 +1,258 @@
+// ninfer bench: llama-bench-like whole-engine measurements. Tests: pp N (prefill N tokens),
+// tg N (decode N tokens after a one-token prompt), pg P,N (prefill P then decode N). Each runs
+// --warmup times unmeasured and -r times measured; decode is reported against the memory
+// roofline (bytes a step must read / copy bandwidth measured in the same run), prefill against
+// the dense GEMM rate measured in the same run. `-o json` prints one object (schema_version 1).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "commands.h"
+#include "core/error.h"
+#include "io/hf_config.h"
+#include "model/param_count.h"
+#include "ninfer/engine.h"
+#include "ops/memory.h"
+
+namespace ninfer::app {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+struct BenchOptions {
+    EngineOptions engine;
+    std::string prompts = "512";
+    std::string gens = "128";
+    std::vector<std::string> pg;
+    int reps = 5;
+    int warmup = 1;
+    std::string output = "table";
+};
+
+struct Test {
+    std::string name;
+    int prompt = 0, gen = 0;
+};
+
+std::vector<int> parse_list(const std::string& s, const char* flag) {
+    std::vector<int> out;
+    std::stringstream in(s);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        if (item.empty()) continue;
+        size_t used = 0;
+        int v = 0;
+        try {
+            v = std::stoi(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        require(used == item.size() && v >= 0, flag, ": '", item, "' is not a count");
+        out.push_back(v);
+    }
+    return out;
+}
+
+std::vector<Test> make_tests(const BenchOptions& o) {
+    std::vector<Test> tests;
+    for (int p : parse_list(o.prompts, "-p"))
+        if (p > 0) tests.push_back({"pp" + std::to_string(p), p, 1});
+    for (int n : parse_list(o.gens, "-n"))
+        if (n > 0) tests.push_back({"tg" + std::to_string(n), 1, n});
+    for (const auto& pg : o.pg) {
+        auto v = parse_list(pg, "-pg");
+        require(v.size() == 2 && v[0] > 0 && v[1] > 0, "-pg takes PROMPT,GEN");
+        tests.push_back({"pg" + std::to_string(v[0]) + "," + std::to_string(v[1]), v[0], v[1]});
+    }
+    require(!tests.empty(), "nothing to run (-p, -n and -pg are all empty)");
+    return tests;
+}
+
+struct Stat {
+    double mean = 0, stddev = 0;
+};
+Stat stat_of(const std::vector<double>& v) {
+    Stat s;
+    if (v.empty()) return s;
+    for (double x : v) s.mean += x;
+    s.mean /= double(v.size());
+    for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+    s.stddev = v.size() > 1 ? std::sqrt(s.stddev / double(v.size() - 1)) : 0.0;
+    return s;
+}
+nlohmann::json stat_json(const Stat& s) { return {{"mean", s.mean}, {"std", s.stddev}}; }
+
+RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint64_t seed) {
+    GenerationRequest r;
+    std::mt19937_64 gen(seed);
+    for (int i = 0; i < t.prompt; ++i) r.prompt.push_back(int32_t(gen() % uint64_t(token_limit)));
+    r.max_new_tokens = t.gen;
+    r.ignore_eos = true;
+    r.sampling.greedy = true;
+    RequestStream s = engine.submit(r);
+    RequestUpdate u, last;
+    while (s.next(u))
+        if (u.finished) last = u;
+    require(last.reason == FinishReason::Length, "bench request ended with ",
+            finish_reason_name(last.reason), ": ", last.error);
+    return last.timings;
+}
+
+// Bytes one decode step must read at context c: active weights, the KV of c tokens, and the
+// GDN state (read and written).
+double decode_bytes(const io::ModelConfig& c, const model::ParamCounts& p, int64_t elem,
+                    double context) {
+    return double(p.active_per_token * elem) +
+           double(model::kv_bytes_per_token(c, elem)) * context +
+           2.0 * double(model::gdn_state_bytes_per_sequence(c, elem));
+}
+
+// FLOPs of a prefill of P tokens: 2 per active matmul weight per token, plus causal attention
+// (QK^T and PV over P^2 / 2 pairs per head) and the delta rule (~4 dk dv per value head).
+double prefill_flops(const io::ModelConfig& c, const model::ParamCounts& p, double P) {
+    const double matmul = 2.0 * double(p.active_per_token - c.hidden_size) * P;
+    const double attn = double(c.count_layers(io::LayerKind::FullAttention)) * 2.0 *
+                        double(c.num_heads * c.head_dim) * P * P;
+    const double gdn = double(c.count_layers(io::LayerKind::LinearAttention)) * 4.0 *
+                       double(c.linear_num_value_heads * c.linear_key_head_dim *
+                              c.linear_value_head_dim) *
+                       P;
+    return matmul + attn + gdn;
+}
+
+nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
+                        const io::ModelConfig& c, const model::ParamCounts& p, int64_t elem,
+                        double copy_bw) {
+    const int64_t limit = engine.model_info().token_limit;
+    for (int w = 0; w < o.warmup; ++w) run_once(engine, t, limit, 1000 + uint64_t(w));
+    std::vector<double> prefill, ttft, decode, roofline, tflops;
+    for (int r = 0; r < o.reps; ++r) {
+        const RequestTimings tm = run_once(engine, t, limit, uint64_t(r));
+        ttft.push_back(tm.first_token_s);
+        if (t.prompt > 1) {
+            prefill.push_back(t.prompt / tm.prefill_s);
+            tflops.push_back(prefill_flops(c, p, t.prompt) / tm.prefill_s / 1e12);
+        }
+        if (t.gen > 1) {
+            const double tok_s = (tm.generated_tokens - 1) / tm.decode_s;
+            decode.push_back(tok_s);
+            const double context = t.prompt + 0.5 * t.gen; // the mean context while decoding
+            roofline.push_back(tok_s * decode_bytes(c, p, elem, context) / copy_bw);
+        }
+    }
+    nlohmann::json j = {{"test", t.name}, {"prompt_tokens", t.prompt}, {"gen_tokens", t.gen},
+                        {"reps", o.reps}, {"ttft_s", stat_json(stat_of(ttft))}};
+    if (!prefill.empty()) {
+        j["prefill_tok_s"] = stat_json(stat_of(prefill));
+        j["prefill_tflops"] = stat_json(stat_of(tflops));
+        j["prefill_tok_s_runs"] = prefill;
+    }
+    if (!decode.empty()) {
+        j["decode_tok_s"] = stat_json(stat_of(decode));
+        j["decode_roofline_fraction"] = stat_json(stat_of(roofline));
+        j["decode_bytes_per_step"] = decode_bytes(c, p, elem, t.prompt + 0.5 * t.gen);
+        j["decode_tok_s_runs"] = decode;
+    }
+    return j;
+}
+
+void print_table(const nlohmann::json& out) {
+    std::printf("%s | %s | %s | load %.1f s | copy %.0f GB/s | gemm %.0f TFLOP/s\n",
+                out["model"].get<std::string>().c_str(), out["device"].get<std::string>().c_str(),
+                out["dtype"].get<std::string>().c_str(), out["load_s"].get<double>(),
+                out["ceilings"]["copy_bytes_per_s"].get<double>() / 1e9,
+                out["ceilings"]["gemm_flops"].get<double>() / 1e12);
+    std::printf("%-14s %18s %12s %18s %10s %10s\n", "test", "prefill tok/s", "TFLOP/s",
+                "decode tok/s", "roofline", "TTFT s");
+    for (const auto& r : out["results"]) {
+        auto cell = [&](const char* key, double scale) {
+            if (!r.contains(key)) return std::string("-");
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.1f ± %.1f", r[key]["mean"].get<double>() * scale,
+                          r[key]["std"].get<double>() * scale);
+            return std::string(buf);
+        };
+        std::printf("%-14s %18s %12s %18s %10s %10.4f\n", r["test"].get<std::string>().c_str(),
+                    cell("prefill_tok_s", 1).c_str(), cell("prefill_tflops", 1).c_str(),
+                    cell("decode_tok_s", 1).c_str(), cell("decode_roofline_fraction", 100).c_str(),
+                    r["ttft_s"]["mean"].get<double>());
+    }
+}
+
+int bench(BenchOptions o) {
+    const std::vector<Test> tests = make_tests(o);
+    int longest = 0, largest_chunk = o.engine.prefill_chunk;
+    for (const Test& t : tests) longest = std::max(longest, t.prompt + t.gen);
+    o.engine.max_context = longest + 1;
+    o.engine.max_sequences = 1;
+    o.engine.max_batch_tokens = std::max(largest_chunk, 1);
+    const io::ModelConfig c = io::load_hf_config(o.engine.config_file.empty() ? o.engine.model_dir
+                                                                              : o.engine.config_file);
+    // Ceilings, measured in this run on this device (before the engine starts its threads).
+    ops::ExecContext ctx = o.engine.device == "cpu" ? ops::ExecContext::cpu()
+                                                    : ops::ExecContext::cuda(0, DType::BF16);
+    if (o.engine.device.rfind("cuda:", 0) == 0) ctx.device.index = std::stoi(o.engine.device.substr(5));
+    if (o.engine.dtype == "f32") ctx.dtype = DType::F32;
+    ops::bind_device(ctx);
+    const bool gpu = !ctx.device.is_cpu();
+    const double copy_bw = ops::measure_copy_bandwidth(ctx, gpu ? (int64_t(1) << 31) : (int64_t(1) << 28), 5);
+    const double gemm = ops::measure_gemm_flops(ctx, gpu ? 8192 : 1024, 5);
+    const auto t0 = std::chrono::steady_clock::now();
+    Engine engine(o.engine);
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const MemoryStats mem0 = engine.memory_stats();
+    const int64_t elem = dtype_size(ctx.dtype);
+    const model::ParamCounts p = model::count_params(c, c.mtp_num_hidden_layers);
+    nlohmann::json out = {
+        {"schema_version", kSchemaVersion},
+        {"model", o.engine.random_weights ? o.engine.config_file + " (random weights)" : o.engine.model_dir},
+        {"model_type", c.model_type},
+        {"device", o.engine.device},
+        {"dtype", dtype_name(ctx.dtype)},
+        {"prefill_chunk", o.engine.prefill_chunk},
+        {"load_s", load_s},
+        {"ceilings", {{"copy_bytes_per_s", copy_bw}, {"gemm_flops", gemm}}},
+        {"parameters", {{"text_total", p.text_total}, {"active_per_token", p.active_per_token}}}};
+    nlohmann::json results = nlohmann::json::array();
+    for (const Test& t : tests) results.push_back(run_test(engine, t, o, c, p, elem, copy_bw));
+    out["results"] = results;
+    const MemoryStats mem = engine.memory_stats();
+    out["memory_bytes"] = {{"weights", mem0.weights}, {"kv_cache", mem.kv_cache},
+                           {"state", mem.state}, {"workspace", mem.workspace}};
+    if (o.output == "json") std::cout << out.dump(2) << std::endl;
+    else print_table(out);
+    return 0;
+}
+
+} // namespace
+
+Action add_bench_command(CLI::App& app) {
+    auto o = std::make_shared<BenchOptions>();
+    app.add_option("--model", o->engine.model_dir, "HF checkpoint directory");
+    app.add_option("--config", o->engine.config_file, "HF config.json (with --random-weights)");
+    app.add_flag("--random-weights", o->engine.random_weights,
+                 "Deterministic random weights made on the device");
+    app.add_option("-p,--prompts", o->prompts, "Prefill tests: prompt lengths, comma separated");
+    app.add_option("-n,--gen", o->gens, "Decode tests: generated tokens, comma separated");
+    app.add_option("--pg", o->pg, "Prefill then decode: PROMPT,GEN (repeatable)");
+    app.add_option("-r,--reps", o->reps, "Measured repetitions")->check(CLI::PositiveNumber);
+    app.add_option("--warmup", o->warmup, "Unmeasured runs first")->check(CLI::NonNegativeNumber);
+    app.add_option("--prefill-chunk", o->engine.prefill_chunk, "Prompt tokens per step")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
+    app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
+    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
+    app.add_option("-o,--output", o->output, "table or json")->check(CLI::IsMember({"table", "json"}));
+    return [o] {
+        require(o->engine.random_weights == !o->engine.config_file.empty() ||
+                    !o->engine.model_dir.empty(),
+                "give --model DIR, or --config FILE --random-weights");
+        return bench(*o);
+    };
+}
+
+} // namespace ninfer::app

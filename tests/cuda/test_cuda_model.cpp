@@ -1,0 +1,118 @@
+// The model on CUDA (label cuda): the HF fixtures' greedy output in F32 equals HF token for
+// token; BF16 logits stay within bf16 rounding of the CPU's; batching and random weights run.
+#include <cmath>
+
+#include "cuda/cuda_test_util.h"
+#include "model/fixture_util.h"
+#include "model/qwen3_5.h"
+#include "runtime/kv_pool.h"
+#include "runtime/state_pool.h"
+#include "runtime/step_plan.h"
+
+namespace ninfer::test {
+namespace {
+
+// Relative logit error of bf16 weights/activations against the f32 CPU path.
+inline constexpr double kBf16LogitsRel = 3e-2;
+
+EngineOptions cuda_options(const std::string& dir, const char* dtype) {
+    EngineOptions o;
+    o.model_dir = dir;
+    o.device = "cuda";
+    o.dtype = dtype;
+    return o;
+}
+
+class CudaFixtures : public ::testing::TestWithParam<Fixture> {};
+
+TEST_P(CudaFixtures, F32GreedyEqualsHf) {
+    const Fixture& f = GetParam();
+    Engine engine(cuda_options(f.dir, "f32"));
+    for (const ReferenceCase& c : f.cases) {
+        auto tokens = generate(engine, greedy_request(c.prompt, int(c.steps.size())));
+        ASSERT_EQ(tokens.size(), c.steps.size());
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            ASSERT_EQ(tokens[i].id, c.steps[i].id) << f.name << " step " << i;
+            EXPECT_NEAR(tokens[i].logprob, c.steps[i].logprob, kLogprobVsHfAbs);
+        }
+    }
+}
+
+TEST_P(CudaFixtures, F32ConcurrentRequestsMatchSolo) {
+    const Fixture& f = GetParam();
+    EngineOptions o = cuda_options(f.dir, "f32");
+    o.prefill_chunk = 16;
+    Engine engine(o);
+    std::vector<std::vector<int32_t>> solo;
+    for (const auto& c : f.cases) solo.push_back(ids_of(generate(engine, greedy_request(c.prompt, 8))));
+    std::vector<RequestStream> streams;
+    for (const auto& c : f.cases) streams.push_back(engine.submit(greedy_request(c.prompt, 8)));
+    for (size_t i = 0; i < streams.size(); ++i) {
+        std::vector<int32_t> ids;
+        RequestUpdate u;
+        while (streams[i].next(u))
+            for (const auto& t : u.tokens) ids.push_back(t.id);
+        EXPECT_EQ(ids, solo[i]);
+    }
+}
+
+// Logits of every row of one forward pass over `tokens` on a context.
+std::vector<float> all_logits(const ops::ExecContext& ctx, const std::string& dir,
+                              const std::vector<int32_t>& tokens) {
+    auto m = model::Qwen35Model::load(dir, ctx);
+    const int64_t n = int64_t(tokens.size()), V = m->config().vocab_size;
+    runtime::KvPool kv(m->cache_spec(), 32, 16, ctx.device, ctx.dtype);
+    runtime::StatePool states(m->cache_spec(), 1, ctx.device, ctx.dtype);
+    runtime::Sequence seq;
+    seq.tokens = tokens;
+    seq.slot = states.acquire(ctx);
+    seq.blocks = kv.allocate(kv.blocks_for(n));
+    runtime::StepBuffers buffers;
+    runtime::StepPlan plan;
+    plan.entries.push_back({&seq, n});
+    model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, 16, buffers);
+    std::vector<int32_t> rows(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
+    Tensor d_rows = to_device(ctx, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}),
+                              DType::I32);
+    batch.logit_rows = d_rows;
+    Tensor logits = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {n, V});
+    m->forward(ctx, batch, {kv.k_views(), kv.v_views(), states.conv_views(),
+                            states.recurrent_views()},
+               logits);
+    Tensor host = to_host(ctx, logits);
+    return std::vector<float>(host.ptr<float>(), host.ptr<float>() + n * V);
+}
+
+TEST_P(CudaFixtures, Bf16LogitsTrackTheCpu) {
+    const Fixture& f = GetParam();
+    const ReferenceCase& c = f.cases.back();
+    const auto cpu = all_logits(ops::ExecContext::cpu(), f.dir, c.prompt);
+    const auto gpu = all_logits(cuda_ctx(DType::BF16), f.dir, c.prompt);
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs(double(gpu[i]) - cpu[i]));
+        max_ref = std::max(max_ref, std::fabs(double(cpu[i])));
+    }
+    EXPECT_LE(max_diff / max_ref, kBf16LogitsRel) << f.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFixtures, ::testing::ValuesIn(load_fixtures()),
+                         [](const auto& p) { return p.param.name; });
+
+TEST(CudaRandomWeights, TinyConfigRunsAndStaysFinite) {
+    EngineOptions o;
+    o.config_file = load_fixtures().front().dir + "/config.json";
+    o.random_weights = true;
+    o.random_seed = 5;
+    o.device = "cuda";
+    Engine engine(o);
+    RequestUpdate last;
+    auto tokens = generate(engine, greedy_request({1, 2, 3, 4, 5}, 16), &last);
+    EXPECT_EQ(tokens.size(), 16u);
+    EXPECT_EQ(last.reason, FinishReason::Length);
+    for (const auto& t : tokens) EXPECT_TRUE(std::isfinite(t.logprob));
+}
+
+} // namespace
+} // namespace ninfer::test

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# On a GPU host without network (the lent H200s): unpack the carried Debian dependencies, build
+# the CUDA targets, run the cuda tests and the benchmarks. Logs and JSON go to $OUT (or out/).
+#   bash tools/gpu/check.sh [tests|bench|all]   (default all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out}
+mkdir -p "$out"
+what=${1:-all}
+jobs=$(nproc)
+log() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
+
+log "unpack deps"
+bash tools/deps/unpack_debs.sh > "$out/deps.log" 2>&1 || { log "unpack failed"; exit 1; }
+export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu/openblas-openmp:$PWD/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$out/summary.txt"
+cmake --version | head -1 | tee -a "$out/summary.txt"
+
+log "configure"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90a > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+log "build"
+targets="ninfer test_cuda_ops test_cuda_model"
+ninja -C build-gpu -j "$jobs" $targets > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -60; exit 1; }
+log "built"
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+    log "cuda tests"
+    (cd build-gpu && OMP_WAIT_POLICY=PASSIVE timeout 420 ctest -L cuda --output-on-failure -j 4) > "$out/ctest_cuda.log" 2>&1
+    grep -E "tests passed|Failed|\*\*\*" "$out/ctest_cuda.log" | tail -20 | tee -a "$out/summary.txt"
+fi
+
+if [ "$what" = bench ] || [ "$what" = all ]; then
+    for model in qwen3.6-35b-a3b qwen3.6-27b; do
+        log "bench $model"
+        timeout 300 ./build-gpu/apps/ninfer/ninfer bench --config "configs/$model.json" \
+            --random-weights --device cuda -p 512,8192 -n 128 --pg 2048,384 -r 3 --warmup 1 \
+            --prefill-chunk 8192 -o json > "$out/bench_$model.json" 2> "$out/bench_$model.err"
+        echo "exit $?" >> "$out/bench_$model.err"
+        python3 - "$out/bench_$model.json" <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no json:", e); sys.exit(0)
+print(j["model"], j["dtype"], "load %.1fs copy %.0f GB/s gemm %.0f TFLOP/s" % (
+    j["load_s"], j["ceilings"]["copy_bytes_per_s"] / 1e9, j["ceilings"]["gemm_flops"] / 1e12))
+for r in j["results"]:
+    s = r["test"]
+    if "prefill_tok_s" in r: s += " prefill %.0f tok/s (%.1f TFLOP/s)" % (r["prefill_tok_s"]["mean"], r["prefill_tflops"]["mean"])
+    if "decode_tok_s" in r: s += " decode %.1f tok/s (%.1f%% roofline)" % (r["decode_tok_s"]["mean"], 100 * r["decode_roofline_fraction"]["mean"])
+    print(" ", s)
+print("  memory", j["memory_bytes"])
+PY
+    done
+fi
+log "done"
