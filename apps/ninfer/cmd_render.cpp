@@ -23,7 +23,8 @@ struct RenderOptions {
 };
 
 text::ChatTemplate load(const RenderOptions& o) {
-    require(o.model_dir.empty() != o.template_file.empty(), "give exactly one of --model or --template");
+    require(o.model_dir.empty() != o.template_file.empty(),
+            "give exactly one of --model or --template");
     if (!o.model_dir.empty()) return text::ChatTemplate::from_model_dir(o.model_dir);
     std::ifstream in(o.template_file, std::ios::binary);
     if (!in) fail(ErrorCategory::Io, "cannot read template ", o.template_file);
@@ -64,7 +65,8 @@ int render_jsonl(const text::ChatTemplate& t) {
         } catch (const Error& e) {
             out = {{"error", e.what()}};
         }
-        std::cout << out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+        std::cout << out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+                  << '\n';
     }
     return 0;
 }

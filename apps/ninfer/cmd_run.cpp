@@ -1,4 +1,5 @@
-// ninfer run: generate from token ids; stream ids to stdout, or print one JSON object.
+// ninfer run: generate from token ids (stream ids to stdout, or print one JSON object), or from
+// text: --prompt / --messages go through the chat template and stream text (text_generation.h).
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "ninfer/engine.h"
+#include "text_generation.h"
 
 namespace ninfer::app {
 namespace {
@@ -14,6 +16,8 @@ namespace {
 struct RunOptions {
     EngineOptions engine;
     std::string prompt_ids;
+    bool prompt_ids_given = false;
+    TextOptions text;
     int max_new = 64;
     bool greedy = false;
     float temperature = 1.0f;
@@ -71,8 +75,12 @@ void print_stats(const RequestUpdate& u) {
 
 int run(const RunOptions& o) {
     require(o.top_logprobs == 0 || o.json, "--top-logprobs needs --json");
+    const bool text_mode = !o.text.prompt.empty() || !o.text.messages_file.empty();
+    require(text_mode != o.prompt_ids_given,
+            "give exactly one of --prompt-ids, --prompt or --messages");
+    require(!text_mode || (!o.json && o.top_logprobs == 0), "--json needs --prompt-ids");
     GenerationRequest request;
-    request.prompt = parse_ids(o.prompt_ids);
+    if (!text_mode) request.prompt = parse_ids(o.prompt_ids);
     request.max_new_tokens = o.max_new;
     request.ignore_eos = o.ignore_eos;
     request.top_logprobs = o.top_logprobs;
@@ -86,6 +94,11 @@ int run(const RunOptions& o) {
     s.frequency_penalty = o.frequency_penalty;
     s.repetition_penalty = o.repetition_penalty;
     if (o.seed >= 0) s.seed = uint64_t(o.seed);
+    if (text_mode) {
+        TextOptions text = o.text;
+        text.print_token_ids = o.print_token_ids;
+        return run_text(o.engine, text, request);
+    }
     Engine engine(o.engine);
     RequestStream stream = engine.submit(request);
     nlohmann::json tokens = nlohmann::json::array();
@@ -125,7 +138,9 @@ int run(const RunOptions& o) {
 Action add_run_command(CLI::App& app) {
     auto o = std::make_shared<RunOptions>();
     app.add_option("--model", o->engine.model_dir, "HF checkpoint directory")->required();
-    app.add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated")->required();
+    CLI::Option* ids =
+        app.add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated");
+    add_text_options(app, o->text);
     app.add_option("--max-new", o->max_new, "Most tokens to generate")
         ->check(CLI::NonNegativeNumber);
     app.add_flag("--greedy", o->greedy, "Greedy decoding (argmax)");
@@ -148,7 +163,10 @@ Action add_run_command(CLI::App& app) {
     app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
     app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
     app.add_flag("--reference", o->engine.cpu_reference, "Use the CPU reference ops (slow)");
-    return [o] { return run(*o); };
+    return [o, ids] {
+        o->prompt_ids_given = ids->count() > 0;
+        return run(*o);
+    };
 }
 
 } // namespace ninfer::app

@@ -54,7 +54,9 @@ int bench(const text::Tokenizer& tok, const TokenizeOptions& o) {
         for (const auto& s : items) tokens += tok.encode(s, !o.no_special).size();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double total = double(bytes) * o.bench_repeat;
-    std::cout << nlohmann::json{{"bytes", total}, {"tokens", tokens}, {"seconds", s},
+    std::cout << nlohmann::json{{"bytes", total},
+                                {"tokens", tokens},
+                                {"seconds", s},
                                 {"mb_per_s", total / 1e6 / s}}
                      .dump()
               << std::endl;

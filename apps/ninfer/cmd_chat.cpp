@@ -1,0 +1,130 @@
+// ninfer chat: interactive multi-turn chat in the terminal. Line editing and history come from
+// libedit (BSD); Ctrl-C stops the current answer and returns to the prompt. Commands: /reset
+// (forget the conversation), /exit. Without a terminal on stdin, every line is one user turn.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <editline/readline.h>
+#include <iostream>
+#include <unistd.h>
+
+#include "commands.h"
+#include "core/error.h"
+#include "text_generation.h"
+
+namespace ninfer::app {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_sigint(int) {
+    g_interrupted.store(true);
+}
+
+struct ChatOptions {
+    EngineOptions engine;
+    TextOptions text;
+    int max_new = 1024;
+    float temperature = 0.7f;
+    int top_k = 20;
+    float top_p = 0.8f;
+    float min_p = 0.0f;
+    float presence_penalty = 0.0f;
+    int64_t seed = -1;
+    bool greedy = false;
+};
+
+// One line of input; false at end of input. Ctrl-C at the prompt gives an empty line.
+bool read_line(bool tty, std::string& line) {
+    if (!tty) return static_cast<bool>(std::getline(std::cin, line));
+    g_interrupted.store(false);
+    char* raw = readline(">>> ");
+    if (!raw) {
+        if (!g_interrupted.load()) return false;
+        std::fputs("\n", stdout);
+        line.clear();
+        return true;
+    }
+    line = raw;
+    std::free(raw);
+    if (!line.empty()) add_history(line.c_str());
+    return true;
+}
+
+int chat(const ChatOptions& o) {
+    require(o.text.prompt.empty() && o.text.messages_file.empty(),
+            "chat reads the conversation from the terminal (no --prompt/--messages)");
+    TextModel model(o.engine);
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint; // no SA_RESTART: Ctrl-C interrupts the line editor's read
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    const bool tty = isatty(STDIN_FILENO);
+    Conversation conv;
+    if (!o.text.system.empty())
+        conv.messages.push_back({{"role", "system"}, {"content", o.text.system}});
+    const size_t base = conv.messages.size();
+    GenerationRequest request;
+    request.max_new_tokens = o.max_new;
+    request.sampling.greedy = o.greedy;
+    request.sampling.temperature = o.temperature;
+    request.sampling.top_k = o.top_k;
+    request.sampling.top_p = o.top_p;
+    request.sampling.min_p = o.min_p;
+    request.sampling.presence_penalty = o.presence_penalty;
+    if (o.seed >= 0) request.sampling.seed = uint64_t(o.seed);
+    for (std::string line; read_line(tty, line);) {
+        if (line == "/exit" || line == "/quit") break;
+        if (line == "/reset") {
+            conv.messages.erase(conv.messages.begin() + long(base), conv.messages.end());
+            std::fputs("(conversation cleared)\n", stderr);
+            continue;
+        }
+        if (line.empty()) continue;
+        conv.messages.push_back({{"role", "user"}, {"content", line}});
+        g_interrupted.store(false);
+        const TurnResult r = generate_turn(model, conv, o.text, request, &g_interrupted);
+        std::fputs("\n", stdout);
+        std::fflush(stdout);
+        if (r.reason == FinishReason::Cancelled) std::fputs("(answer stopped)\n", stderr);
+        print_turn_stats(r);
+        nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", r.content}};
+        if (!r.reasoning.empty()) reply["reasoning_content"] = r.reasoning;
+        if (!r.tool_calls.empty()) {
+            reply["tool_calls"] = nlohmann::ordered_json::array();
+            for (const auto& c : r.tool_calls) {
+                auto j = text::openai_tool_call(c);
+                j["function"]["arguments"] = nlohmann::ordered_json::parse(c.arguments);
+                reply["tool_calls"].push_back(j);
+            }
+        }
+        conv.messages.push_back(reply);
+    }
+    return 0;
+}
+
+} // namespace
+
+Action add_chat_command(CLI::App& app) {
+    auto o = std::make_shared<ChatOptions>();
+    app.add_option("--model", o->engine.model_dir, "Model directory")->required();
+    app.add_option("--system", o->text.system, "A system message");
+    app.add_flag("--no-thinking", o->text.no_thinking, "Answer without reasoning");
+    app.add_option("--stop", o->text.stop, "Stop string (repeatable)");
+    app.add_flag("--hide-reasoning", o->text.hide_reasoning, "Do not print the reasoning");
+    app.add_option("--max-new", o->max_new, "Most tokens per answer")
+        ->check(CLI::NonNegativeNumber);
+    app.add_flag("--greedy", o->greedy, "Greedy decoding");
+    app.add_option("--temperature", o->temperature, "Sampling temperature");
+    app.add_option("--top-k", o->top_k, "Top-k (0: off)");
+    app.add_option("--top-p", o->top_p, "Top-p (1: off)");
+    app.add_option("--min-p", o->min_p, "Min-p (0: off)");
+    app.add_option("--presence-penalty", o->presence_penalty, "OpenAI presence penalty");
+    app.add_option("--seed", o->seed, "Sampling seed")->check(CLI::NonNegativeNumber);
+    app.add_option("--device", o->engine.device, "cpu");
+    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
+    app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
+    return [o] { return chat(*o); };
+}
+
+} // namespace ninfer::app

@@ -1,0 +1,155 @@
+#include "text_generation.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "text/detokenizer.h"
+
+namespace ninfer::app {
+
+TextModel::TextModel(const EngineOptions& options)
+    : engine(options), tokenizer(text::Tokenizer::from_model_dir(options.model_dir)),
+      chat_template(text::ChatTemplate::from_model_dir(options.model_dir)) {}
+
+Conversation build_conversation(const TextOptions& o) {
+    require(o.prompt.empty() != o.messages_file.empty(),
+            "give exactly one of --prompt or --messages");
+    Conversation c;
+    if (!o.messages_file.empty())
+        c = read_messages_file(o.messages_file);
+    else
+        c.messages.push_back({{"role", "user"}, {"content", o.prompt}});
+    if (!o.system.empty()) {
+        require(c.messages.empty() || c.messages[0].value("role", "") != "system",
+                "--system: the messages already start with a system message");
+        c.messages.insert(c.messages.begin(), {{"role", "system"}, {"content", o.system}});
+    }
+    return c;
+}
+
+namespace {
+
+void write_out(FILE* f, const std::string& s) {
+    if (s.empty()) return;
+    std::fwrite(s.data(), 1, s.size(), f);
+    std::fflush(f);
+}
+
+struct Printer {
+    const TextOptions& o;
+    bool reasoning_open = false;
+    void show(const text::ParsedDelta& d) {
+        if (!d.reasoning.empty() && !o.hide_reasoning) {
+            if (!reasoning_open) write_out(stderr, "[reasoning] ");
+            reasoning_open = true;
+            write_out(stderr, d.reasoning);
+        }
+        if (!d.content.empty()) {
+            end_reasoning();
+            write_out(stdout, d.content);
+        }
+    }
+    void end_reasoning() {
+        if (reasoning_open) write_out(stderr, "\n");
+        reasoning_open = false;
+    }
+};
+
+} // namespace
+
+TurnResult generate_turn(TextModel& m, const Conversation& conv, const TextOptions& o,
+                         GenerationRequest request, const std::atomic<bool>* cancel) {
+    text::ChatOptions copt;
+    if (o.no_thinking) copt.variables["enable_thinking"] = false;
+    const std::string prompt = m.chat_template.render(conv.messages, conv.tools, copt);
+    request.prompt = m.tokenizer.encode(prompt);
+    text::ParserOptions popt;
+    popt.starts_in_reasoning = text::prompt_opens_reasoning(prompt);
+    popt.stop = o.stop;
+    if (conv.tools.is_array()) popt.tools = conv.tools;
+    text::OutputParser parser(popt);
+    text::StreamingDetokenizer detok(m.tokenizer, true);
+    Printer printer{o};
+    TurnResult r;
+    std::vector<int32_t> stop_ids = request.stop_token_ids; // never shown as text
+    if (!request.ignore_eos)
+        stop_ids.insert(stop_ids.end(), m.engine.model_info().eos_token_ids.begin(),
+                        m.engine.model_info().eos_token_ids.end());
+    RequestStream stream = m.engine.submit(request);
+    RequestUpdate u;
+    bool stopped = false;
+    while (stream.next(u)) {
+        for (const auto& t : u.tokens) {
+            if (o.print_token_ids) std::fprintf(stderr, "[id %d]", t.id);
+            if (std::find(stop_ids.begin(), stop_ids.end(), t.id) != stop_ids.end()) continue;
+            if (!stopped) printer.show(parser.push(detok.push(t.id)));
+            if (!stopped && parser.stopped()) {
+                stopped = true;
+                stream.cancel();
+            }
+        }
+        if (!stopped && cancel && cancel->load()) stream.cancel();
+        if (u.finished) {
+            r.reason = stopped ? FinishReason::Stop : u.reason;
+            r.error = u.error;
+            r.timings = u.timings;
+        }
+    }
+    if (!stopped) printer.show(parser.push(detok.finish()));
+    printer.show(parser.finish());
+    printer.end_reasoning();
+    for (const auto& call : parser.tool_calls())
+        write_out(stdout,
+                  "\n" +
+                      nlohmann::ordered_json{{"tool_call", text::openai_tool_call(call)}}.dump() +
+                      "\n");
+    r.content = parser.content();
+    r.reasoning = parser.reasoning();
+    r.tool_calls = parser.tool_calls();
+    return r;
+}
+
+void print_turn_stats(const TurnResult& r) {
+    const RequestTimings& t = r.timings;
+    const double prefill = t.prefill_s > 0 ? t.prompt_tokens / t.prefill_s : 0;
+    const double decode =
+        t.decode_s > 0 && t.generated_tokens > 1 ? (t.generated_tokens - 1) / t.decode_s : 0;
+    std::fprintf(stderr,
+                 "ninfer: prompt %d tokens, generated %d tokens (%s); prefill %.1f tok/s, "
+                 "decode %.1f tok/s, TTFT %.3f s\n",
+                 t.prompt_tokens, t.generated_tokens, finish_reason_name(r.reason), prefill, decode,
+                 t.first_token_s);
+}
+
+int run_text(const EngineOptions& engine, const TextOptions& o, GenerationRequest request) {
+    const Conversation conv = build_conversation(o);
+    TextModel model(engine);
+    const TurnResult r = generate_turn(model, conv, o, std::move(request), nullptr);
+    write_out(stdout, "\n");
+    print_turn_stats(r);
+    if (r.reason == FinishReason::Error) {
+        std::fprintf(stderr, "ninfer: request failed: %s\n", r.error.c_str());
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace ninfer::app
+
+#include <CLI/CLI.hpp>
+
+namespace ninfer::app {
+
+void add_text_options(CLI::App& app, TextOptions& o) {
+    app.add_option("--prompt", o.prompt, "A user message (rendered with the chat template)");
+    app.add_option("--messages", o.messages_file,
+                   "JSON file: a messages array, or {\"messages\": [...], \"tools\": [...]}");
+    app.add_option("--system", o.system, "A system message");
+    app.add_flag("--no-thinking", o.no_thinking,
+                 "Answer without reasoning (enable_thinking=false)");
+    app.add_option("--stop", o.stop, "Stop string (repeatable); held back until resolved");
+    app.add_flag("--hide-reasoning", o.hide_reasoning, "Do not print the reasoning to stderr");
+}
+
+} // namespace ninfer::app

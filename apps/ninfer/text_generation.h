@@ -1,0 +1,69 @@
+// Text generation for the CLI (run --prompt/--messages, chat) on the public Engine API: render
+// the conversation with the model's chat template, tokenize, generate, and stream the answer
+// to stdout and the reasoning to stderr through the streaming detokenizer and output parser.
+#pragma once
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "messages_file.h"
+#include "ninfer/engine.h"
+#include "text/chat_template.h"
+#include "text/output_parser.h"
+#include "text/tokenizer.h"
+
+namespace ninfer::app {
+
+struct TextOptions {
+    std::string prompt;            // --prompt: one user message
+    std::string messages_file;     // --messages: OpenAI-style messages (+ tools)
+    std::string system;            // --system: a system message put first
+    bool no_thinking = false;      // enable_thinking = false in the template
+    std::vector<std::string> stop; // stop strings
+    bool hide_reasoning = false;
+    bool print_token_ids = false; // generated ids to stderr
+};
+
+// A model with its tokenizer and chat template, loaded once.
+struct TextModel {
+    explicit TextModel(const EngineOptions& options);
+    Engine engine;
+    text::Tokenizer tokenizer;
+    text::ChatTemplate chat_template;
+};
+
+struct TurnResult {
+    std::string content;
+    std::string reasoning;
+    std::vector<text::ToolCall> tool_calls;
+    FinishReason reason = FinishReason::None;
+    std::string error;
+    RequestTimings timings;
+};
+
+// Renders `conversation`, generates with `request` (its prompt is replaced) and streams the
+// output. `cancel`, when set by another thread or a signal handler, stops the answer.
+TurnResult generate_turn(TextModel& model, const Conversation& conversation,
+                         const TextOptions& options, GenerationRequest request,
+                         const std::atomic<bool>* cancel);
+
+// The conversation of --prompt/--messages/--system.
+Conversation build_conversation(const TextOptions& options);
+
+void print_turn_stats(const TurnResult& r);
+
+// ninfer run with --prompt or --messages. Returns the exit status.
+int run_text(const EngineOptions& engine, const TextOptions& options, GenerationRequest request);
+
+} // namespace ninfer::app
+
+namespace CLI {
+class App;
+}
+
+namespace ninfer::app {
+// --prompt, --messages, --system, --no-thinking, --stop, --hide-reasoning on a subcommand.
+void add_text_options(CLI::App& app, TextOptions& o);
+} // namespace ninfer::app

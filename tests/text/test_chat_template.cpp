@@ -1,0 +1,82 @@
+// Chat templates: the tests' Qwen3.6 template renders the exact strings MODEL_QWEN3_5.md section 5
+// specifies; model directories provide templates through tokenizer_config.json.
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+
+#include "ninfer/error.h"
+#include "text/chat_template.h"
+
+using ninfer::text::ChatOptions;
+using ninfer::text::ChatTemplate;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+ChatTemplate qwen36() {
+    std::ifstream in(std::string(NINFER_TEXT_TEMPLATES) + "/qwen3_6.jinja");
+    std::stringstream s;
+    s << in.rdbuf();
+    return ChatTemplate(s.str());
+}
+
+} // namespace
+
+TEST(ChatTemplate, GenerationPromptOpensThinking) {
+    const auto msgs = json::parse(R"([{"role": "system", "content": " Be brief. "},
+                                      {"role": "user", "content": "Hi"}])");
+    EXPECT_EQ(qwen36().render(msgs, nullptr),
+              "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+              "<|im_start|>assistant\n<think>\n");
+    ChatOptions off;
+    off.variables["enable_thinking"] = false;
+    EXPECT_TRUE(qwen36()
+                    .render(msgs, nullptr, off)
+                    .ends_with("<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+}
+
+TEST(ChatTemplate, ToolCallsAndResponses) {
+    const auto msgs = json::parse(R"([{"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function":
+          {"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2]}}}]},
+        {"role": "tool", "content": "sunny"}, {"role": "tool", "content": "warm"}])");
+    const std::string out = qwen36().render(msgs, nullptr);
+    EXPECT_NE(
+        out.find(
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n<function=get_weather>\n"
+            "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n[1, 2]\n</parameter>\n"
+            "</function>\n</tool_call><|im_end|>\n"),
+        std::string::npos)
+        << out;
+    EXPECT_NE(
+        out.find("<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\n"
+                 "warm\n</tool_response><|im_end|>\n"),
+        std::string::npos)
+        << out;
+}
+
+TEST(ChatTemplate, ReasoningOfEarlierTurnsIsDroppedUnlessPreserved) {
+    const auto msgs = json::parse(R"([{"role": "user", "content": "a"},
+        {"role": "assistant", "content": "<think>\nr1\n</think>\n\nc1"},
+        {"role": "user", "content": "b"}])");
+    EXPECT_NE(qwen36().render(msgs, nullptr).find("<|im_start|>assistant\nc1<|im_end|>"),
+              std::string::npos);
+    ChatOptions keep;
+    keep.variables["preserve_thinking"] = true;
+    EXPECT_NE(qwen36()
+                  .render(msgs, nullptr, keep)
+                  .find("<|im_start|>assistant\n<think>\nr1\n</think>\n\nc1"),
+              std::string::npos);
+}
+
+TEST(ChatTemplate, ModelDirectoryAndErrors) {
+    const ChatTemplate t =
+        ChatTemplate::from_model_dir(std::string(NINFER_TEXT_FIXTURES) + "/tiny_chat");
+    EXPECT_EQ(t.render(json::parse(R"([{"role": "user", "content": "x"}])"), nullptr),
+              "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n<think>\n");
+    EXPECT_THROW(ChatTemplate::from_model_dir("/nonexistent"), ninfer::Error);
+    EXPECT_THROW(ChatTemplate("{% for %}"), ninfer::Error);
+    EXPECT_THROW(qwen36().render(json::array(), nullptr), ninfer::Error); // "No messages provided."
+    EXPECT_THROW(qwen36().render(json::parse(R"([{"role": "bot", "content": "x"}])"), nullptr),
+                 ninfer::Error);
+}
