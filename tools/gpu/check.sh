@@ -33,8 +33,8 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
     for model in qwen3.6-35b-a3b qwen3.6-27b; do
         log "bench $model"
-        timeout 300 ./build-gpu/apps/ninfer/ninfer bench --config "configs/$model.json" \
-            --random-weights --device cuda -p 512,8192 -n 128 --pg 2048,384 -r 3 --warmup 1 \
+        timeout ${BENCH_TIMEOUT:-300} ./build-gpu/apps/ninfer/ninfer bench --config "configs/$model.json" \
+            --random-weights --device cuda -p 512,8192 -n 128 --pg 2048,384 -r ${BENCH_REPS:-3} --warmup 1 \
             --prefill-chunk 8192 -o json > "$out/bench_$model.json" 2> "$out/bench_$model.err"
         echo "exit $?" >> "$out/bench_$model.err"
         python3 - "$out/bench_$model.json" <<'PY' | tee -a "$out/summary.txt"
