@@ -12,8 +12,11 @@
 namespace ninfer::test {
 namespace {
 
-// Relative logit error of bf16 weights/activations against the f32 CPU path.
-inline constexpr double kBf16LogitsRel = 3e-2;
+// bf16 weights and activations move a random tiny model's logits by as much as HF's own bf16 run
+// moves them (recorded per fixture): ninfer's bf16 path may deviate from the f32 CPU path by at
+// most this multiple of HF's deviation (and never needs to beat kBf16LogitsFloor).
+inline constexpr double kBf16VsHfFactor = 2.0;
+inline constexpr double kBf16LogitsFloor = 3e-2;
 
 EngineOptions cuda_options(const std::string& dir, const char* dtype) {
     EngineOptions o;
@@ -94,7 +97,10 @@ TEST_P(CudaFixtures, Bf16LogitsTrackTheCpu) {
         max_diff = std::max(max_diff, std::fabs(double(gpu[i]) - cpu[i]));
         max_ref = std::max(max_ref, std::fabs(double(cpu[i])));
     }
-    EXPECT_LE(max_diff / max_ref, kBf16LogitsRel) << f.name;
+    const double bound = std::max(kBf16LogitsFloor, kBf16VsHfFactor * f.hf_bf16_logits_rel);
+    EXPECT_GT(f.hf_bf16_logits_rel, 0.0) << "fixture lacks hf_bf16_logits_rel";
+    EXPECT_LE(max_diff / max_ref, bound) << f.name << " (HF's own bf16: " << f.hf_bf16_logits_rel
+                                         << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFixtures, ::testing::ValuesIn(load_fixtures()),

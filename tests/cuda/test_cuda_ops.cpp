@@ -210,7 +210,7 @@ TEST_P(CudaOps, PagedAttentionMixedBatch) {
         // Sequence 0 decodes at position 300 (context cached); sequence 1 prefills 40 rows.
         std::vector<int32_t> blocks0, blocks1;
         for (int i = 0; i < 19; ++i) blocks0.push_back(NB - 1 - 2 * i);
-        for (int i = 0; i < 3; ++i) blocks1.push_back(2 * i + 1);
+        for (int i = 0; i < 3; ++i) blocks1.push_back(2 * i); // even ids: disjoint from seq 0
         DualBatch batch(c, {{1, 300, 0, blocks0}, {40, 0, 1, blocks1}}, bs);
         const int64_t T = 41;
         Tensor kc = input({NB, bs, nKV, D}, 80), vc = input({NB, bs, nKV, D}, 81);

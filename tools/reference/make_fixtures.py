@@ -274,6 +274,19 @@ def set_parameter_dtype(model, dtype):
         p.data = p.data.to(dtype)
 
 
+@torch.no_grad()
+def bf16_deviation(model, prompt):
+    """max |logits_bf16 - logits_f64| / max |logits_f64| of HF itself over the prompt: how far
+    bf16 weights and activations move this (random, tiny) model. bf16 backends are held to a
+    multiple of it, since no bf16 implementation can do much better."""
+    model16 = copy.deepcopy(model)
+    set_parameter_dtype(model16, torch.bfloat16)
+    ids = torch.tensor([prompt])
+    ref = model(input_ids=ids).logits[0].double()
+    got = model16(input_ids=ids).logits[0].double()
+    return float((got - ref).abs().max() / ref.abs().max())
+
+
 class IllConditioned(RuntimeError):
     pass
 
@@ -310,7 +323,8 @@ def make_fixture(spec, out_root, attempts=50):
             raise IllConditioned(f"{spec['name']}: no prompt of length {length} without "
                                  f"near-ties or rounding sensitivity in {attempts} draws")
     reference = dict(fixture=spec, transformers=transformers.__version__,
-                     torch=torch.__version__, new_tokens=NEW_TOKENS, top_k=TOP_K, cases=cases)
+                     torch=torch.__version__, new_tokens=NEW_TOKENS, top_k=TOP_K, cases=cases,
+                     hf_bf16_logits_rel=bf16_deviation(model, cases[-1]["prompt"]))
     with open(os.path.join(out_dir, "reference.json"), "w") as f:
         json.dump(reference, f, indent=1)
     print(f"{spec['name']}: {out_dir}", flush=True)

@@ -14,7 +14,7 @@
 namespace ninfer::ops::cuda {
 namespace {
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 256; // one block per row; f64 scan state limits the block size
 
 __global__ void penalties_kernel(float* logits, int64_t l_s0, const SamplingParamsRow* params,
                                  const int32_t* offsets, const int32_t* tokens,
@@ -94,7 +94,7 @@ __device__ int64_t inverse_cdf(const double* p, int64_t n, double target) {
     return block_max<long long>(last_kept);
 }
 
-__global__ void sample_kernel(const float* logits, int64_t l_s0, int64_t n,
+__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int64_t l_s0, int64_t n,
                               const SamplingParamsRow* params, double* scratch, int32_t* tokens,
                               int32_t* status) {
     const int64_t r = blockIdx.x;
