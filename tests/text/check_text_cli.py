@@ -144,6 +144,18 @@ class Run(unittest.TestCase):
         self.assertEqual(out.stdout.decode().rstrip("\n"), text[:text.find(stop)].strip())
         self.assertEqual(STATS.search(out.stderr.decode()).group(3), "stop")
 
+    def test_messages_file_with_tools_and_system(self):
+        conv = write_json("tools.json", {
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"type": "function", "function": {"name": "w", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}}}}}]})
+        out = ninfer("run", "--messages", conv, "--system", "Be brief.", "--max-new", "4",
+                     "--greedy")
+        m = STATS.search(out.stderr.decode())
+        rendered = ninfer("render", "--messages", conv).stdout
+        n_prompt = len(json.loads(ninfer("tokenize", stdin=rendered).stdout))
+        self.assertGreater(int(m.group(1)), n_prompt)  # the system message was added
+
     def test_bad_arguments_are_clear_errors(self):
         for args in (["run"], ["run", "--prompt", "x", "--prompt-ids", "1"],
                      ["run", "--prompt", "x", "--json"], ["run", "--messages", "/nonexistent.json"]):
@@ -154,7 +166,7 @@ class Run(unittest.TestCase):
 
 class Chat(unittest.TestCase):
     def test_multi_turn_history(self):
-        out = ninfer("chat", "--no-thinking", "--greedy", "--max-new", "6",
+        out = ninfer("chat", "--system", "Be brief.", "--no-thinking", "--greedy", "--max-new", "6",
                      stdin="first question\n/reset\nhi\nsecond\n/exit\nnever read\n".encode())
         prompts = [int(m.group(1)) for m in STATS.finditer(out.stderr.decode())]
         self.assertEqual(len(prompts), 3)

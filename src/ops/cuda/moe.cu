@@ -1,8 +1,9 @@
 // Implements moe_route and moe_experts (ops/moe.h) on CUDA.
 // moe_route: one warp per token; softmax in f32, top-k by repeated warp argmax (ties: lower id).
 // moe_experts, two routes by the number of (token, expert) pairs P = T * k:
-//   P <= kGemvMaxPairs (decode): warp-per-output GEMV kernels read each selected expert's rows
-//     once per pair; f32 intermediates; a deterministic combine adds the k weighted outputs.
+//   P <= kGemvMaxPairs (decode) and H, I multiples of 8: warp-per-output GEMV kernels with
+//     16-byte loads read each selected expert's rows once per pair; f32 intermediates; a
+//     deterministic combine adds the k weighted outputs.
 //   larger P (prefill): pairs sorted by expert on the host (ids downloaded once per layer),
 //     gathered, two cuBLAS GEMMs per active expert over contiguous slices, one activation
 //     kernel, and the same deterministic combine.
@@ -80,45 +81,69 @@ __global__ void route_kernel(const float* logits, int64_t l_s0, int E, int top_k
     }
 }
 
+// Loads 8 consecutive elements as floats (one 16-byte load for bf16, two for f32).
+template <typename T> __device__ __forceinline__ void load8(const T* p, float (&v)[8]);
+template <> __device__ __forceinline__ void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&v)[8]) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(h[j]);
+        v[2 * j] = f.x;
+        v[2 * j + 1] = f.y;
+    }
+}
+template <> __device__ __forceinline__ void load8<float>(const float* p, float (&v)[8]) {
+    const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+// Warp dot products of one vector with two rows (n % 8 == 0, 16-byte aligned rows): each lane
+// takes 8 consecutive elements per step, so a warp reads 512 bytes of bf16 per instruction.
+template <typename TA, typename TB>
+__device__ __forceinline__ float2 warp_dot2(const TA* a, const TB* r0, const TB* r1, int64_t n) {
+    const int lane = threadIdx.x & 31;
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int64_t c = int64_t(lane) * 8; c < n; c += 32 * 8) {
+        float av[8], v0[8], v1[8];
+        load8(a + c, av);
+        load8(r0 + c, v0);
+        if (r1) load8(r1 + c, v1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            s0 += av[j] * v0[j];
+            if (r1) s1 += av[j] * v1[j];
+        }
+    }
+    return make_float2(warp_sum(s0), warp_sum(s1));
+}
+
 // act[p, i] = silu(G_e x) * (U_e x) for pair p = (t, j), e = ids[t, j]; one warp per (p, i).
+// Assumes H % 8 == 0 (checked by the launcher).
 template <typename T>
 __global__ void expert_up_gemv(const T* x, int64_t x_s0, const T* gate_up, const int32_t* ids,
                                int64_t i_s0, int k, int64_t I, int64_t H, float* act) {
     const int64_t pair = blockIdx.x;
     const int64_t i = blockIdx.y * int64_t(blockDim.x / 32) + (threadIdx.x >> 5);
     if (i >= I) return;
-    const int lane = threadIdx.x & 31;
     const int64_t t = pair / k;
     const int e = ids[t * i_s0 + pair % k];
-    const T* xr = x + t * x_s0;
     const T* g = gate_up + (int64_t(e) * 2 * I + i) * H;
-    const T* u = g + I * H;
-    float gs = 0.0f, us = 0.0f;
-    for (int64_t c = lane; c < H; c += 32) {
-        const float xv = to_float(xr[c]);
-        gs += xv * to_float(g[c]);
-        us += xv * to_float(u[c]);
-    }
-    gs = warp_sum(gs);
-    us = warp_sum(us);
-    if (lane == 0) act[pair * I + i] = gs / (1.0f + __expf(-gs)) * us;
+    const float2 gu = warp_dot2(x + t * x_s0, g, g + I * H, H);
+    if ((threadIdx.x & 31) == 0) act[pair * I + i] = gu.x / (1.0f + __expf(-gu.x)) * gu.y;
 }
 
-// out[p, c] = down_e[c, :] . act[p, :]; one warp per (p, c).
+// out[p, c] = down_e[c, :] . act[p, :]; one warp per (p, c). Assumes I % 8 == 0.
 template <typename T>
 __global__ void expert_down_gemv(const float* act, const T* down, const int32_t* ids,
                                  int64_t i_s0, int k, int64_t I, int64_t H, float* out) {
     const int64_t pair = blockIdx.x;
     const int64_t c = blockIdx.y * int64_t(blockDim.x / 32) + (threadIdx.x >> 5);
     if (c >= H) return;
-    const int lane = threadIdx.x & 31;
     const int e = ids[(pair / k) * i_s0 + pair % k];
-    const T* d = down + (int64_t(e) * H + c) * I;
-    const float* a = act + pair * I;
-    float sum = 0.0f;
-    for (int64_t i = lane; i < I; i += 32) sum += a[i] * to_float(d[i]);
-    sum = warp_sum(sum);
-    if (lane == 0) out[pair * H + c] = sum;
+    const float2 d = warp_dot2<float, T>(act + pair * I, down + (int64_t(e) * H + c) * I,
+                                         static_cast<const T*>(nullptr), I);
+    if ((threadIdx.x & 31) == 0) out[pair * H + c] = d.x;
 }
 
 // y[t, c] += sum_j w[t, j] * out[slot(t, j), c], slot = t * k + j or its sorted position.
@@ -250,7 +275,9 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y) {
     if (x.size(0) == 0) return;
-    const bool small = x.size(0) * ids.size(1) <= kGemvMaxPairs;
+    // The GEMV kernels read 8 elements per lane step from 16-byte aligned rows.
+    const bool vectorizable = x.size(1) % 8 == 0 && down.size(2) % 8 == 0 && x.stride[0] % 8 == 0;
+    const bool small = x.size(0) * ids.size(1) <= kGemvMaxPairs && vectorizable;
     dispatch_float(x.dtype, "moe_experts", [&](auto tag) {
         using E = decltype(tag);
         if (small) experts_gemv<E>(ctx, x, gate_up, down, ids, weights, y);

@@ -44,7 +44,8 @@ __device__ int64_t count_at_least(const float* l, int64_t n, uint32_t threshold)
 __device__ uint32_t kth_largest_key(const float* l, int64_t n, int64_t k) {
     uint32_t lo = 0, hi = 0xffffffffu; // invariant: count(lo) >= k
     while (lo < hi) {
-        const uint32_t mid = lo + (hi - lo + 1) / 2;
+        // 64-bit: hi - lo + 1 overflows 32 bits on the first step.
+        const uint32_t mid = uint32_t(lo + (uint64_t(hi) - lo + 1) / 2);
         if (count_at_least(l, n, mid) >= k) lo = mid;
         else hi = mid - 1;
     }
