@@ -228,6 +228,25 @@ TEST_P(CudaOps, PagedAttentionMixedBatch) {
     }
 }
 
+TEST_P(CudaOps, PagedAttentionSplitKDecode) {
+    // Few rows, long contexts: the key range splits across blocks (flash-decoding) and merges.
+    const auto c = ctx();
+    const int64_t nH = 16, nKV = 2, D = 256;
+    const int32_t bs = 16, NB = 400;
+    std::vector<int32_t> blocks0, blocks1;
+    for (int i = 0; i < 188; ++i) blocks0.push_back(2 * i);     // context 3000
+    for (int i = 0; i < 8; ++i) blocks1.push_back(2 * i + 1);   // context 128
+    DualBatch batch(c, {{1, 2999, 0, blocks0}, {1, 127, 1, blocks1}}, bs);
+    Tensor kc = input({NB, bs, nKV, D}, 85), vc = input({NB, bs, nKV, D}, 86);
+    Tensor q = input({2, nH, D}, 87);
+    Tensor ref = zeros({2, nH, D});
+    ops::paged_attention(kCpuRef, q, kc, vc, batch.host(), 0.0625f, ref);
+    Tensor out = to_device(c, zeros({2, nH, D}), dt());
+    ops::paged_attention(c, to_device(c, q, dt()), to_device(c, kc, dt()), to_device(c, vc, dt()),
+                         batch.device(), 0.0625f, out);
+    EXPECT_TRUE(near(to_host(c, out), ref, reduction()));
+}
+
 TEST_P(CudaOps, MoeRouteExpertsAroundTheGemvBoundary) {
     const auto c = ctx();
     struct Case {

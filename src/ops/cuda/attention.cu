@@ -1,8 +1,11 @@
 // Implements ops/attention.h on CUDA.
 // kv_cache_write: one block per (sequence, row slot), threads over kv heads x head dim.
-// paged_attention (any T, head dim <= 256): one block per (row, query head); 4 warps split the
-// keys 0..p, each keeps an online softmax (running max, sum, and its share of the output in
-// registers: lane l owns dims l, l+32, ...), and the warps merge through shared memory.
+// paged_attention (any T, head dim <= 256): a block per (row, query head, key split); 4 warps
+// split the block's keys, each keeps an online softmax (running max, sum, and its share of the
+// output in registers: lane l owns dims l, l+32, ...), and the warps merge through shared memory.
+// Chosen split-K (flash-decoding) when few rows run: splits write partials that a second kernel
+// merges; otherwise one split writes the output directly.
+#include <algorithm>
 #include <cfloat>
 
 #include "ops/cuda/cuda_common.cuh"
@@ -44,8 +47,9 @@ __global__ void cache_write_kernel(PagedArgs a, const T* k, const T* v, int64_t 
 template <typename T>
 __global__ void attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t q_s1,
                                  const T* kc, const T* vc, int group, int D, float scale, T* out,
-                                 int64_t o_s0, int64_t o_s1, int max_rows) {
+                                 int64_t o_s0, int64_t o_s1, int max_rows, float* partials) {
     const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows, h = blockIdx.y;
+    const int split = blockIdx.z, splits = gridDim.z;
     const int32_t r0 = a.row_begin[s];
     if (r0 + i >= a.row_begin[s + 1]) return;
     const int64_t r = r0 + i, p = a.pos_begin[s] + i;
@@ -57,8 +61,11 @@ __global__ void attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t 
         qd[m] = d < D ? to_float(q[r * q_s0 + h * q_s1 + d]) * scale : 0.0f;
         acc[m] = 0.0f;
     }
+    // This block's share of the keys [0, p]: one of `splits` equal ranges.
+    const int64_t per_split = (p + splits) / splits; // ceil((p + 1) / splits)
+    const int64_t key_begin = split * per_split, key_end = min(p + 1, key_begin + per_split);
     float run_max = -FLT_MAX, run_sum = 0.0f;
-    for (int64_t tau = warp; tau <= p; tau += kWarps) {
+    for (int64_t tau = key_begin + warp; tau < key_end; tau += kWarps) {
         const int64_t off = cache_offset(a, s, tau, kvh);
         float dot = 0.0f;
 #pragma unroll
@@ -90,12 +97,62 @@ __global__ void attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t 
     float total_sum = 0.0f;
     for (int w = 0; w < kWarps; ++w)
         if (s_sum[w] > 0.0f) total_sum += s_sum[w] * __expf(s_max[w] - total_max);
+    if (partials) { // split-K: leave (max, sum, unnormalised acc) for the combine kernel
+        float* part = partials + ((int64_t(blockIdx.x) * gridDim.y + h) * splits + split) * (D + 2);
+        if (threadIdx.x == 0) {
+            part[0] = total_max;
+            part[1] = total_sum;
+        }
+        for (int d = threadIdx.x; d < D; d += blockDim.x) {
+            float v = 0.0f;
+            for (int w = 0; w < kWarps; ++w)
+                if (s_sum[w] > 0.0f) v += s_acc[w][d] * __expf(s_max[w] - total_max);
+            part[2 + d] = v;
+        }
+        return;
+    }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float v = 0.0f;
         for (int w = 0; w < kWarps; ++w)
             if (s_sum[w] > 0.0f) v += s_acc[w][d] * __expf(s_max[w] - total_max);
         out[r * o_s0 + h * o_s1 + d] = from_float<T>(v / total_sum);
     }
+}
+
+// Merges the split-K partials of one (row, head): out = sum_s e^{m_s - M} acc_s / sum_s e^{m_s - M} l_s.
+template <typename T>
+__global__ void combine_splits(PagedArgs a, const float* partials, int splits, int D, T* out,
+                               int64_t o_s0, int64_t o_s1, int max_rows) {
+    const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows, h = blockIdx.y;
+    const int32_t r0 = a.row_begin[s];
+    if (r0 + i >= a.row_begin[s + 1]) return;
+    const float* base = partials + (int64_t(blockIdx.x) * gridDim.y + h) * splits * (D + 2);
+    float m = -FLT_MAX;
+    for (int k = 0; k < splits; ++k)
+        if (base[k * (D + 2) + 1] > 0.0f) m = fmaxf(m, base[k * (D + 2)]);
+    float l = 0.0f;
+    for (int k = 0; k < splits; ++k)
+        if (base[k * (D + 2) + 1] > 0.0f) l += base[k * (D + 2) + 1] * __expf(base[k * (D + 2)] - m);
+    const int64_t r = r0 + i;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float v = 0.0f;
+        for (int k = 0; k < splits; ++k)
+            if (base[k * (D + 2) + 1] > 0.0f)
+                v += base[k * (D + 2) + 2 + d] * __expf(base[k * (D + 2)] - m);
+        out[r * o_s0 + h * o_s1 + d] = from_float<T>(v / l);
+    }
+}
+
+// Splits of the key range per (row, head): enough blocks to cover the SMs twice when few rows
+// run (decode), one block per (row, head) otherwise; each split keeps >= kMinKeysPerSplit keys.
+constexpr int kTargetBlocks = 264; // 2 x 132 SMs of an H200
+constexpr int kMinKeysPerSplit = 128;
+constexpr int kMaxSplits = 64;
+int choose_splits(int64_t row_heads, int64_t max_context) {
+    if (row_heads >= kTargetBlocks) return 1;
+    const int64_t by_blocks = (kTargetBlocks + row_heads - 1) / row_heads;
+    const int64_t by_keys = (max_context + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+    return int(std::max<int64_t>(1, std::min<int64_t>({by_blocks, by_keys, kMaxSplits})));
 }
 
 PagedArgs paged_args(const SeqBatch& b, const TensorView& cache) {
@@ -127,15 +184,28 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
     require(D <= 32 * kMaxDimPerLane, "paged_attention: CUDA supports head dim <= 256, got ", D);
     if (batch.num_seqs == 0 || batch.max_rows_per_seq == 0) return;
     const int group = int(q.size(1) / k_cache.size(2));
-    const dim3 grid(unsigned(batch.num_seqs * batch.max_rows_per_seq), unsigned(q.size(1)));
+    const int64_t row_slots = int64_t(batch.num_seqs) * batch.max_rows_per_seq;
+    const int splits = choose_splits(int64_t(batch.num_rows) * q.size(1), batch.max_context);
+    const dim3 grid(unsigned(row_slots), unsigned(q.size(1)), unsigned(splits));
+    Tensor partials;
+    if (splits > 1)
+        partials = Tensor::empty(allocator(ctx.device), DType::F32,
+                                 {row_slots * q.size(1) * splits * (D + 2)});
     dispatch_float(q.dtype, "paged_attention", [&](auto tag) {
         using E = decltype(tag);
         attention_kernel<E><<<grid, 32 * kWarps, 0, stream_of(ctx)>>>(
             paged_args(batch, k_cache), q.ptr<E>(), q.stride[0], q.stride[1], k_cache.ptr<E>(),
             v_cache.ptr<E>(), group, D, scale, out.ptr<E>(), out.stride[0], out.stride[1],
-            batch.max_rows_per_seq);
+            batch.max_rows_per_seq, splits > 1 ? partials.ptr<float>() : nullptr);
+        check_launch("attention_kernel");
+        if (splits > 1) {
+            combine_splits<E><<<dim3(unsigned(row_slots), unsigned(q.size(1))), 128, 0,
+                                stream_of(ctx)>>>(paged_args(batch, k_cache), partials.ptr<float>(),
+                                                  splits, D, out.ptr<E>(), out.stride[0],
+                                                  out.stride[1], batch.max_rows_per_seq);
+            check_launch("combine_splits");
+        }
     });
-    check_launch("attention_kernel");
 }
 
 } // namespace ninfer::ops::cuda
