@@ -70,7 +70,8 @@ struct TensorView {
 // Owns device memory; the deleter knows the device.
 using Buffer = std::shared_ptr<void>;
 
-// Allocates device memory. CPU allocations are 64-byte aligned and zero-filled.
+// Allocates device memory. CPU allocations are 64-byte aligned and zero-filled; CUDA ones are
+// 256-byte aligned and uninitialised.
 class Allocator {
 public:
     virtual ~Allocator() = default;

@@ -41,7 +41,8 @@ public:
             fail(ErrorCategory::OutOfMemory, "cuda:", index_, ": allocation of ", bytes,
                  " bytes failed: ", cudaGetErrorString(status));
         }
-        check(cudaMemsetAsync(p, 0, size, nullptr), "cudaMemsetAsync");
+        // Not zero-filled (unlike CPU allocations): every user writes before reading, and a
+        // memset per scratch tensor would add a launch to hot paths.
         return Buffer(p, [](void* q) { cudaFreeAsync(q, nullptr); });
     }
     Device device() const override { return Device::cuda(index_); }
