@@ -40,12 +40,14 @@ TensorView cols(const TensorView& v, int64_t begin, int64_t count) {
 // Activation buffers, sized for `capacity` rows and reused across calls.
 struct Qwen35Model::Scratch {
     int64_t capacity = 0;
+    int64_t generation = 0;
     Tensor x, h, proj, conv_out, g, beta, core, q, k, attn, gate_up, act, router, route_w,
         route_ids, shared, selected;
 
     void ensure(const io::ModelConfig& c, Device device, DType dt, int64_t rows) {
         if (rows <= capacity) return;
         capacity = std::max<int64_t>(rows, 2 * capacity);
+        ++generation;
         Allocator& a = ops::device_allocator(device);
         const int64_t T = capacity, H = c.hidden_size, D = c.head_dim;
         const int64_t gdn_in = c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads;
@@ -106,6 +108,15 @@ Qwen35Model::Qwen35Model(io::ModelConfig config, ModelWeights weights, Device de
 std::unique_ptr<Qwen35Model> Qwen35Model::random(const io::ModelConfig& config,
                                                  const ops::ExecContext& ctx, uint64_t seed) {
     return std::make_unique<Qwen35Model>(config, random_weights(config, ctx, seed), ctx.device);
+}
+
+int64_t Qwen35Model::scratch_generation() const { return scratch_->generation; }
+
+bool Qwen35Model::capturable(const ops::ExecContext& ctx, int64_t rows) const {
+    if (ctx.device.is_cpu()) return false;
+    const io::ModelConfig& c = config_;
+    return !c.moe || ops::moe_experts_capturable(ctx, rows * c.num_experts_per_tok, c.hidden_size,
+                                                 c.moe_intermediate_size);
 }
 
 int64_t Qwen35Model::scratch_bytes() const {

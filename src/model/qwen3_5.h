@@ -59,6 +59,11 @@ public:
     // Device bytes of the weights, and of the activation scratch of the largest step so far.
     int64_t weight_bytes() const { return weight_bytes_; }
     int64_t scratch_bytes() const;
+    // Bumped whenever the activation scratch is reallocated: graphs captured before hold stale
+    // buffer addresses and must be captured again.
+    int64_t scratch_generation() const;
+    // Whether a forward over `rows` rows runs without host synchronisation (capturable).
+    bool capturable(const ops::ExecContext& ctx, int64_t rows) const;
 
     // Runs every layer over the batch, updating the caches, and writes the logits of the
     // selected rows: logits [R, V] F32 on the device.

@@ -86,6 +86,16 @@ void bind_device(const ExecContext& ctx) {
     if (!ctx.device.is_cpu()) cuda::bind_device(ctx);
 }
 
+std::shared_ptr<void> create_stream(Device device) {
+    if (device.is_cpu()) return nullptr;
+    return cuda::create_stream(device);
+}
+
+std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body) {
+    require(!ctx.device.is_cpu() && ctx.stream, "capture_graph: needs a CUDA context with a stream");
+    return cuda::capture_graph(ctx, body);
+}
+
 void synchronize(const ExecContext& ctx) {
     if (ctx.device.is_cpu()) return;
     cuda::synchronize(ctx);

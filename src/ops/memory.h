@@ -2,6 +2,9 @@
 // conversion, and fills. The model and runtime never touch device pointers otherwise.
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include "core/tensor.h"
 #include "ops/exec_context.h"
 
@@ -19,9 +22,23 @@ void download(const ExecContext& ctx, const TensorView& src, const TensorView& d
 void fill_zero(const ExecContext& ctx, const TensorView& dst);
 // Copies between contiguous tensors of one dtype on the same device (slot snapshots).
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
-// Makes ctx's device current on the calling thread (CUDA); every thread that launches work on a
-// device calls it first. No-op on the CPU.
+// Makes ctx's device current on the calling thread (CUDA), and ctx's stream the one this thread's
+// device allocations are ordered on; every thread that launches work on a device calls it first.
+// No-op on the CPU.
 void bind_device(const ExecContext& ctx);
+
+// A stream of its own for an engine (CUDA; nullptr on the CPU), destroyed with the holder. Work on
+// it can be captured into graphs (the legacy default stream cannot).
+std::shared_ptr<void> create_stream(Device device);
+
+// A captured sequence of device work, replayed with one launch (CUDA graphs). The captured body
+// must not synchronise with the host; its kernel arguments and buffers are fixed at capture.
+class Graph {
+public:
+    virtual ~Graph() = default;
+    virtual void launch(const ExecContext& ctx) = 0;
+};
+std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body);
 // Waits until the device has finished the work queued on ctx (no-op on the CPU).
 void synchronize(const ExecContext& ctx);
 // dst[i] = mean + stddev * philox_normal(seed, i) (core/philox.h), rounded to dst's dtype

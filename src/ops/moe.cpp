@@ -76,6 +76,11 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
     no_backend(op, ctx);
 }
 
+bool moe_experts_capturable(const ExecContext& ctx, int64_t pairs, int64_t H, int64_t I) {
+    if (ctx.device.is_cpu()) return false;
+    return cuda::moe_experts_capturable(pairs, H, I);
+}
+
 void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
                         const TensorView& shared, const TensorView& y) {
     constexpr const char* op = "add_sigmoid_scaled";

@@ -26,6 +26,10 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y);
 
+// Whether moe_experts runs for T * top_k = pairs (with hidden H and expert width I) without
+// synchronising with the host, so that it can be captured into a graph (ops/memory.h).
+bool moe_experts_capturable(const ExecContext& ctx, int64_t pairs, int64_t H, int64_t I);
+
 void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
                         const TensorView& shared, const TensorView& y);
 

@@ -12,6 +12,7 @@
 #include "io/model_files.h"
 #include "model/qwen3_5.h"
 #include "ops/memory.h"
+#include "runtime/decode_graphs.h"
 #include "runtime/kv_pool.h"
 #include "runtime/sampler.h"
 #include "runtime/sequence.h"
@@ -85,6 +86,8 @@ void validate_sampling(const SamplingOptions& s) {
 } // namespace
 
 struct Engine::Impl {
+    // Declared first so it is destroyed last: device memory is freed in order on this stream.
+    std::shared_ptr<void> stream;
     EngineOptions options;
     ops::ExecContext ctx;
     std::unique_ptr<model::Qwen35Model> model;
@@ -92,6 +95,7 @@ struct Engine::Impl {
     std::unique_ptr<runtime::KvPool> kv;
     std::unique_ptr<runtime::StatePool> states;
     std::unique_ptr<runtime::Sampler> sampler;
+    std::unique_ptr<runtime::DecodeGraphs> graphs; // CUDA only
     runtime::StepBuffers buffers;
 
     std::mutex mutex;
@@ -123,6 +127,8 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     ctx.cpu_mode = o.cpu_reference ? ops::CpuMode::Reference : ops::CpuMode::Fast;
     require(!o.cpu_reference || ctx.device.is_cpu(), "the reference ops run on the CPU only");
     ops::set_cpu_threads(o.threads);
+    stream = ops::create_stream(ctx.device);
+    ctx.stream = stream.get();
     ops::bind_device(ctx);
     model = load_model(o, ctx);
     const io::ModelConfig& c = model->config();
@@ -145,6 +151,15 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     states =
         std::make_unique<runtime::StatePool>(model->cache_spec(), o.max_sequences, ctx.device, dt);
     sampler = std::make_unique<runtime::Sampler>(ctx);
+    if (!ctx.device.is_cpu() && o.cuda_graphs)
+        graphs = std::make_unique<runtime::DecodeGraphs>(
+            ctx, *model, o.kv_block_size, int32_t(kv->blocks_for(info.max_context)),
+            int32_t(info.max_context));
+    if (!ctx.device.is_cpu()) { // the calling thread goes back to the default stream
+        ops::ExecContext unbound = ctx;
+        unbound.stream = nullptr;
+        ops::bind_device(unbound);
+    }
     thread = std::thread([this] { loop(); });
 }
 
@@ -216,11 +231,17 @@ void Engine::Impl::step() {
             e.seq->has_scheduled = true;
             e.seq->scheduled = now;
         }
-    model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, kv->block_size(), buffers);
     model::CacheViews caches{kv->k_views(), kv->v_views(), states->conv_views(),
                              states->recurrent_views()};
-    TensorView logits = buffers.logits_view(ctx, plan.logit_seqs.size(), info.vocab_size);
-    model->forward(ctx, batch, caches, logits);
+    TensorView logits;
+    if (graphs && graphs->eligible(plan)) {
+        logits = graphs->run(plan, caches);
+    } else {
+        model::ForwardBatch batch =
+            runtime::build_forward_batch(ctx, plan, kv->block_size(), buffers);
+        logits = buffers.logits_view(ctx, plan.logit_seqs.size(), info.vocab_size);
+        model->forward(ctx, batch, caches, logits);
+    }
     for (const auto& e : plan.entries) e.seq->cached += e.rows;
     std::vector<runtime::SampleInput> inputs;
     for (Sequence* seq : plan.logit_seqs)

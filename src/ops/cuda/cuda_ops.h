@@ -3,8 +3,12 @@
 // whose functions raise Unsupported.
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include "core/tensor.h"
 #include "ops/exec_context.h"
+#include "ops/memory.h"
 #include "ops/gated_delta_rule.h"
 #include "ops/sampling.h"
 #include "ops/seq_batch.h"
@@ -19,6 +23,8 @@ void fill_zero(const ExecContext& ctx, const TensorView& dst);
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 void synchronize(const ExecContext& ctx);
 void bind_device(const ExecContext& ctx);
+std::shared_ptr<void> create_stream(Device device);
+std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body);
 void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
                  float stddev);
 
@@ -56,6 +62,7 @@ void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t 
 void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y);
+bool moe_experts_capturable(int64_t pairs, int64_t H, int64_t I);
 void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
                         const TensorView& shared, const TensorView& y);
 void logprobs_top_k(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,

@@ -19,6 +19,10 @@ void fill_zero(const ExecContext&, const TensorView&) { no_cuda("fill_zero"); }
 void copy(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("copy"); }
 void synchronize(const ExecContext&) { no_cuda("synchronize"); }
 void bind_device(const ExecContext&) { no_cuda("bind_device"); }
+std::shared_ptr<void> create_stream(Device) { no_cuda("create_stream"); }
+std::unique_ptr<Graph> capture_graph(const ExecContext&, const std::function<void()>&) {
+    no_cuda("capture_graph");
+}
 void fill_random(const ExecContext&, const TensorView&, uint64_t, float, float) { no_cuda("fill_random"); }
 void embedding(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("embedding"); }
 void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("rms_norm"); }
@@ -35,6 +39,7 @@ void kv_cache_write(const ExecContext&, const TensorView&, const TensorView&, co
 void paged_attention(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const SeqBatch&, float, const TensorView&) { no_cuda("paged_attention"); }
 void moe_route(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&) { no_cuda("moe_route"); }
 void moe_experts(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_experts"); }
+bool moe_experts_capturable(int64_t, int64_t, int64_t) { no_cuda("moe_experts_capturable"); }
 void add_sigmoid_scaled(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add_sigmoid_scaled"); }
 void logprobs_top_k(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&) { no_cuda("logprobs_top_k"); }
 void apply_penalties(const ExecContext&, const TensorView&, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("apply_penalties"); }

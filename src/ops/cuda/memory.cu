@@ -19,6 +19,10 @@ void throw_cuda(cudaError_t status, const char* what) {
 
 namespace {
 
+// The stream device allocations of this thread are ordered on (set by bind_device): the engine's
+// own stream, so allocations inside a graph capture become graph allocation nodes.
+thread_local cudaStream_t t_alloc_stream = nullptr;
+
 // Allocations come from the device's default memory pool (cudaMallocAsync) with an unlimited
 // release threshold, so freed memory is reused without synchronising the device.
 class CudaAllocator final : public Allocator {
@@ -35,7 +39,8 @@ public:
         check(cudaSetDevice(index_), "cudaSetDevice");
         void* p = nullptr;
         const size_t size = size_t(std::max<int64_t>(bytes, 256));
-        const cudaError_t status = cudaMallocAsync(&p, size, nullptr);
+        cudaStream_t stream = t_alloc_stream;
+        const cudaError_t status = cudaMallocAsync(&p, size, stream);
         if (status != cudaSuccess) {
             cudaGetLastError();
             fail(ErrorCategory::OutOfMemory, "cuda:", index_, ": allocation of ", bytes,
@@ -43,7 +48,7 @@ public:
         }
         // Not zero-filled (unlike CPU allocations): every user writes before reading, and a
         // memset per scratch tensor would add a launch to hot paths.
-        return Buffer(p, [](void* q) { cudaFreeAsync(q, nullptr); });
+        return Buffer(p, [stream](void* q) { cudaFreeAsync(q, stream); });
     }
     Device device() const override { return Device::cuda(index_); }
 
@@ -119,6 +124,53 @@ void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst) 
 
 void bind_device(const ExecContext& ctx) {
     check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
+    t_alloc_stream = stream_of(ctx);
+}
+
+std::shared_ptr<void> create_stream(Device device) {
+    check(cudaSetDevice(device.index), "cudaSetDevice");
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    return std::shared_ptr<void>(stream, [](void* s) {
+        cudaStreamSynchronize(static_cast<cudaStream_t>(s));
+        cudaStreamDestroy(static_cast<cudaStream_t>(s));
+    });
+}
+
+namespace {
+
+class CudaGraph final : public Graph {
+public:
+    explicit CudaGraph(cudaGraphExec_t exec) : exec_(exec) {}
+    ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+    void launch(const ExecContext& ctx) override {
+        check(cudaGraphLaunch(exec_, stream_of(ctx)), "cudaGraphLaunch");
+    }
+
+private:
+    cudaGraphExec_t exec_;
+};
+
+} // namespace
+
+std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body) {
+    cudaStream_t stream = stream_of(ctx);
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+    try {
+        body();
+    } catch (...) {
+        cudaGraph_t broken = nullptr;
+        cudaStreamEndCapture(stream, &broken);
+        if (broken) cudaGraphDestroy(broken);
+        throw;
+    }
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamEndCapture(stream, &graph), "end capture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(status, "cudaGraphInstantiate");
+    return std::make_unique<CudaGraph>(exec);
 }
 
 void synchronize(const ExecContext& ctx) {

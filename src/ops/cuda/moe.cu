@@ -259,6 +259,12 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorVi
 
 } // namespace
 
+// The GEMV route (no host synchronisation) takes few pairs; its kernels read 8 elements per lane
+// step from 16-byte aligned rows.
+bool moe_experts_capturable(int64_t pairs, int64_t H, int64_t I) {
+    return pairs <= kGemvMaxPairs && H % 8 == 0 && I % 8 == 0;
+}
+
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids) {
     const int64_t T = router_logits.size(0), E = router_logits.size(1);
@@ -275,9 +281,8 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y) {
     if (x.size(0) == 0) return;
-    // The GEMV kernels read 8 elements per lane step from 16-byte aligned rows.
-    const bool vectorizable = x.size(1) % 8 == 0 && down.size(2) % 8 == 0 && x.stride[0] % 8 == 0;
-    const bool small = x.size(0) * ids.size(1) <= kGemvMaxPairs && vectorizable;
+    const bool small = x.stride[0] % 8 == 0 &&
+                       moe_experts_capturable(x.size(0) * ids.size(1), x.size(1), down.size(2));
     dispatch_float(x.dtype, "moe_experts", [&](auto tag) {
         using E = decltype(tag);
         if (small) experts_gemv<E>(ctx, x, gate_up, down, ids, weights, y);
