@@ -23,7 +23,8 @@ Conversation build_conversation(const TextOptions& o) {
     if (!o.system.empty()) {
         require(c.messages.empty() || c.messages[0].value("role", "") != "system",
                 "--system: the messages already start with a system message");
-        c.messages.insert(c.messages.begin(), {{"role", "system"}, {"content", o.system}});
+        const nlohmann::ordered_json system = {{"role", "system"}, {"content", o.system}};
+        c.messages.insert(c.messages.begin(), system); // (an init list would insert 2 items)
     }
     return c;
 }
