@@ -144,15 +144,14 @@ __global__ void combine_splits(PagedArgs a, const float* partials, int splits, i
 }
 
 // Splits of the key range per (row, head): enough blocks to cover the SMs twice when few rows
-// run (decode), one block per (row, head) otherwise; each split keeps >= kMinKeysPerSplit keys.
+// run (decode), one block per (row, head) otherwise. The count depends on the row and head
+// counts only, not on the context, so a graph captured at one context length replays the same
+// arithmetic at another (splits with no keys exit at once).
 constexpr int kTargetBlocks = 264; // 2 x 132 SMs of an H200
-constexpr int kMinKeysPerSplit = 128;
 constexpr int kMaxSplits = 64;
-int choose_splits(int64_t row_heads, int64_t max_context) {
+int choose_splits(int64_t row_heads) {
     if (row_heads >= kTargetBlocks) return 1;
-    const int64_t by_blocks = (kTargetBlocks + row_heads - 1) / row_heads;
-    const int64_t by_keys = (max_context + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
-    return int(std::max<int64_t>(1, std::min<int64_t>({by_blocks, by_keys, kMaxSplits})));
+    return int(std::min<int64_t>((kTargetBlocks + row_heads - 1) / row_heads, kMaxSplits));
 }
 
 PagedArgs paged_args(const SeqBatch& b, const TensorView& cache) {
@@ -185,7 +184,7 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
     if (batch.num_seqs == 0 || batch.max_rows_per_seq == 0) return;
     const int group = int(q.size(1) / k_cache.size(2));
     const int64_t row_slots = int64_t(batch.num_seqs) * batch.max_rows_per_seq;
-    const int splits = choose_splits(int64_t(batch.num_rows) * q.size(1), batch.max_context);
+    const int splits = choose_splits(int64_t(batch.num_rows) * q.size(1));
     const dim3 grid(unsigned(row_slots), unsigned(q.size(1)), unsigned(splits));
     Tensor partials;
     if (splits > 1)
