@@ -84,7 +84,9 @@ Stat stat_of(const std::vector<double>& v) {
     s.stddev = v.size() > 1 ? std::sqrt(s.stddev / double(v.size() - 1)) : 0.0;
     return s;
 }
-nlohmann::json stat_json(const Stat& s) { return {{"mean", s.mean}, {"std", s.stddev}}; }
+nlohmann::json stat_json(const Stat& s) {
+    return {{"mean", s.mean}, {"std", s.stddev}};
+}
 
 RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint64_t seed) {
     GenerationRequest r;
@@ -117,10 +119,9 @@ double prefill_flops(const io::ModelConfig& c, const model::ParamCounts& p, doub
     const double matmul = 2.0 * double(p.active_per_token - c.hidden_size) * P;
     const double attn = double(c.count_layers(io::LayerKind::FullAttention)) * 2.0 *
                         double(c.num_heads * c.head_dim) * P * P;
-    const double gdn = double(c.count_layers(io::LayerKind::LinearAttention)) * 4.0 *
-                       double(c.linear_num_value_heads * c.linear_key_head_dim *
-                              c.linear_value_head_dim) *
-                       P;
+    const double gdn =
+        double(c.count_layers(io::LayerKind::LinearAttention)) * 4.0 *
+        double(c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim) * P;
     return matmul + attn + gdn;
 }
 
@@ -144,8 +145,11 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
             roofline.push_back(tok_s * decode_bytes(c, p, elem, context) / copy_bw);
         }
     }
-    nlohmann::json j = {{"test", t.name}, {"prompt_tokens", t.prompt}, {"gen_tokens", t.gen},
-                        {"reps", o.reps}, {"ttft_s", stat_json(stat_of(ttft))}};
+    nlohmann::json j = {{"test", t.name},
+                        {"prompt_tokens", t.prompt},
+                        {"gen_tokens", t.gen},
+                        {"reps", o.reps},
+                        {"ttft_s", stat_json(stat_of(ttft))}};
     if (!prefill.empty()) {
         j["prefill_tok_s"] = stat_json(stat_of(prefill));
         j["prefill_tflops"] = stat_json(stat_of(tflops));
@@ -190,26 +194,30 @@ int bench(BenchOptions o) {
     o.engine.max_context = longest + 1;
     o.engine.max_sequences = 1;
     o.engine.max_batch_tokens = std::max(largest_chunk, 1);
-    const io::ModelConfig c = io::load_hf_config(o.engine.config_file.empty() ? o.engine.model_dir
-                                                                              : o.engine.config_file);
+    const io::ModelConfig c = io::load_hf_config(
+        o.engine.config_file.empty() ? o.engine.model_dir : o.engine.config_file);
     // Ceilings, measured in this run on this device (before the engine starts its threads).
-    ops::ExecContext ctx = o.engine.device == "cpu" ? ops::ExecContext::cpu()
-                                                    : ops::ExecContext::cuda(0, DType::BF16);
-    if (o.engine.device.rfind("cuda:", 0) == 0) ctx.device.index = std::stoi(o.engine.device.substr(5));
+    ops::ExecContext ctx =
+        o.engine.device == "cpu" ? ops::ExecContext::cpu() : ops::ExecContext::cuda(0, DType::BF16);
+    if (o.engine.device.rfind("cuda:", 0) == 0)
+        ctx.device.index = std::stoi(o.engine.device.substr(5));
     if (o.engine.dtype == "f32") ctx.dtype = DType::F32;
     ops::bind_device(ctx);
     const bool gpu = !ctx.device.is_cpu();
-    const double copy_bw = ops::measure_copy_bandwidth(ctx, gpu ? (int64_t(1) << 31) : (int64_t(1) << 28), 5);
+    const double copy_bw =
+        ops::measure_copy_bandwidth(ctx, gpu ? (int64_t(1) << 31) : (int64_t(1) << 28), 5);
     const double gemm = ops::measure_gemm_flops(ctx, gpu ? 8192 : 1024, 5);
     const auto t0 = std::chrono::steady_clock::now();
     Engine engine(o.engine);
-    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double load_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const MemoryStats mem0 = engine.memory_stats();
     const int64_t elem = dtype_size(ctx.dtype);
     const model::ParamCounts p = model::count_params(c, c.mtp_num_hidden_layers);
     nlohmann::json out = {
         {"schema_version", kSchemaVersion},
-        {"model", o.engine.random_weights ? o.engine.config_file + " (random weights)" : o.engine.model_dir},
+        {"model",
+         o.engine.random_weights ? o.engine.config_file + " (random weights)" : o.engine.model_dir},
         {"model_type", c.model_type},
         {"device", o.engine.device},
         {"dtype", dtype_name(ctx.dtype)},
@@ -221,10 +229,14 @@ int bench(BenchOptions o) {
     for (const Test& t : tests) results.push_back(run_test(engine, t, o, c, p, elem, copy_bw));
     out["results"] = results;
     const MemoryStats mem = engine.memory_stats();
-    out["memory_bytes"] = {{"weights", mem0.weights}, {"kv_cache", mem.kv_cache},
-                           {"state", mem.state}, {"workspace", mem.workspace}};
-    if (o.output == "json") std::cout << out.dump(2) << std::endl;
-    else print_table(out);
+    out["memory_bytes"] = {{"weights", mem0.weights},
+                           {"kv_cache", mem.kv_cache},
+                           {"state", mem.state},
+                           {"workspace", mem.workspace}};
+    if (o.output == "json")
+        std::cout << out.dump(2) << std::endl;
+    else
+        print_table(out);
     return 0;
 }
 
@@ -246,7 +258,8 @@ Action add_bench_command(CLI::App& app) {
     app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
     app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
     app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
-    app.add_option("-o,--output", o->output, "table or json")->check(CLI::IsMember({"table", "json"}));
+    app.add_option("-o,--output", o->output, "table or json")
+        ->check(CLI::IsMember({"table", "json"}));
     return [o] {
         require(o->engine.random_weights == !o->engine.config_file.empty() ||
                     !o->engine.model_dir.empty(),

@@ -92,8 +92,8 @@ int64_t total_bytes(const ModelWeights& w) {
     int64_t n = w.embed.view().nbytes() + w.final_norm.view().nbytes();
     if (w.lm_head.view().data != w.embed.view().data) n += w.lm_head.view().nbytes();
     for (const auto& l : w.layers) n += layer_bytes(l);
-    for (const Tensor* t : {&w.mtp.fc, &w.mtp.pre_fc_norm_embedding, &w.mtp.pre_fc_norm_hidden,
-                            &w.mtp.norm})
+    for (const Tensor* t :
+         {&w.mtp.fc, &w.mtp.pre_fc_norm_embedding, &w.mtp.pre_fc_norm_hidden, &w.mtp.norm})
         if (t->defined()) n += t->view().nbytes();
     for (const auto& l : w.mtp.layers) n += layer_bytes(l);
     return n;
@@ -110,7 +110,9 @@ std::unique_ptr<Qwen35Model> Qwen35Model::random(const io::ModelConfig& config,
     return std::make_unique<Qwen35Model>(config, random_weights(config, ctx, seed), ctx.device);
 }
 
-int64_t Qwen35Model::scratch_generation() const { return scratch_->generation; }
+int64_t Qwen35Model::scratch_generation() const {
+    return scratch_->generation;
+}
 
 bool Qwen35Model::capturable(const ops::ExecContext& ctx, int64_t rows) const {
     if (ctx.device.is_cpu()) return false;
@@ -122,9 +124,9 @@ bool Qwen35Model::capturable(const ops::ExecContext& ctx, int64_t rows) const {
 int64_t Qwen35Model::scratch_bytes() const {
     const Scratch& s = *scratch_;
     int64_t n = 0;
-    for (const Tensor* t : {&s.x, &s.h, &s.proj, &s.conv_out, &s.g, &s.beta, &s.core, &s.q, &s.k,
-                            &s.attn, &s.gate_up, &s.act, &s.router, &s.route_w, &s.route_ids,
-                            &s.shared, &s.selected})
+    for (const Tensor* t :
+         {&s.x, &s.h, &s.proj, &s.conv_out, &s.g, &s.beta, &s.core, &s.q, &s.k, &s.attn, &s.gate_up,
+          &s.act, &s.router, &s.route_w, &s.route_ids, &s.shared, &s.selected})
         if (t->defined()) n += t->view().nbytes();
     return n;
 }

@@ -36,7 +36,7 @@ RandomInit random_init_for(const std::string& name) {
     };
     if (ends("linear_attn.norm.weight")) return {1.0f, 0.02f};
     if (ends("norm.weight") || ends("layernorm.weight")) return {0.0f, 0.02f};
-    if (ends("A_log")) return {1.5f, 0.5f};     // log of A in HF's U(0.01, 16) init
+    if (ends("A_log")) return {1.5f, 0.5f}; // log of A in HF's U(0.01, 16) init
     if (ends("dt_bias")) return {0.0f, 0.5f};
     if (ends("conv1d.weight")) return {0.0f, 0.2f};
     return {0.0f, 0.02f};

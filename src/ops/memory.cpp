@@ -92,7 +92,8 @@ std::shared_ptr<void> create_stream(Device device) {
 }
 
 std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body) {
-    require(!ctx.device.is_cpu() && ctx.stream, "capture_graph: needs a CUDA context with a stream");
+    require(!ctx.device.is_cpu() && ctx.stream,
+            "capture_graph: needs a CUDA context with a stream");
     return cuda::capture_graph(ctx, body);
 }
 
@@ -111,8 +112,10 @@ void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, f
     const int64_t n = dst.numel();
     for (int64_t i = 0; i < n; ++i) {
         const float v = mean + stddev * philox_normal(seed, uint64_t(i));
-        if (dst.dtype == DType::F32) dst.ptr<float>()[i] = v;
-        else dst.ptr<uint16_t>()[i] = float_to_bf16(v);
+        if (dst.dtype == DType::F32)
+            dst.ptr<float>()[i] = v;
+        else
+            dst.ptr<uint16_t>()[i] = float_to_bf16(v);
     }
 }
 
@@ -140,8 +143,10 @@ double measure_copy_bandwidth(const ExecContext& ctx, int64_t bytes, int reps) {
     std::vector<double> times;
     for (int r = 0; r <= reps; ++r) {
         const double t = timed(ctx, [&] {
-            if (ctx.device.is_cpu()) std::memcpy(dst.view().data, src.view().data, size_t(bytes));
-            else cuda::copy(ctx, src, dst);
+            if (ctx.device.is_cpu())
+                std::memcpy(dst.view().data, src.view().data, size_t(bytes));
+            else
+                cuda::copy(ctx, src, dst);
         });
         if (r > 0) times.push_back(t); // the first run warms up
     }

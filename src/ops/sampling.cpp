@@ -48,8 +48,7 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
                                     in_prompt);
     }
     case DeviceType::Cuda:
-        return cuda::apply_penalties(ctx, logits, params, offsets, tokens, counts,
-                                    in_prompt);
+        return cuda::apply_penalties(ctx, logits, params, offsets, tokens, counts, in_prompt);
     }
     no_backend(op, ctx);
 }

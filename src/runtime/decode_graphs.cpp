@@ -66,9 +66,11 @@ DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S) {
     s.batch.tokens = s.d_tokens.view();
     s.batch.positions = s.d_positions.view();
     s.batch.logit_rows = s.d_rows.view();
-    ops::upload(ctx_, TensorView::contiguous(s.row_begin.data(), DType::I32, Device::cpu(), {S + 1}),
+    ops::upload(ctx_,
+                TensorView::contiguous(s.row_begin.data(), DType::I32, Device::cpu(), {S + 1}),
                 s.d_row_begin);
-    ops::upload(ctx_, TensorView::contiguous(s.rows.data(), DType::I32, Device::cpu(), {S}), s.d_rows);
+    ops::upload(ctx_, TensorView::contiguous(s.rows.data(), DType::I32, Device::cpu(), {S}),
+                s.d_rows);
     return s;
 }
 

@@ -152,9 +152,9 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
         std::make_unique<runtime::StatePool>(model->cache_spec(), o.max_sequences, ctx.device, dt);
     sampler = std::make_unique<runtime::Sampler>(ctx);
     if (!ctx.device.is_cpu() && o.cuda_graphs)
-        graphs = std::make_unique<runtime::DecodeGraphs>(
-            ctx, *model, o.kv_block_size, int32_t(kv->blocks_for(info.max_context)),
-            int32_t(info.max_context));
+        graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, o.kv_block_size,
+                                                         int32_t(kv->blocks_for(info.max_context)),
+                                                         int32_t(info.max_context));
     if (!ctx.device.is_cpu()) { // the calling thread goes back to the default stream
         ops::ExecContext unbound = ctx;
         unbound.stream = nullptr;

@@ -73,7 +73,8 @@ public:
             row_begin_.push_back(row_begin_.back() + s.rows);
             pos_begin_.push_back(s.pos_begin);
             slot_.push_back(s.slot);
-            for (size_t i = 0; i < stride; ++i) table_.push_back(i < s.blocks.size() ? s.blocks[i] : 0);
+            for (size_t i = 0; i < stride; ++i)
+                table_.push_back(i < s.blocks.size() ? s.blocks[i] : 0);
             host_.max_rows_per_seq = std::max(host_.max_rows_per_seq, s.rows);
             host_.max_context = std::max(host_.max_context, s.pos_begin + s.rows);
         }

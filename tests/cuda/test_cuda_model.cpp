@@ -47,7 +47,8 @@ TEST_P(CudaFixtures, F32ConcurrentRequestsMatchSolo) {
     o.prefill_chunk = 16;
     Engine engine(o);
     std::vector<std::vector<int32_t>> solo;
-    for (const auto& c : f.cases) solo.push_back(ids_of(generate(engine, greedy_request(c.prompt, 8))));
+    for (const auto& c : f.cases)
+        solo.push_back(ids_of(generate(engine, greedy_request(c.prompt, 8))));
     std::vector<RequestStream> streams;
     for (const auto& c : f.cases) streams.push_back(engine.submit(greedy_request(c.prompt, 8)));
     for (size_t i = 0; i < streams.size(); ++i) {
@@ -76,13 +77,12 @@ std::vector<float> all_logits(const ops::ExecContext& ctx, const std::string& di
     model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, 16, buffers);
     std::vector<int32_t> rows(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
-    Tensor d_rows = to_device(ctx, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}),
-                              DType::I32);
+    Tensor d_rows = to_device(
+        ctx, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}), DType::I32);
     batch.logit_rows = d_rows;
     Tensor logits = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {n, V});
-    m->forward(ctx, batch, {kv.k_views(), kv.v_views(), states.conv_views(),
-                            states.recurrent_views()},
-               logits);
+    m->forward(ctx, batch,
+               {kv.k_views(), kv.v_views(), states.conv_views(), states.recurrent_views()}, logits);
     Tensor host = to_host(ctx, logits);
     return std::vector<float>(host.ptr<float>(), host.ptr<float>() + n * V);
 }
@@ -99,8 +99,8 @@ TEST_P(CudaFixtures, Bf16LogitsTrackTheCpu) {
     }
     const double bound = std::max(kBf16LogitsFloor, kBf16VsHfFactor * f.hf_bf16_logits_rel);
     EXPECT_GT(f.hf_bf16_logits_rel, 0.0) << "fixture lacks hf_bf16_logits_rel";
-    EXPECT_LE(max_diff / max_ref, bound) << f.name << " (HF's own bf16: " << f.hf_bf16_logits_rel
-                                         << ")";
+    EXPECT_LE(max_diff / max_ref, bound)
+        << f.name << " (HF's own bf16: " << f.hf_bf16_logits_rel << ")";
 }
 
 // Decode steps replayed as CUDA graphs compute what the eager launches compute (the same kernels
@@ -135,7 +135,8 @@ TEST_P(CudaFixtures, GraphReplayMatchesEager) {
         }
         ASSERT_EQ(runs[0].size(), runs[1].size());
         for (size_t r = 0; r < runs[0].size(); ++r) {
-            ASSERT_EQ(ids_of(runs[1][r]), ids_of(runs[0][r])) << f.name << " " << dtype << " run " << r;
+            ASSERT_EQ(ids_of(runs[1][r]), ids_of(runs[0][r]))
+                << f.name << " " << dtype << " run " << r;
             for (size_t i = 0; i < runs[0][r].size(); ++i)
                 EXPECT_NEAR(runs[1][r][i].logprob, runs[0][r][i].logprob, kLogprobScheduleAbs)
                     << dtype << " run " << r;

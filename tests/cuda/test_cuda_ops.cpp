@@ -130,8 +130,8 @@ TEST_P(CudaOps, Conv1dRaggedWithCarriedState) {
             ops::causal_conv1d_silu(kCpuRef, x, w, batch.host(), ref_state, ref);
             Tensor d_state = to_device(c, state, dt());
             Tensor dy = to_device(c, zeros({T, C}), dt());
-            ops::causal_conv1d_silu(c, to_device(c, x, dt()), to_device(c, w, dt()),
-                                    batch.device(), d_state, dy);
+            ops::causal_conv1d_silu(c, to_device(c, x, dt()), to_device(c, w, dt()), batch.device(),
+                                    d_state, dy);
             EXPECT_TRUE(near(to_host(c, dy), ref, reduction())) << "C=" << C << " T=" << T;
             EXPECT_TRUE(near(to_host(c, d_state), ref_state, kExact)) << "C=" << C;
         }
@@ -145,7 +145,8 @@ TEST_P(CudaOps, GdnGates) {
     Tensor A_log = input({Hv}, 52), dt_bias = input({Hv}, 53);
     Tensor g = zeros({T, Hv}), beta = zeros({T, Hv});
     ops::gdn_gates(kCpuRef, a, b, A_log, dt_bias, g, beta);
-    Tensor dg = to_device(c, zeros({T, Hv}), DType::F32), dbeta = to_device(c, zeros({T, Hv}), DType::F32);
+    Tensor dg = to_device(c, zeros({T, Hv}), DType::F32),
+           dbeta = to_device(c, zeros({T, Hv}), DType::F32);
     ops::gdn_gates(c, to_device(c, a, dt()), to_device(c, b, dt()), to_device(c, A_log, dt()),
                    to_device(c, dt_bias, dt()), dg, dbeta);
     EXPECT_TRUE(near(to_host(c, dg), g, kCudaF32));
@@ -165,7 +166,8 @@ void check_gdn(const CudaOps& t, const ops::ExecContext& c, int64_t Hk, int64_t 
     }
     Tensor state = random_tensor({3, Hv, dk, dv}, 65, 0.1f);
     std::vector<SeqSpecD> seqs;
-    for (size_t s = 0; s < rows.size(); ++s) seqs.push_back({rows[s], int32_t(3 * s), int32_t(2 - s)});
+    for (size_t s = 0; s < rows.size(); ++s)
+        seqs.push_back({rows[s], int32_t(3 * s), int32_t(2 - s)});
     DualBatch batch(c, seqs);
     Tensor ref_state = clone(state), ref = zeros({T, Hv, dv});
     ops::gated_delta_rule(kCpuRef, q, k, v, g, beta, batch.host(), ref_state, ref);
@@ -183,9 +185,9 @@ TEST_P(CudaOps, GatedDeltaRuleRoutesAndBoundaries) {
     // Key dim template sizes: 32 | 64 | 128 (b-1, b, b+1 around 32 and 64).
     for (int64_t dk : {16, 31, 32, 33, 63, 64, 65, 128})
         check_gdn(*this, c, 2, 4, dk, 32, {1, 9}, reduction());
-    check_gdn(*this, c, 16, 32, 128, 128, {1}, reduction());      // 35B decode shape
+    check_gdn(*this, c, 16, 32, 128, 128, {1}, reduction());        // 35B decode shape
     check_gdn(*this, c, 16, 48, 128, 128, {70, 1, 5}, reduction()); // 27B ratio 3, ragged
-    check_gdn(*this, c, 2, 2, 16, 40, {3, 4}, reduction());        // dv not a multiple of 32
+    check_gdn(*this, c, 2, 2, 16, 40, {3, 4}, reduction());         // dv not a multiple of 32
 }
 
 TEST_P(CudaOps, RopePartialAndLongPositions) {
@@ -205,7 +207,8 @@ TEST_P(CudaOps, RopePartialAndLongPositions) {
 
 TEST_P(CudaOps, PagedAttentionMixedBatch) {
     const auto c = ctx();
-    for (auto [nH, nKV, D] : {std::tuple<int64_t, int64_t, int64_t>{16, 2, 256}, {4, 4, 64}, {6, 2, 96}}) {
+    for (auto [nH, nKV, D] :
+         {std::tuple<int64_t, int64_t, int64_t>{16, 2, 256}, {4, 4, 64}, {6, 2, 96}}) {
         const int32_t bs = 16, NB = 40;
         // Sequence 0 decodes at position 300 (context cached); sequence 1 prefills 40 rows.
         std::vector<int32_t> blocks0, blocks1;
@@ -234,8 +237,8 @@ TEST_P(CudaOps, PagedAttentionSplitKDecode) {
     const int64_t nH = 16, nKV = 2, D = 256;
     const int32_t bs = 16, NB = 400;
     std::vector<int32_t> blocks0, blocks1;
-    for (int i = 0; i < 188; ++i) blocks0.push_back(2 * i);     // context 3000
-    for (int i = 0; i < 8; ++i) blocks1.push_back(2 * i + 1);   // context 128
+    for (int i = 0; i < 188; ++i) blocks0.push_back(2 * i);   // context 3000
+    for (int i = 0; i < 8; ++i) blocks1.push_back(2 * i + 1); // context 128
     DualBatch batch(c, {{1, 2999, 0, blocks0}, {1, 127, 1, blocks1}}, bs);
     Tensor kc = input({NB, bs, nKV, D}, 85), vc = input({NB, bs, nKV, D}, 86);
     Tensor q = input({2, nH, D}, 87);
@@ -255,8 +258,12 @@ TEST_P(CudaOps, MoeRouteExpertsAroundTheGemvBoundary) {
     // k = 8: T = 7, 8, 9 give 56, 64 (GEMV) and 72 (grouped) pairs; then real shapes.
     // The 35B router shape (E = 256, k = 8) with smaller expert matrices, the real expert
     // matrices (I = 512, H = 2048) with fewer experts: the host reference stays quick.
-    for (Case s : {Case{7, 16, 8, 64, 128}, {8, 16, 8, 64, 128}, {9, 16, 8, 64, 128},
-                   {1, 256, 8, 32, 128}, {33, 256, 8, 32, 128}, {2, 16, 8, 512, 2048},
+    for (Case s : {Case{7, 16, 8, 64, 128},
+                   {8, 16, 8, 64, 128},
+                   {9, 16, 8, 64, 128},
+                   {1, 256, 8, 32, 128},
+                   {33, 256, 8, 32, 128},
+                   {2, 16, 8, 512, 2048},
                    {300, 8, 2, 48, 64}}) {
         Tensor logits = random_tensor({s.T, s.E}, 90, 2.0f);
         Tensor w_ref = zeros({s.T, s.k}), id_ref = zeros({s.T, s.k}, DType::I32);

@@ -72,18 +72,21 @@ void paged_attention(CpuMode mode, const TensorView& q, const TensorView& k_cach
     std::vector<int32_t> seq_of_row(b.num_rows);
     for (int32_t s = 0; s < b.num_seqs; ++s)
         for (int32_t r = b.host_row_begin[s]; r < b.host_row_begin[s + 1]; ++r) seq_of_row[r] = s;
-    for_each_task(mode, int64_t(b.num_rows) * nH, [&](int64_t task) {
-        const int64_t r = task / nH, h = task % nH;
-        if (mode == CpuMode::Reference) {
-            std::vector<double> scores, acc;
-            attend_row<double>(q, k_cache, v_cache, b, seq_of_row[r], r, h, h / group, scale, out,
-                               scores, acc);
-        } else {
-            thread_local std::vector<float> scores, acc;
-            attend_row<float>(q, k_cache, v_cache, b, seq_of_row[r], r, h, h / group, scale, out,
-                              scores, acc);
-        }
-    });
+    for_each_task(
+        mode, int64_t(b.num_rows) * nH,
+        [&](int64_t task) {
+            const int64_t r = task / nH, h = task % nH;
+            if (mode == CpuMode::Reference) {
+                std::vector<double> scores, acc;
+                attend_row<double>(q, k_cache, v_cache, b, seq_of_row[r], r, h, h / group, scale,
+                                   out, scores, acc);
+            } else {
+                thread_local std::vector<float> scores, acc;
+                attend_row<float>(q, k_cache, v_cache, b, seq_of_row[r], r, h, h / group, scale,
+                                  out, scores, acc);
+            }
+        },
+        int64_t(b.max_context) * q.size(2) * 2);
 }
 
 } // namespace ninfer::ops::cpu

@@ -43,13 +43,18 @@ void causal_conv1d_silu(CpuMode mode, const TensorView& x, const TensorView& w,
         const int64_t rows = batch.rows(s);
         if (rows == 0) continue;
         float* state = conv_state.ptr<float>() + batch.host_state_slot[s] * conv_state.stride[0];
-        for_each_row(mode, blocks, [&](int64_t b) {
-            int64_t c0 = b * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
-            if (mode == CpuMode::Reference)
-                conv_sequence<double>(x, w, state, state, batch.host_row_begin[s], rows, y, c0, c1);
-            else
-                conv_sequence<float>(x, w, state, state, batch.host_row_begin[s], rows, y, c0, c1);
-        });
+        for_each_row(
+            mode, blocks,
+            [&](int64_t b) {
+                int64_t c0 = b * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
+                if (mode == CpuMode::Reference)
+                    conv_sequence<double>(x, w, state, state, batch.host_row_begin[s], rows, y, c0,
+                                          c1);
+                else
+                    conv_sequence<float>(x, w, state, state, batch.host_row_begin[s], rows, y, c0,
+                                         c1);
+            },
+            rows * kChannelBlock * w.size(1));
     }
 }
 

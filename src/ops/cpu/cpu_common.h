@@ -24,9 +24,15 @@ inline int64_t row_width(const TensorView& t) {
     return t.shape[t.ndim - 1];
 }
 
-// Runs body(i) for i in [0, n); Fast mode spreads the iterations over OpenMP threads.
-template <typename Body> void for_each_row(CpuMode mode, int64_t n, Body&& body) {
-    if (mode == CpuMode::Reference || n < 2) {
+// Below this much work (about multiply-adds) a loop runs on the calling thread: waking an OpenMP
+// team costs more than it saves (tiny models decode several times faster serially).
+constexpr int64_t kMinParallelWork = int64_t(1) << 17;
+
+// Runs body(i) for i in [0, n); Fast mode spreads the iterations over OpenMP threads when the
+// loop holds enough work (n * work_per_item).
+template <typename Body>
+void for_each_row(CpuMode mode, int64_t n, Body&& body, int64_t work_per_item = 1024) {
+    if (mode == CpuMode::Reference || n < 2 || n * work_per_item < kMinParallelWork) {
         for (int64_t i = 0; i < n; ++i) body(i);
         return;
     }
@@ -35,8 +41,9 @@ template <typename Body> void for_each_row(CpuMode mode, int64_t n, Body&& body)
 }
 
 // Same, with dynamic scheduling for uneven iterations (attention rows, GDN heads).
-template <typename Body> void for_each_task(CpuMode mode, int64_t n, Body&& body) {
-    if (mode == CpuMode::Reference || n < 2) {
+template <typename Body>
+void for_each_task(CpuMode mode, int64_t n, Body&& body, int64_t work_per_item) {
+    if (mode == CpuMode::Reference || n < 2 || n * work_per_item < kMinParallelWork) {
         for (int64_t i = 0; i < n; ++i) body(i);
         return;
     }

@@ -182,22 +182,26 @@ void gated_delta_rule(CpuMode mode, const TensorView& q, const TensorView& k, co
     const int64_t Hk = q.size(1), dk = q.size(2), Hv = v.size(1), dv = v.size(2);
     const int64_t ratio = Hv / Hk;
     const int64_t tasks = int64_t(batch.num_seqs) * Hv;
-    for_each_task(mode, tasks, [&](int64_t task) {
-        const int32_t s = int32_t(task / Hv);
-        const int64_t h = task % Hv;
-        const int64_t rows = batch.rows(s);
-        if (rows == 0) return;
-        float* st =
-            state.ptr<float>() + batch.host_state_slot[s] * state.stride[0] + h * state.stride[1];
-        HeadTask t{&q,   &k, &v,        &g, &beta, &out, batch.host_row_begin[s],
-                   rows, h,  h / ratio, dk, dv,    st};
-        bool chunked = algo == GdnAlgo::Chunked ||
-                       (algo == GdnAlgo::Auto && mode == CpuMode::Fast && rows >= kChunkedMinRows);
-        if (mode == CpuMode::Reference)
-            chunked ? chunked_head<double>(t) : recurrent_head<double>(t);
-        else
-            chunked ? chunked_head<float>(t) : recurrent_head<float>(t);
-    });
+    for_each_task(
+        mode, tasks,
+        [&](int64_t task) {
+            const int32_t s = int32_t(task / Hv);
+            const int64_t h = task % Hv;
+            const int64_t rows = batch.rows(s);
+            if (rows == 0) return;
+            float* st = state.ptr<float>() + batch.host_state_slot[s] * state.stride[0] +
+                        h * state.stride[1];
+            HeadTask t{&q,   &k, &v,        &g, &beta, &out, batch.host_row_begin[s],
+                       rows, h,  h / ratio, dk, dv,    st};
+            bool chunked =
+                algo == GdnAlgo::Chunked ||
+                (algo == GdnAlgo::Auto && mode == CpuMode::Fast && rows >= kChunkedMinRows);
+            if (mode == CpuMode::Reference)
+                chunked ? chunked_head<double>(t) : recurrent_head<double>(t);
+            else
+                chunked ? chunked_head<float>(t) : recurrent_head<float>(t);
+        },
+        int64_t(batch.max_rows_per_seq) * dk * dv * 4);
 }
 
 } // namespace ninfer::ops::cpu

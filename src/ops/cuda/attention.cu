@@ -29,9 +29,9 @@ __device__ __forceinline__ int64_t cache_offset(const PagedArgs& a, int s, int64
 }
 
 template <typename T>
-__global__ void cache_write_kernel(PagedArgs a, const T* k, const T* v, int64_t k_s0,
-                                   int64_t k_s1, int64_t v_s0, int64_t v_s1, int nKV, int D,
-                                   T* kc, T* vc, int max_rows) {
+__global__ void cache_write_kernel(PagedArgs a, const T* k, const T* v, int64_t k_s0, int64_t k_s1,
+                                   int64_t v_s0, int64_t v_s1, int nKV, int D, T* kc, T* vc,
+                                   int max_rows) {
     const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows;
     const int32_t r0 = a.row_begin[s];
     if (r0 + i >= a.row_begin[s + 1]) return;
@@ -45,9 +45,9 @@ __global__ void cache_write_kernel(PagedArgs a, const T* k, const T* v, int64_t 
 }
 
 template <typename T>
-__global__ void attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t q_s1,
-                                 const T* kc, const T* vc, int group, int D, float scale, T* out,
-                                 int64_t o_s0, int64_t o_s1, int max_rows, float* partials) {
+__global__ void attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t q_s1, const T* kc,
+                                 const T* vc, int group, int D, float scale, T* out, int64_t o_s0,
+                                 int64_t o_s1, int max_rows, float* partials) {
     const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows, h = blockIdx.y;
     const int split = blockIdx.z, splits = gridDim.z;
     const int32_t r0 = a.row_begin[s];
@@ -119,7 +119,8 @@ __global__ void attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t 
     }
 }
 
-// Merges the split-K partials of one (row, head): out = sum_s e^{m_s - M} acc_s / sum_s e^{m_s - M} l_s.
+// Merges the split-K partials of one (row, head): out = sum_s e^{m_s - M} acc_s / sum_s e^{m_s - M}
+// l_s.
 template <typename T>
 __global__ void combine_splits(PagedArgs a, const float* partials, int splits, int D, T* out,
                                int64_t o_s0, int64_t o_s1, int max_rows) {
@@ -132,7 +133,8 @@ __global__ void combine_splits(PagedArgs a, const float* partials, int splits, i
         if (base[k * (D + 2) + 1] > 0.0f) m = fmaxf(m, base[k * (D + 2)]);
     float l = 0.0f;
     for (int k = 0; k < splits; ++k)
-        if (base[k * (D + 2) + 1] > 0.0f) l += base[k * (D + 2) + 1] * __expf(base[k * (D + 2)] - m);
+        if (base[k * (D + 2) + 1] > 0.0f)
+            l += base[k * (D + 2) + 1] * __expf(base[k * (D + 2)] - m);
     const int64_t r = r0 + i;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float v = 0.0f;
@@ -155,8 +157,13 @@ int choose_splits(int64_t row_heads) {
 }
 
 PagedArgs paged_args(const SeqBatch& b, const TensorView& cache) {
-    return {b.row_begin.ptr<int32_t>(), b.pos_begin.ptr<int32_t>(), b.block_table.ptr<int32_t>(),
-            b.block_table_stride, b.block_size, cache.stride[0], cache.stride[1],
+    return {b.row_begin.ptr<int32_t>(),
+            b.pos_begin.ptr<int32_t>(),
+            b.block_table.ptr<int32_t>(),
+            b.block_table_stride,
+            b.block_size,
+            cache.stride[0],
+            cache.stride[1],
             cache.stride[2]};
 }
 
@@ -198,10 +205,10 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
             batch.max_rows_per_seq, splits > 1 ? partials.ptr<float>() : nullptr);
         check_launch("attention_kernel");
         if (splits > 1) {
-            combine_splits<E><<<dim3(unsigned(row_slots), unsigned(q.size(1))), 128, 0,
-                                stream_of(ctx)>>>(paged_args(batch, k_cache), partials.ptr<float>(),
-                                                  splits, D, out.ptr<E>(), out.stride[0],
-                                                  out.stride[1], batch.max_rows_per_seq);
+            combine_splits<E>
+                <<<dim3(unsigned(row_slots), unsigned(q.size(1))), 128, 0, stream_of(ctx)>>>(
+                    paged_args(batch, k_cache), partials.ptr<float>(), splits, D, out.ptr<E>(),
+                    out.stride[0], out.stride[1], batch.max_rows_per_seq);
             check_launch("combine_splits");
         }
     });

@@ -19,17 +19,25 @@ inline void check(cudaError_t status, const char* what) {
     if (status != cudaSuccess) throw_cuda(status, what);
 }
 // After a launch: raises with the kernel's name when the launch failed.
-inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+inline void check_launch(const char* kernel) {
+    check(cudaGetLastError(), kernel);
+}
 
 inline cudaStream_t stream_of(const ExecContext& ctx) {
     return static_cast<cudaStream_t>(ctx.stream);
 }
 
 // Element conversion for the two activation types.
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(float v) {
+    return v;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
 template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ float from_float<float>(float v) {
+    return v;
+}
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
     return __float2bfloat16_rn(v);
 }
@@ -37,10 +45,10 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 // A row view as kernels see it: [R, N] or [A, B, N] (row r = (r / B, r % B)), unit last stride.
 struct RowView {
     char* data;
-    int64_t b;        // rows per leading index (1 for 2-D views)
-    int64_t stride0;  // elements
-    int64_t stride1;  // elements
-    int64_t elem;     // bytes per element
+    int64_t b;       // rows per leading index (1 for 2-D views)
+    int64_t stride0; // elements
+    int64_t stride1; // elements
+    int64_t elem;    // bytes per element
     template <typename T> __device__ __forceinline__ T* row(int64_t r) const {
         return reinterpret_cast<T*>(data) + (r / b) * stride0 + (r % b) * stride1;
     }
@@ -54,8 +62,12 @@ inline RowView row_view(const TensorView& t) {
     }
     return v;
 }
-inline int64_t rows_of(const TensorView& t) { return t.ndim == 3 ? t.shape[0] * t.shape[1] : t.shape[0]; }
-inline int64_t width_of(const TensorView& t) { return t.shape[t.ndim - 1]; }
+inline int64_t rows_of(const TensorView& t) {
+    return t.ndim == 3 ? t.shape[0] * t.shape[1] : t.shape[0];
+}
+inline int64_t width_of(const TensorView& t) {
+    return t.shape[t.ndim - 1];
+}
 
 template <typename T> __device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll
@@ -64,7 +76,8 @@ template <typename T> __device__ __forceinline__ T warp_sum(T v) {
 }
 template <typename T> __device__ __forceinline__ T warp_max(T v) {
 #pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
     return v;
 }
 
@@ -96,13 +109,21 @@ template <typename T> __device__ inline T block_max(T v) {
 // Calls fn(T{}) with T = float or __nv_bfloat16 for the dtype; other dtypes are an error.
 template <typename Fn> void dispatch_float(DType dtype, const char* op, Fn&& fn) {
     switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::BF16: fn(__nv_bfloat16{}); return;
-    default: break;
+    case DType::F32:
+        fn(float{});
+        return;
+    case DType::BF16:
+        fn(__nv_bfloat16{});
+        return;
+    default:
+        break;
     }
-    fail(ErrorCategory::Unsupported, op, ": CUDA kernels take F32 or BF16, got ", dtype_name(dtype));
+    fail(ErrorCategory::Unsupported, op, ": CUDA kernels take F32 or BF16, got ",
+         dtype_name(dtype));
 }
 
-inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+inline unsigned blocks_for(int64_t n, int threads) {
+    return unsigned((n + threads - 1) / threads);
+}
 
 } // namespace ninfer::ops::cuda

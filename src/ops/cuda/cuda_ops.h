@@ -8,8 +8,8 @@
 
 #include "core/tensor.h"
 #include "ops/exec_context.h"
-#include "ops/memory.h"
 #include "ops/gated_delta_rule.h"
+#include "ops/memory.h"
 #include "ops/sampling.h"
 #include "ops/seq_batch.h"
 

@@ -45,8 +45,8 @@ void launch_binary(const ExecContext& ctx, const TensorView& a, const TensorView
     if (R == 0) return;
     dispatch_float(out.dtype, name, [&](auto tag) {
         using E = decltype(tag);
-        binary_rows<E, kOp><<<unsigned(R), 256, 0, stream_of(ctx)>>>(row_view(a), row_view(b),
-                                                                      row_view(out), N);
+        binary_rows<E, kOp>
+            <<<unsigned(R), 256, 0, stream_of(ctx)>>>(row_view(a), row_view(b), row_view(out), N);
     });
     check_launch(name);
 }
@@ -67,8 +67,8 @@ void silu_mul(const ExecContext& ctx, const TensorView& gate_up, const TensorVie
     if (R == 0) return;
     dispatch_float(out.dtype, "silu_mul", [&](auto tag) {
         using E = decltype(tag);
-        silu_mul_rows<E><<<unsigned(R), 256, 0, stream_of(ctx)>>>(row_view(gate_up),
-                                                                  row_view(out), N);
+        silu_mul_rows<E>
+            <<<unsigned(R), 256, 0, stream_of(ctx)>>>(row_view(gate_up), row_view(out), N);
     });
     check_launch("silu_mul_rows");
 }

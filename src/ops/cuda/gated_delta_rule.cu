@@ -92,7 +92,8 @@ template <typename T, int DK> __global__ void recurrent_kernel(GdnArgs a) {
         if (i < a.dk) st[int64_t(i) * a.dv] = S[i];
 }
 
-template <typename T, int DK> void launch_recurrent(const ExecContext& ctx, const GdnArgs& a, int seqs) {
+template <typename T, int DK>
+void launch_recurrent(const ExecContext& ctx, const GdnArgs& a, int seqs) {
     const dim3 grid(unsigned(seqs * a.Hv), unsigned((a.dv + 31) / 32));
     recurrent_kernel<T, DK><<<grid, 32, 0, stream_of(ctx)>>>(a);
 }
@@ -106,9 +107,9 @@ void gdn_gates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
     if (T == 0) return;
     dispatch_float(a.dtype, "gdn_gates", [&](auto tag) {
         using E = decltype(tag);
-        gates_kernel<E><<<unsigned(T), 64, 0, stream_of(ctx)>>>(
-            row_view(a), row_view(b), A_log.ptr<E>(), dt_bias.ptr<E>(), Hv, row_view(g),
-            row_view(beta));
+        gates_kernel<E><<<unsigned(T), 64, 0, stream_of(ctx)>>>(row_view(a), row_view(b),
+                                                                A_log.ptr<E>(), dt_bias.ptr<E>(),
+                                                                Hv, row_view(g), row_view(beta));
     });
     check_launch("gates_kernel");
 }
@@ -120,16 +121,35 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
     const int dk = int(q.size(2));
     require(dk <= 128, "gated_delta_rule: CUDA supports key head dim <= 128, got ", dk);
     if (batch.num_seqs == 0 || q.size(0) == 0) return;
-    GdnArgs a{q.data, k.data, v.data, q.stride[0], q.stride[1], k.stride[0], k.stride[1],
-              v.stride[0], v.stride[1], g.ptr<float>(), beta.ptr<float>(), g.stride[0],
-              beta.stride[0], batch.row_begin.ptr<int32_t>(), batch.state_slot.ptr<int32_t>(),
-              state.ptr<float>(), out.data, int(v.size(1)), int(v.size(1) / q.size(1)), dk,
+    GdnArgs a{q.data,
+              k.data,
+              v.data,
+              q.stride[0],
+              q.stride[1],
+              k.stride[0],
+              k.stride[1],
+              v.stride[0],
+              v.stride[1],
+              g.ptr<float>(),
+              beta.ptr<float>(),
+              g.stride[0],
+              beta.stride[0],
+              batch.row_begin.ptr<int32_t>(),
+              batch.state_slot.ptr<int32_t>(),
+              state.ptr<float>(),
+              out.data,
+              int(v.size(1)),
+              int(v.size(1) / q.size(1)),
+              dk,
               int(v.size(2))};
     dispatch_float(q.dtype, "gated_delta_rule", [&](auto tag) {
         using E = decltype(tag);
-        if (dk <= 32) launch_recurrent<E, 32>(ctx, a, batch.num_seqs);
-        else if (dk <= 64) launch_recurrent<E, 64>(ctx, a, batch.num_seqs);
-        else launch_recurrent<E, 128>(ctx, a, batch.num_seqs);
+        if (dk <= 32)
+            launch_recurrent<E, 32>(ctx, a, batch.num_seqs);
+        else if (dk <= 64)
+            launch_recurrent<E, 64>(ctx, a, batch.num_seqs);
+        else
+            launch_recurrent<E, 128>(ctx, a, batch.num_seqs);
     });
     check_launch("gated_delta_rule recurrent_kernel");
 }

@@ -33,7 +33,9 @@ cublasHandle_t handle_for(const ExecContext& ctx) {
     return handles[index];
 }
 
-cudaDataType cuda_type(DType d) { return d == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType cuda_type(DType d) {
+    return d == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
 
 } // namespace
 
@@ -41,8 +43,9 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
             bool accumulate) {
     const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
     if (T == 0 || N == 0) return;
-    require(x.dtype == w.dtype && (x.dtype == DType::BF16 || x.dtype == DType::F32), "linear: ",
-            "CUDA takes x and w both BF16 or both F32, got ", x.describe(), " and ", w.describe());
+    require(x.dtype == w.dtype && (x.dtype == DType::BF16 || x.dtype == DType::F32),
+            "linear: ", "CUDA takes x and w both BF16 or both F32, got ", x.describe(), " and ",
+            w.describe());
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     const cublasComputeType_t compute =
         x.dtype == DType::F32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;

@@ -10,8 +10,8 @@
 namespace ninfer::ops::cuda {
 namespace {
 
-__global__ void logprobs_kernel(const float* logits, int64_t l_s0, int64_t V, int64_t limit,
-                                int k, float* lse, int32_t* ids, int64_t ids_s0, float* lp,
+__global__ void logprobs_kernel(const float* logits, int64_t l_s0, int64_t V, int64_t limit, int k,
+                                float* lse, int32_t* ids, int64_t ids_s0, float* lp,
                                 int64_t lp_s0) {
     const int64_t r = blockIdx.x;
     const float* l = logits + r * l_s0;

@@ -74,8 +74,10 @@ __global__ void fill_normal_kernel(float* out_f32, __nv_bfloat16* out_bf16, int6
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
         const float v = mean + stddev * philox_normal(seed, uint64_t(i));
-        if (out_f32) out_f32[i] = v;
-        else out_bf16[i] = __float2bfloat16_rn(v);
+        if (out_f32)
+            out_f32[i] = v;
+        else
+            out_bf16[i] = __float2bfloat16_rn(v);
     }
 }
 

@@ -21,9 +21,8 @@ namespace {
 constexpr int kMaxExpertsPerLane = 16; // E <= 512
 constexpr int64_t kGemvMaxPairs = 64;
 
-__global__ void route_kernel(const float* logits, int64_t l_s0, int E, int top_k,
-                             float* weights, int64_t w_s0, int32_t* ids, int64_t i_s0,
-                             int64_t T) {
+__global__ void route_kernel(const float* logits, int64_t l_s0, int E, int top_k, float* weights,
+                             int64_t w_s0, int32_t* ids, int64_t i_s0, int64_t T) {
     const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + (threadIdx.x >> 5);
     if (t >= T) return;
     const int lane = threadIdx.x & 31;
@@ -83,7 +82,8 @@ __global__ void route_kernel(const float* logits, int64_t l_s0, int E, int top_k
 
 // Loads 8 consecutive elements as floats (one 16-byte load for bf16, two for f32).
 template <typename T> __device__ __forceinline__ void load8(const T* p, float (&v)[8]);
-template <> __device__ __forceinline__ void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&v)[8]) {
+template <>
+__device__ __forceinline__ void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&v)[8]) {
     const uint4 raw = *reinterpret_cast<const uint4*>(p);
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
@@ -94,7 +94,8 @@ template <> __device__ __forceinline__ void load8<__nv_bfloat16>(const __nv_bflo
     }
 }
 template <> __device__ __forceinline__ void load8<float>(const float* p, float (&v)[8]) {
-    const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+    const float4 a = *reinterpret_cast<const float4*>(p),
+                 b = *reinterpret_cast<const float4*>(p + 4);
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
@@ -135,8 +136,8 @@ __global__ void expert_up_gemv(const T* x, int64_t x_s0, const T* gate_up, const
 
 // out[p, c] = down_e[c, :] . act[p, :]; one warp per (p, c). Assumes I % 8 == 0.
 template <typename T>
-__global__ void expert_down_gemv(const float* act, const T* down, const int32_t* ids,
-                                 int64_t i_s0, int k, int64_t I, int64_t H, float* out) {
+__global__ void expert_down_gemv(const float* act, const T* down, const int32_t* ids, int64_t i_s0,
+                                 int k, int64_t I, int64_t H, float* out) {
     const int64_t pair = blockIdx.x;
     const int64_t c = blockIdx.y * int64_t(blockDim.x / 32) + (threadIdx.x >> 5);
     if (c >= H) return;
@@ -189,10 +190,9 @@ void experts_gemv(const ExecContext& ctx, const TensorView& x, const TensorView&
                                              ids.ptr<int32_t>(), ids.stride[0], k, I, H,
                                              act.ptr<float>());
     check_launch("expert_up_gemv");
-    expert_down_gemv<T><<<dim3(unsigned(pairs), blocks_for(H, kWarpsPerBlock)),
-                          32 * kWarpsPerBlock, 0, stream_of(ctx)>>>(
-        act.ptr<float>(), down.ptr<T>(), ids.ptr<int32_t>(), ids.stride[0], k, I, H,
-        out.ptr<float>());
+    expert_down_gemv<T><<<dim3(unsigned(pairs), blocks_for(H, kWarpsPerBlock)), 32 * kWarpsPerBlock,
+                          0, stream_of(ctx)>>>(act.ptr<float>(), down.ptr<T>(), ids.ptr<int32_t>(),
+                                               ids.stride[0], k, I, H, out.ptr<float>());
     check_launch("expert_down_gemv");
     combine_kernel<T><<<unsigned(T_), 256, 0, stream_of(ctx)>>>(
         out.ptr<float>(), nullptr, weights.ptr<float>(), weights.stride[0], k, H, y.ptr<T>(),
@@ -228,9 +228,11 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorVi
         slot_of_pair[size_t(p)] = int32_t(slot);
     }
     Tensor d_token = scratch(ctx, DType::I32, {pairs}), d_slot = scratch(ctx, DType::I32, {pairs});
-    ops::upload(ctx, TensorView::contiguous(token_of_slot.data(), DType::I32, Device::cpu(), {pairs}),
+    ops::upload(ctx,
+                TensorView::contiguous(token_of_slot.data(), DType::I32, Device::cpu(), {pairs}),
                 d_token.view());
-    ops::upload(ctx, TensorView::contiguous(slot_of_pair.data(), DType::I32, Device::cpu(), {pairs}),
+    ops::upload(ctx,
+                TensorView::contiguous(slot_of_pair.data(), DType::I32, Device::cpu(), {pairs}),
                 d_slot.view());
     const DType dt = x.dtype;
     Tensor xs = scratch(ctx, dt, {pairs, H}), h1 = scratch(ctx, dt, {pairs, 2 * I});
@@ -268,8 +270,8 @@ bool moe_experts_capturable(int64_t pairs, int64_t H, int64_t I) {
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids) {
     const int64_t T = router_logits.size(0), E = router_logits.size(1);
-    require(E <= 32 * kMaxExpertsPerLane && top_k <= 32, "moe_route: CUDA supports <= ",
-            32 * kMaxExpertsPerLane, " experts and top_k <= 32");
+    require(E <= 32 * kMaxExpertsPerLane && top_k <= 32,
+            "moe_route: CUDA supports <= ", 32 * kMaxExpertsPerLane, " experts and top_k <= 32");
     if (T == 0) return;
     route_kernel<<<blocks_for(T, 4), 128, 0, stream_of(ctx)>>>(
         router_logits.ptr<float>(), router_logits.stride[0], int(E), int(top_k),
@@ -285,8 +287,10 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
                        moe_experts_capturable(x.size(0) * ids.size(1), x.size(1), down.size(2));
     dispatch_float(x.dtype, "moe_experts", [&](auto tag) {
         using E = decltype(tag);
-        if (small) experts_gemv<E>(ctx, x, gate_up, down, ids, weights, y);
-        else experts_grouped<E>(ctx, x, gate_up, down, ids, weights, y);
+        if (small)
+            experts_gemv<E>(ctx, x, gate_up, down, ids, weights, y);
+        else
+            experts_grouped<E>(ctx, x, gate_up, down, ids, weights, y);
     });
 }
 

@@ -40,7 +40,9 @@ __global__ void gated_rms_norm_rows(RowView x, RowView z, const T* w, float eps,
     }
 }
 
-int threads_for(int64_t width) { return width >= 1024 ? 512 : width >= 256 ? 256 : 128; }
+int threads_for(int64_t width) {
+    return width >= 1024 ? 512 : width >= 256 ? 256 : 128;
+}
 
 } // namespace
 

@@ -46,8 +46,10 @@ __device__ uint32_t kth_largest_key(const float* l, int64_t n, int64_t k) {
     while (lo < hi) {
         // 64-bit: hi - lo + 1 overflows 32 bits on the first step.
         const uint32_t mid = uint32_t(lo + (uint64_t(hi) - lo + 1) / 2);
-        if (count_at_least(l, n, mid) >= k) lo = mid;
-        else hi = mid - 1;
+        if (count_at_least(l, n, mid) >= k)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -64,8 +66,10 @@ __device__ uint64_t top_p_bits(const double* p, int64_t n, double target) {
     uint64_t lo = 0, hi = 0x7ff0000000000000ull; // positive doubles order like their bits
     while (lo < hi) {
         const uint64_t mid = lo + (hi - lo + 1) / 2;
-        if (mass_at_least(p, n, mid) >= target) lo = mid;
-        else hi = mid - 1;
+        if (mass_at_least(p, n, mid) >= target)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -95,9 +99,9 @@ __device__ int64_t inverse_cdf(const double* p, int64_t n, double target) {
     return block_max<long long>(last_kept);
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int64_t l_s0, int64_t n,
-                              const SamplingParamsRow* params, double* scratch, int32_t* tokens,
-                              int32_t* status) {
+__global__ void __launch_bounds__(kThreads)
+    sample_kernel(const float* logits, int64_t l_s0, int64_t n, const SamplingParamsRow* params,
+                  double* scratch, int32_t* tokens, int32_t* status) {
     const int64_t r = blockIdx.x;
     const float* l = logits + r * l_s0;
     const SamplingParamsRow sp = params[r];
