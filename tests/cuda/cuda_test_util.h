@@ -9,6 +9,7 @@
 #include "common/test_util.h"
 #include "ops/exec_context.h"
 #include "ops/memory.h"
+#include "ops/op_test_util.h"
 #include "ops/seq_batch.h"
 
 namespace ninfer::test {
@@ -54,51 +55,19 @@ inline Tensor to_host(const ops::ExecContext& ctx, const TensorView& dev) {
     return t;
 }
 
-// A ragged batch whose arrays exist on the host (for the CPU) and on the device (for CUDA).
-struct SeqSpecD {
-    int32_t rows = 0;
-    int32_t pos_begin = 0;
-    int32_t slot = 0;
-    std::vector<int32_t> blocks = {};
-};
-
+// A ragged batch whose arrays exist on the host (HostBatch, for the CPU reference) and on the
+// device (for CUDA), with the same values.
 class DualBatch {
 public:
-    DualBatch(const ops::ExecContext& ctx, const std::vector<SeqSpecD>& seqs,
-              int32_t block_size = 16) {
-        row_begin_.push_back(0);
-        size_t stride = 1;
-        for (const auto& s : seqs) stride = std::max(stride, s.blocks.size());
-        for (const auto& s : seqs) {
-            row_begin_.push_back(row_begin_.back() + s.rows);
-            pos_begin_.push_back(s.pos_begin);
-            slot_.push_back(s.slot);
-            for (size_t i = 0; i < stride; ++i)
-                table_.push_back(i < s.blocks.size() ? s.blocks[i] : 0);
-            host_.max_rows_per_seq = std::max(host_.max_rows_per_seq, s.rows);
-            host_.max_context = std::max(host_.max_context, s.pos_begin + s.rows);
-        }
-        const int64_t S = int64_t(seqs.size());
-        host_.num_seqs = int32_t(S);
-        host_.num_rows = row_begin_.back();
-        host_.host_row_begin = row_begin_.data();
-        host_.host_pos_begin = pos_begin_.data();
-        host_.host_state_slot = slot_.data();
-        host_.host_block_table = table_.data();
-        host_.block_table_stride = int32_t(stride);
-        host_.block_size = block_size;
-        auto view = [](std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
-            return TensorView::contiguous(v.data(), DType::I32, Device::cpu(), dims);
-        };
-        host_.row_begin = view(row_begin_, {S + 1});
-        host_.pos_begin = view(pos_begin_, {S});
-        host_.state_slot = view(slot_, {S});
-        host_.block_table = view(table_, {S, int64_t(stride)});
-        device_ = host_;
-        d_row_begin_ = to_device(ctx, host_.row_begin, DType::I32);
-        d_pos_begin_ = to_device(ctx, host_.pos_begin, DType::I32);
-        d_slot_ = to_device(ctx, host_.state_slot, DType::I32);
-        d_table_ = to_device(ctx, host_.block_table, DType::I32);
+    DualBatch(const ops::ExecContext& ctx, const std::vector<SeqSpec>& seqs,
+              int32_t block_size = 16)
+        : host_(seqs, block_size) {
+        const ops::SeqBatch& h = host_;
+        device_ = h;
+        d_row_begin_ = to_device(ctx, h.row_begin, DType::I32);
+        d_pos_begin_ = to_device(ctx, h.pos_begin, DType::I32);
+        d_slot_ = to_device(ctx, h.state_slot, DType::I32);
+        d_table_ = to_device(ctx, h.block_table, DType::I32);
         device_.row_begin = d_row_begin_;
         device_.pos_begin = d_pos_begin_;
         device_.state_slot = d_slot_;
@@ -111,8 +80,8 @@ public:
     const ops::SeqBatch& device() const { return device_; }
 
 private:
-    std::vector<int32_t> row_begin_, pos_begin_, slot_, table_;
-    ops::SeqBatch host_, device_;
+    HostBatch host_;
+    ops::SeqBatch device_;
     Tensor d_row_begin_, d_pos_begin_, d_slot_, d_table_;
 };
 

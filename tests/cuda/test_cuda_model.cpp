@@ -5,9 +5,6 @@
 #include "cuda/cuda_test_util.h"
 #include "model/fixture_util.h"
 #include "model/qwen3_5.h"
-#include "runtime/kv_pool.h"
-#include "runtime/state_pool.h"
-#include "runtime/step_plan.h"
 
 namespace ninfer::test {
 namespace {
@@ -64,27 +61,7 @@ TEST_P(CudaFixtures, F32ConcurrentRequestsMatchSolo) {
 std::vector<float> all_logits(const ops::ExecContext& ctx, const std::string& dir,
                               const std::vector<int32_t>& tokens) {
     auto m = model::Qwen35Model::load(dir, ctx);
-    const int64_t n = int64_t(tokens.size()), V = m->config().vocab_size;
-    runtime::KvPool kv(m->cache_spec(), 32, 16, ctx.device, ctx.dtype);
-    runtime::StatePool states(m->cache_spec(), 1, ctx.device, ctx.dtype);
-    runtime::Sequence seq;
-    seq.tokens = tokens;
-    seq.slot = states.acquire(ctx);
-    seq.blocks = kv.allocate(kv.blocks_for(n));
-    runtime::StepBuffers buffers;
-    runtime::StepPlan plan;
-    plan.entries.push_back({&seq, n});
-    model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, 16, buffers);
-    std::vector<int32_t> rows(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
-    Tensor d_rows = to_device(
-        ctx, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}), DType::I32);
-    batch.logit_rows = d_rows;
-    Tensor logits = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {n, V});
-    m->forward(ctx, batch,
-               {kv.k_views(), kv.v_views(), states.conv_views(), states.recurrent_views()}, logits);
-    Tensor host = to_host(ctx, logits);
-    return std::vector<float>(host.ptr<float>(), host.ptr<float>() + n * V);
+    return logits_by_schedule(ctx, *m, tokens, {int64_t(tokens.size())});
 }
 
 TEST_P(CudaFixtures, Bf16LogitsTrackTheCpu) {

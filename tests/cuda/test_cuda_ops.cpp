@@ -165,7 +165,7 @@ void check_gdn(const CudaOps& t, const ops::ExecContext& c, int64_t Hk, int64_t 
         beta.ptr<float>()[i] = 1.0f / (1.0f + std::exp(-beta.ptr<float>()[i]));
     }
     Tensor state = random_tensor({3, Hv, dk, dv}, 65, 0.1f);
-    std::vector<SeqSpecD> seqs;
+    std::vector<SeqSpec> seqs;
     for (size_t s = 0; s < rows.size(); ++s)
         seqs.push_back({rows[s], int32_t(3 * s), int32_t(2 - s)});
     DualBatch batch(c, seqs);

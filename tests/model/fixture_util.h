@@ -8,7 +8,12 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "model/qwen3_5.h"
 #include "ninfer/engine.h"
+#include "ops/memory.h"
+#include "runtime/kv_pool.h"
+#include "runtime/state_pool.h"
+#include "runtime/step_plan.h"
 
 namespace ninfer::test {
 
@@ -27,7 +32,8 @@ struct Fixture {
     std::string name;
     std::string dir;
     std::vector<ReferenceCase> cases;
-    // HF's own bf16 logits deviation from its f64 run on the long prompt (max |diff| / max |logit|).
+    // HF's own bf16 logits deviation from its f64 run on the long prompt (max |diff| / max
+    // |logit|).
     double hf_bf16_logits_rel = 0;
 };
 
@@ -94,6 +100,44 @@ inline std::vector<int32_t> ids_of(const std::vector<GeneratedToken>& tokens) {
     std::vector<int32_t> ids;
     for (const auto& t : tokens) ids.push_back(t.id);
     return ids;
+}
+
+// Runs the model over `tokens` in consecutive chunks of the given sizes (one sequence, on ctx's
+// device) and returns the logits of every row ([tokens, V] flattened, on the host).
+inline std::vector<float> logits_by_schedule(const ops::ExecContext& ctx, model::Qwen35Model& m,
+                                             const std::vector<int32_t>& tokens,
+                                             const std::vector<int64_t>& chunks) {
+    const int64_t V = m.config().vocab_size;
+    runtime::KvPool kv(m.cache_spec(), 64, 16, ctx.device, ctx.dtype);
+    runtime::StatePool states(m.cache_spec(), 2, ctx.device, ctx.dtype);
+    runtime::Sequence seq;
+    seq.tokens = tokens;
+    seq.slot = states.acquire(ctx);
+    seq.blocks = kv.allocate(kv.blocks_for(int64_t(tokens.size())));
+    runtime::StepBuffers buffers;
+    Allocator& alloc = ops::device_allocator(ctx.device);
+    std::vector<float> out;
+    for (int64_t n : chunks) {
+        runtime::StepPlan plan;
+        plan.entries.push_back({&seq, n});
+        model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, 16, buffers);
+        std::vector<int32_t> rows(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
+        Tensor d_rows = Tensor::empty(alloc, DType::I32, {n});
+        ops::upload(ctx, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}),
+                    d_rows);
+        batch.logit_rows = d_rows;
+        Tensor logits = Tensor::empty(alloc, DType::F32, {n, V});
+        m.forward(ctx, batch,
+                  {kv.k_views(), kv.v_views(), states.conv_views(), states.recurrent_views()},
+                  logits);
+        std::vector<float> host(static_cast<size_t>(n * V));
+        ops::download(ctx, logits,
+                      TensorView::contiguous(host.data(), DType::F32, Device::cpu(), {n, V}));
+        out.insert(out.end(), host.begin(), host.end());
+        seq.cached += n;
+    }
+    return out;
 }
 
 } // namespace ninfer::test

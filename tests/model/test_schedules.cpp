@@ -21,37 +21,6 @@ namespace {
 const ops::ExecContext kCpu = ops::ExecContext::cpu();
 const ops::ExecContext kCpuRef = ops::ExecContext::cpu(ops::CpuMode::Reference);
 
-// Runs the model over `tokens` in consecutive chunks of the given sizes, one sequence, and
-// returns the logits of every row ([tokens, V] flattened).
-std::vector<float> logits_by_schedule(const ops::ExecContext& ctx, model::Qwen35Model& m,
-                                      const std::vector<int32_t>& tokens,
-                                      const std::vector<int64_t>& chunks) {
-    const int64_t V = m.config().vocab_size;
-    runtime::KvPool kv(m.cache_spec(), 64, 16, Device::cpu(), DType::F32);
-    runtime::StatePool states(m.cache_spec(), 2, Device::cpu(), DType::F32);
-    runtime::Sequence seq;
-    seq.tokens = tokens;
-    seq.slot = states.acquire(ctx);
-    seq.blocks = kv.allocate(kv.blocks_for(int64_t(tokens.size())));
-    runtime::StepBuffers buffers;
-    std::vector<float> out;
-    for (int64_t n : chunks) {
-        runtime::StepPlan plan;
-        plan.entries.push_back({&seq, n});
-        model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, 16, buffers);
-        std::vector<int32_t> rows(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
-        batch.logit_rows = TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n});
-        Tensor logits = Tensor::empty(cpu_allocator(), DType::F32, {n, V});
-        m.forward(ctx, batch,
-                  {kv.k_views(), kv.v_views(), states.conv_views(), states.recurrent_views()},
-                  logits);
-        out.insert(out.end(), logits.ptr<float>(), logits.ptr<float>() + n * V);
-        seq.cached += n;
-    }
-    return out;
-}
-
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double m = 0;
     for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
