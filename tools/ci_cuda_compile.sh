@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Compiles (does not run) the CUDA backend for sm_90a on a machine without a GPU or a CUDA
+# install, so a CUDA compile error cannot land: NVIDIA's PyPI wheels provide nvcc, the runtime,
+# cuBLAS and CCCL in one toolkit-shaped folder (nvidia/cu13), and PyPI's cmake is new enough
+# (>= 3.26) for nvcc's C++20 dialect. Everything goes into ignored folders.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=.cuda-ci-venv
+packages=("nvidia-cuda-nvcc==13.0.88" "nvidia-cuda-crt==13.0.88" "nvidia-cuda-runtime==13.0.88"
+          "nvidia-cublas==13.0.2.14"
+          "nvidia-cuda-cccl==13.0.85" "nvidia-nvvm==13.0.88" "cmake==4.4.5")
+stamp=$venv/.ninfer-packages
+if [ ! -x $venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "${packages[*]}" ]; then
+    python3 -m venv $venv
+    $venv/bin/python -m pip install -q --disable-pip-version-check "${packages[@]}"
+    echo "${packages[*]}" > "$stamp"
+fi
+cu=$($venv/bin/python -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13'))")
+# The wheels ship versioned sonames only; the linker wants the plain names.
+for lib in cudart cublas cublasLt; do
+    [ -e "$cu/lib/lib$lib.so" ] || ln -s "lib$lib.so.13" "$cu/lib/lib$lib.so"
+done
+jobs=$(nproc 2>/dev/null || echo 2)
+$venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a
+$venv/bin/cmake --build build-cuda-ci -j "$jobs" --target ninfer test_cuda_ops test_cuda_model
+echo "CUDA backend compiled for sm_90a"
