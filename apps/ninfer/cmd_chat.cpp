@@ -4,6 +4,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <editline/readline.h>
 #include <iostream>
 #include <unistd.h>
@@ -24,6 +25,7 @@ extern "C" void on_sigint(int) {
 struct ChatOptions {
     EngineOptions engine;
     TextOptions text;
+    std::string tools_file; // --tools: a JSON array of OpenAI tools, or {"tools": [...]}
     int max_new = 1024;
     float temperature = 0.7f;
     int top_k = 20;
@@ -51,6 +53,18 @@ bool read_line(bool tty, std::string& line) {
     return true;
 }
 
+// The tools the model may call in every turn: an OpenAI "tools" array, bare or in an object.
+nlohmann::ordered_json read_tools_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) fail(ErrorCategory::Io, path, ": cannot open");
+    const auto j = nlohmann::ordered_json::parse(in, nullptr, false);
+    require(!j.is_discarded(), path, ": not valid JSON");
+    const auto& tools = j.is_object() && j.contains("tools") ? j["tools"] : j;
+    require(tools.is_array(), path, ": expected an array of tools or {\"tools\": [...]}");
+    for (const auto& t : tools) require(t.is_object(), path, ": every tool must be an object");
+    return tools;
+}
+
 int chat(const ChatOptions& o) {
     require(o.text.prompt.empty() && o.text.messages_file.empty(),
             "chat reads the conversation from the terminal (no --prompt/--messages)");
@@ -61,6 +75,7 @@ int chat(const ChatOptions& o) {
     sigaction(SIGINT, &sa, nullptr);
     const bool tty = isatty(STDIN_FILENO);
     Conversation conv;
+    if (!o.tools_file.empty()) conv.tools = read_tools_file(o.tools_file);
     if (!o.text.system.empty())
         conv.messages.push_back({{"role", "system"}, {"content", o.text.system}});
     const size_t base = conv.messages.size();
@@ -109,6 +124,7 @@ Action add_chat_command(CLI::App& app) {
     auto o = std::make_shared<ChatOptions>();
     app.add_option("--model", o->engine.model_dir, "Model directory")->required();
     app.add_option("--system", o->text.system, "A system message");
+    app.add_option("--tools", o->tools_file, "JSON file of OpenAI tools the model may call");
     app.add_flag("--no-thinking", o->text.no_thinking, "Answer without reasoning");
     app.add_option("--stop", o->text.stop, "Stop string (repeatable)");
     app.add_flag("--hide-reasoning", o->text.hide_reasoning, "Do not print the reasoning");
@@ -121,7 +137,8 @@ Action add_chat_command(CLI::App& app) {
     app.add_option("--min-p", o->min_p, "Min-p (0: off)");
     app.add_option("--presence-penalty", o->presence_penalty, "OpenAI presence penalty");
     app.add_option("--seed", o->seed, "Sampling seed")->check(CLI::NonNegativeNumber);
-    app.add_option("--device", o->engine.device, "cpu");
+    app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
+    app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
     app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
     app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
     return [o] { return chat(*o); };

@@ -6,6 +6,7 @@
 // and reading are thread-safe and never block other requests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -46,6 +47,21 @@ struct SamplingOptions {
     std::optional<uint64_t> seed;    // unset: drawn at submit (reported in the result)
 };
 
+// A per-request restriction of the next token (for example a JSON grammar), evaluated on the
+// engine thread. Before each token of its request is sampled, allowed() fills `mask` (resized
+// by the engine to ModelInfo::token_limit entries, all 0) with 1 for every id that may come
+// next; the engine sets the logits of the other ids to -1e30 on a copy, after the penalties, so
+// sampling and greedy pick among allowed ids only, while the reported logprobs stay those of
+// the raw logits. accept() is then told the id that was chosen (also a stop id). When no id is
+// allowed, or either call throws, the request ends with FinishReason::Error. Both calls delay
+// the whole step of every request: keep them fast. One object serves one request.
+class TokenConstraint {
+public:
+    virtual ~TokenConstraint() = default;
+    virtual void allowed(std::vector<uint8_t>& mask) = 0;
+    virtual void accept(int32_t id) = 0;
+};
+
 struct GenerationRequest {
     std::vector<int32_t> prompt; // token ids, at least one
     SamplingOptions sampling;
@@ -53,6 +69,7 @@ struct GenerationRequest {
     std::vector<int32_t> stop_token_ids; // in addition to the model's EOS ids
     bool ignore_eos = false;             // do not stop at the model's EOS ids
     int top_logprobs = 0;                // alternatives reported per token (0..20)
+    std::shared_ptr<TokenConstraint> constraint; // optional
 };
 
 struct TokenLogprob {
@@ -94,6 +111,10 @@ public:
     // Blocks until new tokens arrive or the request ends. Returns false once a finished
     // request has been fully read.
     bool next(RequestUpdate& update);
+    // As next(), waiting at most `timeout`: Update (update filled), Timeout (nothing new yet),
+    // or Done (a finished request was fully read).
+    enum class Wait { Update, Timeout, Done };
+    Wait next_for(RequestUpdate& update, std::chrono::milliseconds timeout);
     // Asks the engine to stop this request; it ends within one step with reason Cancelled.
     void cancel();
     uint64_t id() const;
@@ -121,6 +142,16 @@ struct MemoryStats {
     int64_t workspace = 0; // activation scratch of the largest step so far
 };
 
+// A snapshot of the engine's load (for metrics and admission).
+struct EngineStats {
+    int64_t waiting = 0;          // submitted, not yet admitted
+    int64_t active = 0;           // admitted (holding a state slot and KV blocks)
+    int64_t kv_blocks_used = 0;   // of kv_blocks_total
+    int64_t kv_blocks_total = 0;
+    int64_t state_slots_used = 0; // of state_slots_total
+    int64_t state_slots_total = 0;
+};
+
 class Engine {
 public:
     explicit Engine(const EngineOptions& options);
@@ -132,6 +163,7 @@ public:
     RequestStream submit(GenerationRequest request);
     const ModelInfo& model_info() const;
     MemoryStats memory_stats() const;
+    EngineStats stats() const; // thread-safe
 
     struct Impl;
 

@@ -104,6 +104,7 @@ struct Engine::Impl {
     bool stopping = false;                         // guarded by mutex
     std::vector<std::unique_ptr<Sequence>> active; // engine thread only
     std::atomic<uint64_t> next_id{1};
+    std::atomic<int64_t> n_waiting{0}, n_active{0}, kv_used{0}, slots_used{0}; // for stats()
     std::thread thread;
 
     explicit Impl(const EngineOptions& o);
@@ -115,6 +116,8 @@ struct Engine::Impl {
     void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
     void accept_token(Sequence& seq, const runtime::SampleOutput& out);
     void fail_active(const std::string& message);
+    bool constrain(Sequence& seq);
+    void publish_stats();
 };
 
 Engine::Impl::Impl(const EngineOptions& o) : options(o) {
@@ -188,6 +191,7 @@ void Engine::Impl::loop() {
         } catch (const std::exception& e) {
             fail_active(e.what());
         }
+        publish_stats();
     }
     std::lock_guard lock(mutex);
     for (auto& seq : active) finish(*seq, FinishReason::Cancelled);
@@ -213,6 +217,33 @@ void Engine::Impl::admit() {
         active.push_back(std::move(waiting.front()));
         waiting.pop_front();
     }
+}
+
+void Engine::Impl::publish_stats() {
+    {
+        std::lock_guard lock(mutex);
+        n_waiting = int64_t(waiting.size());
+    }
+    n_active = int64_t(active.size());
+    kv_used = kv->num_blocks() - kv->free_blocks();
+    slots_used = options.max_sequences - states->free_slots();
+}
+
+// Fills seq.allowed from its request's constraint; false (the request ended) when the
+// constraint failed or allows nothing.
+bool Engine::Impl::constrain(Sequence& seq) {
+    std::string error;
+    try {
+        seq.allowed.assign(size_t(info.token_limit), 0);
+        seq.request.constraint->allowed(seq.allowed);
+        if (std::find(seq.allowed.begin(), seq.allowed.end(), uint8_t(1)) != seq.allowed.end())
+            return true;
+        error = "the token constraint allows no token";
+    } catch (const std::exception& e) {
+        error = concat("token constraint failed: ", e.what());
+    }
+    finish(seq, FinishReason::Error, error);
+    return false;
 }
 
 void Engine::Impl::drop_cancelled() {
@@ -244,11 +275,17 @@ void Engine::Impl::step() {
     }
     for (const auto& e : plan.entries) e.seq->cached += e.rows;
     std::vector<runtime::SampleInput> inputs;
-    for (Sequence* seq : plan.logit_seqs)
+    std::vector<uint8_t> live; // rows whose constraint allows some token
+    for (Sequence* seq : plan.logit_seqs) {
+        const bool masked = seq->request.constraint != nullptr;
+        live.push_back(!masked || constrain(*seq));
         inputs.push_back({&seq->request.sampling, seq->seed, int64_t(seq->tokens.size()),
-                          seq->request.top_logprobs, &seq->prompt_set, &seq->output_counts});
+                          seq->request.top_logprobs, &seq->prompt_set, &seq->output_counts,
+                          masked && live.back() ? &seq->allowed : nullptr});
+    }
     std::vector<runtime::SampleOutput> outs = sampler->sample(logits, info.token_limit, inputs);
-    for (size_t i = 0; i < outs.size(); ++i) accept_token(*plan.logit_seqs[i], outs[i]);
+    for (size_t i = 0; i < outs.size(); ++i)
+        if (live[i]) accept_token(*plan.logit_seqs[i], outs[i]);
     std::erase_if(active, [](const auto& s) { return s->slot < 0; });
 }
 
@@ -260,6 +297,14 @@ void Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out)
         return;
     }
     const int32_t id = out.token.id;
+    if (seq.request.constraint) {
+        try {
+            seq.request.constraint->accept(id);
+        } catch (const std::exception& e) {
+            finish(seq, FinishReason::Error, concat("token constraint failed: ", e.what()));
+            return;
+        }
+    }
     seq.tokens.push_back(id);
     ++seq.generated;
     ++seq.output_counts[id];
@@ -318,6 +363,17 @@ const ModelInfo& Engine::model_info() const {
     return impl_->info;
 }
 
+EngineStats Engine::stats() const {
+    EngineStats s;
+    s.waiting = impl_->n_waiting;
+    s.active = impl_->n_active;
+    s.kv_blocks_used = impl_->kv_used;
+    s.kv_blocks_total = impl_->kv->num_blocks();
+    s.state_slots_used = impl_->slots_used;
+    s.state_slots_total = impl_->options.max_sequences;
+    return s;
+}
+
 MemoryStats Engine::memory_stats() const {
     return {impl_->model->weight_bytes(), impl_->kv->bytes(), impl_->states->bytes(),
             impl_->model->scratch_bytes()};
@@ -361,6 +417,7 @@ RequestStream Engine::submit(GenerationRequest request) {
     {
         std::lock_guard lock(impl_->mutex);
         impl_->waiting.push_back(std::move(seq));
+        impl_->n_waiting = int64_t(impl_->waiting.size());
     }
     impl_->wake.notify_all();
     return stream;

@@ -61,10 +61,11 @@ std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t toke
     // Penalties act on a copy, so the reported log-probabilities stay those of the raw logits.
     TensorView to_sample = logits;
     std::vector<ops::SamplingParamsRow> params;
-    bool any_penalty = false;
+    bool any_penalty = false, any_mask = false;
     for (const auto& r : rows) {
         params.push_back(to_row(r));
         any_penalty |= needs_penalties(*r.options);
+        any_mask |= r.allowed != nullptr;
     }
     // The per-row parameters live on the execution device, as the ops' contract says.
     const int64_t param_bytes = R * int64_t(sizeof(ops::SamplingParamsRow));
@@ -73,11 +74,13 @@ std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t toke
                 TensorView::contiguous(params.data(), DType::U8, Device::cpu(), {param_bytes}),
                 d_params);
     const auto* device_params = static_cast<const ops::SamplingParamsRow*>(d_params.view().data);
-    if (any_penalty) {
+    if (any_penalty || any_mask) {
         if (!penalized_.defined() || penalized_.size(0) < R)
             penalized_ = Tensor::empty(alloc, DType::F32, {R, V});
         to_sample = penalized_.view().narrow(0, 0, R);
         ops::copy(ctx_, logits, to_sample);
+    }
+    if (any_penalty) {
         std::vector<int32_t> offsets{0}, tokens, counts;
         std::vector<uint8_t> in_prompt;
         for (const auto& r : rows) {
@@ -102,6 +105,7 @@ std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t toke
         Tensor d_in = to_device(ctx_, host_view(in_prompt, DType::U8));
         ops::apply_penalties(ctx_, to_sample, device_params, d_off, d_tok, d_cnt, d_in);
     }
+    if (any_mask) apply_masks(to_sample, rows);
     Tensor d_tokens = Tensor::empty(alloc, DType::I32, {R});
     Tensor d_status = Tensor::empty(alloc, DType::I32, {R});
     ops::sample_tokens(ctx_, to_sample, token_limit, device_params, d_tokens, d_status);
@@ -134,6 +138,22 @@ std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t toke
                 {ids_h[size_t(r * top_k + i)], lp_h[size_t(r * top_k + i)]});
     }
     return out;
+}
+
+// Masked rows go through the host: download, mask, upload (one row of V floats each; masks are
+// rare and computed on the host anyway, so no device op is needed).
+void Sampler::apply_masks(const TensorView& to_sample, const std::vector<SampleInput>& rows) {
+    const int64_t V = to_sample.size(1);
+    std::vector<float> row(static_cast<size_t>(V));
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const std::vector<uint8_t>* allowed = rows[r].allowed;
+        if (!allowed) continue;
+        const TensorView dev = to_sample.narrow(0, int64_t(r), 1).reshape({V});
+        ops::download(ctx_, dev, host_view(row, DType::F32));
+        for (int64_t v = 0; v < V; ++v)
+            if (size_t(v) >= allowed->size() || !(*allowed)[size_t(v)]) row[size_t(v)] = kMaskedLogit;
+        ops::upload(ctx_, host_view(row, DType::F32), dev);
+    }
 }
 
 } // namespace ninfer::runtime

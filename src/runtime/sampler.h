@@ -21,7 +21,12 @@ struct SampleInput {
     int top_logprobs = 0;
     const std::unordered_set<int32_t>* prompt_tokens = nullptr;          // for repetition
     const std::unordered_map<int32_t, int32_t>* output_counts = nullptr; // generated so far
+    const std::vector<uint8_t>* allowed = nullptr; // ids that may be sampled (nullptr: all)
 };
+
+// The logit given to ids a TokenConstraint disallows: finite (the sampling op refuses
+// non-finite logits) and far below any real logit, so its probability is exactly 0.
+constexpr float kMaskedLogit = -1e30f;
 
 struct SampleOutput {
     bool non_finite = false; // the row had a NaN/Inf logit: no token
@@ -36,6 +41,8 @@ public:
                                      const std::vector<SampleInput>& rows);
 
 private:
+    void apply_masks(const TensorView& to_sample, const std::vector<SampleInput>& rows);
+
     ops::ExecContext ctx_;
     Tensor penalized_; // scratch copy of the logits for penalties
 };

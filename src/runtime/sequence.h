@@ -45,6 +45,7 @@ struct Sequence {
     std::unordered_set<int32_t> stop_ids;
     std::unordered_set<int32_t> prompt_set;             // for repetition penalties
     std::unordered_map<int32_t, int32_t> output_counts; // for penalties
+    std::vector<uint8_t> allowed;                       // request.constraint's mask of this step
     Clock::time_point submitted, scheduled, first_token;
     bool has_scheduled = false, has_first_token = false;
 
