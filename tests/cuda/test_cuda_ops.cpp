@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cuda/cuda_test_util.h"
+#include "ops/cuda/gated_delta_rule_chunked.h"
 #include "ops/attention.h"
 #include "ops/conv1d.h"
 #include "ops/elementwise.h"
@@ -154,12 +155,13 @@ TEST_P(CudaOps, GdnGates) {
 }
 
 void check_gdn(const CudaOps& t, const ops::ExecContext& c, int64_t Hk, int64_t Hv, int64_t dk,
-               int64_t dv, std::vector<int32_t> rows, const Tolerance& tol) {
+               int64_t dv, std::vector<int32_t> rows, const Tolerance& tol,
+               ops::GdnAlgo algo = ops::GdnAlgo::Auto, float decay_scale = 0.3f) {
     const int64_t T = std::accumulate(rows.begin(), rows.end(), int64_t(0));
     Tensor q = rounded(random_tensor({T, Hk, dk}, 60), c.dtype);
     Tensor k = rounded(random_tensor({T, Hk, dk}, 61), c.dtype);
     Tensor v = rounded(random_tensor({T, Hv, dv}, 62), c.dtype);
-    Tensor g = random_tensor({T, Hv}, 63, 0.3f), beta = random_tensor({T, Hv}, 64, 0.5f);
+    Tensor g = random_tensor({T, Hv}, 63, decay_scale), beta = random_tensor({T, Hv}, 64, 0.5f);
     for (int64_t i = 0; i < g.numel(); ++i) {
         g.ptr<float>()[i] = -std::fabs(g.ptr<float>()[i]);
         beta.ptr<float>()[i] = 1.0f / (1.0f + std::exp(-beta.ptr<float>()[i]));
@@ -175,7 +177,7 @@ void check_gdn(const CudaOps& t, const ops::ExecContext& c, int64_t Hk, int64_t 
     Tensor out = to_device(c, zeros({T, Hv, dv}), c.dtype);
     ops::gated_delta_rule(c, to_device(c, q, c.dtype), to_device(c, k, c.dtype),
                           to_device(c, v, c.dtype), to_device(c, g, DType::F32),
-                          to_device(c, beta, DType::F32), batch.device(), d_state, out);
+                          to_device(c, beta, DType::F32), batch.device(), d_state, out, algo);
     EXPECT_TRUE(near(to_host(c, out), ref, tol)) << "dk=" << dk << " dv=" << dv << " T=" << T;
     EXPECT_TRUE(near(to_host(c, d_state), ref_state, kCudaF32)) << "dk=" << dk;
 }
@@ -188,6 +190,20 @@ TEST_P(CudaOps, GatedDeltaRuleRoutesAndBoundaries) {
     check_gdn(*this, c, 16, 32, 128, 128, {1}, reduction());        // 35B decode shape
     check_gdn(*this, c, 16, 48, 128, 128, {70, 1, 5}, reduction()); // 27B ratio 3, ragged
     check_gdn(*this, c, 2, 2, 16, 40, {3, 4}, reduction());         // dv not a multiple of 32
+}
+
+TEST_P(CudaOps, GatedDeltaRuleChunkedRoute) {
+    const auto c = ctx();
+    const int32_t b = ops::cuda::kGdnChunkedMinRows;
+    // Auto's boundary (recurrent below, chunked from b), the 64-row chunk boundary, ragged
+    // batches with decode rows, the real shapes, and the explicit chunked route for short rows.
+    for (int32_t rows : {b - 1, b, b + 1, 63, 64, 65, 129})
+        check_gdn(*this, c, 2, 4, 64, 32, {rows}, reduction());
+    check_gdn(*this, c, 16, 32, 128, 128, {200, 1}, reduction()); // 35B
+    check_gdn(*this, c, 16, 48, 128, 128, {1, 130, 7}, reduction()); // 27B
+    check_gdn(*this, c, 2, 2, 16, 40, {1, 3, 70}, reduction(), ops::GdnAlgo::Chunked);
+    // Strong decay: e^G underflows inside a chunk; the state must fade, not turn NaN.
+    check_gdn(*this, c, 2, 4, 32, 32, {150}, reduction(), ops::GdnAlgo::Chunked, 30.0f);
 }
 
 TEST_P(CudaOps, RopePartialAndLongPositions) {

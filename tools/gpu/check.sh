@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU host without network (the lent H200s): unpack the carried Debian dependencies, build
 # the CUDA targets, run the cuda tests and the benchmarks. Logs and JSON go to $OUT (or out/).
-#   bash tools/gpu/check.sh [tests|bench|all]   (default all)
+#   bash tools/gpu/check.sh [tests|ops|bench|all]   (default all; ops = tests + op bench)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}
@@ -20,14 +20,19 @@ log "configure"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90a > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 log "build"
-targets="ninfer test_cuda_ops test_cuda_model"
+targets="${TARGETS:-ninfer test_cuda_ops test_cuda_model test_cuda_attention bench_prefill_ops}"
 ninja -C build-gpu -j "$jobs" $targets > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -60; exit 1; }
 log "built"
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if [ "$what" = tests ] || [ "$what" = ops ] || [ "$what" = all ]; then
     log "cuda tests"
     (cd build-gpu && OMP_WAIT_POLICY=PASSIVE timeout 420 ctest -L cuda --output-on-failure -j 4) > "$out/ctest_cuda.log" 2>&1
     grep -E "tests passed|Failed|\*\*\*" "$out/ctest_cuda.log" | tail -20 | tee -a "$out/summary.txt"
+fi
+
+if [ "$what" = ops ] || [ "$what" = bench ] || [ "$what" = all ]; then
+    log "op bench (T=8192)"
+    timeout 300 ./build-gpu/bench/bench_prefill_ops 8192 5 | tee "$out/bench_ops.jsonl" | tee -a "$out/summary.txt"
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then

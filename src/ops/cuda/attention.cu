@@ -4,10 +4,12 @@
 // split the block's keys, each keeps an online softmax (running max, sum, and its share of the
 // output in registers: lane l owns dims l, l+32, ...), and the warps merge through shared memory.
 // Chosen split-K (flash-decoding) when few rows run: splits write partials that a second kernel
-// merges; otherwise one split writes the output directly.
+// merges; otherwise one split writes the output directly. Prompt chunks of kFlashMinRows rows
+// or more in bf16 take the tensor-core route instead (attention_flash.cu).
 #include <algorithm>
 #include <cfloat>
 
+#include "ops/cuda/attention_flash.h"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -189,6 +191,8 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
     const int D = int(q.size(2));
     require(D <= 32 * kMaxDimPerLane, "paged_attention: CUDA supports head dim <= 256, got ", D);
     if (batch.num_seqs == 0 || batch.max_rows_per_seq == 0) return;
+    if (batch.max_rows_per_seq >= kFlashMinRows && flash_prefill_supported(q, k_cache, out))
+        return flash_prefill(ctx, q, k_cache, v_cache, batch, scale, out);
     const int group = int(q.size(1) / k_cache.size(2));
     const int64_t row_slots = int64_t(batch.num_seqs) * batch.max_rows_per_seq;
     const int splits = choose_splits(int64_t(batch.num_rows) * q.size(1));

@@ -3,9 +3,11 @@
 // gated_delta_rule (recurrent route, any T): the state's value columns are independent, so one
 // warp owns 32 columns of one (sequence, value head) and keeps S[:, col] (dk floats) in
 // registers for the whole sequence; q and k are normalised in the warp and broadcast by shuffles.
-// Chosen for every T for now (the chunked tensor-core route is a later kernel). Assumes dk <= 128.
+// Chosen for decode and short chunks (under kGdnChunkedMinRows rows per sequence); longer ones
+// take the chunked route (gated_delta_rule_chunked.cu). Assumes dk <= 128.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/gated_delta_rule_chunked.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -39,17 +41,6 @@ __device__ void load_normalized(const T* src, int dk, float scale, float (&out)[
 #pragma unroll
     for (int m = 0; m < DK / 32; ++m) out[m] *= inv;
 }
-
-struct GdnArgs {
-    const void *q, *k, *v;
-    int64_t q_s0, q_s1, k_s0, k_s1, v_s0, v_s1;
-    const float *g, *beta;
-    int64_t g_s0, beta_s0;
-    const int32_t *row_begin, *slots;
-    float* state; // [slots, Hv, dk, dv]
-    void* out;    // [T, Hv, dv] contiguous
-    int Hv, ratio, dk, dv;
-};
 
 template <typename T, int DK> __global__ void recurrent_kernel(GdnArgs a) {
     const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, hk = h / a.ratio;
@@ -142,9 +133,16 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
               int(v.size(1) / q.size(1)),
               dk,
               int(v.size(2))};
+    const bool chunked = algo == GdnAlgo::Chunked ||
+                         (algo == GdnAlgo::Auto && batch.max_rows_per_seq >= kGdnChunkedMinRows);
+    require(!chunked || a.dv <= 128, "gated_delta_rule: the CUDA chunked route supports value "
+                                     "head dim <= 128, got ", a.dv);
     dispatch_float(q.dtype, "gated_delta_rule", [&](auto tag) {
         using E = decltype(tag);
-        if (dk <= 32)
+        if (chunked)
+            gated_delta_rule_chunked<E>(ctx, a, batch.num_seqs, int(q.size(0)),
+                                        batch.max_rows_per_seq);
+        else if (dk <= 32)
             launch_recurrent<E, 32>(ctx, a, batch.num_seqs);
         else if (dk <= 64)
             launch_recurrent<E, 64>(ctx, a, batch.num_seqs);

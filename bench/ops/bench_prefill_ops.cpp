@@ -1,0 +1,142 @@
+// Times the prefill op families at the real Qwen3.6 shapes on CUDA (bf16 activations), one JSON
+// line per case: milliseconds per call (median of reps) and the rate against the op's useful
+// FLOPs. Used to see where a long prefill spends its time; whole-model figures come from
+// `ninfer bench`.
+//   bench_prefill_ops [T] [reps]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/attention.h"
+#include "ops/gated_delta_rule.h"
+#include "ops/linear.h"
+#include "ops/memory.h"
+#include "ops/moe.h"
+
+namespace {
+
+using namespace ninfer;
+
+ops::ExecContext ctx;
+
+Tensor device_random(DType dt, std::vector<int64_t> shape, uint64_t seed, float stddev = 1.0f) {
+    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), dt, shape.data(),
+                             int(shape.size()));
+    ops::fill_random(ctx, t, seed, 0.0f, stddev);
+    return t;
+}
+
+Tensor device_ints(const std::vector<int32_t>& v) {
+    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), DType::I32,
+                             {int64_t(v.size())});
+    ops::upload(ctx, TensorView::contiguous(const_cast<int32_t*>(v.data()), DType::I32,
+                                            Device::cpu(), {int64_t(v.size())}),
+                t);
+    return t;
+}
+
+double time_ms(const std::function<void()>& body, int reps) {
+    body(); // warm-up
+    ops::synchronize(ctx);
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        body();
+        ops::synchronize(ctx);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                         .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+void report(const std::string& name, double ms, double flops) {
+    std::printf("{\"op\": \"%s\", \"ms\": %.3f, \"tflops\": %.1f}\n", name.c_str(), ms,
+                flops / ms / 1e9);
+    std::fflush(stdout);
+}
+
+// One sequence of T rows from position 0, contiguous KV blocks.
+struct Batch {
+    std::vector<int32_t> row_begin, pos_begin{0}, slot{0}, table;
+    Tensor d_row, d_pos, d_slot, d_table;
+    ops::SeqBatch b;
+    Batch(int32_t T, int32_t bs) : row_begin{0, T} {
+        for (int32_t i = 0; i < (T + bs - 1) / bs; ++i) table.push_back(i);
+        d_row = device_ints(row_begin), d_pos = device_ints(pos_begin);
+        d_slot = device_ints(slot), d_table = device_ints(table);
+        b.num_seqs = 1, b.num_rows = T, b.max_rows_per_seq = T, b.max_context = T;
+        b.host_row_begin = row_begin.data(), b.host_pos_begin = pos_begin.data();
+        b.host_state_slot = slot.data(), b.host_block_table = table.data();
+        b.block_table_stride = int32_t(table.size()), b.block_size = bs;
+        b.row_begin = d_row, b.pos_begin = d_pos, b.state_slot = d_slot, b.block_table = d_table;
+    }
+};
+
+void attention(int32_t T, int64_t nH, int64_t nKV, int reps) {
+    const int64_t D = 256;
+    const int32_t bs = 16;
+    Batch batch(T, bs);
+    const int64_t NB = (T + bs - 1) / bs;
+    Tensor q = device_random(DType::BF16, {T, nH, D}, 1), kc = device_random(DType::BF16, {NB, bs, nKV, D}, 2);
+    Tensor vc = device_random(DType::BF16, {NB, bs, nKV, D}, 3), out = device_random(DType::BF16, {T, nH, D}, 4);
+    const double ms = time_ms([&] { ops::paged_attention(ctx, q, kc, vc, batch.b, 0.0625f, out); }, reps);
+    report("paged_attention T=" + std::to_string(T) + " nH=" + std::to_string(nH) + " nKV=" +
+               std::to_string(nKV),
+           ms, 4.0 * double(T) * double(T) / 2 * D * nH);
+}
+
+void gdn(int32_t T, int64_t Hk, int64_t Hv, int reps) {
+    const int64_t dk = 128, dv = 128;
+    Batch batch(T, 16);
+    Tensor q = device_random(DType::BF16, {T, Hk, dk}, 5), k = device_random(DType::BF16, {T, Hk, dk}, 6);
+    Tensor v = device_random(DType::BF16, {T, Hv, dv}, 7), out = device_random(DType::BF16, {T, Hv, dv}, 8);
+    Tensor g = device_random(DType::F32, {T, Hv}, 9, 0.01f), beta = device_random(DType::F32, {T, Hv}, 10, 0.1f);
+    Tensor state = device_random(DType::F32, {1, Hv, dk, dv}, 11, 0.01f);
+    const double ms = time_ms(
+        [&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }, reps);
+    report("gated_delta_rule T=" + std::to_string(T) + " Hv=" + std::to_string(Hv), ms,
+           6.0 * double(T) * Hv * dk * dv);
+}
+
+void moe(int32_t T, int reps) {
+    const int64_t E = 256, k = 8, H = 2048, I = 512;
+    Tensor x = device_random(DType::BF16, {T, H}, 12), y = device_random(DType::BF16, {T, H}, 13);
+    Tensor gate_up = device_random(DType::BF16, {E, 2 * I, H}, 14, 0.02f);
+    Tensor down = device_random(DType::BF16, {E, H, I}, 15, 0.02f);
+    Tensor logits = device_random(DType::F32, {T, E}, 16);
+    Tensor w = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {T, k});
+    Tensor ids = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {T, k});
+    ops::moe_route(ctx, logits, k, w, ids);
+    const double ms = time_ms([&] { ops::moe_experts(ctx, x, gate_up, down, ids, w, y); }, reps);
+    report("moe_experts T=" + std::to_string(T), ms, 2.0 * T * k * 3 * H * I);
+}
+
+void dense(int32_t T, int64_t N, int64_t K, int reps) {
+    Tensor x = device_random(DType::BF16, {T, K}, 17), w = device_random(DType::BF16, {N, K}, 18, 0.02f);
+    Tensor y = device_random(DType::BF16, {T, N}, 19);
+    const double ms = time_ms([&] { ops::linear(ctx, x, w, y, false); }, reps);
+    report("linear T=" + std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K),
+           ms, 2.0 * T * N * K);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    const int32_t T = argc > 1 ? std::stoi(argv[1]) : 8192;
+    const int reps = argc > 2 ? std::stoi(argv[2]) : 5;
+    ctx = ops::ExecContext::cuda(0, DType::BF16);
+    ops::bind_device(ctx);
+    attention(T, 16, 2, reps); // 35B-A3B
+    attention(T, 24, 4, reps); // 27B
+    gdn(T, 16, 32, reps);      // 35B-A3B
+    gdn(T, 16, 48, reps);      // 27B
+    moe(T, reps);              // 35B-A3B
+    dense(T, 2048, 2048, reps);
+    dense(T, 17408 * 2, 5120, reps); // 27B MLP gate|up
+    return 0;
+}

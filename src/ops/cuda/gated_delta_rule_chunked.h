@@ -1,0 +1,33 @@
+// The chunked (WY/UT) route of gated_delta_rule on CUDA (gated_delta_rule_chunked.cu) and the
+// argument block both routes share (the route boundary is also read by the tests).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/exec_context.h"
+
+namespace ninfer::ops::cuda {
+
+struct GdnArgs {
+    const void *q, *k, *v;
+    int64_t q_s0, q_s1, k_s0, k_s1, v_s0, v_s1;
+    const float *g, *beta;
+    int64_t g_s0, beta_s0;
+    const int32_t *row_begin, *slots;
+    float* state; // [slots, Hv, dk, dv]
+    void* out;    // [T, Hv, dv] contiguous
+    int Hv, ratio, dk, dv;
+};
+
+// Rows of one sequence from which Auto takes the chunked route. Below, the token-serial kernel
+// (about two microseconds a row) beats the two chunk passes' fixed cost; a starting boundary, to
+// be replaced by `ninfer tune`'s measured table.
+constexpr int kGdnChunkedMinRows = 32;
+
+// gated_delta_rule's contract (ops/gated_delta_rule.h) by chunks of 64 rows; dk, dv <= 128.
+// T is float or __nv_bfloat16 (the activation type of q, k, v and out).
+template <typename T>
+void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_seqs,
+                              int num_rows, int max_rows_per_seq);
+
+} // namespace ninfer::ops::cuda
