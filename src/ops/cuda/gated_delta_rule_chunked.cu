@@ -6,7 +6,7 @@
 //   U = U' - W S0        out = diag(e^G) Q^ S0 + A U        S = e^{G_{n-1}} S0 + sum_t e^{G_{n-1} - G_t} k^_t U_t^T
 // chunk_prepare_kernel: one block per (sequence, chunk, value head), all chunks in parallel;
 //   writes U', W and A to a workspace.
-// chunk_scan_kernel: one block per (sequence, value head, 16 state columns), chunks in order;
+// chunk_scan_kernel: one block per (sequence, value head, 32 state columns), chunks in order;
 //   the state's value columns are independent, so the column split needs no communication.
 // Chosen for sequences of kGdnChunkedMinRows rows or more. Assumes dk, dv <= 128.
 #include "ops/cuda/cuda_common.cuh"
@@ -18,8 +18,8 @@ namespace {
 
 constexpr int kChunk = 64;
 constexpr int kPrepareThreads = 256;
-constexpr int kScanThreads = 128;
-constexpr int kScanCols = 16; // state columns per scan block
+constexpr int kScanThreads = 256; // 16 x 16 thread tiles (see tile_x/tile_y)
+constexpr int kScanCols = 32;     // state columns per scan block: 16 tx x 2
 
 struct ChunkWork {
     float* U; // [T, Hv, dv]  U' of each row
@@ -39,10 +39,11 @@ __device__ ChunkRange chunk_rows(const GdnArgs& a, int s, int c) {
 }
 
 // Loads rows [r0, r0 + n) of a [T, H, d] tensor's head `head` into dst[n][d + 1], l2-normalised
-// (sum of squares + 1e-6) and scaled. One warp per row.
+// (sum of squares + 1e-6) and scaled by scale * (row_scale ? row_scale[t] : 1). One warp per row.
 template <typename T>
 __device__ void load_rows_normalized(const T* src, int64_t s0, int64_t s1, int head, int64_t r0,
-                                     int n, int d, float scale, float* dst) {
+                                     int n, int d, float scale, float* dst,
+                                     const float* row_scale = nullptr) {
     const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     for (int t = threadIdx.x >> 5; t < n; t += warps) {
         const T* row = src + (r0 + t) * s0 + head * s1;
@@ -52,13 +53,12 @@ __device__ void load_rows_normalized(const T* src, int64_t s0, int64_t s1, int h
             dst[t * (d + 1) + i] = x;
             sum += x * x;
         }
-        const float inv = rsqrtf(warp_sum(sum) + 1e-6f) * scale;
-        __syncwarp();
+        const float inv = rsqrtf(warp_sum(sum) + 1e-6f) * scale * (row_scale ? row_scale[t] : 1.0f);
         for (int i = lane; i < d; i += 32) dst[t * (d + 1) + i] *= inv;
     }
 }
 
-// Inclusive prefix sum of g over the chunk's rows into sG (one warp; n <= 64).
+// Inclusive prefix sum of g over the chunk's rows into sG (warp 0; n <= 64).
 __device__ void load_cumulative_decay(const GdnArgs& a, int h, int64_t r0, int n, float* sG) {
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
@@ -78,6 +78,47 @@ __device__ void load_cumulative_decay(const GdnArgs& a, int h, int64_t r0, int n
     if (lane + 32 < n) sG[lane + 32] = x1;
 }
 
+// Thread tiles (256 threads = 16 x 16): thread (ty, tx) = (tid / 16, tid % 16). Register tiles
+// give each thread independent FMA chains and reuse every shared-memory load several times.
+__device__ __forceinline__ int tile_x() { return threadIdx.x % 16; }
+__device__ __forceinline__ int tile_y() { return threadIdx.x / 16; }
+
+// M (to shared memory) and A (to the workspace): t = 4 ty + a, j = 4 tx + b.
+__device__ void chunk_products(const GdnArgs& a, const ChunkWork& w, int h, int64_t r0, int n,
+                               const float* sK, const float* sQ, const float* sG,
+                               const float* sBeta, float* sM) {
+    const int dk = a.dk, t0 = 4 * tile_y(), j0 = 4 * tile_x();
+    float kk[4][4] = {}, qk[4][4] = {};
+    for (int i = 0; i < dk; ++i) {
+        float kt[4], qt[4], kj[4];
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            kt[x] = sK[(t0 + x) * (dk + 1) + i];
+            qt[x] = sQ[(t0 + x) * (dk + 1) + i];
+            kj[x] = sK[(j0 + x) * (dk + 1) + i];
+        }
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+#pragma unroll
+            for (int y = 0; y < 4; ++y) {
+                kk[x][y] += kt[x] * kj[y];
+                qk[x][y] += qt[x] * kj[y];
+            }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+        const int t = t0 + x;
+        if (t >= n) continue;
+#pragma unroll
+        for (int y = 0; y < 4; ++y) {
+            const int j = j0 + y;
+            const float decay = j <= t && j < n ? __expf(sG[t] - sG[j]) : 0.0f;
+            sM[t * (kChunk + 1) + j] = j < t ? sBeta[t] * decay * kk[x][y] : 0.0f;
+            w.A[((r0 + t) * a.Hv + h) * kChunk + j] = decay * qk[x][y];
+        }
+    }
+}
+
 template <typename T> __global__ void chunk_prepare_kernel(GdnArgs a, ChunkWork w, int max_chunks) {
     const int s = blockIdx.x / max_chunks, c = blockIdx.x % max_chunks, h = blockIdx.y;
     const ChunkRange ch = chunk_rows(a, s, c);
@@ -90,6 +131,11 @@ template <typename T> __global__ void chunk_prepare_kernel(GdnArgs a, ChunkWork 
     float* sM = sV + kChunk * (dv + 1); // [kChunk][kChunk + 1]
     float* sG = sM + kChunk * (kChunk + 1);
     float* sBeta = sG + kChunk;
+    // Rows past n are zero, so the register tiles may read them.
+    for (int e = threadIdx.x; e < (kChunk - n) * (dk + 1); e += blockDim.x) {
+        sK[n * (dk + 1) + e] = 0.0f;
+        sQ[n * (dk + 1) + e] = 0.0f;
+    }
     load_rows_normalized(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, ch.r0, n, dk, 1.0f, sK);
     load_rows_normalized(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, ch.r0, n, dk,
                          rsqrtf(float(dk)), sQ);
@@ -101,30 +147,24 @@ template <typename T> __global__ void chunk_prepare_kernel(GdnArgs a, ChunkWork 
     for (int t = threadIdx.x; t < n; t += blockDim.x) sBeta[t] = a.beta[(ch.r0 + t) * a.beta_s0 + h];
     load_cumulative_decay(a, h, ch.r0, n, sG);
     __syncthreads();
-    // M into shared memory, A to the workspace. Consecutive threads take consecutive j: the
-    // padded rows put sK[j][i] in distinct banks.
-    for (int e = threadIdx.x; e < n * kChunk; e += blockDim.x) {
-        const int t = e / kChunk, j = e % kChunk;
-        float kk = 0.0f, qk = 0.0f;
-        if (j <= t && j < n)
-            for (int i = 0; i < dk; ++i) {
-                const float kj = sK[j * (dk + 1) + i];
-                kk += sK[t * (dk + 1) + i] * kj;
-                qk += sQ[t * (dk + 1) + i] * kj;
-            }
-        const float decay = j <= t && j < n ? __expf(sG[t] - sG[j]) : 0.0f;
-        sM[t * (kChunk + 1) + j] = j < t ? sBeta[t] * decay * kk : 0.0f;
-        w.A[((ch.r0 + t) * a.Hv + h) * kChunk + j] = decay * qk;
-    }
+    chunk_products(a, w, h, ch.r0, n, sK, sQ, sG, sBeta, sM);
     __syncthreads();
     // Forward substitution, one column per thread, in place: U' over sV's columns, W over sK's.
+    // Four partial sums break the dependency chain of the inner product.
     for (int col = threadIdx.x; col < dv + dk; col += blockDim.x) {
         const bool is_u = col < dv;
         float* X = is_u ? sV + col : sK + (col - dv);
         const int stride = is_u ? dv + 1 : dk + 1;
         for (int t = 0; t < n; ++t) {
-            float x = sBeta[t] * X[t * stride] * (is_u ? 1.0f : __expf(sG[t]));
-            for (int j = 0; j < t; ++j) x -= sM[t * (kChunk + 1) + j] * X[j * stride];
+            const float* m = sM + t * (kChunk + 1);
+            float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            int j = 0;
+            for (; j + 4 <= t; j += 4)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) p[x] += m[j + x] * X[(j + x) * stride];
+            for (; j < t; ++j) p[0] += m[j] * X[j * stride];
+            const float x = sBeta[t] * X[t * stride] * (is_u ? 1.0f : __expf(sG[t])) -
+                            ((p[0] + p[1]) + (p[2] + p[3]));
             X[t * stride] = x;
             if (is_u)
                 w.U[((ch.r0 + t) * a.Hv + h) * dv + col] = x;
@@ -134,84 +174,150 @@ template <typename T> __global__ void chunk_prepare_kernel(GdnArgs a, ChunkWork 
     }
 }
 
+struct ScanSmem {
+    float *S, *K, *Q, *W, *U, *A, *G, *Kdecay;
+};
+
+__device__ ScanSmem scan_smem_layout(float* smem, int dk) {
+    ScanSmem m;
+    m.S = smem;                            // [dk][kScanCols]       state slice
+    m.K = m.S + dk * kScanCols;            // [kChunk][dk + 1]      k^_t e^{G_last - G_t}
+    m.Q = m.K + kChunk * (dk + 1);         // [kChunk][dk + 1]      q^
+    m.W = m.Q + kChunk * (dk + 1);         // [kChunk][dk + 1]
+    m.U = m.W + kChunk * (dk + 1);         // [kChunk][kScanCols + 1]  U' then U
+    m.A = m.U + kChunk * (kScanCols + 1);  // [kChunk][kChunk + 1]
+    m.G = m.A + kChunk * (kChunk + 1);     // [kChunk]
+    m.Kdecay = m.G + kChunk;               // [kChunk]
+    return m;
+}
+
+// Loads chunk rows [r0, r0 + n) of k (decayed to the chunk's end), q, W, U' and A.
+template <typename T>
+__device__ void scan_load_chunk(const GdnArgs& a, const ChunkWork& w, int h, int c0, int nc,
+                                int64_t r0, int n, const ScanSmem& m) {
+    const int dk = a.dk, dv = a.dv, hk = h / a.ratio;
+    load_cumulative_decay(a, h, r0, n, m.G);
+    __syncthreads();
+    for (int t = threadIdx.x; t < n; t += blockDim.x) m.Kdecay[t] = __expf(m.G[n - 1] - m.G[t]);
+    for (int e = threadIdx.x; e < (kChunk - n) * (dk + 1); e += blockDim.x) {
+        m.K[n * (dk + 1) + e] = 0.0f;
+        m.Q[n * (dk + 1) + e] = 0.0f;
+        m.W[n * (dk + 1) + e] = 0.0f;
+    }
+    __syncthreads();
+    load_rows_normalized(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, r0, n, dk, 1.0f, m.K,
+                         m.Kdecay);
+    load_rows_normalized(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, r0, n, dk,
+                         rsqrtf(float(dk)), m.Q);
+    for (int e = threadIdx.x; e < n * dk; e += blockDim.x) {
+        const int t = e / dk, i = e % dk;
+        m.W[t * (dk + 1) + i] = w.W[((r0 + t) * a.Hv + h) * dk + i];
+    }
+    for (int e = threadIdx.x; e < kChunk * kScanCols; e += blockDim.x) {
+        const int t = e / kScanCols, cc = e % kScanCols;
+        m.U[t * (kScanCols + 1) + cc] =
+            t < n && cc < nc ? w.U[((r0 + t) * a.Hv + h) * dv + c0 + cc] : 0.0f;
+    }
+    for (int e = threadIdx.x; e < n * kChunk; e += blockDim.x) {
+        const int t = e / kChunk, j = e % kChunk;
+        m.A[t * (kChunk + 1) + j] = w.A[((r0 + t) * a.Hv + h) * kChunk + j];
+    }
+    __syncthreads();
+}
+
+// One chunk: U = U' - W S0 and out = e^G Q^ S0 + A U (rows t = 4 ty + x, columns 2 tx + y), then
+// S = e^{G_last} S0 + sum_t (k^_t e^{G_last - G_t}) U_t^T (state rows i = 8 ty + x).
+template <typename T>
+__device__ void scan_chunk(const GdnArgs& a, int h, int c0, int nc, int64_t r0, int n,
+                           const ScanSmem& m) {
+    const int dk = a.dk, dv = a.dv, t0 = 4 * tile_y(), cc0 = 2 * tile_x();
+    float ws[4][2] = {}, qs[4][2] = {};
+    for (int i = 0; i < dk; ++i) {
+        const float s0 = m.S[i * kScanCols + cc0], s1 = m.S[i * kScanCols + cc0 + 1];
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            const float wv = m.W[(t0 + x) * (dk + 1) + i], qv = m.Q[(t0 + x) * (dk + 1) + i];
+            ws[x][0] += wv * s0;
+            ws[x][1] += wv * s1;
+            qs[x][0] += qv * s0;
+            qs[x][1] += qv * s1;
+        }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int y = 0; y < 2; ++y) m.U[(t0 + x) * (kScanCols + 1) + cc0 + y] -= ws[x][y];
+    __syncthreads();
+    float o[4][2];
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int y = 0; y < 2; ++y) o[x][y] = (t0 + x < n ? __expf(m.G[t0 + x]) : 0.0f) * qs[x][y];
+    const int j_end = min(n, t0 + 4); // A[t, j] = 0 for j > t
+    for (int j = 0; j < j_end; ++j) {
+        const float u0 = m.U[j * (kScanCols + 1) + cc0], u1 = m.U[j * (kScanCols + 1) + cc0 + 1];
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            const float av = m.A[(t0 + x) * (kChunk + 1) + j];
+            o[x][0] += av * u0;
+            o[x][1] += av * u1;
+        }
+    }
+    T* out = static_cast<T*>(a.out);
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+        for (int y = 0; y < 2; ++y)
+            if (t0 + x < n && cc0 + y < nc)
+                out[((r0 + t0 + x) * a.Hv + h) * dv + c0 + cc0 + y] = from_float<T>(o[x][y]);
+    const int i0 = 8 * tile_y();
+    if (i0 < dk) {
+        const float fade = __expf(m.G[n - 1]);
+        float st[8][2];
+#pragma unroll
+        for (int x = 0; x < 8; ++x)
+#pragma unroll
+            for (int y = 0; y < 2; ++y)
+                st[x][y] = i0 + x < dk ? fade * m.S[(i0 + x) * kScanCols + cc0 + y] : 0.0f;
+        for (int t = 0; t < n; ++t) {
+            const float u0 = m.U[t * (kScanCols + 1) + cc0], u1 = m.U[t * (kScanCols + 1) + cc0 + 1];
+#pragma unroll
+            for (int x = 0; x < 8; ++x) {
+                const float kv = i0 + x < dk ? m.K[t * (dk + 1) + i0 + x] : 0.0f;
+                st[x][0] += kv * u0;
+                st[x][1] += kv * u1;
+            }
+        }
+        // Each thread owns these state entries; nobody else reads S until the next barrier.
+#pragma unroll
+        for (int x = 0; x < 8; ++x)
+#pragma unroll
+            for (int y = 0; y < 2; ++y)
+                if (i0 + x < dk) m.S[(i0 + x) * kScanCols + cc0 + y] = st[x][y];
+    }
+    __syncthreads();
+}
+
 template <typename T> __global__ void chunk_scan_kernel(GdnArgs a, ChunkWork w) {
     const int s = blockIdx.x, h = blockIdx.y, c0 = blockIdx.z * kScanCols;
-    const int dk = a.dk, dv = a.dv, hk = h / a.ratio;
+    const int dk = a.dk, dv = a.dv;
     const int nc = min(kScanCols, dv - c0);
     extern __shared__ float smem[];
-    float* sS = smem;                    // [dk][kScanCols]   state slice
-    float* sK = sS + dk * kScanCols;     // [kChunk][dk + 1]  k^
-    float* sQ = sK + kChunk * (dk + 1);  // [kChunk][dk + 1]  q^
-    float* sW = sQ + kChunk * (dk + 1);  // [kChunk][dk + 1]
-    float* sU = sW + kChunk * (dk + 1);  // [kChunk][kScanCols + 1]  U' then U
-    float* sQS = sU + kChunk * (kScanCols + 1); // [kChunk][kScanCols + 1]
-    float* sA = sQS + kChunk * (kScanCols + 1); // [kChunk][kChunk + 1]
-    float* sG = sA + kChunk * (kChunk + 1);
+    const ScanSmem m = scan_smem_layout(smem, dk);
     float* state = a.state + (int64_t(a.slots[s]) * a.Hv + h) * dk * dv;
     for (int e = threadIdx.x; e < dk * kScanCols; e += blockDim.x) {
         const int i = e / kScanCols, cc = e % kScanCols;
-        sS[e] = cc < nc ? state[int64_t(i) * dv + c0 + cc] : 0.0f;
+        m.S[e] = cc < nc ? state[int64_t(i) * dv + c0 + cc] : 0.0f;
     }
-    T* out = static_cast<T*>(a.out);
     for (int c = 0;; ++c) {
         const ChunkRange ch = chunk_rows(a, s, c);
         if (ch.n == 0) break;
-        const int n = ch.n;
-        load_rows_normalized(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, ch.r0, n, dk, 1.0f,
-                             sK);
-        load_rows_normalized(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, ch.r0, n, dk,
-                             rsqrtf(float(dk)), sQ);
-        for (int e = threadIdx.x; e < n * dk; e += blockDim.x) {
-            const int t = e / dk, i = e % dk;
-            sW[t * (dk + 1) + i] = w.W[((ch.r0 + t) * a.Hv + h) * dk + i];
-        }
-        for (int e = threadIdx.x; e < n * kScanCols; e += blockDim.x) {
-            const int t = e / kScanCols, cc = e % kScanCols;
-            sU[t * (kScanCols + 1) + cc] =
-                cc < nc ? w.U[((ch.r0 + t) * a.Hv + h) * dv + c0 + cc] : 0.0f;
-        }
-        for (int e = threadIdx.x; e < n * kChunk; e += blockDim.x) {
-            const int t = e / kChunk, j = e % kChunk;
-            sA[t * (kChunk + 1) + j] = w.A[((ch.r0 + t) * a.Hv + h) * kChunk + j];
-        }
-        load_cumulative_decay(a, h, ch.r0, n, sG);
-        __syncthreads();
-        // U = U' - W S0 and Q^ S0, sharing the reads of the state.
-        for (int e = threadIdx.x; e < n * kScanCols; e += blockDim.x) {
-            const int t = e / kScanCols, cc = e % kScanCols;
-            float ws = 0.0f, qs = 0.0f;
-            for (int i = 0; i < dk; ++i) {
-                const float st = sS[i * kScanCols + cc];
-                ws += sW[t * (dk + 1) + i] * st;
-                qs += sQ[t * (dk + 1) + i] * st;
-            }
-            sU[t * (kScanCols + 1) + cc] -= ws;
-            sQS[t * (kScanCols + 1) + cc] = qs;
-        }
-        __syncthreads();
-        // out = e^G Q^ S0 + A U.
-        for (int e = threadIdx.x; e < n * kScanCols; e += blockDim.x) {
-            const int t = e / kScanCols, cc = e % kScanCols;
-            if (cc >= nc) continue;
-            float o = __expf(sG[t]) * sQS[t * (kScanCols + 1) + cc];
-            for (int j = 0; j <= t; ++j) o += sA[t * (kChunk + 1) + j] * sU[j * (kScanCols + 1) + cc];
-            out[((ch.r0 + t) * a.Hv + h) * dv + c0 + cc] = from_float<T>(o);
-        }
-        // S = e^{G_last} S0 + sum_t e^{G_last - G_t} k^_t U_t^T (sS is not read above any more
-        // after the barrier, and each element is owned by one thread here).
-        const float g_last = sG[n - 1];
-        for (int e = threadIdx.x; e < dk * kScanCols; e += blockDim.x) {
-            const int i = e / kScanCols, cc = e % kScanCols;
-            float acc = __expf(g_last) * sS[e];
-            for (int t = 0; t < n; ++t)
-                acc += __expf(g_last - sG[t]) * sK[t * (dk + 1) + i] * sU[t * (kScanCols + 1) + cc];
-            sS[e] = acc;
-        }
-        __syncthreads();
+        scan_load_chunk<T>(a, w, h, c0, nc, ch.r0, ch.n, m);
+        scan_chunk<T>(a, h, c0, nc, ch.r0, ch.n, m);
     }
     for (int e = threadIdx.x; e < dk * kScanCols; e += blockDim.x) {
         const int i = e / kScanCols, cc = e % kScanCols;
-        if (cc < nc) state[int64_t(i) * dv + c0 + cc] = sS[e];
+        if (cc < nc) state[int64_t(i) * dv + c0 + cc] = m.S[e];
     }
 }
 
@@ -220,8 +326,8 @@ size_t prepare_smem(int dk, int dv) {
                             2 * kChunk);
 }
 size_t scan_smem(int dk) {
-    return sizeof(float) * (dk * kScanCols + 3 * kChunk * (dk + 1) +
-                            2 * kChunk * (kScanCols + 1) + kChunk * (kChunk + 1) + kChunk);
+    return sizeof(float) * (dk * kScanCols + 3 * kChunk * (dk + 1) + kChunk * (kScanCols + 1) +
+                            kChunk * (kChunk + 1) + 2 * kChunk);
 }
 
 } // namespace
