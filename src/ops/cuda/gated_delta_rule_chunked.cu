@@ -38,23 +38,46 @@ __device__ ChunkRange chunk_rows(const GdnArgs& a, int s, int c) {
     return {begin, begin < end ? int(end - begin < kChunk ? end - begin : kChunk) : 0};
 }
 
-// Loads rows [r0, r0 + n) of a [T, H, d] tensor's head `head` into dst[n][d + 1], l2-normalised
-// (sum of squares + 1e-6) and scaled by scale * (row_scale ? row_scale[t] : 1). One warp per row.
+// Copies total elements with load(e) -> store(e, value), kUnroll loads in flight per thread
+// before any store: the loads' latency overlaps instead of adding up element by element.
+template <typename Load, typename Store>
+__device__ __forceinline__ void staged_copy(int total, Load load, Store store) {
+    constexpr int kUnroll = 8;
+    for (int base = threadIdx.x; base < total; base += kUnroll * blockDim.x) {
+        float v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int e = base + u * int(blockDim.x);
+            v[u] = e < total ? load(e) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int e = base + u * int(blockDim.x);
+            if (e < total) store(e, v[u]);
+        }
+    }
+}
+
+// Rows [r0, r0 + n) of head `head` of a [T, H, d] tensor into dst[n][d + 1], as float.
 template <typename T>
-__device__ void load_rows_normalized(const T* src, int64_t s0, int64_t s1, int head, int64_t r0,
-                                     int n, int d, float scale, float* dst,
-                                     const float* row_scale = nullptr) {
+__device__ void stage_rows(const T* src, int64_t s0, int64_t s1, int head, int64_t r0, int n,
+                           int d, float* dst) {
+    staged_copy(
+        n * d, [&](int e) { return to_float(src[(r0 + e / d) * s0 + head * s1 + e % d]); },
+        [&](int e, float x) { dst[(e / d) * (d + 1) + e % d] = x; });
+}
+
+// l2-normalises rows [0, n) of dst[.][d + 1] in place (sum of squares + 1e-6) and scales them by
+// scale * (row_scale ? row_scale[t] : 1). One warp per row; call after a barrier.
+__device__ void normalize_rows(float* dst, int n, int d, float scale,
+                               const float* row_scale = nullptr) {
     const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     for (int t = threadIdx.x >> 5; t < n; t += warps) {
-        const T* row = src + (r0 + t) * s0 + head * s1;
+        float* row = dst + t * (d + 1);
         float sum = 0.0f;
-        for (int i = lane; i < d; i += 32) {
-            const float x = to_float(row[i]);
-            dst[t * (d + 1) + i] = x;
-            sum += x * x;
-        }
+        for (int i = lane; i < d; i += 32) sum += row[i] * row[i];
         const float inv = rsqrtf(warp_sum(sum) + 1e-6f) * scale * (row_scale ? row_scale[t] : 1.0f);
-        for (int i = lane; i < d; i += 32) dst[t * (d + 1) + i] *= inv;
+        for (int i = lane; i < d; i += 32) row[i] *= inv;
     }
 }
 
@@ -136,16 +159,14 @@ template <typename T> __global__ void chunk_prepare_kernel(GdnArgs a, ChunkWork 
         sK[n * (dk + 1) + e] = 0.0f;
         sQ[n * (dk + 1) + e] = 0.0f;
     }
-    load_rows_normalized(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, ch.r0, n, dk, 1.0f, sK);
-    load_rows_normalized(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, ch.r0, n, dk,
-                         rsqrtf(float(dk)), sQ);
-    const T* v = static_cast<const T*>(a.v);
-    for (int e = threadIdx.x; e < n * dv; e += blockDim.x) {
-        const int t = e / dv, i = e % dv;
-        sV[t * (dv + 1) + i] = to_float(v[(ch.r0 + t) * a.v_s0 + h * a.v_s1 + i]);
-    }
+    stage_rows(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, ch.r0, n, dk, sK);
+    stage_rows(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, ch.r0, n, dk, sQ);
+    stage_rows(static_cast<const T*>(a.v), a.v_s0, a.v_s1, h, ch.r0, n, dv, sV);
     for (int t = threadIdx.x; t < n; t += blockDim.x) sBeta[t] = a.beta[(ch.r0 + t) * a.beta_s0 + h];
     load_cumulative_decay(a, h, ch.r0, n, sG);
+    __syncthreads();
+    normalize_rows(sK, n, dk, 1.0f);
+    normalize_rows(sQ, n, dk, rsqrtf(float(dk)));
     __syncthreads();
     chunk_products(a, w, h, ch.r0, n, sK, sQ, sG, sBeta, sM);
     __syncthreads();
@@ -205,23 +226,24 @@ __device__ void scan_load_chunk(const GdnArgs& a, const ChunkWork& w, int h, int
         m.W[n * (dk + 1) + e] = 0.0f;
     }
     __syncthreads();
-    load_rows_normalized(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, r0, n, dk, 1.0f, m.K,
-                         m.Kdecay);
-    load_rows_normalized(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, r0, n, dk,
-                         rsqrtf(float(dk)), m.Q);
-    for (int e = threadIdx.x; e < n * dk; e += blockDim.x) {
-        const int t = e / dk, i = e % dk;
-        m.W[t * (dk + 1) + i] = w.W[((r0 + t) * a.Hv + h) * dk + i];
-    }
-    for (int e = threadIdx.x; e < kChunk * kScanCols; e += blockDim.x) {
-        const int t = e / kScanCols, cc = e % kScanCols;
-        m.U[t * (kScanCols + 1) + cc] =
-            t < n && cc < nc ? w.U[((r0 + t) * a.Hv + h) * dv + c0 + cc] : 0.0f;
-    }
-    for (int e = threadIdx.x; e < n * kChunk; e += blockDim.x) {
-        const int t = e / kChunk, j = e % kChunk;
-        m.A[t * (kChunk + 1) + j] = w.A[((r0 + t) * a.Hv + h) * kChunk + j];
-    }
+    stage_rows(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, r0, n, dk, m.K);
+    stage_rows(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, r0, n, dk, m.Q);
+    staged_copy(
+        n * dk, [&](int e) { return w.W[((r0 + e / dk) * a.Hv + h) * dk + e % dk]; },
+        [&](int e, float x) { m.W[(e / dk) * (dk + 1) + e % dk] = x; });
+    staged_copy(
+        kChunk * kScanCols,
+        [&](int e) {
+            const int t = e / kScanCols, cc = e % kScanCols;
+            return t < n && cc < nc ? w.U[((r0 + t) * a.Hv + h) * dv + c0 + cc] : 0.0f;
+        },
+        [&](int e, float x) { m.U[(e / kScanCols) * (kScanCols + 1) + e % kScanCols] = x; });
+    staged_copy(
+        n * kChunk, [&](int e) { return w.A[((r0 + e / kChunk) * a.Hv + h) * kChunk + e % kChunk]; },
+        [&](int e, float x) { m.A[(e / kChunk) * (kChunk + 1) + e % kChunk] = x; });
+    __syncthreads();
+    normalize_rows(m.K, n, dk, 1.0f, m.Kdecay);
+    normalize_rows(m.Q, n, dk, rsqrtf(float(dk)));
     __syncthreads();
 }
 
