@@ -134,7 +134,8 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
               dk,
               int(v.size(2))};
     const bool chunked = algo == GdnAlgo::Chunked ||
-                         (algo == GdnAlgo::Auto && batch.max_rows_per_seq >= kGdnChunkedMinRows);
+                         (algo == GdnAlgo::Auto && batch.max_rows_per_seq >= kGdnChunkedMinRows &&
+                          a.dv <= 128);
     require(!chunked || a.dv <= 128, "gated_delta_rule: the CUDA chunked route supports value "
                                      "head dim <= 128, got ", a.dv);
     dispatch_float(q.dtype, "gated_delta_rule", [&](auto tag) {

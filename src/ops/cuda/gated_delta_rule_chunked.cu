@@ -38,23 +38,28 @@ __device__ ChunkRange chunk_rows(const GdnArgs& a, int s, int c) {
     return {begin, begin < end ? int(end - begin < kChunk ? end - begin : kChunk) : 0};
 }
 
-// Copies total elements with load(e) -> store(e, value), kUnroll loads in flight per thread
-// before any store: the loads' latency overlaps instead of adding up element by element.
+// Copies a rows x width matrix (width <= 128) with load(t, i) -> store(t, i, value): one warp
+// per pair of rows, lanes over columns, all eight loads of a lane in flight before any store, so
+// the loads' latency overlaps instead of adding up; no integer division.
 template <typename Load, typename Store>
-__device__ __forceinline__ void staged_copy(int total, Load load, Store store) {
-    constexpr int kUnroll = 8;
-    for (int base = threadIdx.x; base < total; base += kUnroll * blockDim.x) {
-        float v[kUnroll];
+__device__ __forceinline__ void stage_matrix(int rows, int width, Load load, Store store) {
+    const int lane = threadIdx.x & 31, warps = int(blockDim.x >> 5);
+    for (int t0 = int(threadIdx.x >> 5) * 2; t0 < rows; t0 += warps * 2) {
+        float v[2][4];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int e = base + u * int(blockDim.x);
-            v[u] = e < total ? load(e) : 0.0f;
-        }
+        for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int e = base + u * int(blockDim.x);
-            if (e < total) store(e, v[u]);
-        }
+            for (int m = 0; m < 4; ++m) {
+                const int t = t0 + r, i = lane + 32 * m;
+                v[r][m] = t < rows && i < width ? load(t, i) : 0.0f;
+            }
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                const int t = t0 + r, i = lane + 32 * m;
+                if (t < rows && i < width) store(t, i, v[r][m]);
+            }
     }
 }
 
@@ -62,9 +67,9 @@ __device__ __forceinline__ void staged_copy(int total, Load load, Store store) {
 template <typename T>
 __device__ void stage_rows(const T* src, int64_t s0, int64_t s1, int head, int64_t r0, int n,
                            int d, float* dst) {
-    staged_copy(
-        n * d, [&](int e) { return to_float(src[(r0 + e / d) * s0 + head * s1 + e % d]); },
-        [&](int e, float x) { dst[(e / d) * (d + 1) + e % d] = x; });
+    stage_matrix(
+        n, d, [&](int t, int i) { return to_float(src[(r0 + t) * s0 + head * s1 + i]); },
+        [&](int t, int i, float x) { dst[t * (d + 1) + i] = x; });
 }
 
 // l2-normalises rows [0, n) of dst[.][d + 1] in place (sum of squares + 1e-6) and scales them by
@@ -228,19 +233,18 @@ __device__ void scan_load_chunk(const GdnArgs& a, const ChunkWork& w, int h, int
     __syncthreads();
     stage_rows(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, r0, n, dk, m.K);
     stage_rows(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, r0, n, dk, m.Q);
-    staged_copy(
-        n * dk, [&](int e) { return w.W[((r0 + e / dk) * a.Hv + h) * dk + e % dk]; },
-        [&](int e, float x) { m.W[(e / dk) * (dk + 1) + e % dk] = x; });
-    staged_copy(
-        kChunk * kScanCols,
-        [&](int e) {
-            const int t = e / kScanCols, cc = e % kScanCols;
+    stage_matrix(
+        n, dk, [&](int t, int i) { return w.W[((r0 + t) * a.Hv + h) * dk + i]; },
+        [&](int t, int i, float x) { m.W[t * (dk + 1) + i] = x; });
+    stage_matrix(
+        kChunk, kScanCols,
+        [&](int t, int cc) {
             return t < n && cc < nc ? w.U[((r0 + t) * a.Hv + h) * dv + c0 + cc] : 0.0f;
         },
-        [&](int e, float x) { m.U[(e / kScanCols) * (kScanCols + 1) + e % kScanCols] = x; });
-    staged_copy(
-        n * kChunk, [&](int e) { return w.A[((r0 + e / kChunk) * a.Hv + h) * kChunk + e % kChunk]; },
-        [&](int e, float x) { m.A[(e / kChunk) * (kChunk + 1) + e % kChunk] = x; });
+        [&](int t, int cc, float x) { m.U[t * (kScanCols + 1) + cc] = x; });
+    stage_matrix(
+        n, kChunk, [&](int t, int j) { return w.A[((r0 + t) * a.Hv + h) * kChunk + j]; },
+        [&](int t, int j, float x) { m.A[t * (kChunk + 1) + j] = x; });
     __syncthreads();
     normalize_rows(m.K, n, dk, 1.0f, m.Kdecay);
     normalize_rows(m.Q, n, dk, rsqrtf(float(dk)));
