@@ -41,6 +41,10 @@ endif()
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
+# HTTP server: Debian's cpp-httplib (declarations in httplib.h, the body in libcpp-httplib.so;
+# its .pc adds the OpenSSL/zlib/brotli defines the library was built with, so the header's
+# class layouts match the library's).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib>=0.11)
 
 if(NINFER_TESTS)
     find_package(GTest REQUIRED)

@@ -1,0 +1,150 @@
+// ninfer serve: the OpenAI- and Anthropic-compatible HTTP server (src/server) on one model.
+// SIGINT/SIGTERM stop it gracefully: no new requests, in-flight ones finish within the grace
+// period (then are cancelled), exit status 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "commands.h"
+#include "core/error.h"
+#include "server/server.h"
+
+namespace ninfer::app {
+namespace {
+
+struct ServeOptions {
+    EngineOptions engine;
+    server::ServerOptions server;
+    std::vector<std::string> api_keys;
+    std::string api_key_file;
+    std::vector<std::string> names;
+    int64_t default_max_tokens = 4096;
+};
+
+std::vector<std::string> read_key_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) fail(ErrorCategory::Io, "cannot read the API key file ", path);
+    std::vector<std::string> keys;
+    std::string line;
+    while (std::getline(in, line)) {
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+            line.pop_back();
+        const size_t start = line.find_first_not_of(" \t");
+        if (start == std::string::npos || line[start] == '#') continue;
+        keys.push_back(line.substr(start));
+    }
+    require(!keys.empty(), "the API key file ", path, " holds no key");
+    return keys;
+}
+
+int serve(ServeOptions& o) {
+    // Signals go to one waiting thread; every other thread (engine, HTTP) inherits the mask.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    server::ServerOptions& so = o.server;
+    so.api_keys = o.api_keys;
+    if (!o.api_key_file.empty())
+        for (auto& k : read_key_file(o.api_key_file)) so.api_keys.push_back(k);
+    so.max_sequences = o.engine.max_sequences;
+    const std::filesystem::path dir(o.engine.model_dir);
+    Engine engine(o.engine);
+    const text::Tokenizer tokenizer = text::Tokenizer::from_model_dir(dir);
+    const text::ChatTemplate chat_template = text::ChatTemplate::from_model_dir(dir);
+    server::ModelContext ctx;
+    ctx.engine = &engine;
+    ctx.tokenizer = &tokenizer;
+    ctx.chat_template = &chat_template;
+    ctx.names = o.names;
+    if (ctx.names.empty())
+        ctx.names.push_back(std::filesystem::absolute(dir).lexically_normal().filename().string());
+    if (ctx.names[0].empty()) ctx.names[0] = "model";
+    ctx.created = int64_t(std::time(nullptr));
+    ctx.defaults = server::read_sampling_defaults(dir);
+    ctx.default_max_tokens = o.default_max_tokens;
+
+    server::Server srv(ctx, so);
+    const int port = srv.bind();
+    if (so.api_keys.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1")
+        std::fprintf(stderr, "ninfer: warning: listening on %s without an API key\n",
+                     so.host.c_str());
+    std::fprintf(stderr, "ninfer: serving '%s' on http://%s:%d (context %lld tokens)\n",
+                 ctx.names[0].c_str(), so.host.c_str(), port,
+                 (long long)engine.model_info().max_context);
+    std::fflush(stderr);
+    std::atomic<bool> listener_done{false};
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&stop_signals, &sig);
+        if (!listener_done) {
+            std::fprintf(stderr, "ninfer: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            std::fflush(stderr);
+        }
+        srv.shutdown();
+    });
+    srv.run();
+    // The listener stopped on its own (not by a signal): wake the waiter.
+    listener_done = true;
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    std::fprintf(stderr, "ninfer: server stopped\n");
+    return 0;
+}
+
+} // namespace
+
+Action add_serve_command(CLI::App& app) {
+    auto o = std::make_shared<ServeOptions>();
+    app.add_option("--model", o->engine.model_dir,
+                   "HF checkpoint directory with tokenizer files and a chat template")
+        ->required();
+    app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1)");
+    app.add_option("--port", o->server.port, "Port (0: any free port)")
+        ->check(CLI::Range(0, 65535));
+    app.add_option("--api-key", o->api_keys,
+                   "Require this key (Authorization: Bearer or x-api-key); repeatable");
+    app.add_option("--api-key-file", o->api_key_file, "File with API keys, one per line");
+    app.add_option("--served-model-name", o->names,
+                   "Model name(s) clients use (default: the model directory's name)");
+    app.add_option("--max-body-bytes", o->server.max_body_bytes, "Largest request body (413)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--max-queue", o->server.max_queue,
+                   "Sequences that may wait beyond --max-sequences; more get 429")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--default-max-tokens", o->default_max_tokens,
+                   "max_tokens when a request gives none (capped by the context)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--keepalive", o->server.keepalive_s,
+                   "Seconds between SSE keep-alives while nothing is generated")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--shutdown-timeout", o->server.shutdown_grace_s,
+                   "Seconds in-flight requests may finish after SIGTERM before being cancelled")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--read-timeout", o->server.read_timeout_s,
+                   "Seconds to wait for a slow client's request bytes")
+        ->check(CLI::PositiveNumber);
+    app.add_flag("--log-content", o->server.log_content, "Log prompts and outputs");
+    app.add_flag("!--no-log-requests", o->server.log_requests, "No per-request log lines");
+    app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
+    app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
+    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
+    app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
+    app.add_option("--max-sequences", o->engine.max_sequences, "Sequences run at once")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--prefill-chunk", o->engine.prefill_chunk, "Prompt tokens per step")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--kv-cache-tokens", o->engine.kv_cache_tokens, "KV cache capacity in tokens");
+    return [o] { return serve(*o); };
+}
+
+} // namespace ninfer::app

@@ -1,0 +1,67 @@
+// The API-neutral form of a request, filled by the OpenAI and Anthropic translators and turned
+// into a GenerationSpec by prepare.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ninfer/engine.h"
+#include "server/request_fields.h"
+
+namespace ninfer::server {
+
+// Sampling fields as given by the client; unset ones take the model's generation_config.json
+// defaults (then the engine's).
+struct SamplingParams {
+    std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty,
+        repetition_penalty;
+    std::optional<int64_t> top_k;
+    std::optional<uint64_t> seed;
+};
+
+// Options shared by chat and completions.
+struct GenOptions {
+    SamplingParams sampling;
+    std::optional<int64_t> max_tokens; // unset: the server default, capped by the context
+    std::vector<std::string> stop;
+    std::vector<int32_t> stop_token_ids;
+    bool ignore_eos = false;
+    int n = 1;
+    bool logprobs = false;
+    int top_logprobs = 0;
+    bool stream = false;
+    bool include_usage = false;
+};
+
+struct ToolChoice {
+    enum class Kind { Auto, None, Required, Named };
+    Kind kind = Kind::Auto;
+    std::string name; // Named
+};
+
+struct ChatJob {
+    Json messages = Json::array(); // OpenAI-style messages, as the chat template takes them
+    Json tools;                    // null or an array of {"type": "function", "function": ...}
+    ToolChoice tool_choice;
+    bool parallel_tool_calls = true;
+    Json template_vars = Json::object(); // chat_template_kwargs (enable_thinking, ...)
+    bool continue_final = false;         // the last (assistant) message is continued
+    bool add_generation_prompt = true;   // (when not continuing)
+    int reasoning_budget = 0;            // 0: unlimited
+    // response_format: none, any JSON object (json_object), or a JSON schema.
+    enum class Format { Text, JsonObject, JsonSchema };
+    Format format = Format::Text;
+    nlohmann::ordered_json schema;
+    GenOptions gen;
+};
+
+struct CompletionJob {
+    std::vector<std::string> prompts;              // text prompts, or
+    std::vector<std::vector<int32_t>> prompt_ids;  // token id prompts
+    bool echo = false;
+    GenOptions gen;
+};
+
+} // namespace ninfer::server

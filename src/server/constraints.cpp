@@ -1,0 +1,123 @@
+#include "server/constraints.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace ninfer::server {
+namespace {
+
+constexpr std::string_view kThinkEnd = "</think>";
+
+class PlanConstraint final : public TokenConstraint {
+public:
+    PlanConstraint(const text::Tokenizer& tok, ConstraintPlan plan)
+        : tok_(&tok), plan_(std::move(plan)) {
+        forced_after_reasoning_ = !plan_.literals.empty() || plan_.tail != nullptr;
+        if (plan_.starts_in_reasoning) {
+            phase_ = Phase::Reasoning;
+        } else {
+            start_literals("");
+        }
+    }
+
+    void allowed(std::vector<uint8_t>& mask) override {
+        switch (phase_) {
+        case Phase::Reasoning:
+            std::fill(mask.begin(), mask.end(), uint8_t(1));
+            if (forced_after_reasoning_)
+                for (int32_t id : plan_.stop_ids)
+                    if (id >= 0 && size_t(id) < mask.size()) mask[size_t(id)] = 0;
+            return;
+        case Phase::Literal:
+            literal_mask(mask);
+            return;
+        case Phase::Tail:
+            if (plan_.tail)
+                plan_.tail->allowed(mask);
+            else
+                std::fill(mask.begin(), mask.end(), uint8_t(1));
+            return;
+        }
+    }
+
+    void accept(int32_t id) override {
+        switch (phase_) {
+        case Phase::Reasoning: {
+            ++reasoning_tokens_;
+            recent_ += bytes(id);
+            if (recent_.size() > 64) recent_.erase(0, recent_.size() - 64);
+            if (recent_.find(kThinkEnd) != std::string::npos) {
+                // After the model's own close the Qwen format puts "\n\n" before the answer.
+                start_literals(forced_after_reasoning_ ? "\n\n" : "");
+            } else if (plan_.reasoning_budget > 0 && reasoning_tokens_ >= plan_.reasoning_budget) {
+                start_literals(std::string("\n") + std::string(kThinkEnd) + "\n\n");
+            }
+            return;
+        }
+        case Phase::Literal:
+            done_ += bytes(id);
+            if (std::find(literals_.begin(), literals_.end(), done_) != literals_.end())
+                phase_ = Phase::Tail;
+            return;
+        case Phase::Tail:
+            if (plan_.tail) plan_.tail->accept(id);
+            return;
+        }
+    }
+
+private:
+    enum class Phase { Reasoning, Literal, Tail };
+
+    const std::string& bytes(int32_t id) const {
+        static const std::string empty;
+        return id >= 0 && id < tok_->vocab_size() ? tok_->token_bytes(id) : empty;
+    }
+
+    void start_literals(const std::string& prefix) {
+        literals_.clear();
+        done_.clear();
+        if (plan_.literals.empty()) {
+            if (!prefix.empty()) literals_.push_back(prefix);
+        } else {
+            for (const auto& l : plan_.literals) literals_.push_back(prefix + l);
+        }
+        phase_ = literals_.empty() ? Phase::Tail : Phase::Literal;
+    }
+
+    // Tokens whose bytes keep the output a prefix of some literal.
+    void literal_mask(std::vector<uint8_t>& mask) const {
+        const size_t n = std::min(mask.size(), size_t(tok_->vocab_size()));
+        for (size_t id = 0; id < n; ++id) {
+            const std::string& b = tok_->token_bytes(int32_t(id));
+            if (b.empty()) continue;
+            for (const auto& lit : literals_) {
+                if (lit.size() >= done_.size() + b.size() &&
+                    std::string_view(lit).substr(done_.size(), b.size()) == b &&
+                    std::string_view(lit).substr(0, done_.size()) == done_) {
+                    mask[id] = 1;
+                    break;
+                }
+            }
+        }
+    }
+
+    const text::Tokenizer* tok_;
+    ConstraintPlan plan_;
+    bool forced_after_reasoning_ = false;
+    Phase phase_ = Phase::Tail;
+    int reasoning_tokens_ = 0;
+    std::string recent_;                // last bytes of the reasoning (finds "</think>")
+    std::vector<std::string> literals_; // candidates of the literal phase
+    std::string done_;                  // bytes of the literal phase so far
+};
+
+} // namespace
+
+std::shared_ptr<TokenConstraint> make_plan_constraint(const text::Tokenizer& tokenizer,
+                                                      ConstraintPlan plan) {
+    return std::make_shared<PlanConstraint>(tokenizer, std::move(plan));
+}
+
+} // namespace ninfer::server

@@ -1,0 +1,127 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace ninfer::server {
+namespace {
+
+std::string num(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    return buf;
+}
+
+void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void gauge(std::string& out, const std::string& name, double v, const std::string& help) {
+    header(out, name, "gauge", help);
+    out += name + " " + num(v) + "\n";
+}
+
+} // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+    size_t i = 0;
+    while (i < bounds_.size() && v > bounds_[i]) ++i;
+    ++counts_[i];
+    sum_ += v;
+    ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+    header(out, name, "histogram", help);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+        cumulative += counts_[i];
+        out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cumulative) +
+               "\n";
+    }
+    out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+    out += name + "_sum " + num(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+}
+
+Metrics::Metrics()
+    : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      duration_({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}) {}
+
+void Metrics::request(const std::string& endpoint, int status) {
+    std::lock_guard lock(mutex_);
+    ++requests_[{endpoint, status}];
+}
+
+void Metrics::finished(const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    ++finished_[reason];
+}
+
+void Metrics::tokens(int prompt, int completion) {
+    std::lock_guard lock(mutex_);
+    prompt_tokens_ += uint64_t(prompt);
+    generation_tokens_ += uint64_t(completion);
+}
+
+void Metrics::ttft(double s) {
+    std::lock_guard lock(mutex_);
+    ttft_.observe(s);
+}
+
+void Metrics::inter_token(int tokens, double gap_s) {
+    std::lock_guard lock(mutex_);
+    for (int i = 0; i < tokens; ++i) itl_.observe(gap_s / tokens);
+}
+
+void Metrics::duration(double s) {
+    std::lock_guard lock(mutex_);
+    duration_.observe(s);
+}
+
+std::string Metrics::render(const EngineStats& e, const MemoryStats& m, int64_t in_flight,
+                            int64_t capacity) const {
+    std::lock_guard lock(mutex_);
+    std::string out;
+    header(out, "ninfer_requests_total", "counter", "HTTP requests by endpoint and status");
+    for (const auto& [key, n] : requests_)
+        out += "ninfer_requests_total{endpoint=\"" + key.first + "\",status=\"" +
+               std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+    header(out, "ninfer_generations_finished_total", "counter",
+           "Generated choices by finish reason (stop, length, cancelled, error)");
+    for (const char* r : {"stop", "length", "cancelled", "error"}) {
+        auto it = finished_.find(r);
+        out += std::string("ninfer_generations_finished_total{reason=\"") + r + "\"} " +
+               std::to_string(it == finished_.end() ? 0 : it->second) + "\n";
+    }
+    header(out, "ninfer_prompt_tokens_total", "counter", "Prompt tokens processed");
+    out += "ninfer_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+    header(out, "ninfer_generation_tokens_total", "counter", "Tokens generated");
+    out += "ninfer_generation_tokens_total " + std::to_string(generation_tokens_) + "\n";
+    ttft_.render(out, "ninfer_time_to_first_token_seconds", "Time to first token");
+    itl_.render(out, "ninfer_inter_token_latency_seconds", "Time between generated tokens");
+    duration_.render(out, "ninfer_request_duration_seconds", "Generation request duration");
+    gauge(out, "ninfer_requests_in_flight", double(in_flight),
+          "Sequences admitted by the server (running or queued)");
+    gauge(out, "ninfer_requests_capacity", double(capacity),
+          "Sequences the server admits before answering 429");
+    gauge(out, "ninfer_queue_depth", double(e.waiting), "Sequences waiting for the engine");
+    gauge(out, "ninfer_sequences_running", double(e.active), "Sequences the engine runs");
+    gauge(out, "ninfer_kv_blocks_used", double(e.kv_blocks_used), "KV cache blocks in use");
+    gauge(out, "ninfer_kv_blocks_total", double(e.kv_blocks_total), "KV cache blocks");
+    gauge(out, "ninfer_kv_cache_usage_ratio",
+          e.kv_blocks_total > 0 ? double(e.kv_blocks_used) / double(e.kv_blocks_total) : 0.0,
+          "Fraction of the KV cache in use");
+    gauge(out, "ninfer_state_slots_used", double(e.state_slots_used), "GDN state slots in use");
+    gauge(out, "ninfer_state_slots_total", double(e.state_slots_total), "GDN state slots");
+    header(out, "ninfer_memory_bytes", "gauge", "Device memory held by the engine");
+    out += "ninfer_memory_bytes{kind=\"weights\"} " + std::to_string(m.weights) + "\n";
+    out += "ninfer_memory_bytes{kind=\"kv_cache\"} " + std::to_string(m.kv_cache) + "\n";
+    out += "ninfer_memory_bytes{kind=\"state\"} " + std::to_string(m.state) + "\n";
+    out += "ninfer_memory_bytes{kind=\"workspace\"} " + std::to_string(m.workspace) + "\n";
+    return out;
+}
+
+} // namespace ninfer::server

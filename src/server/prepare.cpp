@@ -1,0 +1,178 @@
+#include "server/prepare.h"
+
+#include <algorithm>
+#include <random>
+
+#include "ninfer/error.h"
+#include "server/api_error.h"
+#include "server/constraints.h"
+
+// Defined by src/server/CMakeLists.txt when ninfer_text builds the JSON grammar.
+#ifdef NINFER_HAVE_JSON_CONSTRAINT
+#include "text/json_constraint.h"
+#endif
+
+namespace ninfer::server {
+namespace {
+
+// Marks where a continued assistant message ends in the rendered prompt.
+constexpr const char* kContinueMarker = "\x1f<ninfer-continue>\x1f";
+
+void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longest_prompt,
+                       GenerationSpec& spec) {
+    const int64_t context = m.engine->model_info().max_context;
+    if (longest_prompt >= context)
+        throw ApiError(400,
+                       "the prompt has " + std::to_string(longest_prompt) +
+                           " tokens; the model's context holds " + std::to_string(context),
+                       "messages", "context_length_exceeded");
+    const int64_t room = context - longest_prompt;
+    const int64_t wanted = g.max_tokens ? *g.max_tokens : m.default_max_tokens;
+    spec.base.max_new_tokens = int(std::min(wanted, room));
+    spec.base.sampling = resolve_sampling(g.sampling, m.defaults);
+    spec.base.stop_token_ids = g.stop_token_ids;
+    spec.base.ignore_eos = g.ignore_eos;
+    spec.base.top_logprobs = g.logprobs ? g.top_logprobs : 0;
+    spec.logprobs = g.logprobs;
+    spec.n = g.n;
+    spec.parser.stop = g.stop;
+    for (int32_t id : g.stop_token_ids)
+        if (id < 0 || id >= m.engine->model_info().token_limit)
+            bad_param("stop_token_ids", "stop token id " + std::to_string(id) + " is not a token");
+}
+
+std::vector<int32_t> encode(const ModelContext& m, const std::string& text) {
+    return m.tokenizer->encode(text, true);
+}
+
+// The JSON grammar of response_format; `end_ids` may end the output once the value is complete.
+std::shared_ptr<TokenConstraint> json_tail(const ModelContext& m, const ChatJob& job,
+                                           const std::vector<int32_t>& end_ids) {
+#ifdef NINFER_HAVE_JSON_CONSTRAINT
+    try {
+        return text::make_json_constraint(job.format == ChatJob::Format::JsonSchema
+                                              ? job.schema
+                                              : nlohmann::ordered_json(),
+                                          *m.tokenizer, end_ids);
+    } catch (const Error& e) {
+        throw ApiError(400, std::string("response_format: ") + e.what(), "response_format");
+    }
+#else
+    (void)m;
+    (void)job;
+    (void)end_ids;
+    throw ApiError(400, "response_format is not available in this build", "response_format");
+#endif
+}
+
+// The constraint plan of a chat job: forced tool call, JSON output, reasoning budget.
+ConstraintPlan constraint_plan(const ModelContext& m, const ChatJob& job, bool in_reasoning,
+                               const std::vector<int32_t>& stop_ids) {
+    ConstraintPlan plan;
+    plan.starts_in_reasoning = in_reasoning;
+    plan.reasoning_budget = in_reasoning ? job.reasoning_budget : 0;
+    plan.stop_ids = stop_ids;
+    const auto& kind = job.tool_choice.kind;
+    if (kind == ToolChoice::Kind::Required || kind == ToolChoice::Kind::Named) {
+        for (const auto& tool : job.tools) {
+            const std::string name = tool["function"]["name"].get<std::string>();
+            if (kind == ToolChoice::Kind::Named && name != job.tool_choice.name) continue;
+            plan.literals.push_back("<tool_call>\n<function=" + name + ">\n");
+        }
+    } else if (job.format != ChatJob::Format::Text) {
+        plan.tail = json_tail(m, job, stop_ids);
+    }
+    return plan;
+}
+
+} // namespace
+
+std::string random_hex(int n) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    static const char* digits = "0123456789abcdef";
+    std::string s;
+    for (int i = 0; i < n; ++i) s += digits[rng() & 15];
+    return s;
+}
+
+std::string render_chat(const ModelContext& m, const ChatJob& job) {
+    text::ChatOptions opt;
+    opt.variables = job.template_vars;
+    opt.add_generation_prompt = job.add_generation_prompt;
+    const Json tools = job.tool_choice.kind == ToolChoice::Kind::None ? Json() : job.tools;
+    try {
+        if (!job.continue_final) return m.chat_template->render(job.messages, tools, opt);
+        Json messages = job.messages;
+        Json& last = messages.back();
+        last["content"] = last.value("content", Json("")).get<std::string>() + kContinueMarker;
+        opt.add_generation_prompt = false;
+        const std::string text = m.chat_template->render(messages, tools, opt);
+        const size_t at = text.rfind(kContinueMarker);
+        if (at == std::string::npos)
+            throw ApiError(422, "the chat template does not show the final assistant message, "
+                                "so it cannot be continued");
+        return text.substr(0, at);
+    } catch (const Error& e) {
+        throw ApiError(422, std::string("the chat template rejected the messages: ") + e.what(),
+                       "messages");
+    }
+}
+
+PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job,
+                          const std::string& id_prefix) {
+    PreparedChat p;
+    p.prompt_text = render_chat(m, job);
+    p.spec.prompts.push_back(encode(m, p.prompt_text));
+    apply_gen_options(m, job.gen, int64_t(p.spec.prompts[0].size()), p.spec);
+    text::ParserOptions& po = p.spec.parser;
+    po.starts_in_reasoning = text::prompt_opens_reasoning(p.prompt_text);
+    po.parse_tool_calls = job.tools.is_array() && !job.tools.empty() &&
+                          job.tool_choice.kind != ToolChoice::Kind::None;
+    if (po.parse_tool_calls) po.tools = job.tools;
+    po.id_prefix = id_prefix;
+    std::vector<int32_t> stop_ids = job.gen.stop_token_ids;
+    if (!job.gen.ignore_eos)
+        for (int32_t id : m.engine->model_info().eos_token_ids) stop_ids.push_back(id);
+    ConstraintPlan plan = constraint_plan(m, job, po.starts_in_reasoning, stop_ids);
+    if (plan.active()) {
+        const text::Tokenizer* tok = m.tokenizer;
+        p.spec.constraint = [tok, plan] { return make_plan_constraint(*tok, plan); };
+        if (plan.tail) {
+            // The grammar holds per-request state: each choice needs its own.
+            const ModelContext* mc = &m;
+            const ChatJob copy = job;
+            p.spec.constraint = [tok, plan, mc, copy, stop_ids] {
+                ConstraintPlan own = plan;
+                own.tail = json_tail(*mc, copy, stop_ids);
+                return make_plan_constraint(*tok, own);
+            };
+        }
+    }
+    return p;
+}
+
+PreparedCompletion prepare_completion(const ModelContext& m, const CompletionJob& job) {
+    PreparedCompletion p;
+    int64_t longest = 0;
+    for (const auto& text : job.prompts) {
+        p.prompt_texts.push_back(text);
+        p.spec.prompts.push_back(encode(m, text));
+    }
+    for (const auto& ids : job.prompt_ids) {
+        for (int32_t id : ids)
+            if (id < 0 || id >= m.tokenizer->vocab_size())
+                bad_param("prompt", "prompt token id " + std::to_string(id) + " is not a token");
+        p.prompt_texts.push_back(m.tokenizer->decode(ids));
+        p.spec.prompts.push_back(ids);
+    }
+    for (const auto& ids : p.spec.prompts) {
+        if (ids.empty()) bad_param("prompt", "the prompt is empty");
+        longest = std::max<int64_t>(longest, int64_t(ids.size()));
+    }
+    apply_gen_options(m, job.gen, longest, p.spec);
+    p.spec.parser.parse_tool_calls = false;
+    p.spec.raw_text = true;
+    return p;
+}
+
+} // namespace ninfer::server

@@ -1,0 +1,197 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "server/server_state.h"
+
+namespace ninfer::server {
+namespace {
+
+ApiStyle style_of(const std::string& path) {
+    return path.rfind("/v1/messages", 0) == 0 ? ApiStyle::Anthropic : ApiStyle::OpenAI;
+}
+
+// The endpoint label of a path (metrics, logs); unknown paths share one label.
+std::string endpoint_of(const std::string& path) {
+    static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+                                  "/v1/messages/count_tokens", "/v1/models", "/tokenize",
+                                  "/detokenize", "/health", "/metrics", "/openapi.json"};
+    for (const char* k : known)
+        if (path == k) return k;
+    if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+    return "other";
+}
+
+// Compares without an early exit, so the time taken does not reveal a key's prefix.
+bool same_secret(const std::string& a, const std::string& b) {
+    if (a.size() != b.size() || b.empty()) return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+bool authorized(const std::vector<std::string>& keys, const httplib::Request& req) {
+    std::string given = req.get_header_value("x-api-key");
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.size() > 7 && (auth.compare(0, 7, "Bearer ") == 0 || auth.compare(0, 7, "bearer ") == 0))
+        given = auth.substr(7);
+    bool ok = false;
+    for (const auto& k : keys) ok |= same_secret(given, k);
+    return ok;
+}
+
+std::mutex log_mutex;
+
+} // namespace
+
+struct Server::Impl {
+    ServerState state;
+    httplib::Server http;
+    int port = -1;
+    std::once_flag shutdown_once;
+
+    void log(const httplib::Request& req, const httplib::Response& res);
+    void configure();
+};
+
+void Server::Impl::log(const httplib::Request& req, const httplib::Response& res) {
+    const std::string endpoint = endpoint_of(req.path);
+    state.metrics.request(endpoint, res.status);
+    RequestRecord& rec = current_record();
+    const bool quiet = (endpoint == "/health" || endpoint == "/metrics") && res.status < 400;
+    if (state.options.log_requests && !quiet) {
+        nlohmann::ordered_json line = {
+            {"time", double(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count()) /
+                         1000.0},
+            {"id", rec.id.empty() ? nullptr : nlohmann::ordered_json(rec.id)},
+            {"method", req.method},
+            {"endpoint", endpoint},
+            {"status", res.status},
+            {"duration_s", std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                         rec.start)
+                               .count()}};
+        if (rec.n > 0) {
+            line["model"] = rec.model;
+            line["stream"] = rec.stream;
+            line["n"] = rec.n;
+        }
+        if (rec.prompt_tokens >= 0) line["prompt_tokens"] = rec.prompt_tokens;
+        if (rec.completion_tokens >= 0) line["completion_tokens"] = rec.completion_tokens;
+        if (rec.ttft_s >= 0) line["ttft_s"] = rec.ttft_s;
+        if (!rec.finish.empty()) line["finish_reason"] = rec.finish;
+        if (!rec.error.empty()) line["error"] = rec.error;
+        if (state.options.log_content && !rec.content.is_null()) line["content"] = rec.content;
+        const std::string text = dump_json(line) + "\n";
+        std::lock_guard lock(log_mutex);
+        std::fwrite(text.data(), 1, text.size(), stderr);
+        std::fflush(stderr);
+    }
+    rec = RequestRecord{};
+}
+
+void Server::Impl::configure() {
+    const ServerOptions& o = state.options;
+    const size_t threads = size_t(state.capacity) + 16; // + health, metrics, rejections
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.set_payload_max_length(o.max_body_bytes);
+    http.set_read_timeout(o.read_timeout_s, 0);
+    http.set_write_timeout(10, 0);
+    http.set_keep_alive_timeout(5);
+    http.set_tcp_nodelay(true);
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        current_record() = RequestRecord{};
+        if (state.options.api_keys.empty() || req.path == "/health")
+            return httplib::Server::HandlerResponse::Unhandled;
+        if (authorized(state.options.api_keys, req))
+            return httplib::Server::HandlerResponse::Unhandled;
+        set_error(res, style_of(req.path),
+                  ApiError(401, "invalid or missing API key (Authorization: Bearer KEY or "
+                                "x-api-key: KEY)",
+                           "", "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    // Errors cpp-httplib itself answers (unknown route 404, body too large 413, bad request
+    // line 400...) get the API's JSON shape; handler errors already have a body.
+    http.set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string msg = "request failed";
+        if (res.status == 404) msg = "no route for " + req.method + " " + req.path;
+        if (res.status == 413) msg = "the request body is larger than the server accepts";
+        if (res.status == 400) msg = "malformed HTTP request";
+        if (res.status == 414) msg = "the request URI is too long";
+        set_error(res, style_of(req.path), ApiError(res.status, msg));
+        return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                set_error(res, style_of(req.path), to_api_error(e));
+            } catch (...) {
+                set_error(res, style_of(req.path), ApiError(500, "internal error"));
+            }
+        });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+        log(req, res);
+    });
+    add_openai_routes(http, state);
+    add_anthropic_routes(http, state);
+    add_misc_routes(http, state);
+}
+
+Server::Server(ModelContext model, ServerOptions options) : impl_(std::make_unique<Impl>()) {
+    require(model.engine && model.tokenizer && model.chat_template && !model.names.empty(),
+            "server: incomplete model context");
+    require(options.max_queue >= 0 && options.max_sequences >= 1, "server: bad queue limits");
+    impl_->state.model = std::move(model);
+    impl_->state.options = std::move(options);
+    impl_->state.capacity = impl_->state.options.max_sequences + impl_->state.options.max_queue;
+    impl_->configure();
+}
+
+Server::~Server() {
+    shutdown();
+}
+
+int Server::bind() {
+    const ServerOptions& o = impl_->state.options;
+    if (o.port == 0) {
+        impl_->port = impl_->http.bind_to_any_port(o.host);
+    } else if (impl_->http.bind_to_port(o.host, o.port)) {
+        impl_->port = o.port;
+    }
+    if (impl_->port <= 0)
+        fail(ErrorCategory::Io, "cannot listen on ", o.host, ":", o.port,
+             " (address in use, or not a local address)");
+    return impl_->port;
+}
+
+void Server::run() {
+    impl_->http.listen_after_bind();
+}
+
+void Server::shutdown() {
+    std::call_once(impl_->shutdown_once, [this] {
+        ServerState& s = impl_->state;
+        s.draining = true;
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::duration<double>(s.options.shutdown_grace_s);
+        while (s.in_flight > 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        s.cancel_all = true;
+        const auto hard = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (s.in_flight > 0 && std::chrono::steady_clock::now() < hard)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        impl_->http.stop();
+    });
+}
+
+} // namespace ninfer::server
