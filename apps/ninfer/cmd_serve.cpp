@@ -133,6 +133,9 @@ Action add_serve_command(CLI::App& app) {
     app.add_option("--read-timeout", o->server.read_timeout_s,
                    "Seconds to wait for a slow client's request bytes")
         ->check(CLI::PositiveNumber);
+    app.add_option("--keep-alive-timeout", o->server.keep_alive_s,
+                   "Seconds an idle keep-alive connection stays open")
+        ->check(CLI::PositiveNumber);
     app.add_flag("--log-content", o->server.log_content, "Log prompts and outputs");
     app.add_flag("!--no-log-requests", o->server.log_requests, "No per-request log lines");
     app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");

@@ -197,6 +197,7 @@ ChatJob parse_anthropic(const Json& b, bool for_count) {
     g.sampling.top_p = opt_number(b, "top_p", 0, 1);
     if (g.sampling.top_p && *g.sampling.top_p <= 0) bad_param("top_p", "'top_p' must be in (0, 1]");
     if (auto k = opt_int(b, "top_k", 0, 1 << 30)) g.sampling.top_k = *k;
+    if (auto seed = opt_int(b, "seed", INT64_MIN, INT64_MAX)) g.sampling.seed = uint64_t(*seed);
     g.stop = string_list(b, "stop_sequences", 16);
     std::erase(g.stop, std::string());
     g.stream = opt_bool(b, "stream").value_or(false);

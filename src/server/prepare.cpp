@@ -16,7 +16,7 @@ namespace ninfer::server {
 namespace {
 
 // Marks where a continued assistant message ends in the rendered prompt.
-constexpr const char* kContinueMarker = "\x1f<ninfer-continue>\x1f";
+constexpr const char* kContinueMarker = "<ninfer-continue-final-message>";
 
 void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longest_prompt,
                        GenerationSpec& spec) {

@@ -71,11 +71,11 @@ void count_tokens(ServerState& s, const httplib::Request& req, httplib::Response
 void add_anthropic_routes(httplib::Server& http, ServerState& s) {
     ServerState* state = &s;
     http.Post("/v1/messages", [state](const httplib::Request& req, httplib::Response& res) {
-        guarded(ApiStyle::Anthropic, res, [&] { messages(*state, req, res); });
+        guarded(*state, ApiStyle::Anthropic, req, res, [&] { messages(*state, req, res); });
     });
     http.Post("/v1/messages/count_tokens",
               [state](const httplib::Request& req, httplib::Response& res) {
-                  guarded(ApiStyle::Anthropic, res, [&] { count_tokens(*state, req, res); });
+                  guarded(*state, ApiStyle::Anthropic, req, res, [&] { count_tokens(*state, req, res); });
               });
 }
 

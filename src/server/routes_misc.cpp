@@ -89,13 +89,23 @@ void detokenize(ServerState& s, const httplib::Request& req, httplib::Response& 
     set_json(res, {{"prompt", s.model.tokenizer->decode(ids)}});
 }
 
+void metrics(ServerState& s, const httplib::Request&, httplib::Response& res) {
+    const Engine& e = *s.model.engine;
+    res.set_content(s.metrics.render(e.stats(), e.memory_stats(), s.in_flight, s.capacity),
+                    "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void openapi(ServerState&, const httplib::Request&, httplib::Response& res) {
+    res.set_content(openapi_document(), "application/json");
+}
+
 } // namespace
 
 void add_misc_routes(httplib::Server& http, ServerState& s) {
     ServerState* st = &s;
     auto openai = [st](void (*fn)(ServerState&, const httplib::Request&, httplib::Response&)) {
         return [st, fn](const httplib::Request& req, httplib::Response& res) {
-            guarded(ApiStyle::OpenAI, res, [&] { fn(*st, req, res); });
+            guarded(*st, ApiStyle::OpenAI, req, res, [&] { fn(*st, req, res); });
         };
     };
     http.Get("/v1/models", openai(list_models));
@@ -110,15 +120,8 @@ void add_misc_routes(httplib::Server& http, ServerState& s) {
             res.set_content(R"({"status":"ok"})", "application/json");
         }
     });
-    http.Get("/metrics", [st](const httplib::Request&, httplib::Response& res) {
-        const Engine& e = *st->model.engine;
-        res.set_content(st->metrics.render(e.stats(), e.memory_stats(), st->in_flight,
-                                           st->capacity),
-                        "text/plain; version=0.0.4; charset=utf-8");
-    });
-    http.Get("/openapi.json", [](const httplib::Request&, httplib::Response& res) {
-        res.set_content(openapi_document(), "application/json");
-    });
+    http.Get("/metrics", openai(metrics));
+    http.Get("/openapi.json", openai(openapi));
 }
 
 } // namespace ninfer::server

@@ -109,10 +109,10 @@ void completion(ServerState& s, const httplib::Request& req, httplib::Response& 
 void add_openai_routes(httplib::Server& http, ServerState& s) {
     ServerState* state = &s;
     http.Post("/v1/chat/completions", [state](const httplib::Request& req, httplib::Response& res) {
-        guarded(ApiStyle::OpenAI, res, [&] { chat(*state, req, res); });
+        guarded(*state, ApiStyle::OpenAI, req, res, [&] { chat(*state, req, res); });
     });
     http.Post("/v1/completions", [state](const httplib::Request& req, httplib::Response& res) {
-        guarded(ApiStyle::OpenAI, res, [&] { completion(*state, req, res); });
+        guarded(*state, ApiStyle::OpenAI, req, res, [&] { completion(*state, req, res); });
     });
 }
 

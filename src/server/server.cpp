@@ -26,24 +26,6 @@ std::string endpoint_of(const std::string& path) {
     return "other";
 }
 
-// Compares without an early exit, so the time taken does not reveal a key's prefix.
-bool same_secret(const std::string& a, const std::string& b) {
-    if (a.size() != b.size() || b.empty()) return false;
-    unsigned char diff = 0;
-    for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ b[i]);
-    return diff == 0;
-}
-
-bool authorized(const std::vector<std::string>& keys, const httplib::Request& req) {
-    std::string given = req.get_header_value("x-api-key");
-    const std::string auth = req.get_header_value("Authorization");
-    if (auth.size() > 7 && (auth.compare(0, 7, "Bearer ") == 0 || auth.compare(0, 7, "bearer ") == 0))
-        given = auth.substr(7);
-    bool ok = false;
-    for (const auto& k : keys) ok |= same_secret(given, k);
-    return ok;
-}
-
 std::mutex log_mutex;
 
 } // namespace
@@ -102,19 +84,11 @@ void Server::Impl::configure() {
     http.set_payload_max_length(o.max_body_bytes);
     http.set_read_timeout(o.read_timeout_s, 0);
     http.set_write_timeout(10, 0);
-    http.set_keep_alive_timeout(5);
+    http.set_keep_alive_timeout(o.keep_alive_s);
     http.set_tcp_nodelay(true);
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
         current_record() = RequestRecord{};
-        if (state.options.api_keys.empty() || req.path == "/health")
-            return httplib::Server::HandlerResponse::Unhandled;
-        if (authorized(state.options.api_keys, req))
-            return httplib::Server::HandlerResponse::Unhandled;
-        set_error(res, style_of(req.path),
-                  ApiError(401, "invalid or missing API key (Authorization: Bearer KEY or "
-                                "x-api-key: KEY)",
-                           "", "invalid_api_key"));
-        return httplib::Server::HandlerResponse::Handled;
+        return httplib::Server::HandlerResponse::Unhandled;
     });
     // Errors cpp-httplib itself answers (unknown route 404, body too large 413, bad request
     // line 400...) get the API's JSON shape; handler errors already have a body.

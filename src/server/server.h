@@ -24,6 +24,7 @@ struct ServerOptions {
     bool log_requests = true;            // one JSON line per request on stderr
     bool log_content = false;            // include prompts and outputs in the log lines
     int read_timeout_s = 30;             // slow clients: seconds to wait for request bytes
+    int keep_alive_s = 5;                // idle HTTP keep-alive connections close after this
 };
 
 class Server {

@@ -95,8 +95,11 @@ void add_openai_routes(httplib::Server& http, ServerState& s);
 void add_anthropic_routes(httplib::Server& http, ServerState& s);
 void add_misc_routes(httplib::Server& http, ServerState& s);
 
-// Runs a handler body, turning exceptions into error responses in `style`.
-void guarded(ApiStyle style, httplib::Response& res, const std::function<void()>& body);
+// Runs a handler body after the API key check (401), turning exceptions into error responses
+// in `style`. (The check runs here, after cpp-httplib read the body: a pre-routing rejection
+// would leave the body unread on a keep-alive connection.)
+void guarded(ServerState& s, ApiStyle style, const httplib::Request& req, httplib::Response& res,
+             const std::function<void()>& body);
 
 // The OpenAPI 3.1 description served at /openapi.json (openapi.json, embedded at build time).
 const char* openapi_document();

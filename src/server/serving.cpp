@@ -174,8 +174,36 @@ void set_json(httplib::Response& res, const nlohmann::ordered_json& body) {
     res.set_content(dump_json(body), "application/json");
 }
 
-void guarded(ApiStyle style, httplib::Response& res, const std::function<void()>& body) {
+namespace {
+
+// Compares without an early exit, so the time taken does not reveal a key's prefix.
+bool same_secret(const std::string& a, const std::string& b) {
+    if (a.size() != b.size() || b.empty()) return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+bool authorized(const std::vector<std::string>& keys, const httplib::Request& req) {
+    if (keys.empty()) return true;
+    std::string given = req.get_header_value("x-api-key");
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.size() > 7 && (auth.compare(0, 7, "Bearer ") == 0 || auth.compare(0, 7, "bearer ") == 0))
+        given = auth.substr(7);
+    bool ok = false;
+    for (const auto& k : keys) ok |= same_secret(given, k);
+    return ok;
+}
+
+} // namespace
+
+void guarded(ServerState& s, ApiStyle style, const httplib::Request& req, httplib::Response& res,
+             const std::function<void()>& body) {
     try {
+        if (!authorized(s.options.api_keys, req))
+            throw ApiError(401, "invalid or missing API key (Authorization: Bearer KEY or "
+                                "x-api-key: KEY)",
+                           "", "invalid_api_key");
         body();
     } catch (const std::exception& e) {
         set_error(res, style, to_api_error(e));
