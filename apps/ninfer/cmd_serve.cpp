@@ -87,7 +87,8 @@ int serve(ServeOptions& o) {
         int sig = 0;
         sigwait(&stop_signals, &sig);
         if (!listener_done) {
-            std::fprintf(stderr, "ninfer: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            std::fprintf(stderr, "ninfer: %s: shutting down\n",
+                         sig == SIGINT ? "SIGINT" : "SIGTERM");
             std::fflush(stderr);
         }
         srv.shutdown();

@@ -21,7 +21,7 @@ ChatJob parse_anthropic(const Json& body, bool for_count);
 const char* anthropic_stop_reason(const ChoiceResult& r, bool tool_use);
 
 nlohmann::ordered_json anthropic_response(const std::string& id, const std::string& model,
-                                  const Generation& g, const ChatJob& job);
+                                          const Generation& g, const ChatJob& job);
 
 // One SSE event: its name and data.
 using SseEvent = std::pair<std::string, nlohmann::ordered_json>;

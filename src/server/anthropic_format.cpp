@@ -74,8 +74,7 @@ void AnthropicStream::open(std::vector<SseEvent>& out, const std::string& type, 
 
 void AnthropicStream::close(std::vector<SseEvent>& out) {
     if (open_.empty()) return;
-    if (open_ == "thinking")
-        delta(out, {{"type", "signature_delta"}, {"signature", ""}});
+    if (open_ == "thinking") delta(out, {{"type", "signature_delta"}, {"signature", ""}});
     out.push_back({"content_block_stop", {{"type", "content_block_stop"}, {"index", index_}}});
     open_.clear();
     call_ = -1;
@@ -102,7 +101,10 @@ std::vector<SseEvent> AnthropicStream::events(const std::vector<ChoiceEvent>& ev
             if (!parallel_ && c.index > 0) continue;
             if (!c.name.empty() || c.index != call_) {
                 open(out, "tool_use",
-                     {{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", json::object()}});
+                     {{"type", "tool_use"},
+                      {"id", c.id},
+                      {"name", c.name},
+                      {"input", json::object()}});
                 call_ = c.index;
                 tool_use_ = true;
             }

@@ -37,7 +37,8 @@ void parse_user(const Json& content, const std::string& where, Json& out) {
             text += block_text(Json::array({b}), where);
         } else if (type == "tool_result") {
             std::string result;
-            if (const Json* c = field(b, "content")) result = block_text(*c, where + " tool_result");
+            if (const Json* c = field(b, "content"))
+                result = block_text(*c, where + " tool_result");
             Json msg = {{"role", "tool"}, {"content", result}};
             if (auto id = opt_string(b, "tool_use_id")) msg["tool_call_id"] = *id;
             out.push_back(msg);
@@ -93,7 +94,8 @@ Json parse_tools(const Json& b) {
         if (!t.is_object()) bad_param("tools", "a tool must be an object");
         const std::string type = t.value("type", "custom");
         if (type != "custom")
-            bad_param("tools", "tools of type '" + type + "' are not supported (custom tools only)");
+            bad_param("tools",
+                      "tools of type '" + type + "' are not supported (custom tools only)");
         const std::string name = req_string(t, "name");
         if (name.empty() || name.find_first_of("<>\n") != std::string::npos)
             bad_param("tools", "invalid tool name '" + name + "'");
@@ -113,25 +115,27 @@ void parse_tool_choice(const Json& b, ChatJob& job) {
     if (!tc) return;
     if (!tc->is_object()) bad_param("tool_choice", "'tool_choice' must be an object");
     const std::string type = req_string(*tc, "type");
-    if (type == "auto") job.tool_choice.kind = ToolChoice::Kind::Auto;
-    else if (type == "any") job.tool_choice.kind = ToolChoice::Kind::Required;
-    else if (type == "none") job.tool_choice.kind = ToolChoice::Kind::None;
+    if (type == "auto")
+        job.tool_choice.kind = ToolChoice::Kind::Auto;
+    else if (type == "any")
+        job.tool_choice.kind = ToolChoice::Kind::Required;
+    else if (type == "none")
+        job.tool_choice.kind = ToolChoice::Kind::None;
     else if (type == "tool") {
         job.tool_choice.kind = ToolChoice::Kind::Named;
         job.tool_choice.name = req_string(*tc, "name");
     } else {
         bad_param("tool_choice", "tool_choice type must be auto, any, tool or none");
     }
-    if (opt_bool(*tc, "disable_parallel_tool_use").value_or(false))
-        job.parallel_tool_calls = false;
+    if (opt_bool(*tc, "disable_parallel_tool_use").value_or(false)) job.parallel_tool_calls = false;
     const auto kind = job.tool_choice.kind;
     if (kind == ToolChoice::Kind::Required || kind == ToolChoice::Kind::Named) {
         if (!job.tools.is_array()) bad_param("tool_choice", "tool_choice needs 'tools'");
         bool found = kind == ToolChoice::Kind::Required;
         for (const auto& t : job.tools) found |= t["function"]["name"] == job.tool_choice.name;
         if (!found)
-            bad_param("tool_choice", "tool_choice names '" + job.tool_choice.name +
-                                         "', which is not a tool");
+            bad_param("tool_choice",
+                      "tool_choice names '" + job.tool_choice.name + "', which is not a tool");
     }
 }
 
@@ -184,9 +188,12 @@ ChatJob parse_anthropic(const Json& b, bool for_count) {
         const std::string role = req_string(m, "role");
         const Json* content = field(m, "content");
         if (!content) bad_param("messages", where + ".content is required");
-        if (role == "user") parse_user(*content, where, job.messages);
-        else if (role == "assistant") job.messages.push_back(parse_assistant(*content, where));
-        else bad_param("messages", where + ": role must be user or assistant");
+        if (role == "user")
+            parse_user(*content, where, job.messages);
+        else if (role == "assistant")
+            job.messages.push_back(parse_assistant(*content, where));
+        else
+            bad_param("messages", where + ": role must be user or assistant");
     }
     const Json& last = job.messages.back();
     job.continue_final = last["role"] == "assistant" && !last.contains("tool_calls");

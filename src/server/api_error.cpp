@@ -33,14 +33,15 @@ std::string error_type(ApiStyle style, int status) {
 }
 
 nlohmann::ordered_json error_body(ApiStyle style, int status, const std::string& message,
-                          const std::string& param, const std::string& code) {
+                                  const std::string& param, const std::string& code) {
     const std::string type = error_type(style, status);
     if (style == ApiStyle::Anthropic)
         return {{"type", "error"}, {"error", {{"type", type}, {"message", message}}}};
-    nlohmann::ordered_json err = {{"message", message},
-                          {"type", type},
-                          {"param", param.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(param)},
-                          {"code", code.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(code)}};
+    nlohmann::ordered_json err = {
+        {"message", message},
+        {"type", type},
+        {"param", param.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(param)},
+        {"code", code.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(code)}};
     return {{"error", err}};
 }
 

@@ -13,8 +13,7 @@ enum class ApiStyle { OpenAI, Anthropic };
 
 class ApiError : public std::runtime_error {
 public:
-    ApiError(int status, const std::string& message, std::string param = {},
-             std::string code = {})
+    ApiError(int status, const std::string& message, std::string param = {}, std::string code = {})
         : std::runtime_error(message), status_(status), param_(std::move(param)),
           code_(std::move(code)) {}
     int status() const { return status_; }
@@ -36,7 +35,7 @@ std::string error_type(ApiStyle style, int status);
 // {"error": {"message", "type", "param", "code"}} or
 // {"type": "error", "error": {"type", "message"}}.
 nlohmann::ordered_json error_body(ApiStyle style, int status, const std::string& message,
-                          const std::string& param = {}, const std::string& code = {});
+                                  const std::string& param = {}, const std::string& code = {});
 nlohmann::ordered_json error_body(ApiStyle style, const ApiError& e);
 
 // Any exception as an ApiError (ninfer::Error by category; others are 500).

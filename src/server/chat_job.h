@@ -58,8 +58,8 @@ struct ChatJob {
 };
 
 struct CompletionJob {
-    std::vector<std::string> prompts;              // text prompts, or
-    std::vector<std::vector<int32_t>> prompt_ids;  // token id prompts
+    std::vector<std::string> prompts;             // text prompts, or
+    std::vector<std::vector<int32_t>> prompt_ids; // token id prompts
     bool echo = false;
     GenOptions gen;
 };

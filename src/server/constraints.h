@@ -19,9 +19,9 @@ namespace ninfer::server {
 
 struct ConstraintPlan {
     bool starts_in_reasoning = false;
-    int reasoning_budget = 0;             // 0: unlimited
-    std::vector<std::string> literals;    // forced text after the reasoning (one of them)
-    std::vector<int32_t> stop_ids;        // banned while reasoning when something is forced
+    int reasoning_budget = 0;              // 0: unlimited
+    std::vector<std::string> literals;     // forced text after the reasoning (one of them)
+    std::vector<int32_t> stop_ids;         // banned while reasoning when something is forced
     std::shared_ptr<TokenConstraint> tail; // after the literals (null: free)
     bool active() const { return reasoning_budget > 0 || !literals.empty() || tail; }
 };

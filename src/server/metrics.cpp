@@ -38,8 +38,8 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
     uint64_t cumulative = 0;
     for (size_t i = 0; i < bounds_.size(); ++i) {
         cumulative += counts_[i];
-        out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cumulative) +
-               "\n";
+        out +=
+            name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
     }
     out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
     out += name + "_sum " + num(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";

@@ -32,11 +32,11 @@ nlohmann::ordered_json openai_usage(const Generation& g);
 const char* openai_finish(const ChoiceResult& r, bool tool_calls);
 
 nlohmann::ordered_json openai_chat_response(const ResponseMeta& meta, const Generation& g,
-                                    const ChatJob& job, const text::Tokenizer& tok);
+                                            const ChatJob& job, const text::Tokenizer& tok);
 nlohmann::ordered_json openai_completion_response(const ResponseMeta& meta, const Generation& g,
-                                          const CompletionJob& job,
-                                          const std::vector<std::string>& prompt_texts,
-                                          const text::Tokenizer& tok);
+                                                  const CompletionJob& job,
+                                                  const std::vector<std::string>& prompt_texts,
+                                                  const text::Tokenizer& tok);
 
 // Stream chunks (the JSON of each `data:` line).
 class OpenAIStream {
@@ -55,8 +55,8 @@ private:
     bool include_usage_;
     bool parallel_;
     const text::Tokenizer* tok_;
-    std::vector<int> calls_;                // tool calls seen per choice
-    std::vector<size_t> text_offset_;       // completions logprobs text_offset per choice
+    std::vector<int> calls_;          // tool calls seen per choice
+    std::vector<size_t> text_offset_; // completions logprobs text_offset per choice
 };
 
 } // namespace ninfer::server

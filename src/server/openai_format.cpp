@@ -43,8 +43,8 @@ json completion_logprobs(const text::Tokenizer& tok, const std::vector<Generated
         offs.push_back(offset);
         offset += s.size();
     }
-    return {{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops},
-            {"text_offset", offs}};
+    return {
+        {"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
 json tool_calls_json(const std::vector<text::ToolCall>& calls, bool parallel) {
@@ -62,8 +62,9 @@ void check_model(const ModelContext& m, const Json& body, ApiStyle style) {
     const auto name = opt_string(body, "model");
     if (!name || name->empty()) return;
     if (std::find(m.names.begin(), m.names.end(), *name) == m.names.end())
-        throw ApiError(404, "The model '" + *name + "' does not exist (this server serves '" +
-                                m.names[0] + "')",
+        throw ApiError(404,
+                       "The model '" + *name + "' does not exist (this server serves '" +
+                           m.names[0] + "')",
                        "model", "model_not_found");
 }
 
@@ -102,8 +103,12 @@ json openai_chat_response(const ResponseMeta& meta, const Generation& g, const C
                            {"logprobs", job.gen.logprobs ? chat_logprobs(tok, r.tokens) : json()},
                            {"finish_reason", openai_finish(r, !calls.empty())}});
     }
-    return {{"id", meta.id},         {"object", "chat.completion"}, {"created", meta.created},
-            {"model", meta.model},   {"choices", choices},          {"usage", openai_usage(g)},
+    return {{"id", meta.id},
+            {"object", "chat.completion"},
+            {"created", meta.created},
+            {"model", meta.model},
+            {"choices", choices},
+            {"usage", openai_usage(g)},
             {"system_fingerprint", "ninfer"}};
 }
 
@@ -124,8 +129,12 @@ json openai_completion_response(const ResponseMeta& meta, const Generation& g,
     }
     json usage = openai_usage(g);
     usage.erase("completion_tokens_details");
-    return {{"id", meta.id},       {"object", "text_completion"}, {"created", meta.created},
-            {"model", meta.model}, {"choices", choices},          {"usage", usage},
+    return {{"id", meta.id},
+            {"object", "text_completion"},
+            {"created", meta.created},
+            {"model", meta.model},
+            {"choices", choices},
+            {"usage", usage},
             {"system_fingerprint", "ninfer"}};
 }
 

@@ -135,10 +135,14 @@ ToolChoice parse_tool_choice(const Json& b, const Json& tools) {
     if (!v) return tc;
     if (v->is_string()) {
         const std::string s = v->get<std::string>();
-        if (s == "auto") tc.kind = ToolChoice::Kind::Auto;
-        else if (s == "none") tc.kind = ToolChoice::Kind::None;
-        else if (s == "required") tc.kind = ToolChoice::Kind::Required;
-        else bad_param("tool_choice", "'tool_choice' must be none, auto, required or a function");
+        if (s == "auto")
+            tc.kind = ToolChoice::Kind::Auto;
+        else if (s == "none")
+            tc.kind = ToolChoice::Kind::None;
+        else if (s == "required")
+            tc.kind = ToolChoice::Kind::Required;
+        else
+            bad_param("tool_choice", "'tool_choice' must be none, auto, required or a function");
     } else if (v->is_object() && v->value("type", "") == "function") {
         const Json* fn = field(*v, "function");
         if (!fn) bad_param("tool_choice", "'tool_choice' needs a 'function' with a 'name'");

@@ -50,10 +50,9 @@ std::shared_ptr<TokenConstraint> json_tail(const ModelContext& m, const ChatJob&
                                            const std::vector<int32_t>& end_ids) {
 #ifdef NINFER_HAVE_JSON_CONSTRAINT
     try {
-        return text::make_json_constraint(job.format == ChatJob::Format::JsonSchema
-                                              ? job.schema
-                                              : nlohmann::ordered_json(),
-                                          *m.tokenizer, end_ids);
+        return text::make_json_constraint(
+            job.format == ChatJob::Format::JsonSchema ? job.schema : nlohmann::ordered_json(),
+            *m.tokenizer, end_ids);
     } catch (const Error& e) {
         throw ApiError(400, std::string("response_format: ") + e.what(), "response_format");
     }
@@ -118,8 +117,7 @@ std::string render_chat(const ModelContext& m, const ChatJob& job) {
     }
 }
 
-PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job,
-                          const std::string& id_prefix) {
+PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::string& id_prefix) {
     PreparedChat p;
     p.prompt_text = render_chat(m, job);
     p.spec.prompts.push_back(encode(m, p.prompt_text));

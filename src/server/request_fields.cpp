@@ -85,16 +85,15 @@ std::vector<std::string> string_list(const Json& obj, const char* key, size_t ma
         out.push_back(v->get<std::string>());
     } else if (v->is_array()) {
         for (const auto& s : *v) {
-            if (!s.is_string())
-                bad_param(key, std::string("'") + key + "' must hold strings only");
+            if (!s.is_string()) bad_param(key, std::string("'") + key + "' must hold strings only");
             out.push_back(s.get<std::string>());
         }
     } else {
         bad_param(key, std::string("'") + key + "' must be a string or an array of strings");
     }
     if (out.size() > max_items)
-        bad_param(key, std::string("'") + key + "' holds more than " +
-                           std::to_string(max_items) + " items");
+        bad_param(key, std::string("'") + key + "' holds more than " + std::to_string(max_items) +
+                           " items");
     return out;
 }
 

@@ -73,10 +73,10 @@ void add_anthropic_routes(httplib::Server& http, ServerState& s) {
     http.Post("/v1/messages", [state](const httplib::Request& req, httplib::Response& res) {
         guarded(*state, ApiStyle::Anthropic, req, res, [&] { messages(*state, req, res); });
     });
-    http.Post("/v1/messages/count_tokens",
-              [state](const httplib::Request& req, httplib::Response& res) {
-                  guarded(*state, ApiStyle::Anthropic, req, res, [&] { count_tokens(*state, req, res); });
-              });
+    http.Post(
+        "/v1/messages/count_tokens", [state](const httplib::Request& req, httplib::Response& res) {
+            guarded(*state, ApiStyle::Anthropic, req, res, [&] { count_tokens(*state, req, res); });
+        });
 }
 
 } // namespace ninfer::server

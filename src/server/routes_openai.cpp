@@ -91,8 +91,8 @@ void completion(ServerState& s, const httplib::Request& req, httplib::Response& 
     if (!job.gen.stream) {
         ConnectionProbe probe = probe_of(req);
         wait_generation(s, *g, probe);
-        set_json(res, openai_completion_response(meta, *g, job, p.prompt_texts,
-                                                 *s.model.tokenizer));
+        set_json(res,
+                 openai_completion_response(meta, *g, job, p.prompt_texts, *s.model.tokenizer));
         return;
     }
     auto stream = std::make_shared<OpenAIStream>(meta, false, job.gen, true, *s.model.tokenizer,

@@ -17,9 +17,16 @@ ApiStyle style_of(const std::string& path) {
 
 // The endpoint label of a path (metrics, logs); unknown paths share one label.
 std::string endpoint_of(const std::string& path) {
-    static const char* known[] = {"/v1/chat/completions", "/v1/completions", "/v1/messages",
-                                  "/v1/messages/count_tokens", "/v1/models", "/tokenize",
-                                  "/detokenize", "/health", "/metrics", "/openapi.json"};
+    static const char* known[] = {"/v1/chat/completions",
+                                  "/v1/completions",
+                                  "/v1/messages",
+                                  "/v1/messages/count_tokens",
+                                  "/v1/models",
+                                  "/tokenize",
+                                  "/detokenize",
+                                  "/health",
+                                  "/metrics",
+                                  "/openapi.json"};
     for (const char* k : known)
         if (path == k) return k;
     if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -55,9 +62,8 @@ void Server::Impl::log(const httplib::Request& req, const httplib::Response& res
             {"method", req.method},
             {"endpoint", endpoint},
             {"status", res.status},
-            {"duration_s", std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                         rec.start)
-                               .count()}};
+            {"duration_s",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - rec.start).count()}};
         if (rec.n > 0) {
             line["model"] = rec.model;
             line["stream"] = rec.stream;
@@ -94,15 +100,15 @@ void Server::Impl::configure() {
     // line 400...) get the API's JSON shape; handler errors already have a body.
     http.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string msg = "request failed";
-        if (res.status == 404) msg = "no route for " + req.method + " " + req.path;
-        if (res.status == 413) msg = "the request body is larger than the server accepts";
-        if (res.status == 400) msg = "malformed HTTP request";
-        if (res.status == 414) msg = "the request URI is too long";
-        set_error(res, style_of(req.path), ApiError(res.status, msg));
-        return httplib::Server::HandlerResponse::Handled;
-    }));
+            if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            std::string msg = "request failed";
+            if (res.status == 404) msg = "no route for " + req.method + " " + req.path;
+            if (res.status == 413) msg = "the request body is larger than the server accepts";
+            if (res.status == 400) msg = "malformed HTTP request";
+            if (res.status == 414) msg = "the request URI is too long";
+            set_error(res, style_of(req.path), ApiError(res.status, msg));
+            return httplib::Server::HandlerResponse::Handled;
+        }));
     http.set_exception_handler(
         [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
             try {
@@ -113,9 +119,8 @@ void Server::Impl::configure() {
                 set_error(res, style_of(req.path), ApiError(500, "internal error"));
             }
         });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-        log(req, res);
-    });
+    http.set_logger(
+        [this](const httplib::Request& req, const httplib::Response& res) { log(req, res); });
     add_openai_routes(http, state);
     add_anthropic_routes(http, state);
     add_misc_routes(http, state);

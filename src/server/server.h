@@ -14,17 +14,17 @@ namespace ninfer::server {
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
-    int port = 8000;                     // 0: any free port (see Server::port())
-    std::vector<std::string> api_keys;   // empty: no authentication
-    size_t max_body_bytes = 8u << 20;    // larger bodies get 413
-    int max_queue = 64;                  // sequences waiting beyond the engine's max_sequences
-    int max_sequences = 8;               // the engine's resident sequences
-    double keepalive_s = 10;             // SSE keep-alive interval while nothing is generated
-    double shutdown_grace_s = 30;        // in-flight requests may finish this long on SIGTERM
-    bool log_requests = true;            // one JSON line per request on stderr
-    bool log_content = false;            // include prompts and outputs in the log lines
-    int read_timeout_s = 30;             // slow clients: seconds to wait for request bytes
-    int keep_alive_s = 5;                // idle HTTP keep-alive connections close after this
+    int port = 8000;                   // 0: any free port (see Server::port())
+    std::vector<std::string> api_keys; // empty: no authentication
+    size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+    int max_queue = 64;                // sequences waiting beyond the engine's max_sequences
+    int max_sequences = 8;             // the engine's resident sequences
+    double keepalive_s = 10;           // SSE keep-alive interval while nothing is generated
+    double shutdown_grace_s = 30;      // in-flight requests may finish this long on SIGTERM
+    bool log_requests = true;          // one JSON line per request on stderr
+    bool log_content = false;          // include prompts and outputs in the log lines
+    int read_timeout_s = 30;           // slow clients: seconds to wait for request bytes
+    int keep_alive_s = 5;              // idle HTTP keep-alive connections close after this
 };
 
 class Server {

@@ -89,8 +89,9 @@ void record_generation(ServerState& s, const Generation& g) {
         if (rec.finish.empty()) rec.finish = name;
         if (r.finish == Finish::Error && rec.error.empty()) rec.error = r.error;
         if (s.options.log_content)
-            rec.content["outputs"].push_back(
-                {{"reasoning", r.reasoning}, {"content", r.content}, {"tool_calls", r.tool_calls.size()}});
+            rec.content["outputs"].push_back({{"reasoning", r.reasoning},
+                                              {"content", r.content},
+                                              {"tool_calls", r.tool_calls.size()}});
     }
     s.metrics.tokens(g.prompt_tokens(), g.completion_tokens());
     if (g.ttft_s() >= 0) s.metrics.ttft(g.ttft_s());
@@ -144,7 +145,8 @@ void send_sse(ServerState& s, const httplib::Request& req, httplib::Response& re
                 std::optional<ApiError> err;
                 for (int i = 0; i < g.choices() && !err; ++i) {
                     const ChoiceResult& r = g.result(i);
-                    if (r.finish == Finish::Error) err = ApiError(500, "generation failed: " + r.error);
+                    if (r.finish == Finish::Error)
+                        err = ApiError(500, "generation failed: " + r.error);
                     if (r.finish == Finish::Cancelled)
                         err = ApiError(503, "the request was cancelled (server shutting down)");
                 }
@@ -188,7 +190,8 @@ bool authorized(const std::vector<std::string>& keys, const httplib::Request& re
     if (keys.empty()) return true;
     std::string given = req.get_header_value("x-api-key");
     const std::string auth = req.get_header_value("Authorization");
-    if (auth.size() > 7 && (auth.compare(0, 7, "Bearer ") == 0 || auth.compare(0, 7, "bearer ") == 0))
+    if (auth.size() > 7 &&
+        (auth.compare(0, 7, "Bearer ") == 0 || auth.compare(0, 7, "bearer ") == 0))
         given = auth.substr(7);
     bool ok = false;
     for (const auto& k : keys) ok |= same_secret(given, k);
@@ -201,8 +204,9 @@ void guarded(ServerState& s, ApiStyle style, const httplib::Request& req, httpli
              const std::function<void()>& body) {
     try {
         if (!authorized(s.options.api_keys, req))
-            throw ApiError(401, "invalid or missing API key (Authorization: Bearer KEY or "
-                                "x-api-key: KEY)",
+            throw ApiError(401,
+                           "invalid or missing API key (Authorization: Bearer KEY or "
+                           "x-api-key: KEY)",
                            "", "invalid_api_key");
         body();
     } catch (const std::exception& e) {

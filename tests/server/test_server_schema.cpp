@@ -1,0 +1,283 @@
+// The server's schema translation without HTTP: OpenAI and Anthropic request parsing
+// (validation, messages into template input, tools, tool_choice, thinking), error shapes, the
+// stream event builders, the forced-text constraint and the Prometheus rendering.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "server/anthropic_api.h"
+#include "server/api_error.h"
+#include "server/constraints.h"
+#include "server/metrics.h"
+#include "server/openai_api.h"
+
+namespace ninfer::server {
+namespace {
+
+Json body(const char* text) {
+    return parse_body(text);
+}
+
+int status_of(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const ApiError& e) {
+        return e.status();
+    }
+    return 200;
+}
+
+TEST(OpenAIParse, MessagesToolsAndOptions) {
+    const ChatJob job = parse_openai_chat(body(R"({
+        "messages": [{"role": "developer", "content": [{"type": "text", "text": "Be "},
+                                                        {"type": "text", "text": "brief."}]},
+                     {"role": "user", "content": "hi"},
+                     {"role": "assistant", "content": null, "reasoning_content": "hmm",
+                      "tool_calls": [{"id": "c1", "type": "function",
+                                      "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+                     {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+        "tool_choice": {"type": "function", "function": {"name": "f"}},
+        "temperature": 0, "top_k": -1, "seed": -3, "n": 2, "stop": "END",
+        "max_completion_tokens": 7, "logprobs": true, "top_logprobs": 2,
+        "stream": true, "stream_options": {"include_usage": true},
+        "chat_template_kwargs": {"enable_thinking": false}})"));
+    EXPECT_EQ(job.messages[0]["role"], "system");
+    EXPECT_EQ(job.messages[0]["content"], "Be brief.");
+    EXPECT_EQ(job.messages[2]["content"], "");
+    EXPECT_EQ(job.messages[2]["reasoning_content"], "hmm");
+    EXPECT_EQ(job.messages[2]["tool_calls"][0]["function"]["arguments"]["a"], 1);
+    EXPECT_EQ(job.messages[3]["tool_call_id"], "c1");
+    EXPECT_EQ(job.tool_choice.kind, ToolChoice::Kind::Named);
+    EXPECT_EQ(job.tool_choice.name, "f");
+    EXPECT_EQ(*job.gen.sampling.temperature, 0.0);
+    EXPECT_EQ(*job.gen.sampling.top_k, 0);
+    EXPECT_EQ(*job.gen.sampling.seed, uint64_t(int64_t(-3)));
+    EXPECT_EQ(job.gen.n, 2);
+    EXPECT_EQ(job.gen.stop, std::vector<std::string>{"END"});
+    EXPECT_EQ(*job.gen.max_tokens, 7);
+    EXPECT_TRUE(job.gen.logprobs);
+    EXPECT_EQ(job.gen.top_logprobs, 2);
+    EXPECT_TRUE(job.gen.include_usage);
+    EXPECT_EQ(job.template_vars["enable_thinking"], false);
+}
+
+TEST(OpenAIParse, RejectsBadAndUnsupportedFields) {
+    const char* bad[] = {
+        R"({"messages": []})",
+        R"({"messages": [{"role": "user"}], "temperature": 2.5})",
+        R"({"messages": [{"role": "user"}], "top_p": 0})",
+        R"({"messages": [{"role": "user"}], "n": 17})",
+        R"({"messages": [{"role": "user"}], "n": 1.5})",
+        R"({"messages": [{"role": "user"}], "max_tokens": 0})",
+        R"({"messages": [{"role": "user"}], "top_logprobs": 2})",
+        R"({"messages": [{"role": "user"}], "stream_options": {"include_usage": true}})",
+        R"({"messages": [{"role": "user"}], "audio": {"voice": "x"}})",
+        R"({"messages": [{"role": "user"}], "functions": [{"name": "f"}]})",
+        R"({"messages": [{"role": "user"}], "logit_bias": {"1": 2}})",
+        R"({"messages": [{"role": "user"}], "modalities": ["audio"]})",
+        R"({"messages": [{"role": "user"}], "tool_choice": "required"})",
+        R"({"messages": [{"role": "user"}], "tools": [{"type": "function", "function": {"name": "a"}}],
+            "tool_choice": {"type": "function", "function": {"name": "b"}}})",
+        R"({"messages": [{"role": "user"}], "tools": [{"type": "code_interpreter"}]})",
+        R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+        R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
+            "arguments": "not json"}}]}]})",
+        R"({"messages": [{"role": "user"}], "response_format": {"type": "xml"}})",
+        R"({"messages": [{"role": "user"}], "stop": [1]})",
+    };
+    for (const char* text : bad)
+        EXPECT_EQ(status_of([&] { parse_openai_chat(body(text)); }), 400) << text;
+    EXPECT_EQ(status_of([] { body("{"); }), 400);
+    EXPECT_EQ(status_of([] { body("[]"); }), 400);
+    EXPECT_EQ(status_of([] { parse_openai_completion(body(R"({"prompt": "x", "best_of": 3})")); }),
+              400);
+    EXPECT_EQ(status_of([] { parse_openai_completion(body(R"({"prompt": {}})")); }), 400);
+}
+
+TEST(OpenAIParse, CompletionPrompts) {
+    EXPECT_EQ(parse_openai_completion(body(R"({"prompt": ["a", "b"]})")).prompts.size(), 2u);
+    const CompletionJob ids = parse_openai_completion(body(R"({"prompt": [[1, 2], [3]],
+        "logprobs": 0, "echo": true})"));
+    EXPECT_EQ(ids.prompt_ids.size(), 2u);
+    EXPECT_TRUE(ids.gen.logprobs);
+    EXPECT_EQ(ids.gen.top_logprobs, 0);
+    EXPECT_EQ(*ids.gen.max_tokens, 16); // the OpenAI default
+}
+
+TEST(AnthropicParse, BlocksToolsThinking) {
+    const ChatJob job = parse_anthropic(body(R"({
+        "system": [{"type": "text", "text": "sys"}], "max_tokens": 9,
+        "messages": [{"role": "user", "content": "q"},
+                     {"role": "assistant", "content": [
+                         {"type": "thinking", "thinking": "t", "signature": "s"},
+                         {"type": "text", "text": "a"},
+                         {"type": "tool_use", "id": "u1", "name": "f", "input": {"x": 1}}]},
+                     {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": "u1", "content": [
+                             {"type": "text", "text": "r"}]},
+                         {"type": "text", "text": "more"}]}],
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+        "thinking": {"type": "enabled", "budget_tokens": 64},
+        "stop_sequences": ["X"], "top_k": 5})"),
+                                        false);
+    ASSERT_EQ(job.messages.size(), 5u);
+    EXPECT_EQ(job.messages[0]["role"], "system");
+    EXPECT_EQ(job.messages[2]["reasoning_content"], "t");
+    EXPECT_EQ(job.messages[2]["tool_calls"][0]["function"]["arguments"]["x"], 1);
+    EXPECT_EQ(job.messages[3]["role"], "tool");
+    EXPECT_EQ(job.messages[3]["content"], "r");
+    EXPECT_EQ(job.messages[4]["content"], "more");
+    EXPECT_EQ(job.tools[0]["function"]["parameters"]["type"], "object");
+    EXPECT_EQ(job.tool_choice.kind, ToolChoice::Kind::Required);
+    EXPECT_FALSE(job.parallel_tool_calls);
+    EXPECT_EQ(job.template_vars["enable_thinking"], true);
+    EXPECT_EQ(job.reasoning_budget, 64);
+    EXPECT_FALSE(job.continue_final);
+    const ChatJob prefill =
+        parse_anthropic(body(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "q"},
+                 {"role": "assistant", "content": "The answer"}]})"),
+                        false);
+    EXPECT_TRUE(prefill.continue_final);
+    EXPECT_EQ(prefill.template_vars["enable_thinking"], false);
+    EXPECT_EQ(status_of([] {
+                  parse_anthropic(body(R"({"messages": [{"role": "user",
+        "content": "q"}]})"),
+                                  false);
+              }),
+              400);
+    EXPECT_EQ(status_of([] {
+                  parse_anthropic(body(R"({"messages": [{"role": "user",
+        "content": [{"type": "image"}]}], "max_tokens": 1})"),
+                                  false);
+              }),
+              400);
+    EXPECT_EQ(status_of([] {
+                  parse_anthropic(body(R"({"messages": [{"role": "user",
+        "content": "q"}], "max_tokens": 1, "tools": [{"type": "web_search_20250305",
+        "name": "w"}]})"),
+                                  false);
+              }),
+              400);
+}
+
+TEST(ErrorShapes, OpenAIAndAnthropic) {
+    const ApiError e(429, "busy", "", "");
+    const Json o = error_body(ApiStyle::OpenAI, e);
+    EXPECT_EQ(o["error"]["type"], "rate_limit_error");
+    EXPECT_EQ(o["error"]["message"], "busy");
+    EXPECT_TRUE(o["error"]["param"].is_null());
+    const Json a = error_body(ApiStyle::Anthropic, ApiError(413, "big"));
+    EXPECT_EQ(a["type"], "error");
+    EXPECT_EQ(a["error"]["type"], "request_too_large");
+    EXPECT_EQ(to_api_error(Error(ErrorCategory::InvalidArgument, "x")).status(), 400);
+    EXPECT_EQ(to_api_error(Error(ErrorCategory::Internal, "x")).status(), 500);
+}
+
+TEST(Streams, AnthropicEventSequence) {
+    AnthropicStream s("msg_1", "m", true);
+    std::vector<std::string> names;
+    auto add = [&](const std::vector<SseEvent>& events) {
+        for (const auto& [name, data] : events) {
+            names.push_back(name);
+            if (name == "content_block_delta")
+                names.back() += ":" + data["delta"]["type"].get<std::string>();
+        }
+    };
+    add(s.start(5));
+    ChoiceEvent ev;
+    ev.delta.reasoning = "r";
+    ev.delta.content = "c";
+    ev.delta.tool_calls = {{0, "toolu_0", "f", ""}, {0, "", "", "{\"a\": "}, {0, "", "", "1}"}};
+    add(s.events({ev}));
+    const std::vector<std::string> want = {"message_start",
+                                           "ping",
+                                           "content_block_start",
+                                           "content_block_delta:thinking_delta",
+                                           "content_block_delta:signature_delta",
+                                           "content_block_stop",
+                                           "content_block_start",
+                                           "content_block_delta:text_delta",
+                                           "content_block_stop",
+                                           "content_block_start",
+                                           "content_block_delta:input_json_delta",
+                                           "content_block_delta:input_json_delta"};
+    EXPECT_EQ(names, want);
+}
+
+TEST(Streams, OpenAIToolCallDeltasMerge) {
+    GenOptions gen;
+    const auto dir = std::filesystem::path(NINFER_TEXT_FIXTURES) / "tiny_chat";
+    const text::Tokenizer tok = text::Tokenizer::from_model_dir(dir);
+    OpenAIStream s({"id", 1, "m"}, true, gen, true, tok, 1);
+    ChoiceEvent ev;
+    ev.delta.tool_calls = {{0, "call_0", "f", "{\"a\""}, {0, "", "", ": 1}"}};
+    ev.finish = Finish::Stop;
+    const auto chunks = s.events({ev});
+    ASSERT_EQ(chunks.size(), 1u);
+    const Json& call = chunks[0]["choices"][0]["delta"]["tool_calls"][0];
+    EXPECT_EQ(call["id"], "call_0");
+    EXPECT_EQ(call["function"]["name"], "f");
+    EXPECT_EQ(call["function"]["arguments"], "{\"a\": 1}");
+    EXPECT_EQ(chunks[0]["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(Constraints, ForcedLiteralAfterReasoning) {
+    const auto dir = std::filesystem::path(NINFER_TEXT_FIXTURES) / "tiny_chat";
+    const text::Tokenizer tok = text::Tokenizer::from_model_dir(dir);
+    ConstraintPlan plan;
+    plan.starts_in_reasoning = true;
+    plan.reasoning_budget = 2;
+    plan.literals = {"<tool_call>\n<function=f>\n"};
+    plan.stop_ids = {298};
+    auto c = make_plan_constraint(tok, plan);
+    std::vector<uint8_t> mask(size_t(tok.vocab_size()), 0);
+    c->allowed(mask);
+    EXPECT_EQ(mask[298], 0); // no end of turn while something is forced
+    EXPECT_EQ(mask[65], 1);
+    c->accept(65);
+    c->accept(66); // the budget is spent: "\n</think>\n\n" then the literal are forced
+    std::string out;
+    for (int step = 0; step < 64; ++step) {
+        std::fill(mask.begin(), mask.end(), 0);
+        c->allowed(mask);
+        int chosen = -1;
+        for (size_t id = 0; id < mask.size(); ++id)
+            if (mask[id]) chosen = int(id); // any allowed token (the last) must keep the text
+        ASSERT_GE(chosen, 0);
+        const std::string want = "\n</think>\n\n<tool_call>\n<function=f>\n";
+        if (out == want) break;
+        out += tok.token_bytes(chosen);
+        c->accept(chosen);
+        ASSERT_EQ(want.compare(0, out.size(), out), 0) << out;
+    }
+    std::fill(mask.begin(), mask.end(), 0);
+    c->allowed(mask); // free afterwards
+    EXPECT_EQ(mask[298], 1);
+}
+
+TEST(Metrics, PrometheusText) {
+    Metrics m;
+    m.request("/v1/chat/completions", 200);
+    m.finished("cancelled");
+    m.tokens(10, 5);
+    m.ttft(0.2);
+    m.inter_token(2, 0.02);
+    EngineStats e;
+    e.kv_blocks_total = 10;
+    e.kv_blocks_used = 5;
+    const std::string text = m.render(e, MemoryStats{}, 1, 12);
+    EXPECT_NE(
+        text.find("ninfer_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1"),
+        std::string::npos);
+    EXPECT_NE(text.find("ninfer_generations_finished_total{reason=\"cancelled\"} 1"),
+              std::string::npos);
+    EXPECT_NE(text.find("ninfer_time_to_first_token_seconds_bucket{le=\"0.25\"} 1"),
+              std::string::npos);
+    EXPECT_NE(text.find("ninfer_inter_token_latency_seconds_count 2"), std::string::npos);
+    EXPECT_NE(text.find("ninfer_kv_cache_usage_ratio 0.5"), std::string::npos);
+}
+
+} // namespace
+} // namespace ninfer::server
