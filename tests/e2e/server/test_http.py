@@ -25,7 +25,7 @@ LONG = {"messages": USER, "max_tokens": 3000, "ignore_eos": True, "temperature":
 
 def setUpModule():
     global SERVER
-    SERVER = Server("--max-body-bytes", "100000", "--keepalive", "0.002", "--max-context", "2048")
+    SERVER = Server("--max-body-bytes", "100000", "--max-context", "2048")
 
 
 def tearDownModule():
@@ -148,12 +148,22 @@ class Cancellation(unittest.TestCase):
         self.assertGreaterEqual(after, before + 1)
         self.assertTrue(any(r.get("finish_reason") == "cancelled" for r in SERVER.log_records()))
 
-    def test_keepalive_comments(self):
-        conn, resp, first = open_stream(SERVER, {**LONG, "max_tokens": 200})
-        text = first + resp.read()
-        conn.close()
-        self.assertIn(b": keep-alive\n\n", text)
-        self.assertTrue(text.rstrip().endswith(b"data: [DONE]"))
+    def test_keepalive_while_queued(self):
+        # one sequence at a time: the second stream waits in the engine's queue, where only
+        # keep-alive comments flow, until the first one is cancelled by its disconnect
+        s = Server("--max-sequences", "1", "--max-queue", "1", "--keepalive", "0.05")
+        try:
+            conn_a, resp_a, _ = open_stream(s, LONG)
+            conn_b, resp_b, first = open_stream(s, {**LONG, "max_tokens": 5})
+            time.sleep(0.3)
+            conn_a.sock.shutdown(socket.SHUT_RDWR)
+            conn_a.close()
+            text = first + resp_b.read()
+            conn_b.close()
+            self.assertIn(b": keep-alive\n\n", text)
+            self.assertTrue(text.rstrip().endswith(b"data: [DONE]"))
+        finally:
+            self.assertEqual(s.stop(), 0)
 
 
 class Observability(unittest.TestCase):
