@@ -10,22 +10,42 @@
 namespace ninfer::text::json {
 namespace {
 
+// Replaces each union's alternatives by the non-union nodes it reaches, its literals merged
+// into one node (so that an enum-like anyOf is one matcher thread, not one per value).
 void flatten(Grammar& g) {
-    for (auto& node : g.nodes) {
-        if (node.kind != NodeKind::Union) continue;
-        std::vector<uint32_t> leaves, stack = node.alts;
+    const size_t count = g.nodes.size();
+    for (size_t u = 0; u < count; ++u) {
+        if (g.nodes[u].kind != NodeKind::Union) continue;
+        std::vector<uint32_t> leaves, literals, stack = g.nodes[u].alts;
         std::set<uint32_t> seen;
         while (!stack.empty()) {
             const uint32_t id = stack.back();
             stack.pop_back();
             if (!seen.insert(id).second) continue;
             const Node& n = g.nodes[id];
-            if (n.kind != NodeKind::Union)
-                leaves.push_back(id);
-            else
+            if (n.kind == NodeKind::Union)
                 stack.insert(stack.end(), n.alts.rbegin(), n.alts.rend());
+            else
+                (n.kind == NodeKind::Literal ? literals : leaves).push_back(id);
         }
-        node.alts = std::move(leaves);
+        if (literals.size() > 1) {
+            std::vector<std::pair<std::string, nlohmann::json>> entries;
+            for (uint32_t id : literals)
+                for (size_t i = 0; i < g.nodes[id].texts.size(); ++i)
+                    entries.emplace_back(g.nodes[id].texts[i], g.nodes[id].values[i]);
+            std::sort(entries.begin(), entries.end(),
+                      [](const auto& x, const auto& y) { return x.first < y.first; });
+            Node merged = detail::leaf(NodeKind::Literal);
+            for (auto& [text, value] : entries) {
+                if (!merged.texts.empty() && merged.texts.back() == text) continue;
+                merged.texts.push_back(std::move(text));
+                merged.values.push_back(std::move(value));
+            }
+            g.nodes.push_back(std::move(merged));
+            literals = {uint32_t(g.nodes.size() - 1)};
+        }
+        leaves.insert(leaves.end(), literals.begin(), literals.end());
+        g.nodes[u].alts = std::move(leaves);
     }
 }
 
@@ -210,10 +230,11 @@ bool validate_at(const Grammar& g, uint32_t id, const nlohmann::json& v, int dep
         if (!v.is_object()) return false;
         for (const auto& p : n.props)
             if (p.required && !v.contains(p.name)) return false;
-        for (const auto& [key, value] : v.items()) {
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            const std::string& key = it.key();
             auto p = std::find_if(n.props.begin(), n.props.end(),
                                   [&](const Property& q) { return q.name == key; });
-            if (!validate_at(g, p != n.props.end() ? p->node : n.additional, value, depth + 1))
+            if (!validate_at(g, p != n.props.end() ? p->node : n.additional, *it, depth + 1))
                 return false;
         }
         return true;

@@ -101,7 +101,7 @@ private:
     void dedupe(std::vector<Thread>& v, size_t begin) const;
     Marks marks() const { return {links_.size(), bits_.size(), hashes_.size()}; }
     void restore(const Marks& m);
-    void walk(const TokenTrie& trie, uint32_t node, size_t begin, size_t end);
+    void walk(const TokenTrie& trie, uint32_t node, size_t begin, size_t end, uint8_t plain);
     void mark(const TokenTrie& trie, uint32_t from, uint32_t to);
     // Most code points that some thread among scratch_[begin, end) may still add to a string
     // with every token below `n` (-1: none can take them all as plain text).

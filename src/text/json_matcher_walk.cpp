@@ -63,10 +63,14 @@ int64_t Matcher::string_room(const TokenTrie::Node& n, size_t begin, size_t end)
     return room;
 }
 
-void Matcher::walk(const TokenTrie& trie, uint32_t node, size_t begin, size_t end) {
+void Matcher::walk(const TokenTrie& trie, uint32_t node, size_t begin, size_t end, uint8_t plain) {
     const TokenTrie::Node& parent = trie.nodes[node];
     for (uint32_t ci = parent.first_child; ci < parent.first_child + parent.n_children; ++ci) {
         const TokenTrie::Node& child = trie.nodes[ci];
+        // `plain`: the UTF-8 state of the path as plain string text from the state fill_mask
+        // already allowed every plain token of (kUtf8Invalid: none, or the path left it).
+        const uint8_t next = plain == kUtf8Invalid ? plain : string_byte(plain, child.byte);
+        if (next != kUtf8Invalid && (child.string_safe >> next & 1)) continue;
         const size_t out = scratch_.size();
         const Marks m = marks();
         for (size_t i = begin; i < end; ++i) feed(scratch_[i], child.byte, scratch_);
@@ -85,7 +89,7 @@ void Matcher::walk(const TokenTrie& trie, uint32_t node, size_t begin, size_t en
                             size_t(trie.order[i]) < mask_size_)
                             mask_[trie.order[i]] = 1;
                 } else {
-                    walk(trie, ci, out, scratch_.size());
+                    walk(trie, ci, out, scratch_.size(), next);
                 }
             }
             scratch_.resize(out);
@@ -96,9 +100,35 @@ void Matcher::walk(const TokenTrie& trie, uint32_t node, size_t begin, size_t en
 
 void Matcher::fill_mask(const TokenTrie& trie, uint8_t* mask, size_t size) {
     mask_ = mask, mask_size_ = size;
+    // A thread inside a string body: every token of plain text (that fits) is allowed, from
+    // the trie's tables; the walk then skips the subtrees made of such tokens only.
+    uint8_t plain = kUtf8Invalid;
+    int64_t room = -1;
+    for (const Thread& t : threads_) {
+        const Frame& f = t.top;
+        if ((f.kind != FrameKind::String && f.kind != FrameKind::Key) || f.phase != 0) continue;
+        const int64_t r = f.kind == FrameKind::Key
+                              ? int64_t(INT32_MAX)
+                              : int64_t(g_->nodes[f.node].max_length) - int64_t(f.a);
+        if (r >= trie.nodes[0].max_chars || threads_.size() == 1) {
+            plain = f.ws, room = r;
+            break;
+        }
+    }
+    if (plain != kUtf8Invalid) {
+        const size_t n = std::min(size, trie.plain[plain].size());
+        const uint8_t* p = trie.plain[plain].data();
+        if (room >= trie.nodes[0].max_chars) {
+            for (size_t i = 0; i < n; ++i) mask[i] |= p[i];
+        } else {
+            const uint16_t* chars = trie.id_chars.data();
+            const uint16_t r = uint16_t(room); // room < max_chars <= 0xFFFF
+            for (size_t i = 0; i < n; ++i) mask[i] |= p[i] & uint8_t(chars[i] <= r);
+        }
+    }
     scratch_.assign(threads_.begin(), threads_.end());
     const Marks m = marks();
-    walk(trie, 0, 0, scratch_.size());
+    walk(trie, 0, 0, scratch_.size(), plain);
     restore(m);
     scratch_.clear();
 }

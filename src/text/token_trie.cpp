@@ -14,12 +14,6 @@ struct Entry {
     int32_t id;
 };
 
-// Whether `b` continues a JSON string body in UTF-8 state s; the next state, or kUtf8Invalid.
-constexpr uint8_t string_byte(uint8_t s, uint8_t b) {
-    if (s == 0 && b < 0x80 && (b < 0x20 || b == '"' || b == '\\')) return kUtf8Invalid;
-    return utf8_step(s, b);
-}
-
 class Builder {
 public:
     Builder(TokenTrie& t, const std::vector<Entry>& entries) : t_(t), e_(entries) {}
@@ -100,6 +94,18 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(const Tokenizer& tok) {
         size_t chars = 0;
         for (char c : e.bytes) chars += (uint8_t(c) & 0xC0) != 0x80;
         trie->chars.push_back(uint16_t(std::min<size_t>(chars, 0xFFFF)));
+    }
+    trie->id_chars.assign(size_t(trie->vocab_size), 0);
+    for (auto& p : trie->plain) p.assign(size_t(trie->vocab_size), 0);
+    for (size_t i = 0; i < entries.size(); ++i) {
+        const size_t id = size_t(entries[i].id);
+        trie->id_chars[id] = trie->chars[i];
+        for (uint8_t s = 0; s < 8; ++s) {
+            uint8_t state = s;
+            for (char c : entries[i].bytes)
+                if ((state = string_byte(state, uint8_t(c))) == kUtf8Invalid) break;
+            trie->plain[s][id] = state != kUtf8Invalid;
+        }
     }
     trie->nodes.reserve(entries.size() * 3);
     trie->nodes.resize(1);

@@ -49,6 +49,13 @@ constexpr uint8_t utf8_step(uint8_t state, uint8_t b) {
     }
 }
 
+// Whether byte b continues the body of a JSON string in UTF-8 state s (no quote, backslash or
+// control byte between code points): the next state, or kUtf8Invalid.
+constexpr uint8_t string_byte(uint8_t s, uint8_t b) {
+    if (s == 0 && b < 0x80 && (b < 0x20 || b == '"' || b == '\\')) return kUtf8Invalid;
+    return utf8_step(s, b);
+}
+
 struct TokenTrie {
     struct Node {
         uint32_t first_child = 0; // children are nodes[first_child, first_child + n_children),
@@ -67,6 +74,10 @@ struct TokenTrie {
     std::vector<int32_t> order;  // the trie's token ids, by their bytes in lexicographic order
     std::vector<uint16_t> chars; // code points of each token of `order` (as Node::chars)
     int32_t vocab_size = 0;
+    // By token id: plain[s][id] = 1 when all the token's bytes continue a JSON string body
+    // entered in UTF-8 state s (string_byte); id_chars[id] = its code points.
+    std::vector<uint8_t> plain[8];
+    std::vector<uint16_t> id_chars;
     Tokenizer tokenizer; // the source (keeps the cache key alive)
 
     // The trie of every non-added token with non-empty bytes (added tokens, special or not,

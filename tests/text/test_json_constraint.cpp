@@ -170,6 +170,15 @@ TEST(JsonMatcher, CombinatorsAndRefs) {
           {R"({"v":1,"kids":[{"v":2,"kids":[]},{"v":3}]})"},
           {R"({"kids":[]})", R"({"v":1,"kids":[{}]})"}},
          {R"({"anyOf": [{"type": "number"}, {"type": "integer"}]})", {"1", "1.5"}, {"1x"}}});
+    // Many const branches are one literal set (not one matcher thread each).
+    json consts = json::array();
+    for (int i = 0; i < 600; ++i) consts.push_back({{"const", "v" + std::to_string(i)}});
+    const json many = {{"anyOf", consts}};
+    EXPECT_TRUE(matches(many, "\"v599\""));
+    EXPECT_FALSE(matches(many, "\"v600\""));
+    Matcher m(Grammar::compile(many));
+    EXPECT_TRUE(m.advance("\"v1"));
+    EXPECT_EQ(m.threads(), 1u);
     EXPECT_TRUE(matches(json(), "{}"));
     EXPECT_TRUE(matches(json(), R"({"a":[1,{"b":"c"}]})"));
     EXPECT_FALSE(matches(json(), "[]"));
