@@ -53,17 +53,22 @@ Generation::Generation(Engine& engine, const text::Tokenizer& tokenizer, Generat
     if (!spec_.base.ignore_eos)
         for (int32_t id : engine.model_info().eos_token_ids) stop_ids_.push_back(id);
     int index = 0;
-    for (const auto& prompt : spec_.prompts) {
-        for (int i = 0; i < spec_.n; ++i) {
-            GenerationRequest r = spec_.base;
-            r.prompt = prompt;
-            if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + uint64_t(i);
-            if (spec_.constraint) r.constraint = spec_.constraint();
-            auto c = std::make_unique<Choice>(tokenizer, spec_.parser, spec_.raw_text);
-            c->index = index++;
-            c->stream = engine.submit(std::move(r));
-            choices_.push_back(std::move(c));
+    try {
+        for (const auto& prompt : spec_.prompts) {
+            for (int i = 0; i < spec_.n; ++i) {
+                GenerationRequest r = spec_.base;
+                r.prompt = prompt;
+                if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + uint64_t(i);
+                if (spec_.constraint) r.constraint = spec_.constraint();
+                auto c = std::make_unique<Choice>(tokenizer, spec_.parser, spec_.raw_text);
+                c->index = index++;
+                c->stream = engine.submit(std::move(r));
+                choices_.push_back(std::move(c));
+            }
         }
+    } catch (...) {
+        cancel(); // the choices submitted before the failing one
+        throw;
     }
 }
 
