@@ -156,7 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const ninfer::Error&) {
         return 0;
     }
-    bytes_phase(g, bytes, std::min<size_t>(n, 512));
-    token_phase(schema, o, g, bytes, std::min<size_t>(n, 48));
+    bytes_phase(g, bytes, std::min<size_t>(n, 256));
+    token_phase(schema, o, g, bytes, std::min<size_t>(n, 24));
     return 0;
 }

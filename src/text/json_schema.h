@@ -23,11 +23,13 @@
 //              schemas no finite value satisfies (e.g. a required property whose schema is
 //              false, or minLength > maxLength).
 // What the generated text looks like (a subset of JSON, always valid against the schema):
-//   - object keys in any order, each at most once; keys of declared properties are spelled as
-//     nlohmann::json dumps them; when additionalProperties is absent from a schema that has
-//     `properties`, extra keys are not generated (options.closed_objects, default on);
+//   - object keys in any order, each at most once (also when spelled with escapes); where only
+//     declared keys may come they are spelled as nlohmann::json dumps them; when
+//     additionalProperties is absent from a schema that has `properties`, extra keys are not
+//     generated (options.closed_objects, default on);
 //   - numbers: at most 18 integer digits, 18 fraction digits and 2 exponent digits (no exponent
-//     when the number has bounds); integers have no fraction or exponent;
+//     when the number has bounds); integers have no fraction or exponent; bounds hold for the
+//     double the text parses to (bounds too close for 18 fraction digits are rejected);
 //   - enum/const values are spelled as nlohmann::json dumps them (compact);
 //   - strings: any valid UTF-8, all JSON escapes including \uXXXX (surrogates paired);
 //   - whitespace: at most options.max_whitespace bytes (space only, or also \n \r \t with
@@ -35,7 +37,9 @@
 //     the top-level value;
 //   - nesting: at most options.max_depth open frames (containers, plus the scalar or key being
 //     written); recursive schemas are cut off there (only values that can still close are
-//     offered).
+//     offered);
+//   - anyOf/oneOf/type arrays run as parallel alternatives (their literals merged into one);
+//     more than 256 alive at once is a runtime ninfer::Error (the request fails, no bad text).
 #pragma once
 
 #include <bitset>
