@@ -70,6 +70,11 @@ struct GenerationRequest {
     bool ignore_eos = false;             // do not stop at the model's EOS ids
     int top_logprobs = 0;                // alternatives reported per token (0..20)
     std::shared_ptr<TokenConstraint> constraint; // optional
+    // Score the prompt: report the log-probability of every prompt token after the first, given
+    // the tokens before it (RequestUpdate::prompt_logprobs, before any generated token). Costs
+    // a logits row per prompt token (a [prefill_chunk, vocab] F32 buffer). With
+    // max_new_tokens == 0 the request only scores its prompt and ends with Length.
+    bool prompt_logprobs = false;
 };
 
 struct TokenLogprob {
@@ -97,6 +102,7 @@ struct RequestTimings {
 
 // What a request produced since the last read.
 struct RequestUpdate {
+    std::vector<TokenLogprob> prompt_logprobs; // with prompt_logprobs: prompt[1..] in order
     std::vector<GeneratedToken> tokens;
     bool finished = false;
     FinishReason reason = FinishReason::None;

@@ -11,6 +11,7 @@
 #include "io/hf_config.h"
 #include "io/model_files.h"
 #include "model/qwen3_5.h"
+#include "ops/logits.h"
 #include "ops/memory.h"
 #include "runtime/decode_graphs.h"
 #include "runtime/kv_pool.h"
@@ -115,6 +116,7 @@ struct Engine::Impl {
     void step();
     void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
     void accept_token(Sequence& seq, const runtime::SampleOutput& out);
+    void score_prompts(const runtime::StepPlan& plan, const TensorView& rows);
     void fail_active(const std::string& message);
     bool constrain(Sequence& seq);
     void publish_stats();
@@ -265,28 +267,66 @@ void Engine::Impl::step() {
     model::CacheViews caches{kv->k_views(), kv->v_views(), states->conv_views(),
                              states->recurrent_views()};
     TensorView logits;
-    if (graphs && graphs->eligible(plan)) {
+    const int64_t sample_rows = int64_t(plan.logit_seqs.size());
+    if (graphs && plan.scored.empty() && graphs->eligible(plan)) {
         logits = graphs->run(plan, caches);
     } else {
         model::ForwardBatch batch =
             runtime::build_forward_batch(ctx, plan, kv->block_size(), buffers);
-        logits = buffers.logits_view(ctx, plan.logit_seqs.size(), info.vocab_size);
+        logits =
+            buffers.logits_view(ctx, size_t(sample_rows + plan.scored_rows()), info.vocab_size);
         model->forward(ctx, batch, caches, logits);
     }
+    if (!plan.scored.empty())
+        score_prompts(plan, logits.narrow(0, sample_rows, plan.scored_rows()));
     for (const auto& e : plan.entries) e.seq->cached += e.rows;
     std::vector<runtime::SampleInput> inputs;
     std::vector<uint8_t> live; // rows whose constraint allows some token
     for (Sequence* seq : plan.logit_seqs) {
-        const bool masked = seq->request.constraint != nullptr;
+        const bool masked = seq->request.constraint != nullptr && seq->request.max_new_tokens > 0;
         live.push_back(!masked || constrain(*seq));
         inputs.push_back({&seq->request.sampling, seq->seed, int64_t(seq->tokens.size()),
                           seq->request.top_logprobs, &seq->prompt_set, &seq->output_counts,
                           masked && live.back() ? &seq->allowed : nullptr});
     }
-    std::vector<runtime::SampleOutput> outs = sampler->sample(logits, info.token_limit, inputs);
-    for (size_t i = 0; i < outs.size(); ++i)
-        if (live[i]) accept_token(*plan.logit_seqs[i], outs[i]);
+    std::vector<runtime::SampleOutput> outs =
+        sampler->sample(logits.narrow(0, 0, sample_rows), info.token_limit, inputs);
+    for (size_t i = 0; i < outs.size(); ++i) {
+        Sequence& seq = *plan.logit_seqs[i];
+        if (seq.request.max_new_tokens == 0) // a prompt-scoring request: no token wanted
+            finish(seq, FinishReason::Length);
+        else if (live[i])
+            accept_token(seq, outs[i]);
+    }
     std::erase_if(active, [](const auto& s) { return s->slot < 0; });
+}
+
+// The log-probability of the prompt token after each scored row: its logit minus the row's
+// log-sum-exp (the full softmax of the raw logits, as for generated tokens).
+void Engine::Impl::score_prompts(const runtime::StepPlan& plan, const TensorView& rows) {
+    const int64_t R = rows.size(0);
+    Tensor lse = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {R});
+    ops::logprobs_top_k(ctx, rows, info.token_limit, lse.view(), TensorView(), TensorView());
+    std::vector<float> lse_h(size_t(R), 0.0f), one(1);
+    ops::download(ctx, lse.view(),
+                  TensorView::contiguous(lse_h.data(), DType::F32, Device::cpu(), {R}));
+    int64_t r = 0;
+    for (const auto& sc : plan.scored) {
+        Sequence& seq = *plan.entries[sc.entry].seq;
+        std::vector<TokenLogprob> scores;
+        for (int64_t i = 0; i < sc.count; ++i, ++r) {
+            const int32_t id = seq.tokens[size_t(seq.cached + i + 1)];
+            ops::download(ctx, rows.narrow(0, r, 1).narrow(1, id, 1).reshape({1}),
+                          TensorView::contiguous(one.data(), DType::F32, Device::cpu(), {1}));
+            scores.push_back({id, one[0] - lse_h[size_t(r)]});
+        }
+        {
+            std::lock_guard lock(seq.stream->mutex);
+            auto& pending = seq.stream->pending_prompt;
+            pending.insert(pending.end(), scores.begin(), scores.end());
+        }
+        seq.stream->ready.notify_all();
+    }
 }
 
 void Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out) {
@@ -410,7 +450,8 @@ RequestStream Engine::submit(GenerationRequest request) {
              " KV blocks; the cache holds ", impl_->kv->num_blocks());
     seq->request = std::move(request);
     RequestStream stream(seq->stream);
-    if (seq->request.max_new_tokens == 0) {
+    if (seq->request.max_new_tokens == 0 &&
+        !(seq->request.prompt_logprobs && seq->request.prompt.size() > 1)) {
         impl_->finish(*seq, FinishReason::Length);
         return stream;
     }

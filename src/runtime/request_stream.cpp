@@ -18,22 +18,37 @@ const char* finish_reason_name(FinishReason reason) {
     return "unknown";
 }
 
+namespace {
+
+bool has_news(const RequestStream::State& s) {
+    return !s.pending.empty() || !s.pending_prompt.empty() || s.finished;
+}
+
+// Moves what is new into `update` (the state's mutex held); false when a finished request had
+// already been read to the end.
+bool take(RequestStream::State& s, RequestUpdate& update) {
+    if (s.finish_read && s.pending.empty() && s.pending_prompt.empty()) return false;
+    update.tokens.swap(s.pending);
+    update.prompt_logprobs.swap(s.pending_prompt);
+    update.seed = s.seed;
+    if (s.finished) {
+        update.finished = true;
+        update.reason = s.reason;
+        update.error = s.error;
+        update.timings = s.timings;
+        s.finish_read = true;
+    }
+    return true;
+}
+
+} // namespace
+
 bool RequestStream::next(RequestUpdate& update) {
     update = RequestUpdate{};
     if (!state_) return false;
     std::unique_lock lock(state_->mutex);
-    state_->ready.wait(lock, [&] { return !state_->pending.empty() || state_->finished; });
-    if (state_->finish_read && state_->pending.empty()) return false;
-    update.tokens.swap(state_->pending);
-    update.seed = state_->seed;
-    if (state_->finished) {
-        update.finished = true;
-        update.reason = state_->reason;
-        update.error = state_->error;
-        update.timings = state_->timings;
-        state_->finish_read = true;
-    }
-    return true;
+    state_->ready.wait(lock, [&] { return has_news(*state_); });
+    return take(*state_, update);
 }
 
 RequestStream::Wait RequestStream::next_for(RequestUpdate& update,
@@ -41,20 +56,9 @@ RequestStream::Wait RequestStream::next_for(RequestUpdate& update,
     update = RequestUpdate{};
     if (!state_) return Wait::Done;
     std::unique_lock lock(state_->mutex);
-    if (!state_->ready.wait_for(lock, timeout,
-                                [&] { return !state_->pending.empty() || state_->finished; }))
+    if (!state_->ready.wait_for(lock, timeout, [&] { return has_news(*state_); }))
         return Wait::Timeout;
-    if (state_->finish_read && state_->pending.empty()) return Wait::Done;
-    update.tokens.swap(state_->pending);
-    update.seed = state_->seed;
-    if (state_->finished) {
-        update.finished = true;
-        update.reason = state_->reason;
-        update.error = state_->error;
-        update.timings = state_->timings;
-        state_->finish_read = true;
-    }
-    return Wait::Update;
+    return take(*state_, update) ? Wait::Update : Wait::Done;
 }
 
 void RequestStream::cancel() {

@@ -22,7 +22,8 @@ struct RequestStream::State {
     std::atomic<bool> cancel_requested{false};
     std::mutex mutex;
     std::condition_variable ready;
-    std::vector<GeneratedToken> pending; // produced, not yet read
+    std::vector<GeneratedToken> pending;      // produced, not yet read
+    std::vector<TokenLogprob> pending_prompt; // prompt scores, not yet read
     bool finished = false;
     bool finish_read = false;
     FinishReason reason = FinishReason::None;

@@ -46,8 +46,19 @@ StepPlan plan_step(const std::vector<std::unique_ptr<Sequence>>& active, int64_t
         Sequence* seq = active[i].get();
         plan.entries.push_back({seq, rows[i]});
         if (seq->cached + rows[i] == int64_t(seq->tokens.size())) plan.logit_seqs.push_back(seq);
+        if (seq->request.prompt_logprobs) { // rows of prompt positions p <= n - 2 score p + 1
+            const int64_t count =
+                std::min(seq->cached + rows[i], seq->prompt_length() - 1) - seq->cached;
+            if (count > 0) plan.scored.push_back({plan.entries.size() - 1, count});
+        }
     }
     return plan;
+}
+
+int64_t StepPlan::scored_rows() const {
+    int64_t n = 0;
+    for (const auto& s : scored) n += s.count;
+    return n;
 }
 
 TensorView StepBuffers::logits_view(const ops::ExecContext& ctx, size_t rows, int64_t vocab) {
@@ -86,6 +97,9 @@ model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepP
         max_rows = std::max(max_rows, int32_t(e.rows));
         max_context = std::max(max_context, int32_t(seq.cached + e.rows));
     }
+    for (const auto& sc : plan.scored)
+        for (int64_t i = 0; i < sc.count; ++i)
+            logit_rows.push_back(b.host_row_begin[sc.entry] + int32_t(i));
     model::ForwardBatch batch;
     const int64_t T = int64_t(tokens.size());
     batch.tokens = stage(ctx, tokens, b.tokens, {T});

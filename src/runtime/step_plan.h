@@ -17,13 +17,23 @@ struct StepEntry {
     int64_t rows = 0; // tokens [seq->cached, seq->cached + rows) run this step
 };
 
+// Prompt rows whose logits score the next prompt token (requests with prompt_logprobs): the
+// first `count` rows of entries[entry], i.e. positions [cached, cached + count).
+struct ScoreEntry {
+    size_t entry = 0;
+    int64_t count = 0;
+};
+
 struct StepPlan {
     std::vector<StepEntry> entries;
     std::vector<Sequence*> logit_seqs; // sequences whose last row ends their tokens: they sample
+    std::vector<ScoreEntry> scored;    // their logit rows follow the logit_seqs' rows
+    int64_t scored_rows() const;
 };
 
 // Decode rows (one pending token) come first so long prompts never stall running requests;
 // prompt chunks of at most prefill_chunk rows fill the rest of the budget in admission order.
+// Logit rows: one per logit_seqs entry (in order), then the scored prompt rows.
 StepPlan plan_step(const std::vector<std::unique_ptr<Sequence>>& active, int64_t prefill_chunk,
                    int64_t max_rows);
 
