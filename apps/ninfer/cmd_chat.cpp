@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "default_model.h"
 #include "text_generation.h"
 
 namespace ninfer::app {
@@ -122,7 +123,7 @@ int chat(const ChatOptions& o) {
 
 Action add_chat_command(CLI::App& app) {
     auto o = std::make_shared<ChatOptions>();
-    app.add_option("--model", o->engine.model_dir, "Model directory")->required();
+    app.add_option("--model", o->engine.model_dir, "Model directory (default: the demo model)");
     app.add_option("--system", o->text.system, "A system message");
     app.add_option("--tools", o->tools_file, "JSON file of OpenAI tools the model may call");
     app.add_flag("--no-thinking", o->text.no_thinking, "Answer without reasoning");
@@ -141,7 +142,10 @@ Action add_chat_command(CLI::App& app) {
     app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
     app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
     app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
-    return [o] { return chat(*o); };
+    return [o] {
+        o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
+        return chat(*o);
+    };
 }
 
 } // namespace ninfer::app

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "default_model.h"
 #include "ninfer/engine.h"
 #include "text_generation.h"
 
@@ -137,7 +138,8 @@ int run(const RunOptions& o) {
 
 Action add_run_command(CLI::App& app) {
     auto o = std::make_shared<RunOptions>();
-    app.add_option("--model", o->engine.model_dir, "HF checkpoint directory")->required();
+    app.add_option("--model", o->engine.model_dir,
+                   "HF checkpoint directory (default: the demo model, see README)");
     CLI::Option* ids =
         app.add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated");
     add_text_options(app, o->text);
@@ -165,6 +167,7 @@ Action add_run_command(CLI::App& app) {
     app.add_flag("--reference", o->engine.cpu_reference, "Use the CPU reference ops (slow)");
     return [o, ids] {
         o->prompt_ids_given = ids->count() > 0;
+        o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
         return run(*o);
     };
 }

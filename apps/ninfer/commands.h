@@ -16,6 +16,7 @@ Action add_tokenize_command(CLI::App& app);
 Action add_render_command(CLI::App& app);
 Action add_chat_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
+Action add_perplexity_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 
 } // namespace ninfer::app

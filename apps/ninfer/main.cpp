@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
     actions[chat] = ninfer::app::add_chat_command(*chat);
     CLI::App* bench = app.add_subcommand("bench", "Measure prefill and decode speed");
     actions[bench] = ninfer::app::add_bench_command(*bench);
+    CLI::App* ppl = app.add_subcommand("perplexity", "Perplexity of a text file");
+    actions[ppl] = ninfer::app::add_perplexity_command(*ppl);
     CLI::App* serve = app.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server");
     actions[serve] = ninfer::app::add_serve_command(*serve);
     // llama-bench spells the prefill+decode test "-pg"; CLI11 short options are one letter.

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """CLI checks with the real binary (stdlib only): `ninfer run --json` reproduces the HF reference
-of every fixture (ids identical, top-5 logprobs within tolerance, any --prefill-chunk), and
-`ninfer info --config` reports the published parameter counts of the real configs."""
+of every fixture (ids identical, top-5 logprobs within tolerance, any --prefill-chunk), the
+default model is found through NINFER_MODEL (or reported as missing), `ninfer perplexity` scores
+its windows independently of the prefill chunk, and `ninfer info --config` reports the published
+parameter counts of the real configs."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -53,6 +56,62 @@ class RunJson(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(out.returncode, 1)
         self.assertIn("/nonexistent", out.stderr)
+
+
+class DefaultModel(unittest.TestCase):
+    """Without --model, run uses $NINFER_MODEL, else models/ninfer-demo (README)."""
+
+    def run_cli(self, env_model, *args):
+        env = dict(os.environ)
+        env.pop("NINFER_MODEL", None)
+        if env_model is not None:
+            env["NINFER_MODEL"] = env_model
+        return subprocess.run([NINFER, *args], capture_output=True, text=True, env=env)
+
+    def test_env_override_and_errors(self):
+        model = os.path.join(FIXTURES, sorted(os.listdir(FIXTURES))[0])
+        prompt = json.load(open(os.path.join(model, "reference.json")))["cases"][0]["prompt"]
+        args = ["run", "--prompt-ids", ",".join(map(str, prompt)), "--max-new", "3", "--greedy",
+                "--json", "--top-logprobs", "5"]
+        via_env = self.run_cli(model, *args)
+        self.assertEqual(via_env.returncode, 0, via_env.stderr)
+        self.assertEqual(json.loads(via_env.stdout), run_json(model, prompt, 3))
+        bad = self.run_cli("/nonexistent", *args)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("NINFER_MODEL=/nonexistent", bad.stderr)
+        default = self.run_cli(None, *args)
+        if os.path.isfile(os.path.join(ROOT, "models", "ninfer-demo", "config.json")):
+            self.assertEqual(default.returncode, 0, default.stderr)
+        else:
+            self.assertEqual(default.returncode, 1)
+            self.assertIn("looked in", default.stderr)
+
+
+class Perplexity(unittest.TestCase):
+    MODEL = os.path.join(ROOT, "tests", "fixtures_text", "tiny_chat")
+
+    def ppl(self, path, *extra):
+        out = subprocess.run([NINFER, "perplexity", "--model", self.MODEL, "--file", path, *extra],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)  # stdout must be exactly one JSON object
+
+    def test_windows_and_schedule(self):
+        text = "the quick brown fox jumps over the lazy dog. " * 12
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ninfer_ppl_{os.getpid()}.txt")
+        with open(path, "w") as f:
+            f.write(text)
+        try:
+            a = self.ppl(path, "--context", "16")
+            b = self.ppl(path, "--context", "16", "--prefill-chunk", "3")
+            one = self.ppl(path, "--context", "16", "--chunks", "1")
+        finally:
+            os.unlink(path)
+        windows = -(-a["file_tokens"] // 16)
+        self.assertEqual(a["windows"], windows)
+        self.assertEqual(a["tokens"], a["file_tokens"] - windows)
+        self.assertEqual((one["windows"], one["tokens"]), (1, 15))
+        self.assertAlmostEqual(a["mean_nll"], b["mean_nll"], delta=1e-4)
+        self.assertAlmostEqual(a["ppl"], math.exp(a["mean_nll"]), delta=1e-6 * a["ppl"])
 
 
 class Info(unittest.TestCase):
