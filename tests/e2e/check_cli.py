@@ -87,6 +87,26 @@ class DefaultModel(unittest.TestCase):
             self.assertIn("looked in", default.stderr)
 
 
+class DemoModel(unittest.TestCase):
+    """The shipped demo model reproduces HF's greedy continuations (models/ninfer-demo/
+    reference.json, written by tools/train_demo/eval_mtp.py), up to any near-tie."""
+    MODEL = os.path.join(ROOT, "models", "ninfer-demo")
+    NEAR_TIE = 1e-4  # HF top-1/top-2 logprob gap below which the choice may flip
+
+    @unittest.skipUnless(os.path.isfile(os.path.join(MODEL, "reference.json")), "no demo model")
+    def test_greedy_matches_hf(self):
+        with open(os.path.join(self.MODEL, "reference.json")) as f:
+            ref = json.load(f)
+        for i, case in enumerate(ref["cases"]):
+            n = next((k for k, s in enumerate(case["steps"]) if s["gap"] < self.NEAR_TIE),
+                     len(case["steps"]))
+            with self.subTest(case=i, name=case["name"]):
+                got = run_json(self.MODEL, case["prompt"], len(case["steps"]), "--ignore-eos")
+                self.assertEqual([t["id"] for t in got["tokens"]][:n], case["greedy"][:n])
+                for t, s in zip(got["tokens"][:n], case["steps"]):
+                    self.assertAlmostEqual(t["logprob"], s["logprob"], delta=LOGPROB_ABS)
+
+
 class Perplexity(unittest.TestCase):
     MODEL = os.path.join(ROOT, "tests", "fixtures_text", "tiny_chat")
 
