@@ -30,6 +30,7 @@ void parse_user(const Json& content, const std::string& where, Json& out) {
         return;
     }
     if (!content.is_array()) bad_param("messages", where + ".content must be a string or blocks");
+    if (content.empty()) bad_param("messages", where + ".content must not be empty");
     std::string text;
     for (const auto& b : content) {
         const std::string type = b.is_object() ? b.value("type", "") : "";
@@ -195,6 +196,7 @@ ChatJob parse_anthropic(const Json& b, bool for_count) {
         else
             bad_param("messages", where + ": role must be user or assistant");
     }
+    if (job.messages.empty()) bad_param("messages", "the messages hold no content");
     const Json& last = job.messages.back();
     job.continue_final = last["role"] == "assistant" && !last.contains("tool_calls");
     GenOptions& g = job.gen;
