@@ -58,6 +58,8 @@ Json parse_tool_call(const Json& call) {
     Json args = Json::object();
     if (const Json* a = field(*fn, "arguments")) {
         if (a->is_string()) {
+            if (json_deeper_than(a->get<std::string>(), kMaxJsonDepth))
+                bad_param("messages", "tool call arguments nest too deeply");
             args = Json::parse(a->get<std::string>(), nullptr, false);
             if (args.is_discarded() || !args.is_object())
                 bad_param("messages", "tool call arguments must be a JSON object");

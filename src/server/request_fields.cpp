@@ -6,7 +6,31 @@
 
 namespace ninfer::server {
 
+bool json_deeper_than(const std::string& text, int limit) {
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit) return true;
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return false;
+}
+
 Json parse_body(const std::string& body) {
+    if (json_deeper_than(body, kMaxJsonDepth))
+        throw ApiError(400, "the request body nests arrays and objects deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
     Json j;
     try {
         j = Json::parse(body);

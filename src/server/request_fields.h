@@ -13,8 +13,16 @@ namespace ninfer::server {
 // Ordered: tool schemas reach the chat template (tojson) in the client's key order.
 using Json = nlohmann::ordered_json;
 
-// Parses a request body; it must be a JSON object (400 otherwise, with the parser's message).
+// The deepest nesting of arrays and objects a request may hold (deeper: 400). Bounds the
+// recursion of everything downstream (chat template values, schema compilers, dumps).
+constexpr int kMaxJsonDepth = 64;
+
+// Parses a request body; it must be a JSON object nested at most kMaxJsonDepth deep (400
+// otherwise, with the parser's message).
 Json parse_body(const std::string& body);
+
+// Whether JSON text nests arrays and objects deeper than `limit` (strings are skipped).
+bool json_deeper_than(const std::string& text, int limit);
 
 // The field, or nullptr when absent or null. Raises 400 when `obj` is not an object.
 const Json* field(const Json& obj, const char* key);
