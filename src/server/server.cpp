@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
 #include "server/server_state.h"
+#include "server/transport.h"
 
 namespace ninfer::server {
 namespace {
@@ -33,13 +35,26 @@ std::string endpoint_of(const std::string& path) {
     return "other";
 }
 
+// The methods a known path answers (nullptr: not a route).
+const char* allowed_methods(const std::string& path) {
+    static const char* posts[] = {"/v1/chat/completions",      "/v1/completions", "/v1/messages",
+                                  "/v1/messages/count_tokens", "/tokenize",       "/detokenize"};
+    static const char* gets[] = {"/v1/models", "/health", "/metrics", "/openapi.json"};
+    for (const char* p : posts)
+        if (path == p) return "POST";
+    for (const char* p : gets)
+        if (path == p) return "GET, HEAD";
+    if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) return "GET, HEAD";
+    return nullptr;
+}
+
 std::mutex log_mutex;
 
 } // namespace
 
 struct Server::Impl {
     ServerState state;
-    httplib::Server http;
+    HardenedServer http;
     int port = -1;
     std::once_flag shutdown_once;
 
@@ -85,27 +100,56 @@ void Server::Impl::log(const httplib::Request& req, const httplib::Response& res
 
 void Server::Impl::configure() {
     const ServerOptions& o = state.options;
-    const size_t threads = size_t(state.capacity) + 16; // + health, metrics, rejections
+    // one thread a connection: + health, metrics, rejections, and idle or slow connections
+    // until their keep-alive or read timeouts close them
+    const size_t threads = size_t(state.capacity) + 64;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_payload_max_length(o.max_body_bytes);
+    http.set_limits({double(o.read_timeout_s), 64u << 10, o.max_body_bytes});
     http.set_read_timeout(o.read_timeout_s, 0);
     http.set_write_timeout(10, 0);
     http.set_keep_alive_timeout(o.keep_alive_s);
+    http.set_keep_alive_max_count(1000); // requests a connection may carry (cpp-httplib: 5)
     http.set_tcp_nodelay(true);
     http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
         current_record() = RequestRecord{};
         return httplib::Server::HandlerResponse::Unhandled;
     });
     // Errors cpp-httplib itself answers (unknown route 404, body too large 413, bad request
-    // line 400...) get the API's JSON shape; handler errors already have a body.
+    // line 400...) and those of the transport (408 slow client, 431 headers too large: the
+    // connection is then closed) get the API's JSON shape; handler errors already have a body.
     http.set_error_handler(httplib::Server::HandlerWithResponse(
-        [](const httplib::Request& req, httplib::Response& res) {
+        [this](const httplib::Request& req, httplib::Response& res) {
+            if (const TransportFailure f = transport_failure(); f != TransportFailure::None) {
+                set_error(res, style_of(req.path),
+                          ApiError(transport_status(f), transport_message(f, http.limits())));
+                res.set_header("Connection", "close");
+                return httplib::Server::HandlerResponse::Handled;
+            }
             if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            // a known route asked with another method (cpp-httplib: 404, or 400 for methods it
+            // does not route, such as TRACE, or does not know, such as QUERY: no path then)
+            const std::string path =
+                req.path.empty() ? req.target.substr(0, req.target.find('?')) : req.path;
+            const char* allowed = allowed_methods(path);
+            if ((res.status == 404 || res.status == 400) && allowed && !req.method.empty() &&
+                std::string_view(allowed).find(req.method) == std::string_view::npos) {
+                set_error(res, style_of(path),
+                          ApiError(405, "method " + req.method + " is not allowed on " + path +
+                                            " (allowed: " + allowed + ")"));
+                res.set_header("Allow", allowed);
+                return httplib::Server::HandlerResponse::Handled;
+            }
             std::string msg = "request failed";
             if (res.status == 404) msg = "no route for " + req.method + " " + req.path;
             if (res.status == 413) msg = "the request body is larger than the server accepts";
-            if (res.status == 400) msg = "malformed HTTP request";
             if (res.status == 414) msg = "the request URI is too long";
+            if (res.status == 400) {
+                // what follows a malformed request on the connection is not a request
+                msg = "malformed HTTP request";
+                close_after_response();
+                res.set_header("Connection", "close");
+            }
             set_error(res, style_of(req.path), ApiError(res.status, msg));
             return httplib::Server::HandlerResponse::Handled;
         }));
@@ -150,6 +194,7 @@ int Server::bind() {
     if (impl_->port <= 0)
         fail(ErrorCategory::Io, "cannot listen on ", o.host, ":", o.port,
              " (address in use, or not a local address)");
+    impl_->http.widen_backlog();
     return impl_->port;
 }
 

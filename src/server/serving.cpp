@@ -203,6 +203,9 @@ bool authorized(const std::vector<std::string>& keys, const httplib::Request& re
 void guarded(ServerState& s, ApiStyle style, const httplib::Request& req, httplib::Response& res,
              const std::function<void()>& body) {
     try {
+        // chunked bodies are not held to the limit by cpp-httplib (the transport bounds them)
+        if (req.body.size() > s.options.max_body_bytes)
+            throw ApiError(413, "the request body is larger than the server accepts");
         if (!authorized(s.options.api_keys, req))
             throw ApiError(401,
                            "invalid or missing API key (Authorization: Bearer KEY or "
