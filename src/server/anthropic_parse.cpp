@@ -204,7 +204,8 @@ ChatJob parse_anthropic(const Json& b, bool for_count) {
     if (!g.max_tokens && !for_count) bad_param("max_tokens", "'max_tokens' is required");
     g.sampling.temperature = opt_number(b, "temperature", 0, 2);
     g.sampling.top_p = opt_number(b, "top_p", 0, 1);
-    if (g.sampling.top_p && *g.sampling.top_p <= 0) bad_param("top_p", "'top_p' must be in (0, 1]");
+    if (g.sampling.top_p && float(*g.sampling.top_p) <= 0)
+        bad_param("top_p", "'top_p' must be in (0, 1]"); // the sampler takes a float
     if (auto k = opt_int(b, "top_k", 0, 1 << 30)) g.sampling.top_k = *k;
     if (auto seed = opt_int(b, "seed", INT64_MIN, INT64_MAX)) g.sampling.seed = uint64_t(*seed);
     g.stop = string_list(b, "stop_sequences", 16);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace ninfer::server {
 
@@ -28,6 +29,18 @@ private:
 
 // 400 with the offending parameter named.
 [[noreturn]] void bad_param(const std::string& param, const std::string& message);
+
+// Runs `fn`; a 400 it raises names the top-level request field `field`: "field.inner" for a
+// parameter inside it, "field" for one without a name.
+template <class F> decltype(auto) within(const std::string& field, F&& fn) {
+    try {
+        return std::forward<F>(fn)();
+    } catch (const ApiError& e) {
+        if (e.status() != 400 || e.param() == field || e.param().rfind(field + ".", 0) == 0) throw;
+        throw ApiError(e.status(), e.what(), e.param().empty() ? field : field + "." + e.param(),
+                       e.code());
+    }
+}
 
 // The error type string of `status` in `style` (invalid_request_error, authentication_error...).
 std::string error_type(ApiStyle style, int status);

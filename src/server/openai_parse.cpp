@@ -15,7 +15,8 @@ void parse_gen_options(const Json& b, GenOptions& g, bool chat) {
     SamplingParams& s = g.sampling;
     s.temperature = opt_number(b, "temperature", 0, 2);
     s.top_p = opt_number(b, "top_p", 0, 1);
-    if (s.top_p && *s.top_p <= 0) bad_param("top_p", "'top_p' must be in (0, 1]");
+    if (s.top_p && float(*s.top_p) <= 0) // the sampler takes a float
+        bad_param("top_p", "'top_p' must be in (0, 1]");
     if (auto k = opt_int(b, "top_k", -1, 1 << 30)) s.top_k = *k < 0 ? 0 : *k; // -1: off (vLLM)
     s.min_p = opt_number(b, "min_p", 0, 1);
     s.presence_penalty = opt_number(b, "presence_penalty", -2, 2);
@@ -40,8 +41,10 @@ void parse_gen_options(const Json& b, GenOptions& g, bool chat) {
         if (auto m = opt_int(b, "max_completion_tokens", 1, INT32_MAX)) g.max_tokens = m;
     g.stream = opt_bool(b, "stream").value_or(false);
     if (const Json* so = field(b, "stream_options")) {
+        if (!so->is_object()) bad_param("stream_options", "'stream_options' must be an object");
         if (!g.stream) bad_param("stream_options", "'stream_options' needs 'stream': true");
-        g.include_usage = opt_bool(*so, "include_usage").value_or(false);
+        g.include_usage = within("stream_options",
+                                 [&] { return opt_bool(*so, "include_usage").value_or(false); });
     }
     if (const Json* bias = field(b, "logit_bias"))
         if (!bias->is_object() || !bias->empty())
@@ -215,7 +218,8 @@ ChatJob parse_openai_chat(const Json& b) {
     if (!messages || !messages->is_array() || messages->empty())
         bad_param("messages", "'messages' must be a non-empty array");
     for (size_t i = 0; i < messages->size(); ++i)
-        job.messages.push_back(parse_message((*messages)[i], i));
+        job.messages.push_back(
+            within("messages", [&] { return parse_message((*messages)[i], i); }));
     parse_gen_options(b, job.gen, true);
     job.gen.logprobs = opt_bool(b, "logprobs").value_or(false);
     if (auto k = opt_int(b, "top_logprobs", 0, kMaxTopLogprobs)) {
@@ -223,10 +227,10 @@ ChatJob parse_openai_chat(const Json& b) {
             bad_param("top_logprobs", "'top_logprobs' needs 'logprobs': true");
         job.gen.top_logprobs = int(*k);
     }
-    job.tools = parse_tools(b);
-    job.tool_choice = parse_tool_choice(b, job.tools);
+    job.tools = within("tools", [&] { return parse_tools(b); });
+    job.tool_choice = within("tool_choice", [&] { return parse_tool_choice(b, job.tools); });
     job.parallel_tool_calls = opt_bool(b, "parallel_tool_calls").value_or(true);
-    parse_response_format(b, job);
+    within("response_format", [&] { parse_response_format(b, job); });
     if (const Json* kw = field(b, "chat_template_kwargs")) {
         if (!kw->is_object()) bad_param("chat_template_kwargs", "must be an object");
         job.template_vars = *kw;

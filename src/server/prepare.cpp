@@ -18,14 +18,15 @@ namespace {
 // Marks where a continued assistant message ends in the rendered prompt.
 constexpr const char* kContinueMarker = "<ninfer-continue-final-message>";
 
+// `prompt_param` names the field that holds the prompt (messages, prompt) in errors.
 void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longest_prompt,
-                       GenerationSpec& spec) {
+                       GenerationSpec& spec, const char* prompt_param) {
     const int64_t context = m.engine->model_info().max_context;
     if (longest_prompt >= context)
         throw ApiError(400,
                        "the prompt has " + std::to_string(longest_prompt) +
                            " tokens; the model's context holds " + std::to_string(context),
-                       "messages", "context_length_exceeded");
+                       prompt_param, "context_length_exceeded");
     const int64_t room = context - longest_prompt;
     const int64_t wanted = g.max_tokens ? *g.max_tokens : m.default_max_tokens;
     spec.base.max_new_tokens = int(std::min(wanted, room));
@@ -121,7 +122,7 @@ PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::
     PreparedChat p;
     p.prompt_text = render_chat(m, job);
     p.spec.prompts.push_back(encode(m, p.prompt_text));
-    apply_gen_options(m, job.gen, int64_t(p.spec.prompts[0].size()), p.spec);
+    apply_gen_options(m, job.gen, int64_t(p.spec.prompts[0].size()), p.spec, "messages");
     text::ParserOptions& po = p.spec.parser;
     po.starts_in_reasoning = text::prompt_opens_reasoning(p.prompt_text);
     po.parse_tool_calls = job.tools.is_array() && !job.tools.empty() &&
@@ -167,7 +168,7 @@ PreparedCompletion prepare_completion(const ModelContext& m, const CompletionJob
         if (ids.empty()) bad_param("prompt", "the prompt is empty");
         longest = std::max<int64_t>(longest, int64_t(ids.size()));
     }
-    apply_gen_options(m, job.gen, longest, p.spec);
+    apply_gen_options(m, job.gen, longest, p.spec, "prompt");
     p.spec.parser.parse_tool_calls = false;
     p.spec.raw_text = true;
     return p;
