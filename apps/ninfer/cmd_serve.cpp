@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "default_model.h"
 #include "server/server.h"
 
 namespace ninfer::app {
@@ -107,8 +108,8 @@ int serve(ServeOptions& o) {
 Action add_serve_command(CLI::App& app) {
     auto o = std::make_shared<ServeOptions>();
     app.add_option("--model", o->engine.model_dir,
-                   "HF checkpoint directory with tokenizer files and a chat template")
-        ->required();
+                   "HF checkpoint directory with tokenizer files and a chat template "
+                   "(default: the embedded demo model, models/ninfer-demo)");
     app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1)");
     app.add_option("--port", o->server.port, "Port (0: any free port)")
         ->check(CLI::Range(0, 65535));
@@ -148,7 +149,10 @@ Action add_serve_command(CLI::App& app) {
     app.add_option("--prefill-chunk", o->engine.prefill_chunk, "Prompt tokens per step")
         ->check(CLI::PositiveNumber);
     app.add_option("--kv-cache-tokens", o->engine.kv_cache_tokens, "KV cache capacity in tokens");
-    return [o] { return serve(*o); };
+    return [o] {
+        o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
+        return serve(*o);
+    };
 }
 
 } // namespace ninfer::app
