@@ -133,7 +133,7 @@ Action add_serve_command(CLI::App& app) {
                    "Seconds in-flight requests may finish after SIGTERM before being cancelled")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--read-timeout", o->server.read_timeout_s,
-                   "Seconds to wait for a slow client's request bytes")
+                   "Seconds a request (headers and body) may take to arrive; then 408")
         ->check(CLI::PositiveNumber);
     app.add_option("--keep-alive-timeout", o->server.keep_alive_s,
                    "Seconds an idle keep-alive connection stays open")
