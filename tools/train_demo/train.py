@@ -60,6 +60,10 @@ def parse_args():
     ap.add_argument("--experts", default="eager", help="HF experts implementation")
     ap.add_argument("--amp", choices=("auto", "on", "off"), default="auto",
                     help="bf16 autocast (auto: on CUDA only)")
+    ap.add_argument("--deterministic", choices=("on", "off"), default="on",
+                    help="torch.use_deterministic_algorithms (warn only; off may be faster)")
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="profile N steps (before calibration) and print the top ops")
     args = ap.parse_args()
     if args.time_budget_s <= 0 and args.max_steps <= 0:
         ap.error("give --time-budget-s or --max-steps")
@@ -203,7 +207,7 @@ def main():
                           if args.device == "auto" else args.device)
     amp = args.amp == "on" or (args.amp == "auto" and device.type == "cuda")
     torch.manual_seed(args.seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(args.deterministic == "on", warn_only=True)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -273,6 +277,11 @@ def main():
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args, planned if total_steps else 10**9)
+        profiling = args.profile_steps and step == 2
+        if profiling:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU] + (
+                [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []))
+            prof.__enter__()
         x = get_batch(train, step, args, device)
         total, main_loss, mtp_losses, aux = losses(model, x, args, router, amp)
         opt.zero_grad(set_to_none=True)
@@ -280,6 +289,10 @@ def main():
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
+        if args.profile_steps and step == 2 + args.profile_steps:
+            prof.__exit__(None, None, None)
+            key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+            print(prof.key_averages().table(sort_by=key, row_limit=25), flush=True)
         if step % log_every == 0 or step == planned:
             now = time.time()
             rec = dict(step=step, loss=round(main_loss.item(), 4),
