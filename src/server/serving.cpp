@@ -141,6 +141,9 @@ void send_sse(ServerState& s, const httplib::Request& req, httplib::Response& re
                 }
             }
             record_generation(*state, g);
+            // The generation holds no engine sequence any more: give its capacity back before
+            // the closing frames, so a client's next request never meets its own last one.
+            job->admission.reset();
             if (ok) {
                 std::optional<ApiError> err;
                 for (int i = 0; i < g.choices() && !err; ++i) {
