@@ -174,16 +174,21 @@ void Matcher::start_leaf(const Thread& t, uint32_t node, uint8_t c, std::vector<
     out.push_back(u);
 }
 
+// Whitespace between the tokens of an object or array: the thread goes on while the gap stays
+// within options.max_whitespace. True when c was whitespace (handled here).
+bool Matcher::whitespace_step(Thread& t, uint8_t c, std::vector<Thread>& out) const {
+    if (!g_->whitespace.test(c)) return false;
+    if (t.top.ws < g_->options.max_whitespace) {
+        ++t.top.ws;
+        out.push_back(t);
+    }
+    return true;
+}
+
 void Matcher::object_step(Thread& t, uint8_t c, std::vector<Thread>& out) {
     Frame& f = t.top;
     const Node& n = g_->nodes[f.node];
-    if (g_->whitespace.test(c)) {
-        if (f.ws < g_->options.max_whitespace) {
-            ++f.ws;
-            out.push_back(t);
-        }
-        return;
-    }
+    if (whitespace_step(t, c, out)) return;
     switch (f.phase) {
     case kObjOpen:
     case kObjAfterComma:
@@ -280,13 +285,7 @@ bool Matcher::key_done(Frame& obj, const Frame& key, uint32_t size) {
 void Matcher::array_step(Thread& t, uint8_t c, std::vector<Thread>& out) {
     Frame& f = t.top;
     const Node& n = g_->nodes[f.node];
-    if (g_->whitespace.test(c)) {
-        if (f.ws < g_->options.max_whitespace) {
-            ++f.ws;
-            out.push_back(t);
-        }
-        return;
-    }
+    if (whitespace_step(t, c, out)) return;
     if (f.phase == kArrAfterValue) {
         if (c == ',') {
             if (f.a >= n.max_items || !fits(t, n.item_at(f.a))) return;

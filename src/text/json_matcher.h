@@ -85,6 +85,7 @@ private:
     void feed(Thread t, uint8_t c, std::vector<Thread>& out);
     void start_value(const Thread& t, uint32_t node, uint8_t c, std::vector<Thread>& out);
     void start_leaf(const Thread& t, uint32_t node, uint8_t c, std::vector<Thread>& out);
+    bool whitespace_step(Thread& t, uint8_t c, std::vector<Thread>& out) const;
     void object_step(Thread& t, uint8_t c, std::vector<Thread>& out);
     void array_step(Thread& t, uint8_t c, std::vector<Thread>& out);
     void start_key(const Thread& t, std::vector<Thread>& out);
