@@ -1,5 +1,5 @@
-// Implements ops/linear.h on CUDA with cuBLAS (every T for now; small-T GEMV routes are a later
-// table). y[T, N] = x[T, K] w[N, K]^T: in cuBLAS's column-major terms y^T = w x^T, i.e.
+// Implements ops/linear.h on CUDA: the GEMV route (linear_gemv.cu) for few rows, cuBLAS otherwise.
+// cuBLAS: y[T, N] = x[T, K] w[N, K]^T: in cuBLAS's column-major terms y^T = w x^T, i.e.
 // C (N x T) = op(A) B with A = w viewed K x N (transposed) and B = x viewed K x T.
 // BF16 inputs accumulate in f32; F32 inputs use the pedantic f32 path (no TF32), so F32 runs
 // match the CPU reference closely.
@@ -10,6 +10,7 @@
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/linear_gemv.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -41,6 +42,13 @@ cudaDataType cuda_type(DType d) {
 
 void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,
             bool accumulate) {
+    if (x.size(0) == 0 || w.size(0) == 0) return;
+    if (linear_gemv_fits(x, w)) return linear_gemv(ctx, x, w, y, accumulate);
+    linear_cublas(ctx, x, w, y, accumulate);
+}
+
+void linear_cublas(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                   const TensorView& y, bool accumulate) {
     const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
     if (T == 0 || N == 0) return;
     require(x.dtype == w.dtype && (x.dtype == DType::BF16 || x.dtype == DType::F32),

@@ -1,0 +1,190 @@
+// Times the decode-step ops (one token, batch 1) at the real Qwen3.6 shapes on CUDA, one JSON line
+// per case: microseconds per call and the bytes it must read as GB/s. Each case is captured as
+// kCallsPerGraph back-to-back calls in one CUDA graph and replayed, as a decode step runs, so the
+// figure includes the launch gap between kernels in a graph but not host launch overhead.
+// Linear shapes run through both routes (the GEMV kernel and cuBLAS) to set kGemvMaxRows.
+//   bench_decode_ops [reps]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/attention.h"
+#include "ops/conv1d.h"
+#include "ops/cuda/linear_gemv.h"
+#include "ops/elementwise.h"
+#include "ops/gated_delta_rule.h"
+#include "ops/linear.h"
+#include "ops/memory.h"
+#include "ops/moe.h"
+#include "ops/rms_norm.h"
+
+namespace {
+
+using namespace ninfer;
+
+constexpr int kCallsPerGraph = 20;
+ops::ExecContext ctx;
+int reps = 20;
+
+Tensor dev(DType dt, std::vector<int64_t> shape, uint64_t seed, float stddev = 1.0f) {
+    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), dt, shape.data(),
+                             int(shape.size()));
+    ops::fill_random(ctx, t, seed, 0.0f, stddev);
+    return t;
+}
+
+Tensor ints(const std::vector<int32_t>& v) {
+    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {int64_t(v.size())});
+    ops::upload(ctx, TensorView::contiguous(const_cast<int32_t*>(v.data()), DType::I32,
+                                            Device::cpu(), {int64_t(v.size())}),
+                t);
+    return t;
+}
+
+// Microseconds per call of body, replayed from a graph of kCallsPerGraph calls.
+double graph_us(const std::function<void()>& body) {
+    body(); // warm-up (cuBLAS handles, workspaces)
+    ops::synchronize(ctx);
+    auto graph = ops::capture_graph(ctx, [&] {
+        for (int i = 0; i < kCallsPerGraph; ++i) body();
+    });
+    graph->launch(ctx);
+    ops::synchronize(ctx);
+    std::vector<double> us;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        graph->launch(ctx);
+        ops::synchronize(ctx);
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                         .count() /
+                     kCallsPerGraph);
+    }
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+}
+
+void report(const std::string& name, double us, double bytes) {
+    std::printf("{\"op\": \"%s\", \"us\": %.2f, \"gb_s\": %.0f}\n", name.c_str(), us,
+                bytes / us / 1e3);
+    std::fflush(stdout);
+}
+
+// One decode row of one sequence at position ctx_len - 1, contiguous KV blocks.
+struct DecodeBatch {
+    std::vector<int32_t> row_begin{0, 1}, pos_begin, slot{0}, table;
+    Tensor d_row, d_pos, d_slot, d_table;
+    ops::SeqBatch b;
+    DecodeBatch(int32_t ctx_len, int32_t bs) : pos_begin{ctx_len - 1} {
+        for (int32_t i = 0; i < (ctx_len + bs - 1) / bs; ++i) table.push_back(i);
+        d_row = ints(row_begin), d_pos = ints(pos_begin), d_slot = ints(slot), d_table = ints(table);
+        b.num_seqs = 1, b.num_rows = 1, b.max_rows_per_seq = 1, b.max_context = ctx_len;
+        b.host_row_begin = row_begin.data(), b.host_pos_begin = pos_begin.data();
+        b.host_state_slot = slot.data(), b.host_block_table = table.data();
+        b.block_table_stride = int32_t(table.size()), b.block_size = bs;
+        b.row_begin = d_row, b.pos_begin = d_pos, b.state_slot = d_slot, b.block_table = d_table;
+    }
+};
+
+void linear_routes(const std::string& what, int64_t T, int64_t N, int64_t K, DType y_dtype) {
+    Tensor x = dev(DType::BF16, {T, K}, 1), w = dev(DType::BF16, {N, K}, 2, 0.02f);
+    Tensor y = dev(y_dtype, {T, N}, 3);
+    const double bytes = 2.0 * N * K;
+    const std::string shape = what + " T=" + std::to_string(T) + " N=" + std::to_string(N) +
+                              " K=" + std::to_string(K);
+    if (ops::cuda::linear_gemv_fits(x, w))
+        report("linear gemv " + shape,
+               graph_us([&] { ops::cuda::linear_gemv(ctx, x, w, y, false); }), bytes);
+    report("linear cublas " + shape,
+           graph_us([&] { ops::cuda::linear_cublas(ctx, x, w, y, false); }), bytes);
+}
+
+void small_ops() {
+    Tensor x = dev(DType::BF16, {1, 2048}, 4), w = dev(DType::BF16, {2048}, 5), y = dev(DType::BF16, {1, 2048}, 6);
+    report("rms_norm H=2048", graph_us([&] { ops::rms_norm(ctx, x, w, 1e-6f, y); }), 3 * 4096.0);
+    Tensor gu = dev(DType::BF16, {1, 1024}, 7), act = dev(DType::BF16, {1, 512}, 8);
+    report("silu_mul 512", graph_us([&] { ops::silu_mul(ctx, gu, act); }), 3072.0);
+    DecodeBatch batch(2048, 16);
+    const int64_t C = 8192;
+    Tensor cx = dev(DType::BF16, {1, C}, 9), cw = dev(DType::BF16, {C, 4}, 10, 0.3f);
+    Tensor cs = dev(DType::BF16, {1, C, 3}, 11), cy = dev(DType::BF16, {1, C}, 12);
+    report("causal_conv1d_silu C=8192",
+           graph_us([&] { ops::causal_conv1d_silu(ctx, cx, cw, batch.b, cs, cy); }), C * 16.0);
+}
+
+void gdn_decode(int64_t Hv) {
+    DecodeBatch batch(2048, 16);
+    const int64_t Hk = 16, d = 128;
+    Tensor q = dev(DType::BF16, {1, Hk, d}, 13), k = dev(DType::BF16, {1, Hk, d}, 14);
+    Tensor v = dev(DType::BF16, {1, Hv, d}, 15), out = dev(DType::BF16, {1, Hv, d}, 16);
+    Tensor g = dev(DType::F32, {1, Hv}, 17, 0.01f), beta = dev(DType::F32, {1, Hv}, 18, 0.1f);
+    Tensor state = dev(DType::F32, {1, Hv, d, d}, 19, 0.01f);
+    report("gated_delta_rule T=1 Hv=" + std::to_string(Hv),
+           graph_us([&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }),
+           2.0 * 4 * Hv * d * d); // state read + written
+}
+
+void attention_decode(int64_t nH, int64_t nKV, int32_t ctx_len) {
+    const int64_t D = 256;
+    const int32_t bs = 16;
+    DecodeBatch batch(ctx_len, bs);
+    const int64_t NB = (ctx_len + bs - 1) / bs;
+    Tensor q = dev(DType::BF16, {1, nH, D}, 20), out = dev(DType::BF16, {1, nH, D}, 21);
+    Tensor kc = dev(DType::BF16, {NB, bs, nKV, D}, 22), vc = dev(DType::BF16, {NB, bs, nKV, D}, 23);
+    report("paged_attention T=1 ctx=" + std::to_string(ctx_len) + " nH=" + std::to_string(nH) +
+               " nKV=" + std::to_string(nKV),
+           graph_us([&] { ops::paged_attention(ctx, q, kc, vc, batch.b, 0.0625f, out); }),
+           2.0 * 2 * ctx_len * nKV * D);
+}
+
+void moe_decode() {
+    const int64_t E = 256, k = 8, H = 2048, I = 512;
+    Tensor x = dev(DType::BF16, {1, H}, 24), y = dev(DType::BF16, {1, H}, 25);
+    Tensor gate_up = dev(DType::BF16, {E, 2 * I, H}, 26, 0.02f);
+    Tensor down = dev(DType::BF16, {E, H, I}, 27, 0.02f);
+    Tensor logits = dev(DType::F32, {1, E}, 28);
+    Tensor w = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {1, k});
+    Tensor ids = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {1, k});
+    report("moe_route T=1 E=256", graph_us([&] { ops::moe_route(ctx, logits, k, w, ids); }),
+           E * 4.0);
+    report("moe_experts T=1 (8 experts)",
+           graph_us([&] { ops::moe_experts(ctx, x, gate_up, down, ids, w, y); }),
+           2.0 * k * 3 * H * I);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    reps = argc > 1 ? std::stoi(argv[1]) : 20;
+    ctx = ops::ExecContext::cuda(0, DType::BF16);
+    auto stream = ops::create_stream(ctx.device); // graphs cannot capture the legacy stream
+    ctx.stream = stream.get();
+    ops::bind_device(ctx);
+    small_ops();
+    gdn_decode(32);
+    gdn_decode(48);
+    attention_decode(16, 2, 2048);
+    attention_decode(24, 4, 2048);
+    moe_decode();
+    // 35B-A3B: GDN in/out, attention in/out, router, shared expert, head.
+    linear_routes("35b gdn_in", 1, 12352, 2048, DType::BF16);
+    linear_routes("35b gdn_out", 1, 2048, 4096, DType::BF16);
+    linear_routes("35b attn_in", 1, 9216, 2048, DType::BF16);
+    linear_routes("35b router", 1, 257, 2048, DType::F32);
+    linear_routes("35b shared_gate_up", 1, 1024, 2048, DType::BF16);
+    linear_routes("35b shared_down", 1, 2048, 512, DType::BF16);
+    linear_routes("35b lm_head", 1, 248320, 2048, DType::F32);
+    // 27B: GDN in/out, attention in, MLP gate_up/down, head; and the row-count boundary.
+    linear_routes("27b gdn_in", 1, 16480, 5120, DType::BF16);
+    linear_routes("27b gdn_out", 1, 5120, 6144, DType::BF16);
+    linear_routes("27b attn_in", 1, 14336, 5120, DType::BF16);
+    linear_routes("27b mlp_gate_up", 1, 34816, 5120, DType::BF16);
+    linear_routes("27b mlp_down", 1, 5120, 17408, DType::BF16);
+    linear_routes("27b lm_head", 1, 248320, 5120, DType::F32);
+    for (int64_t T : {2, 4, 8}) linear_routes("27b mlp_gate_up", T, 34816, 5120, DType::BF16);
+    for (int64_t T : {2, 4, 8}) linear_routes("35b gdn_in", T, 12352, 2048, DType::BF16);
+    return 0;
+}

@@ -1,0 +1,57 @@
+// linear's CUDA routes against the CPU reference (label cuda): the GEMV route for every row count
+// up to its boundary and one past it (cuBLAS), K that is or is not a multiple of the GEMV's
+// 8-element loads, strided x rows, BF16 and F32 outputs, overwrite and accumulate.
+#include "cuda/cuda_test_util.h"
+#include "ops/cuda/linear_gemv.h"
+#include "ops/linear.h"
+
+namespace ninfer::test {
+namespace {
+
+struct Shape {
+    int64_t T, K, N;
+};
+
+// x is a column slice of a wider tensor when x_pad > 0 (row stride K + x_pad).
+void check_linear(const Shape& s, int64_t x_pad, bool accumulate, DType y_dtype) {
+    const auto c = cuda_ctx(DType::BF16);
+    Tensor wide = rounded(random_tensor({s.T, s.K + x_pad}, 40, 1.0f), DType::BF16);
+    Tensor w = rounded(random_tensor({s.N, s.K}, 41, 0.02f), DType::BF16);
+    Tensor y0 = rounded(random_tensor({s.T, s.N}, 42, 1.0f), y_dtype);
+    Tensor ref = clone(y0);
+    TensorView x = wide.view().narrow(1, 0, s.K);
+    ops::linear(kCpuRef, clone(x), w, ref, accumulate);
+    Tensor dwide = to_device(c, wide, DType::BF16), dw = to_device(c, w, DType::BF16);
+    Tensor dy = to_device(c, y0, y_dtype);
+    TensorView dx = dwide.view().narrow(1, 0, s.K);
+    ops::linear(c, dx, dw, dy, accumulate);
+    const Tolerance& tol = y_dtype == DType::F32 ? kBf16Elementwise : kBf16Reduction;
+    EXPECT_TRUE(near(to_host(c, dy), ref, tol))
+        << "T=" << s.T << " K=" << s.K << " N=" << s.N << " pad=" << x_pad
+        << " accumulate=" << accumulate << " y=" << dtype_name(y_dtype)
+        << " gemv=" << ops::cuda::linear_gemv_fits(dx, dw);
+}
+
+TEST(CudaLinear, GemvRouteEveryRowCountAndBoundary) {
+    for (int64_t T = 1; T <= ops::cuda::kGemvMaxRows + 1; ++T) {
+        check_linear({T, 2048, 257}, 0, true, DType::BF16);
+        check_linear({T, 512, 1000}, 0, false, DType::F32);
+    }
+}
+
+TEST(CudaLinear, RealDecodeShapes) {
+    // 35B-A3B GDN in_proj and out_proj, router, shared expert; 27B MLP down.
+    for (Shape s : {Shape{1, 2048, 12352}, {1, 4096, 2048}, {1, 2048, 257}, {1, 512, 2048},
+                    {2, 17408, 5120}})
+        check_linear(s, 0, s.N == 2048, s.N == 257 ? DType::F32 : DType::BF16);
+}
+
+TEST(CudaLinear, TailsStridesAndUnalignedK) {
+    check_linear({3, 2056, 33}, 0, true, DType::BF16);  // K = 8 * 257: tail loop past the unroll
+    check_linear({3, 2048, 64}, 24, false, DType::BF16); // strided rows (multiple of 8): GEMV
+    check_linear({3, 2048, 64}, 4, false, DType::BF16);  // stride not a multiple of 8: cuBLAS
+    check_linear({2, 100, 31}, 0, true, DType::F32);     // K % 8 != 0: cuBLAS
+}
+
+} // namespace
+} // namespace ninfer::test
