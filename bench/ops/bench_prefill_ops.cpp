@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
     gdn(T, 16, 32, reps);      // 35B-A3B
     gdn(T, 16, 48, reps);      // 27B
     moe(T, reps);              // 35B-A3B
+    moe(T / 16, reps);         // 35B-A3B, one prefill chunk (512 rows at the default T)
     dense(T, 2048, 2048, reps);
     dense(T, 17408 * 2, 5120, reps); // 27B MLP gate|up
     return 0;

@@ -4,15 +4,19 @@
 //   P <= kGemvMaxPairs (decode) and H, I multiples of 8: warp-per-output GEMV kernels with
 //     16-byte loads read each selected expert's rows once per pair; f32 intermediates; a
 //     deterministic combine adds the k weighted outputs.
-//   larger P (prefill): pairs sorted by expert on the host (ids downloaded once per layer),
-//     gathered, two cuBLAS GEMMs per active expert over contiguous slices, one activation
-//     kernel, and the same deterministic combine.
-#include <algorithm>
+//   larger P (prefill): the pairs are put in expert order on the device (counts, one-block
+//     scan, atomic slot cursors, a tile table of (expert, first slot, rows) M-tiles), then two
+//     grouped GEMMs over the tiles (moe_grouped.h): gate_up with SwiGLU fused in its epilogue
+//     and A rows gathered from x, down into f32, and the same deterministic combine. bf16 with
+//     16-byte aligned rows takes tensor cores (moe_grouped.cu); other cases (F32) a CUDA-core
+//     kernel. No route synchronises with the host: all are graph-capturable.
 #include <cfloat>
-#include <vector>
+#include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/moe_grouped.h"
 #include "ops/memory.h"
 
 namespace ninfer::ops::cuda {
@@ -163,14 +167,6 @@ __global__ void combine_kernel(const float* out, const int32_t* slot_of_pair, co
     }
 }
 
-template <typename T>
-__global__ void gather_pairs(const T* x, int64_t x_s0, const int32_t* token_of_slot, int64_t H,
-                             T* xs) {
-    const int64_t slot = blockIdx.x;
-    const T* src = x + int64_t(token_of_slot[slot]) * x_s0;
-    for (int64_t c = threadIdx.x; c < H; c += blockDim.x) xs[slot * H + c] = src[c];
-}
-
 Tensor scratch(const ExecContext& ctx, DType dtype, std::initializer_list<int64_t> dims) {
     return Tensor::empty(allocator(ctx.device), dtype, dims);
 }
@@ -200,6 +196,77 @@ void experts_gemv(const ExecContext& ctx, const TensorView& x, const TensorView&
     check_launch("combine_kernel");
 }
 
+// ---- Grouped route: device-side routing (no host synchronisation, graph-capturable) ----
+
+// counts[e] = number of pairs routed to expert e (counts zeroed before).
+__global__ void count_pairs(const int32_t* ids, int64_t i_s0, int k, int64_t pairs,
+                            int32_t* counts) {
+    const int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+    if (p < pairs) atomicAdd(&counts[ids[(p / k) * i_s0 + p % k]], 1);
+}
+
+// Exclusive prefix sum of v over the block (blockDim.x == 1024); total = the block's sum.
+__device__ int block_exclusive_scan(int v, int& total) {
+    __shared__ int warp_sums[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int incl = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int other = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += other;
+    }
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        int s = warp_sums[lane];
+        for (int o = 1; o < 32; o <<= 1) {
+            const int other = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) s += other;
+        }
+        warp_sums[lane] = s; // inclusive over warps
+    }
+    __syncthreads();
+    const int result = (warp ? warp_sums[warp - 1] : 0) + incl - v;
+    total = warp_sums[31];
+    __syncthreads(); // warp_sums is reused by the next call
+    return result;
+}
+
+// One block of 1024 threads; thread i owns experts [i * per, (i + 1) * per). Writes cursor[e]
+// = first slot of expert e, the M-tiles of bm rows (tiles: [*, 4] = expert, first slot, rows,
+// 0) in expert order, and *num_tiles.
+__global__ void plan_tiles(const int32_t* counts, int E, int bm, int32_t* cursor, int32_t* tiles,
+                           int32_t* num_tiles) {
+    const int per = (E + 1023) / 1024;
+    const int e0 = min(E, int(threadIdx.x) * per), e1 = min(E, e0 + per);
+    int rows = 0, n_tiles = 0;
+    for (int e = e0; e < e1; ++e) rows += counts[e], n_tiles += (counts[e] + bm - 1) / bm;
+    int total_rows = 0, total_tiles = 0;
+    int slot = block_exclusive_scan(rows, total_rows);
+    int tile = block_exclusive_scan(n_tiles, total_tiles);
+    for (int e = e0; e < e1; ++e) {
+        cursor[e] = slot;
+        for (int r = 0; r < counts[e]; r += bm, ++tile)
+            reinterpret_cast<int4*>(tiles)[tile] = make_int4(e, slot + r, min(bm, counts[e] - r), 0);
+        slot += counts[e];
+    }
+    if (threadIdx.x == 0) *num_tiles = total_tiles;
+}
+
+// Gives pair p a slot of its expert. The order within an expert depends on the atomics, but a
+// GEMM row's result does not depend on its slot, so the output stays bit-deterministic.
+__global__ void assign_slots(const int32_t* ids, int64_t i_s0, int k, int64_t pairs,
+                             int32_t* cursor, int32_t* token_of_slot, int32_t* slot_of_pair) {
+    const int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+    if (p >= pairs) return;
+    const int32_t slot = atomicAdd(&cursor[ids[(p / k) * i_s0 + p % k]], 1);
+    token_of_slot[slot] = int32_t(p / k);
+    slot_of_pair[p] = slot;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Pairs in expert order (token_of_slot, slot_of_pair, tile table) on the device, then
+// act = SwiGLU(gate_up GEMM), out = down GEMM (f32), and the deterministic combine into y.
 template <typename T>
 void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorView& gate_up,
                      const TensorView& down, const TensorView& ids, const TensorView& weights,
@@ -207,65 +274,52 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorVi
     const int64_t T_ = x.size(0), H = x.size(1), E = gate_up.size(0), I = down.size(2);
     const int k = int(ids.size(1));
     const int64_t pairs = T_ * k;
-    // Sort pairs by expert on the host (stable: token order within an expert).
-    std::vector<int32_t> host_ids(static_cast<size_t>(pairs));
-    Tensor ids_copy = scratch(ctx, DType::I32, {T_, k});
-    check(cudaMemcpy2DAsync(ids_copy.ptr<int32_t>(), size_t(k) * 4, ids.data,
-                            size_t(ids.stride[0]) * 4, size_t(k) * 4, size_t(T_),
-                            cudaMemcpyDeviceToDevice, stream_of(ctx)),
-          "moe ids copy");
-    ops::download(ctx, ids_copy.view(),
-                  TensorView::contiguous(host_ids.data(), DType::I32, Device::cpu(), {pairs}));
-    std::vector<int64_t> count(static_cast<size_t>(E), 0), start(static_cast<size_t>(E) + 1, 0);
-    for (int32_t e : host_ids) ++count[size_t(e)];
-    for (int64_t e = 0; e < E; ++e) start[size_t(e) + 1] = start[size_t(e)] + count[size_t(e)];
-    std::vector<int32_t> token_of_slot(static_cast<size_t>(pairs)),
-        slot_of_pair(static_cast<size_t>(pairs));
-    std::vector<int64_t> fill(start.begin(), start.end() - 1);
-    for (int64_t p = 0; p < pairs; ++p) {
-        const int64_t slot = fill[size_t(host_ids[size_t(p)])]++;
-        token_of_slot[size_t(slot)] = int32_t(p / k);
-        slot_of_pair[size_t(p)] = int32_t(slot);
+    require(pairs < (int64_t(1) << 31), "moe_experts: too many (token, expert) pairs");
+    const bool tensor_cores = std::is_same_v<T, __nv_bfloat16> && H % 8 == 0 && I % 8 == 0 &&
+                              x.stride[0] % 8 == 0 && aligned16(x.data) &&
+                              aligned16(gate_up.data) && aligned16(down.data);
+    const int bm = tensor_cores ? grouped_tile_rows_bf16(pairs, E) : kGroupedSimpleRows;
+    // sum_e ceil(count_e / bm) <= floor(pairs / bm) + E.
+    const int64_t max_tiles = pairs / bm + E;
+    cudaStream_t stream = stream_of(ctx);
+
+    Tensor route = scratch(ctx, DType::I32, {2 * E + 1}); // counts | cursor | num_tiles
+    Tensor tiles = scratch(ctx, DType::I32, {max_tiles, 4});
+    Tensor token_of_slot = scratch(ctx, DType::I32, {pairs}), slot_of_pair = scratch(ctx, DType::I32, {pairs});
+    int32_t* counts = route.ptr<int32_t>();
+    int32_t *cursor = counts + E, *num_tiles = counts + 2 * E;
+    check(cudaMemsetAsync(counts, 0, size_t(E) * sizeof(int32_t), stream), "moe counts");
+    const unsigned pair_blocks = unsigned((pairs + 255) / 256);
+    count_pairs<<<pair_blocks, 256, 0, stream>>>(ids.ptr<int32_t>(), ids.stride[0], k, pairs, counts);
+    check_launch("count_pairs");
+    plan_tiles<<<1, 1024, 0, stream>>>(counts, int(E), bm, cursor, tiles.ptr<int32_t>(), num_tiles);
+    check_launch("plan_tiles");
+    assign_slots<<<pair_blocks, 256, 0, stream>>>(ids.ptr<int32_t>(), ids.stride[0], k, pairs, cursor,
+                                                 token_of_slot.ptr<int32_t>(), slot_of_pair.ptr<int32_t>());
+    check_launch("assign_slots");
+
+    Tensor act = scratch(ctx, x.dtype, {pairs, I}), out = scratch(ctx, DType::F32, {pairs, H});
+    GroupedGemm up{x.data, x.stride[0], token_of_slot.ptr<int32_t>(), gate_up.data, 2 * I * H, H, I,
+                   tiles.ptr<int32_t>(), num_tiles, max_tiles, act.view().data, I};
+    GroupedGemm dn{act.view().data, I, nullptr, down.data, H * I, I, H,
+                   tiles.ptr<int32_t>(), num_tiles, max_tiles, out.view().data, H};
+    if (tensor_cores) {
+        grouped_gate_up_bf16(ctx, up, bm);
+        grouped_down_bf16(ctx, dn, bm);
+    } else {
+        grouped_gemm_cuda_cores(ctx, up, x.dtype, true);
+        grouped_gemm_cuda_cores(ctx, dn, x.dtype, false);
     }
-    Tensor d_token = scratch(ctx, DType::I32, {pairs}), d_slot = scratch(ctx, DType::I32, {pairs});
-    ops::upload(ctx,
-                TensorView::contiguous(token_of_slot.data(), DType::I32, Device::cpu(), {pairs}),
-                d_token.view());
-    ops::upload(ctx,
-                TensorView::contiguous(slot_of_pair.data(), DType::I32, Device::cpu(), {pairs}),
-                d_slot.view());
-    const DType dt = x.dtype;
-    Tensor xs = scratch(ctx, dt, {pairs, H}), h1 = scratch(ctx, dt, {pairs, 2 * I});
-    Tensor act = scratch(ctx, dt, {pairs, I}), out = scratch(ctx, DType::F32, {pairs, H});
-    gather_pairs<T><<<unsigned(pairs), 256, 0, stream_of(ctx)>>>(
-        x.ptr<T>(), x.stride[0], d_token.ptr<int32_t>(), H, xs.ptr<T>());
-    check_launch("gather_pairs");
-    for (int64_t e = 0; e < E; ++e) {
-        const int64_t n = count[size_t(e)], s0 = start[size_t(e)];
-        if (n == 0) continue;
-        cuda::linear(ctx, xs.view().narrow(0, s0, n), gate_up.narrow(0, e, 1).reshape({2 * I, H}),
-                     h1.view().narrow(0, s0, n), false);
-    }
-    cuda::silu_mul(ctx, h1.view(), act.view());
-    for (int64_t e = 0; e < E; ++e) {
-        const int64_t n = count[size_t(e)], s0 = start[size_t(e)];
-        if (n == 0) continue;
-        cuda::linear(ctx, act.view().narrow(0, s0, n), down.narrow(0, e, 1).reshape({H, I}),
-                     out.view().narrow(0, s0, n), false);
-    }
-    combine_kernel<T><<<unsigned(T_), 256, 0, stream_of(ctx)>>>(
-        out.ptr<float>(), d_slot.ptr<int32_t>(), weights.ptr<float>(), weights.stride[0], k, H,
-        y.ptr<T>(), y.stride[0]);
+    combine_kernel<T><<<unsigned(T_), 256, 0, stream>>>(out.ptr<float>(), slot_of_pair.ptr<int32_t>(),
+                                                        weights.ptr<float>(), weights.stride[0], k,
+                                                        H, y.ptr<T>(), y.stride[0]);
     check_launch("combine_kernel");
 }
-
 } // namespace
 
-// The GEMV route (no host synchronisation) takes few pairs; its kernels read 8 elements per lane
-// step from 16-byte aligned rows.
-bool moe_experts_capturable(int64_t pairs, int64_t H, int64_t I) {
-    return pairs <= kGemvMaxPairs && H % 8 == 0 && I % 8 == 0;
-}
+// Every route runs on the device without host synchronisation (routing included), so each
+// shape is capturable; the signature keeps the shape for routes that might not be.
+bool moe_experts_capturable(int64_t /*pairs*/, int64_t /*H*/, int64_t /*I*/) { return true; }
 
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids) {
@@ -283,8 +337,9 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y) {
     if (x.size(0) == 0) return;
-    const bool small = x.stride[0] % 8 == 0 &&
-                       moe_experts_capturable(x.size(0) * ids.size(1), x.size(1), down.size(2));
+    // The GEMV kernels read 8 elements per lane step from 16-byte aligned rows.
+    const bool small = x.size(0) * ids.size(1) <= kGemvMaxPairs && x.stride[0] % 8 == 0 &&
+                       x.size(1) % 8 == 0 && down.size(2) % 8 == 0;
     dispatch_float(x.dtype, "moe_experts", [&](auto tag) {
         using E = decltype(tag);
         if (small)
