@@ -1,6 +1,6 @@
-// linear's CUDA routes against the CPU reference (label cuda): the GEMV route for every row count
-// up to its boundary and one past it (cuBLAS), K that is or is not a multiple of the GEMV's
-// 8-element loads, strided x rows, BF16 and F32 outputs, overwrite and accumulate.
+// linear's CUDA routes against the CPU reference (label cuda): the GEMV route up to its row
+// boundary and one past it (cuBLAS), K that is or is not a multiple of the GEMV's 8-element
+// loads, strided x rows, BF16 and F32 outputs, overwrite and accumulate.
 #include "cuda/cuda_test_util.h"
 #include "ops/cuda/linear_gemv.h"
 #include "ops/linear.h"
@@ -47,10 +47,12 @@ TEST(CudaLinear, RealDecodeShapes) {
 }
 
 TEST(CudaLinear, TailsStridesAndUnalignedK) {
-    check_linear({3, 2056, 33}, 0, true, DType::BF16);  // K = 8 * 257: tail loop past the unroll
-    check_linear({3, 2048, 64}, 24, false, DType::BF16); // strided rows (multiple of 8): GEMV
-    check_linear({3, 2048, 64}, 4, false, DType::BF16);  // stride not a multiple of 8: cuBLAS
-    check_linear({2, 100, 31}, 0, true, DType::F32);     // K % 8 != 0: cuBLAS
+    check_linear({1, 2056, 33}, 0, true, DType::BF16);  // K = 8 * 257: tail loop past the unroll
+    check_linear({1, 264, 40}, 0, false, DType::BF16);  // K shorter than one unrolled step
+    check_linear({1, 2048, 64}, 24, false, DType::BF16); // a column slice of a wider row: GEMV
+    check_linear({3, 2048, 64}, 4, false, DType::BF16);  // strided rows: cuBLAS
+    check_linear({1, 100, 31}, 0, true, DType::BF16);    // K % 8 != 0: cuBLAS
+    check_linear({2, 100, 31}, 0, true, DType::F32);
 }
 
 } // namespace

@@ -13,6 +13,7 @@ template <typename T>
 __global__ void conv_sequences(const T* x, int64_t x_stride, const T* w, int K, int64_t C,
                                const int32_t* row_begin, const int32_t* slots, T* state, T* y,
                                int64_t y_stride) {
+    pdl_wait_and_release();
     const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
     const int s = blockIdx.y;
     if (c >= C) return;
@@ -52,7 +53,7 @@ void causal_conv1d_silu(const ExecContext& ctx, const TensorView& x, const Tenso
     const dim3 grid(blocks_for(C, 128), unsigned(batch.num_seqs));
     dispatch_float(x.dtype, "causal_conv1d_silu", [&](auto tag) {
         using E = decltype(tag);
-        conv_sequences<E><<<grid, 128, 0, stream_of(ctx)>>>(
+        launch_pdl(ctx, conv_sequences<E>, grid, 128, 0, 
             x.ptr<E>(), x.stride[0], w.ptr<E>(), int(w.size(1)), C, batch.row_begin.ptr<int32_t>(),
             batch.state_slot.ptr<int32_t>(), conv_state.ptr<E>(), y.ptr<E>(), y.stride[0]);
     });

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -124,6 +125,43 @@ template <typename Fn> void dispatch_float(DType dtype, const char* op, Fn&& fn)
 
 inline unsigned blocks_for(int64_t n, int threads) {
     return unsigned((n + threads - 1) / threads);
+}
+
+// Programmatic dependent launch (sm_90+): a kernel launched by launch_pdl may start while the
+// kernel before it in the stream is still finishing, so the launch latency and the block ramp-up
+// between the ~20 small kernels of a decode layer overlap the previous kernel's tail instead of
+// adding up (inside CUDA graphs too). The contract that keeps this correct: every kernel launched
+// by launch_pdl calls pdl_wait_and_release() as its first statement, before any read, write or
+// early return. The wait returns once the previous kernel has completed and its writes are
+// visible; the release then lets the next kernel launch, so at most one kernel runs ahead.
+// Kernels launched with <<<>>> (or by cuBLAS) keep the full stream ordering; a no-op before sm_90.
+__device__ __forceinline__ void pdl_wait_and_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether launch_pdl asks for programmatic serialisation: the device is sm_90+ and NINFER_PDL is
+// not "0" (the switch exists to measure the gain: `NINFER_PDL=0 ninfer bench ...`).
+bool pdl_enabled();
+
+// kernel<<<grid, block, smem, ctx's stream>>>(args...) as a programmatic dependent launch; see
+// pdl_wait_and_release for the contract the kernel must keep. Raises on a launch error.
+template <typename... Params, typename... Args>
+void launch_pdl(const ExecContext& ctx, void (*kernel)(Params...), dim3 grid, dim3 block,
+                size_t smem, Args&&... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream_of(ctx);
+    cudaLaunchAttribute attribute[1] = {};
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = pdl_enabled() ? 1 : 0;
+    check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), "launch_pdl");
 }
 
 } // namespace ninfer::ops::cuda

@@ -10,6 +10,7 @@ enum class Binary { Add, SigmoidMul };
 
 template <typename T, Binary kOp>
 __global__ void binary_rows(RowView a, RowView b, RowView out, int64_t N) {
+    pdl_wait_and_release();
     const T* ar = a.row<T>(blockIdx.x);
     const T* br = b.row<T>(blockIdx.x);
     T* o = out.row<T>(blockIdx.x);
@@ -20,6 +21,7 @@ __global__ void binary_rows(RowView a, RowView b, RowView out, int64_t N) {
 }
 
 template <typename T> __global__ void silu_mul_rows(RowView gu, RowView out, int64_t N) {
+    pdl_wait_and_release();
     const T* g = gu.row<T>(blockIdx.x);
     T* o = out.row<T>(blockIdx.x);
     for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
@@ -30,6 +32,7 @@ template <typename T> __global__ void silu_mul_rows(RowView gu, RowView out, int
 
 template <typename T>
 __global__ void add_sigmoid_scaled_rows(RowView gate, RowView shared, RowView y, int64_t H) {
+    pdl_wait_and_release();
     const float s = gate.row<float>(blockIdx.x)[0];
     const float scale = 1.0f / (1.0f + __expf(-s));
     const T* sr = shared.row<T>(blockIdx.x);
@@ -45,8 +48,7 @@ void launch_binary(const ExecContext& ctx, const TensorView& a, const TensorView
     if (R == 0) return;
     dispatch_float(out.dtype, name, [&](auto tag) {
         using E = decltype(tag);
-        binary_rows<E, kOp>
-            <<<unsigned(R), 256, 0, stream_of(ctx)>>>(row_view(a), row_view(b), row_view(out), N);
+        launch_pdl(ctx, binary_rows<E, kOp>, unsigned(R), 256, 0, row_view(a), row_view(b), row_view(out), N);
     });
     check_launch(name);
 }
@@ -67,8 +69,7 @@ void silu_mul(const ExecContext& ctx, const TensorView& gate_up, const TensorVie
     if (R == 0) return;
     dispatch_float(out.dtype, "silu_mul", [&](auto tag) {
         using E = decltype(tag);
-        silu_mul_rows<E>
-            <<<unsigned(R), 256, 0, stream_of(ctx)>>>(row_view(gate_up), row_view(out), N);
+        launch_pdl(ctx, silu_mul_rows<E>, unsigned(R), 256, 0, row_view(gate_up), row_view(out), N);
     });
     check_launch("silu_mul_rows");
 }
@@ -79,7 +80,7 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
     if (R == 0) return;
     dispatch_float(y.dtype, "add_sigmoid_scaled", [&](auto tag) {
         using E = decltype(tag);
-        add_sigmoid_scaled_rows<E><<<unsigned(R), 256, 0, stream_of(ctx)>>>(
+        launch_pdl(ctx, add_sigmoid_scaled_rows<E>, unsigned(R), 256, 0, 
             row_view(gate_logit), row_view(shared), row_view(y), H);
     });
     check_launch("add_sigmoid_scaled_rows");

@@ -8,6 +8,7 @@ namespace {
 template <typename T>
 __global__ void gather_rows(const int32_t* ids, const T* table, int64_t table_stride, int64_t V,
                             int64_t H, T* out, int64_t out_stride) {
+    pdl_wait_and_release();
     const int64_t t = blockIdx.x;
     const int32_t id = ids[t];
     if (id < 0 || id >= V) return; // validated on the host side of the engine
@@ -24,7 +25,7 @@ void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& 
     if (T == 0) return;
     dispatch_float(table.dtype, "embedding", [&](auto tag) {
         using E = decltype(tag);
-        gather_rows<E><<<unsigned(T), 256, 0, stream_of(ctx)>>>(
+        launch_pdl(ctx, gather_rows<E>, unsigned(T), 256, 0, 
             ids.ptr<int32_t>(), table.ptr<E>(), table.stride[0], table.size(0), table.size(1),
             out.ptr<E>(), out.stride[0]);
     });

@@ -1,8 +1,9 @@
 // Implements ops/gated_delta_rule.h on CUDA.
 // gdn_gates: elementwise over [T, Hv].
 // gated_delta_rule (recurrent route, any T): the state's value columns are independent, so one
-// warp owns 32 columns of one (sequence, value head) and keeps S[:, col] (dk floats) in
-// registers for the whole sequence; q and k are normalised in the warp and broadcast by shuffles.
+// block owns 32 columns of one (sequence, value head) and keeps S[:, col] in registers for the
+// whole sequence, split by rows over dk / 32 warps; q and k are normalised in every warp and
+// broadcast by shuffles.
 // Chosen for decode and short chunks (under kGdnChunkedMinRows rows per sequence); longer ones
 // take the chunked route (gated_delta_rule_chunked.cu). Assumes dk <= 128.
 #include "ops/cuda/cuda_common.cuh"
@@ -15,6 +16,7 @@ namespace {
 template <typename T>
 __global__ void gates_kernel(RowView a, RowView b, const T* A_log, const T* dt_bias, int64_t Hv,
                              RowView g, RowView beta) {
+    pdl_wait_and_release();
     const int64_t t = blockIdx.x;
     for (int64_t h = threadIdx.x; h < Hv; h += blockDim.x) {
         const float av = to_float(a.row<T>(t)[h]) + to_float(dt_bias[h]);
@@ -42,51 +44,69 @@ __device__ void load_normalized(const T* src, int dk, float scale, float (&out)[
     for (int m = 0; m < DK / 32; ++m) out[m] *= inv;
 }
 
-template <typename T, int DK> __global__ void recurrent_kernel(GdnArgs a) {
+// One block per (sequence, value head, 32 state columns); warp w of the DK / 32 warps keeps rows
+// [32w, 32w + 32) of those columns in registers (lane = column), so a decode step spreads the
+// state's 64 KB per head over 4 warps instead of 1. The two dot products over the key dim (S^T k
+// and S^T q) are summed across the warps through shared memory.
+template <typename T, int DK> __global__ void __launch_bounds__(DK) recurrent_kernel(GdnArgs a) {
+    pdl_wait_and_release();
+    constexpr int kWarpsPerBlock = DK / 32;
     const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, hk = h / a.ratio;
-    const int lane = threadIdx.x & 31;
-    const int col = blockIdx.y * 32 + lane;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int col = blockIdx.y * 32 + lane, row0 = warp * 32;
     const bool active = col < a.dv;
-    float* st = a.state + ((int64_t(a.slots[s]) * a.Hv + h) * a.dk) * a.dv + col;
-    float S[DK];
+    float* st = a.state + ((int64_t(a.slots[s]) * a.Hv + h) * a.dk + row0) * a.dv + col;
+    float S[32];
 #pragma unroll
-    for (int i = 0; i < DK; ++i) S[i] = (active && i < a.dk) ? st[int64_t(i) * a.dv] : 0.0f;
+    for (int j = 0; j < 32; ++j) S[j] = (active && row0 + j < a.dk) ? st[int64_t(j) * a.dv] : 0.0f;
+    __shared__ float part_kv[kWarpsPerBlock][32], part_o[kWarpsPerBlock][32];
     const float q_scale = rsqrtf(float(a.dk));
     const T* qb = static_cast<const T*>(a.q);
     const T* kb = static_cast<const T*>(a.k);
     const T* vb = static_cast<const T*>(a.v);
     T* ob = static_cast<T*>(a.out);
     for (int64_t r = a.row_begin[s]; r < a.row_begin[s + 1]; ++r) {
-        float kr[DK / 32], qr[DK / 32];
+        float kr[DK / 32], qr[DK / 32]; // the whole normalised vectors; this warp uses [warp]
         load_normalized<T, DK>(kb + r * a.k_s0 + hk * a.k_s1, a.dk, 1.0f, kr);
         load_normalized<T, DK>(qb + r * a.q_s0 + hk * a.q_s1, a.dk, q_scale, qr);
         const float decay = __expf(a.g[r * a.g_s0 + h]);
         const float beta = a.beta[r * a.beta_s0 + h];
         const float v = active ? to_float(vb[r * a.v_s0 + h * a.v_s1 + col]) : 0.0f;
+        const float k_mine = kr[warp], q_mine = qr[warp]; // element row0 + lane
         float kv = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DK; ++i) kv += S[i] * __shfl_sync(0xffffffffu, kr[i / 32], i % 32);
+        for (int j = 0; j < 32; ++j) kv += S[j] * __shfl_sync(0xffffffffu, k_mine, j);
+        part_kv[warp][lane] = kv;
+        __syncthreads();
+        kv = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarpsPerBlock; ++w) kv += part_kv[w][lane];
         const float u = beta * (v - decay * kv); // the delta uses the decayed state
         float o = 0.0f;
 #pragma unroll
-        for (int i = 0; i < DK; ++i) {
-            const float ki = __shfl_sync(0xffffffffu, kr[i / 32], i % 32);
-            const float qi = __shfl_sync(0xffffffffu, qr[i / 32], i % 32);
-            S[i] = decay * S[i] + ki * u;
-            o += S[i] * qi; // read after the update
+        for (int j = 0; j < 32; ++j) {
+            S[j] = decay * S[j] + __shfl_sync(0xffffffffu, k_mine, j) * u;
+            o += S[j] * __shfl_sync(0xffffffffu, q_mine, j); // read after the update
         }
-        if (active) ob[(r * a.Hv + h) * a.dv + col] = from_float<T>(o);
+        part_o[warp][lane] = o;
+        __syncthreads();
+        if (warp == 0 && active) {
+            o = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWarpsPerBlock; ++w) o += part_o[w][lane];
+            ob[(r * a.Hv + h) * a.dv + col] = from_float<T>(o);
+        }
     }
     if (!active) return;
 #pragma unroll
-    for (int i = 0; i < DK; ++i)
-        if (i < a.dk) st[int64_t(i) * a.dv] = S[i];
+    for (int j = 0; j < 32; ++j)
+        if (row0 + j < a.dk) st[int64_t(j) * a.dv] = S[j];
 }
 
 template <typename T, int DK>
 void launch_recurrent(const ExecContext& ctx, const GdnArgs& a, int seqs) {
     const dim3 grid(unsigned(seqs * a.Hv), unsigned((a.dv + 31) / 32));
-    recurrent_kernel<T, DK><<<grid, 32, 0, stream_of(ctx)>>>(a);
+    launch_pdl(ctx, recurrent_kernel<T, DK>, grid, DK, 0, a);
 }
 
 } // namespace
@@ -98,7 +118,7 @@ void gdn_gates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
     if (T == 0) return;
     dispatch_float(a.dtype, "gdn_gates", [&](auto tag) {
         using E = decltype(tag);
-        gates_kernel<E><<<unsigned(T), 64, 0, stream_of(ctx)>>>(row_view(a), row_view(b),
+        launch_pdl(ctx, gates_kernel<E>, unsigned(T), 64, 0, row_view(a), row_view(b),
                                                                 A_log.ptr<E>(), dt_bias.ptr<E>(),
                                                                 Hv, row_view(g), row_view(beta));
     });

@@ -2,6 +2,7 @@
 // host side, fills, and the random fill used by --random-weights.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -15,6 +16,19 @@ namespace ninfer::ops::cuda {
 
 void throw_cuda(cudaError_t status, const char* what) {
     fail(ErrorCategory::Cuda, what, ": ", cudaGetErrorString(status));
+}
+
+bool pdl_enabled() {
+    static const bool enabled = [] {
+        const char* env = std::getenv("NINFER_PDL");
+        if (env && std::strcmp(env, "0") == 0) return false;
+        int device = 0, major = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+            return false;
+        return major >= 9;
+    }();
+    return enabled;
 }
 
 namespace {

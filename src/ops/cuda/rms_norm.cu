@@ -8,6 +8,7 @@ namespace {
 
 template <typename T>
 __global__ void rms_norm_rows(RowView x, const T* w, float eps, int64_t H, RowView y) {
+    pdl_wait_and_release();
     const T* xr = x.row<T>(blockIdx.x);
     T* yr = y.row<T>(blockIdx.x);
     float sum = 0.0f;
@@ -23,6 +24,7 @@ __global__ void rms_norm_rows(RowView x, const T* w, float eps, int64_t H, RowVi
 template <typename T>
 __global__ void gated_rms_norm_rows(RowView x, RowView z, const T* w, float eps, int64_t D,
                                     RowView y) {
+    pdl_wait_and_release();
     const T* xr = x.row<T>(blockIdx.x);
     const T* zr = z.row<T>(blockIdx.x);
     T* yr = y.row<T>(blockIdx.x);
@@ -52,7 +54,7 @@ void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, 
     if (R == 0) return;
     dispatch_float(x.dtype, "rms_norm", [&](auto tag) {
         using E = decltype(tag);
-        rms_norm_rows<E><<<unsigned(R), threads_for(H), 0, stream_of(ctx)>>>(
+        launch_pdl(ctx, rms_norm_rows<E>, unsigned(R), threads_for(H), 0, 
             row_view(x), w.ptr<E>(), eps, H, row_view(y));
     });
     check_launch("rms_norm_rows");
@@ -64,7 +66,7 @@ void gated_rms_norm(const ExecContext& ctx, const TensorView& x, const TensorVie
     if (R == 0) return;
     dispatch_float(x.dtype, "gated_rms_norm", [&](auto tag) {
         using E = decltype(tag);
-        gated_rms_norm_rows<E><<<unsigned(R), threads_for(D), 0, stream_of(ctx)>>>(
+        launch_pdl(ctx, gated_rms_norm_rows<E>, unsigned(R), threads_for(D), 0, 
             row_view(x), row_view(z), w.ptr<E>(), eps, D, row_view(y));
     });
     check_launch("gated_rms_norm_rows");

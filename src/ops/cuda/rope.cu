@@ -8,6 +8,7 @@ namespace {
 template <typename T>
 __global__ void rope_rows(RowView x, int64_t heads, const int32_t* positions, int half,
                           double theta) {
+    pdl_wait_and_release();
     const int64_t t = blockIdx.x;
     const float pos = float(positions[t]);
     for (int64_t p = threadIdx.x; p < heads * half; p += blockDim.x) {
@@ -32,7 +33,7 @@ void rope(const ExecContext& ctx, const TensorView& x, const TensorView& positio
     if (T == 0) return;
     dispatch_float(x.dtype, "rope", [&](auto tag) {
         using E = decltype(tag);
-        rope_rows<E><<<unsigned(T), 128, 0, stream_of(ctx)>>>(
+        launch_pdl(ctx, rope_rows<E>, unsigned(T), 128, 0, 
             row_view(x), heads, positions.ptr<int32_t>(), int(rotary_dim / 2), theta);
     });
     check_launch("rope_rows");
