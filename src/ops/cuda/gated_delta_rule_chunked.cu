@@ -1,5 +1,6 @@
-// Implements the chunked route of ops/gated_delta_rule.h on CUDA: the WY/UT form over chunks of
-// C = 64 rows, all in fp32. For a chunk with start state S0, cumulative log decay G_t (t = 0..n-1)
+// The f32 CUDA-core form of the chunked route of ops/gated_delta_rule.h (entry and the bf16
+// tensor-core form: gated_delta_rule_chunked_tc.cu): the WY/UT form over chunks of C = 64 rows,
+// all in fp32; taken by F32 activations and shapes the tensor-core form does not support. For a chunk with start state S0, cumulative log decay G_t (t = 0..n-1)
 // and normalised k^, q^:
 //   M[t, j] = beta_t e^{G_t - G_j} k^_t . k^_j (j < t)     A[t, j] = e^{G_t - G_j} q^_t . k^_j (j <= t)
 //   (I + M) U' = diag(beta) V          (I + M) W = diag(beta e^G) K^     (forward substitution)
@@ -11,7 +12,7 @@
 // Chosen for sequences of kGdnChunkedMinRows rows or more. Assumes dk, dv <= 128.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/gated_delta_rule_chunked.h"
+#include "ops/cuda/gated_delta_rule_chunked_tc.cuh"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -359,8 +360,8 @@ size_t scan_smem(int dk) {
 } // namespace
 
 template <typename T>
-void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_seqs,
-                              int num_rows, int max_rows_per_seq) {
+void gated_delta_rule_chunked_fp32(const ExecContext& ctx, const GdnArgs& a, int num_seqs,
+                                   int num_rows, int max_rows_per_seq) {
     Allocator& alloc = allocator(ctx.device);
     Tensor U = Tensor::empty(alloc, DType::F32, {num_rows, a.Hv, a.dv});
     Tensor W = Tensor::empty(alloc, DType::F32, {num_rows, a.Hv, a.dk});
@@ -386,8 +387,9 @@ void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_
     check_launch("chunk_scan_kernel");
 }
 
-template void gated_delta_rule_chunked<float>(const ExecContext&, const GdnArgs&, int, int, int);
-template void gated_delta_rule_chunked<__nv_bfloat16>(const ExecContext&, const GdnArgs&, int, int,
-                                                      int);
+template void gated_delta_rule_chunked_fp32<float>(const ExecContext&, const GdnArgs&, int, int,
+                                                   int);
+template void gated_delta_rule_chunked_fp32<__nv_bfloat16>(const ExecContext&, const GdnArgs&, int,
+                                                           int, int);
 
 } // namespace ninfer::ops::cuda
