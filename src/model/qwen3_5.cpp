@@ -163,9 +163,8 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
     const int64_t Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
     const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
-    ops::rms_norm(ctx, x, w.input_norm, float(c.rms_norm_eps), h);
     TensorView proj = cols(s.proj.view().narrow(0, 0, T), 0, C + Vd + 2 * Hv);
-    ops::linear(ctx, h, w.gdn.in_proj, proj);
+    ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj, proj, h);
     TensorView conv_out = s.conv_out.view().narrow(0, 0, T);
     ops::causal_conv1d_silu(ctx, cols(proj, 0, C), w.gdn.conv, batch.seqs, conv_state, conv_out);
     TensorView g = s.g.view().narrow(0, 0, T), beta = s.beta.view().narrow(0, 0, T);
@@ -187,9 +186,8 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
     Scratch& s = *scratch_;
     const int64_t T = batch.tokens.size(0), D = c.head_dim, nH = c.num_heads, nKV = c.num_kv_heads;
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
-    ops::rms_norm(ctx, x, w.input_norm, float(c.rms_norm_eps), h);
     TensorView proj = cols(s.proj.view().narrow(0, 0, T), 0, (2 * nH + 2 * nKV) * D);
-    ops::linear(ctx, h, w.attn.in_proj, proj);
+    ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.attn.in_proj, proj, h);
     // q_proj rows are per head [query (D) | gate (D)]; then k (nKV*D), then v (nKV*D).
     TensorView q = s.q.view().narrow(0, 0, T), k = s.k.view().narrow(0, 0, T);
     ops::rms_norm(ctx, as_heads(proj, 0, nH, 2 * D, D), w.attn.q_norm, float(c.rms_norm_eps), q);

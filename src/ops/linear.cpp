@@ -2,6 +2,7 @@
 
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/rms_norm.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -30,6 +31,28 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
         return cuda::linear(ctx, x, w, y, accumulate);
     }
     no_backend(op, ctx);
+}
+
+void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                     float eps, const TensorView& w, const TensorView& y, const TensorView& h) {
+    constexpr const char* op = "rms_norm_linear";
+    for (auto [name, t] :
+         {std::pair{"x", &x}, {"norm_w", &norm_w}, {"w", &w}, {"y", &y}, {"h", &h}}) {
+        check_device(ctx, op, name, *t);
+        check_float(op, name, *t);
+    }
+    check_shape(op, "x", x, {-1, -1});
+    check_shape(op, "norm_w", norm_w, {x.size(1)});
+    check_shape(op, "w", w, {-1, x.size(1)});
+    check_shape(op, "y", y, {x.size(0), w.size(0)});
+    check_shape(op, "h", h, {x.size(0), x.size(1)});
+    check_rows_contiguous(op, "x", x);
+    check_rows_contiguous(op, "h", h);
+    if (ctx.device.type == DeviceType::Cuda &&
+        cuda::rms_norm_linear_fused(ctx, x, norm_w, eps, w, y, h))
+        return;
+    rms_norm(ctx, x, norm_w, eps, h);
+    linear(ctx, h, w, y);
 }
 
 } // namespace ninfer::ops

@@ -4,6 +4,7 @@
 #include "cuda/cuda_test_util.h"
 #include "ops/cuda/linear_gemv.h"
 #include "ops/linear.h"
+#include "ops/rms_norm.h"
 
 namespace ninfer::test {
 namespace {
@@ -41,18 +42,43 @@ TEST(CudaLinear, GemvRouteEveryRowCountAndBoundary) {
 
 TEST(CudaLinear, RealDecodeShapes) {
     // 35B-A3B GDN in_proj and out_proj, router, shared expert; 27B MLP down.
-    for (Shape s : {Shape{1, 2048, 12352}, {1, 4096, 2048}, {1, 2048, 257}, {1, 512, 2048},
-                    {2, 17408, 5120}})
+    for (Shape s :
+         {Shape{1, 2048, 12352}, {1, 4096, 2048}, {1, 2048, 257}, {1, 512, 2048}, {2, 17408, 5120}})
         check_linear(s, 0, s.N == 2048, s.N == 257 ? DType::F32 : DType::BF16);
 }
 
 TEST(CudaLinear, TailsStridesAndUnalignedK) {
-    check_linear({1, 2056, 33}, 0, true, DType::BF16);  // K = 8 * 257: tail loop past the unroll
-    check_linear({1, 264, 40}, 0, false, DType::BF16);  // K shorter than one unrolled step
+    check_linear({1, 2056, 33}, 0, true, DType::BF16);   // K = 8 * 257: tail loop past the unroll
+    check_linear({1, 264, 40}, 0, false, DType::BF16);   // K shorter than one unrolled step
     check_linear({1, 2048, 64}, 24, false, DType::BF16); // a column slice of a wider row: GEMV
     check_linear({3, 2048, 64}, 4, false, DType::BF16);  // strided rows: cuBLAS
     check_linear({1, 100, 31}, 0, true, DType::BF16);    // K % 8 != 0: cuBLAS
     check_linear({2, 100, 31}, 0, true, DType::F32);
+}
+
+// rms_norm_linear: fused at one row (the GEMV normalises x itself and block 0 writes h), two ops
+// otherwise; h and y both compared with the CPU reference.
+void check_norm_linear(int64_t T, int64_t K, int64_t N, DType y_dtype) {
+    const auto c = cuda_ctx(DType::BF16);
+    Tensor x = rounded(random_tensor({T, K}, 43, 3.0f), DType::BF16);
+    Tensor nw = rounded(random_tensor({K}, 44, 0.2f), DType::BF16);
+    Tensor w = rounded(random_tensor({N, K}, 45, 0.02f), DType::BF16);
+    Tensor ref_y = zeros({T, N}), ref_h = zeros({T, K});
+    ops::rms_norm_linear(kCpuRef, x, nw, 1e-6f, w, ref_y, ref_h);
+    Tensor dx = to_device(c, x, DType::BF16), dnw = to_device(c, nw, DType::BF16);
+    Tensor dw = to_device(c, w, DType::BF16), dy = to_device(c, zeros({T, N}), y_dtype);
+    Tensor dh = to_device(c, zeros({T, K}), DType::BF16);
+    ops::rms_norm_linear(c, dx, dnw, 1e-6f, dw, dy, dh);
+    EXPECT_TRUE(near(to_host(c, dh), ref_h, kBf16Elementwise)) << "h: T=" << T << " K=" << K;
+    EXPECT_TRUE(near(to_host(c, dy), ref_y, kBf16Reduction)) << "y: T=" << T << " N=" << N;
+}
+
+TEST(CudaLinear, RmsNormLinearFusedAndUnfused) {
+    check_norm_linear(1, 2048, 12352, DType::BF16); // 35B GDN in_proj
+    check_norm_linear(1, 2048, 257, DType::F32);    // router
+    check_norm_linear(1, 5120, 1000, DType::BF16);
+    check_norm_linear(1, 264, 40, DType::BF16);   // K shorter than one unrolled step
+    check_norm_linear(3, 2048, 300, DType::BF16); // two ops
 }
 
 } // namespace

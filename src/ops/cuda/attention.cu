@@ -20,13 +20,17 @@ namespace {
 
 constexpr int kMaxDim = 256; // 32 lanes x 8 dims
 constexpr int kWarps = 4;
-constexpr int kMaxGroup = 8;     // query heads per block (Qwen3.6: 8 for 35B-A3B, 6 for 27B)
-constexpr int kKeysPerStep = 2;  // keys a warp loads before using any: 2 x 2 x 16 bytes a lane
+constexpr int kMaxGroup = 8;       // query heads per block (Qwen3.6: 8 for 35B-A3B, 6 for 27B)
+constexpr int kKeysPerStep = 2;    // keys a warp loads before using any: 2 x 2 x 16 bytes a lane
+constexpr int kTargetBlocks = 264; // split-K: 2 x 132 SMs of an H200
+constexpr int kMaxSplits = 64;
+constexpr int kCombineThreads = 128; // >= kMaxSplits: one thread per split in the merge
+static_assert(kCombineThreads >= kMaxSplits);
 
 struct PagedArgs {
     const int32_t *row_begin, *pos_begin, *block_table;
     int block_table_stride, block_size;
-    int num_heads; // query heads (partials layout)
+    int num_heads;                        // query heads (partials layout)
     int64_t cache_s0, cache_s1, cache_s2; // [NB, bs, nKV, D] strides
 };
 
@@ -88,9 +92,9 @@ struct HeadState {
 // run of kKeysPerStep keys of the block's split, all their K and V loads in flight at once.
 template <typename T>
 __global__ void __launch_bounds__(32 * kWarps)
-    attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t q_s1, const T* kc,
-                     const T* vc, int group, int D, bool vec, float scale, T* out, int64_t o_s0,
-                     int64_t o_s1, int max_rows, float* partials) {
+    attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t q_s1, const T* kc, const T* vc,
+                     int group, int D, bool vec, float scale, T* out, int64_t o_s0, int64_t o_s1,
+                     int max_rows, float* partials) {
     pdl_wait_and_release();
     const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows;
     const int split = blockIdx.z, splits = gridDim.z;
@@ -122,23 +126,34 @@ __global__ void __launch_bounds__(32 * kWarps)
             load8(kc + off, live ? d0 : D, D, vec, kv[u]);
             load8(vc + off, live ? d0 : D, D, vec, vv[u]);
         }
+        // All scores of the step first (independent warp sums), then one rescale per head.
+        const int live = int(min(int64_t(kKeysPerStep), key_end - t0));
 #pragma unroll
-        for (int u = 0; u < kKeysPerStep; ++u) {
-            if (t0 + u >= key_end) break;
+        for (int g = 0; g < kMaxGroup; ++g) {
+            if (g >= G) break;
+            float score[kKeysPerStep];
+            float step_max = -FLT_MAX;
 #pragma unroll
-            for (int g = 0; g < kMaxGroup; ++g) {
-                if (g >= G) break;
+            for (int u = 0; u < kKeysPerStep; ++u) {
                 float dot = 0.0f;
 #pragma unroll
                 for (int j = 0; j < 8; ++j) dot += qd[g][j] * kv[u][j];
-                const float score = warp_sum(dot);
-                const float new_max = fmaxf(st[g].max, score);
-                const float correction = __expf(st[g].max - new_max), w = __expf(score - new_max);
-                st[g].sum = st[g].sum * correction + w;
-#pragma unroll
-                for (int j = 0; j < 8; ++j) st[g].acc[j] = st[g].acc[j] * correction + w * vv[u][j];
-                st[g].max = new_max;
+                score[u] = warp_sum(dot);
+                if (u < live) step_max = fmaxf(step_max, score[u]);
             }
+            const float new_max = fmaxf(st[g].max, step_max);
+            const float correction = __expf(st[g].max - new_max);
+            st[g].sum *= correction;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) st[g].acc[j] *= correction;
+#pragma unroll
+            for (int u = 0; u < kKeysPerStep; ++u) {
+                const float w = u < live ? __expf(score[u] - new_max) : 0.0f;
+                st[g].sum += w;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) st[g].acc[j] += w * vv[u][j];
+            }
+            st[g].max = new_max;
         }
     }
     // Merge the warps through shared memory, one head at a time.
@@ -184,38 +199,39 @@ __global__ void __launch_bounds__(32 * kWarps)
 }
 
 // Merges the split-K partials of one (row, head): out = sum_s e^{m_s - M} acc_s / sum_s e^{m_s - M}
-// l_s.
+// l_s. Thread k reads split k's (m, l), so the weights come from two block reductions instead of a
+// serial pass over the splits; then each thread sums its dims over the splits (coalesced rows).
 template <typename T>
-__global__ void combine_splits(PagedArgs a, const float* partials, int splits, int D, T* out,
-                               int64_t o_s0, int64_t o_s1, int max_rows) {
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_splits(PagedArgs a, const float* partials, int splits, int D, T* out, int64_t o_s0,
+                   int64_t o_s1, int max_rows) {
     pdl_wait_and_release();
     const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows, h = blockIdx.y;
     const int32_t r0 = a.row_begin[s];
     if (r0 + i >= a.row_begin[s + 1]) return;
     const float* base = partials + (int64_t(blockIdx.x) * gridDim.y + h) * splits * (D + 2);
-    float m = -FLT_MAX;
-    for (int k = 0; k < splits; ++k)
-        if (base[k * (D + 2) + 1] > 0.0f) m = fmaxf(m, base[k * (D + 2)]);
-    float l = 0.0f;
-    for (int k = 0; k < splits; ++k)
-        if (base[k * (D + 2) + 1] > 0.0f)
-            l += base[k * (D + 2) + 1] * __expf(base[k * (D + 2)] - m);
+    const int k = threadIdx.x;
+    const float l_k = k < splits ? base[k * (D + 2) + 1] : 0.0f;
+    const float m_k = l_k > 0.0f ? base[k * (D + 2)] : -FLT_MAX; // empty splits weigh nothing
+    const float m = block_max(m_k);
+    const float w_k = l_k > 0.0f ? __expf(m_k - m) : 0.0f;
+    const float l = block_sum(l_k * w_k);
+    __shared__ float weight[kMaxSplits];
+    if (k < splits) weight[k] = w_k / l;
+    __syncthreads();
     const int64_t r = r0 + i;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float v = 0.0f;
-        for (int k = 0; k < splits; ++k)
-            if (base[k * (D + 2) + 1] > 0.0f)
-                v += base[k * (D + 2) + 2 + d] * __expf(base[k * (D + 2)] - m);
-        out[r * o_s0 + h * o_s1 + d] = from_float<T>(v / l);
+#pragma unroll 8
+        for (int j = 0; j < splits; ++j) v += base[j * (D + 2) + 2 + d] * weight[j];
+        out[r * o_s0 + h * o_s1 + d] = from_float<T>(v);
     }
 }
 
 // Splits of the key range per (row, head group): enough blocks to cover the SMs twice when few
-// rows run (decode), one block per (row, head group) otherwise. The count depends on the row and head
-// counts only, not on the context, so a graph captured at one context length replays the same
+// rows run (decode), one block per (row, head group) otherwise. The count depends on the row and
+// head counts only, not on the context, so a graph captured at one context length replays the same
 // arithmetic at another (splits with no keys exit at once).
-constexpr int kTargetBlocks = 264; // 2 x 132 SMs of an H200
-constexpr int kMaxSplits = 64;
 int choose_splits(int64_t row_groups) {
     if (row_groups >= kTargetBlocks) return 1;
     return int(std::min<int64_t>((kTargetBlocks + row_groups - 1) / row_groups, kMaxSplits));
@@ -241,10 +257,9 @@ void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorVie
     const unsigned grid = unsigned(batch.num_seqs * batch.max_rows_per_seq);
     dispatch_float(k.dtype, "kv_cache_write", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, cache_write_kernel<E>, grid, 256, 0, 
-            paged_args(batch, k_cache), k.ptr<E>(), v.ptr<E>(), k.stride[0], k.stride[1],
-            v.stride[0], v.stride[1], int(k.size(1)), int(k.size(2)), k_cache.ptr<E>(),
-            v_cache.ptr<E>(), batch.max_rows_per_seq);
+        launch_pdl(ctx, cache_write_kernel<E>, grid, 256, 0, paged_args(batch, k_cache), k.ptr<E>(),
+                   v.ptr<E>(), k.stride[0], k.stride[1], v.stride[0], v.stride[1], int(k.size(1)),
+                   int(k.size(2)), k_cache.ptr<E>(), v_cache.ptr<E>(), batch.max_rows_per_seq);
     });
     check_launch("cache_write_kernel");
 }
@@ -274,16 +289,17 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
                                  {row_slots * q.size(1) * splits * (D + 2)});
     dispatch_float(q.dtype, "paged_attention", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, attention_kernel<E>, grid, 32 * kWarps, 0, 
-            paged_args(batch, k_cache, int(nH)), q.ptr<E>(), q.stride[0], q.stride[1],
-            k_cache.ptr<E>(), v_cache.ptr<E>(), group, D, vec, scale, out.ptr<E>(), out.stride[0],
-            out.stride[1],
-            batch.max_rows_per_seq, splits > 1 ? partials.ptr<float>() : nullptr);
+        launch_pdl(ctx, attention_kernel<E>, grid, 32 * kWarps, 0,
+                   paged_args(batch, k_cache, int(nH)), q.ptr<E>(), q.stride[0], q.stride[1],
+                   k_cache.ptr<E>(), v_cache.ptr<E>(), group, D, vec, scale, out.ptr<E>(),
+                   out.stride[0], out.stride[1], batch.max_rows_per_seq,
+                   splits > 1 ? partials.ptr<float>() : nullptr);
         check_launch("attention_kernel");
         if (splits > 1) {
-            launch_pdl(ctx, combine_splits<E>, dim3(unsigned(row_slots), unsigned(q.size(1))), 128, 0, 
-                    paged_args(batch, k_cache), partials.ptr<float>(), splits, D, out.ptr<E>(),
-                    out.stride[0], out.stride[1], batch.max_rows_per_seq);
+            launch_pdl(ctx, combine_splits<E>, dim3(unsigned(row_slots), unsigned(q.size(1))),
+                       kCombineThreads, 0, paged_args(batch, k_cache), partials.ptr<float>(),
+                       splits, D, out.ptr<E>(), out.stride[0], out.stride[1],
+                       batch.max_rows_per_seq);
             check_launch("combine_splits");
         }
     });

@@ -53,9 +53,9 @@ void causal_conv1d_silu(const ExecContext& ctx, const TensorView& x, const Tenso
     const dim3 grid(blocks_for(C, 128), unsigned(batch.num_seqs));
     dispatch_float(x.dtype, "causal_conv1d_silu", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, conv_sequences<E>, grid, 128, 0, 
-            x.ptr<E>(), x.stride[0], w.ptr<E>(), int(w.size(1)), C, batch.row_begin.ptr<int32_t>(),
-            batch.state_slot.ptr<int32_t>(), conv_state.ptr<E>(), y.ptr<E>(), y.stride[0]);
+        launch_pdl(ctx, conv_sequences<E>, grid, 128, 0, x.ptr<E>(), x.stride[0], w.ptr<E>(),
+                   int(w.size(1)), C, batch.row_begin.ptr<int32_t>(),
+                   batch.state_slot.ptr<int32_t>(), conv_state.ptr<E>(), y.ptr<E>(), y.stride[0]);
     });
     check_launch("conv_sequences");
 }

@@ -28,6 +28,7 @@ void embedding(const ExecContext&, const TensorView&, const TensorView&, const T
 void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("rms_norm"); }
 void gated_rms_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("gated_rms_norm"); }
 void linear(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, bool) { no_cuda("linear"); }
+bool rms_norm_linear_fused(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&, const TensorView&, const TensorView&) { no_cuda("rms_norm_linear"); }
 void add(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add"); }
 void sigmoid_mul(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("sigmoid_mul"); }
 void silu_mul(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("silu_mul"); }

@@ -48,7 +48,8 @@ void launch_binary(const ExecContext& ctx, const TensorView& a, const TensorView
     if (R == 0) return;
     dispatch_float(out.dtype, name, [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, binary_rows<E, kOp>, unsigned(R), 256, 0, row_view(a), row_view(b), row_view(out), N);
+        launch_pdl(ctx, binary_rows<E, kOp>, unsigned(R), 256, 0, row_view(a), row_view(b),
+                   row_view(out), N);
     });
     check_launch(name);
 }
@@ -80,8 +81,8 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
     if (R == 0) return;
     dispatch_float(y.dtype, "add_sigmoid_scaled", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, add_sigmoid_scaled_rows<E>, unsigned(R), 256, 0, 
-            row_view(gate_logit), row_view(shared), row_view(y), H);
+        launch_pdl(ctx, add_sigmoid_scaled_rows<E>, unsigned(R), 256, 0, row_view(gate_logit),
+                   row_view(shared), row_view(y), H);
     });
     check_launch("add_sigmoid_scaled_rows");
 }

@@ -25,9 +25,8 @@ void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& 
     if (T == 0) return;
     dispatch_float(table.dtype, "embedding", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, gather_rows<E>, unsigned(T), 256, 0, 
-            ids.ptr<int32_t>(), table.ptr<E>(), table.stride[0], table.size(0), table.size(1),
-            out.ptr<E>(), out.stride[0]);
+        launch_pdl(ctx, gather_rows<E>, unsigned(T), 256, 0, ids.ptr<int32_t>(), table.ptr<E>(),
+                   table.stride[0], table.size(0), table.size(1), out.ptr<E>(), out.stride[0]);
     });
     check_launch("gather_rows");
 }

@@ -119,8 +119,7 @@ void gdn_gates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
     dispatch_float(a.dtype, "gdn_gates", [&](auto tag) {
         using E = decltype(tag);
         launch_pdl(ctx, gates_kernel<E>, unsigned(T), 64, 0, row_view(a), row_view(b),
-                                                                A_log.ptr<E>(), dt_bias.ptr<E>(),
-                                                                Hv, row_view(g), row_view(beta));
+                   A_log.ptr<E>(), dt_bias.ptr<E>(), Hv, row_view(g), row_view(beta));
     });
     check_launch("gates_kernel");
 }
@@ -153,11 +152,13 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
               int(v.size(1) / q.size(1)),
               dk,
               int(v.size(2))};
-    const bool chunked = algo == GdnAlgo::Chunked ||
-                         (algo == GdnAlgo::Auto && batch.max_rows_per_seq >= kGdnChunkedMinRows &&
-                          a.dv <= 128);
-    require(!chunked || a.dv <= 128, "gated_delta_rule: the CUDA chunked route supports value "
-                                     "head dim <= 128, got ", a.dv);
+    const bool chunked =
+        algo == GdnAlgo::Chunked ||
+        (algo == GdnAlgo::Auto && batch.max_rows_per_seq >= kGdnChunkedMinRows && a.dv <= 128);
+    require(!chunked || a.dv <= 128,
+            "gated_delta_rule: the CUDA chunked route supports value "
+            "head dim <= 128, got ",
+            a.dv);
     dispatch_float(q.dtype, "gated_delta_rule", [&](auto tag) {
         using E = decltype(tag);
         if (chunked)

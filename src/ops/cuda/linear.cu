@@ -47,6 +47,14 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
     linear_cublas(ctx, x, w, y, accumulate);
 }
 
+bool rms_norm_linear_fused(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                           float eps, const TensorView& w, const TensorView& y,
+                           const TensorView& h) {
+    if (!rms_norm_linear_gemv_fits(x, norm_w, w, h) || h.data == x.data) return false;
+    rms_norm_linear_gemv(ctx, x, norm_w, eps, w, y, h);
+    return true;
+}
+
 void linear_cublas(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                    const TensorView& y, bool accumulate) {
     const int64_t T = x.size(0), K = x.size(1), N = w.size(0);

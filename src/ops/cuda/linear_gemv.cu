@@ -1,4 +1,5 @@
-// The one-row route of linear on CUDA (decode): y[n] (+)= x . w[n, :].
+// The one-row route of linear on CUDA (decode): y[n] (+)= x . w[n, :], optionally with the
+// rms_norm before it fused in (rms_norm_linear).
 // One warp per output column n; each lane reads 16 bytes (8 bf16) of w's row per step, four steps
 // in flight before the first multiply, so a warp keeps 2 KB of the weight stream in the air and an
 // SM's 48 resident warps about 100 KB: enough to cover HBM latency at the H200's 4.8 TB/s without
@@ -11,8 +12,8 @@ namespace ninfer::ops::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kUnroll = 4;          // 16-byte loads per lane in flight
-constexpr int kElemsPerLoad = 8;    // bf16 per 16-byte load
+constexpr int kUnroll = 4;                // 16-byte loads per lane in flight
+constexpr int kElemsPerLoad = 8;          // bf16 per 16-byte load
 constexpr int kStep = 32 * kElemsPerLoad; // elements a warp covers per load
 
 __device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&v)[8]) {
@@ -25,23 +26,75 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&v)[8])
     }
 }
 
-// x[c .. c+8) . w8 for the weight bytes w8.
-__device__ __forceinline__ float dot8(const __nv_bfloat16* x, int64_t c, const uint4& w8) {
+// The GEMV's input vector as it enters the dot products: x itself, or rms_norm(x) computed on the
+// fly (every warp reduces x's sum of squares itself, from L1, instead of a separate norm kernel).
+struct PlainInput {
+    const __nv_bfloat16* x;
+    __device__ void prepare(int64_t) {}
+    __device__ __forceinline__ void load8(int64_t c, float (&v)[8]) const {
+        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + c)), v);
+    }
+};
+
+// h = rms_norm(x, norm_w, eps) with rms_norm_rows's rounding: h = bf16(x * scale * (1 + w)).
+struct NormedInput {
+    const __nv_bfloat16* x;
+    const __nv_bfloat16* norm_w;
+    float eps;
+    float scale = 0.0f;
+    __device__ void prepare(int64_t K) {
+        float sum = 0.0f;
+        for (int64_t c = int64_t(threadIdx.x & 31) * kElemsPerLoad; c < K; c += kStep) {
+            float v[8];
+            bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + c)), v);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) sum += v[j] * v[j];
+        }
+        scale = rsqrtf(warp_sum(sum) / float(K) + eps);
+    }
+    __device__ __forceinline__ void load8(int64_t c, float (&v)[8]) const {
+        float w[8];
+        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + c)), v);
+        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(norm_w + c)), w);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            v[j] = __bfloat162float(__float2bfloat16_rn(v[j] * scale * (1.0f + w[j])));
+    }
+};
+
+// in[c .. c+8) . w8 for the weight bytes w8.
+template <typename Input>
+__device__ __forceinline__ float dot8(const Input& in, int64_t c, const uint4& w8) {
     float wv[8], xv[8];
     bf16x8_to_float(w8, wv);
-    bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + c)), xv);
+    in.load8(c, xv);
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) sum += xv[j] * wv[j];
     return sum;
 }
 
+// Block 0 stores the normalised input (for the norm's other consumers); others only use it.
+__device__ void store_input(const NormedInput& in, int64_t K, __nv_bfloat16* h_out) {
+    if (blockIdx.x != 0 || !h_out) return;
+    for (int64_t c = int64_t(threadIdx.x) * kElemsPerLoad; c < K;
+         c += int64_t(blockDim.x) * kElemsPerLoad) {
+        float v[8];
+        in.load8(c, v);
+        __nv_bfloat162 packed[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) packed[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+        *reinterpret_cast<uint4*>(h_out + c) = *reinterpret_cast<const uint4*>(packed);
+    }
+}
+__device__ void store_input(const PlainInput&, int64_t, __nv_bfloat16*) {}
+
 // Grid: ceil(N / kWarpsPerBlock) blocks of kWarpsPerBlock warps; warp -> column n.
-// Requires K % 8 == 0 and 16-byte aligned x and w (checked by the launcher).
-template <typename Y>
+// Requires K % 8 == 0 and 16-byte aligned x, w (and norm_w, h_out) (checked by the launcher).
+template <typename Y, typename Input>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    gemv_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                int64_t N, int64_t K, Y* __restrict__ y, bool accumulate) {
+    gemv_kernel(Input in, const __nv_bfloat16* __restrict__ w, int64_t N, int64_t K,
+                Y* __restrict__ y, bool accumulate, __nv_bfloat16* h_out) {
     const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     const __nv_bfloat16* row = w + (n < N ? n : 0) * K;
@@ -55,11 +108,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         first[u] = c + u * kStep < K ? __ldcs(reinterpret_cast<const uint4*>(row + c + u * kStep))
                                      : uint4{};
     pdl_wait_and_release();
+    in.prepare(K);
+    store_input(in, K, h_out);
     if (n >= N) return;
     float acc = 0.0f;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-        if (c + u * kStep < K) acc += dot8(x, c + u * kStep, first[u]);
+        if (c + u * kStep < K) acc += dot8(in, c + u * kStep, first[u]);
     c += kUnroll * kStep;
     // Main loop: kUnroll loads issued back to back, then consumed.
     for (; c + (kUnroll - 1) * kStep < K; c += kUnroll * kStep) {
@@ -68,20 +123,29 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         for (int u = 0; u < kUnroll; ++u)
             wraw[u] = __ldcs(reinterpret_cast<const uint4*>(row + c + u * kStep));
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) acc += dot8(x, c + u * kStep, wraw[u]);
+        for (int u = 0; u < kUnroll; ++u) acc += dot8(in, c + u * kStep, wraw[u]);
     }
-    for (; c < K; c += kStep) acc += dot8(x, c, __ldcs(reinterpret_cast<const uint4*>(row + c)));
+    for (; c < K; c += kStep) acc += dot8(in, c, __ldcs(reinterpret_cast<const uint4*>(row + c)));
     acc = warp_sum(acc);
     if (lane == 0) y[n] = from_float<Y>(accumulate ? to_float(y[n]) + acc : acc);
 }
 
-template <typename Y>
-void launch(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,
-            bool accumulate) {
+template <typename Y, typename Input>
+void launch(const ExecContext& ctx, const Input& in, const TensorView& w, const TensorView& y,
+            bool accumulate, __nv_bfloat16* h_out) {
     const int64_t N = w.size(0), K = w.size(1);
-    launch_pdl(ctx, gemv_kernel<Y>, unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock),
-               32 * kWarpsPerBlock, 0, x.ptr<__nv_bfloat16>(), w.ptr<__nv_bfloat16>(), N, K,
-               y.ptr<Y>(), accumulate);
+    launch_pdl(ctx, gemv_kernel<Y, Input>, unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock),
+               32 * kWarpsPerBlock, 0, in, w.ptr<__nv_bfloat16>(), N, K, y.ptr<Y>(), accumulate,
+               h_out);
+}
+
+template <typename Input>
+void launch_for_output(const ExecContext& ctx, const Input& in, const TensorView& w,
+                       const TensorView& y, bool accumulate, __nv_bfloat16* h_out) {
+    if (y.dtype == DType::F32)
+        launch<float>(ctx, in, w, y, accumulate, h_out);
+    else
+        launch<__nv_bfloat16>(ctx, in, w, y, accumulate, h_out);
 }
 
 bool aligned16(const void* p) {
@@ -101,10 +165,23 @@ void linear_gemv(const ExecContext& ctx, const TensorView& x, const TensorView& 
     require(linear_gemv_fits(x, w), "linear_gemv: needs BF16, 1..", kGemvMaxRows,
             " rows, K % 8 == 0 and 16-byte aligned rows; got ", x.describe(), " and ",
             w.describe());
-    if (y.dtype == DType::F32)
-        launch<float>(ctx, x, w, y, accumulate);
-    else
-        launch<__nv_bfloat16>(ctx, x, w, y, accumulate);
+    launch_for_output(ctx, PlainInput{x.ptr<__nv_bfloat16>()}, w, y, accumulate, nullptr);
+}
+
+bool rms_norm_linear_gemv_fits(const TensorView& x, const TensorView& norm_w, const TensorView& w,
+                               const TensorView& h) {
+    return linear_gemv_fits(x, w) && norm_w.dtype == DType::BF16 && h.dtype == DType::BF16 &&
+           aligned16(norm_w.data) && aligned16(h.data);
+}
+
+void rms_norm_linear_gemv(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                          float eps, const TensorView& w, const TensorView& y,
+                          const TensorView& h) {
+    require(rms_norm_linear_gemv_fits(x, norm_w, w, h),
+            "rms_norm_linear_gemv: needs BF16 and 16-byte aligned rows; got ", x.describe(), ", ",
+            norm_w.describe(), ", ", w.describe(), " and ", h.describe());
+    launch_for_output(ctx, NormedInput{x.ptr<__nv_bfloat16>(), norm_w.ptr<__nv_bfloat16>(), eps}, w,
+                      y, false, h.ptr<__nv_bfloat16>());
 }
 
 } // namespace ninfer::ops::cuda

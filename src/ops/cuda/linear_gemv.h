@@ -23,7 +23,13 @@ bool linear_gemv_fits(const TensorView& x, const TensorView& w);
 void linear_gemv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                  const TensorView& y, bool accumulate);
 
-// cuBLAS's route for the same contract (every shape).
+// rms_norm_linear's contract (ops/linear.h) at one row: the norm computed inside the GEMV.
+bool rms_norm_linear_gemv_fits(const TensorView& x, const TensorView& norm_w, const TensorView& w,
+                               const TensorView& h);
+void rms_norm_linear_gemv(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                          float eps, const TensorView& w, const TensorView& y, const TensorView& h);
+
+// cuBLAS's route for linear's contract (every shape).
 void linear_cublas(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                    const TensorView& y, bool accumulate);
 

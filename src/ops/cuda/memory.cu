@@ -24,7 +24,8 @@ bool pdl_enabled() {
         if (env && std::strcmp(env, "0") == 0) return false;
         int device = 0, major = 0;
         if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
+                cudaSuccess)
             return false;
         return major >= 9;
     }();

@@ -54,8 +54,8 @@ void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, 
     if (R == 0) return;
     dispatch_float(x.dtype, "rms_norm", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, rms_norm_rows<E>, unsigned(R), threads_for(H), 0, 
-            row_view(x), w.ptr<E>(), eps, H, row_view(y));
+        launch_pdl(ctx, rms_norm_rows<E>, unsigned(R), threads_for(H), 0, row_view(x), w.ptr<E>(),
+                   eps, H, row_view(y));
     });
     check_launch("rms_norm_rows");
 }
@@ -66,8 +66,8 @@ void gated_rms_norm(const ExecContext& ctx, const TensorView& x, const TensorVie
     if (R == 0) return;
     dispatch_float(x.dtype, "gated_rms_norm", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, gated_rms_norm_rows<E>, unsigned(R), threads_for(D), 0, 
-            row_view(x), row_view(z), w.ptr<E>(), eps, D, row_view(y));
+        launch_pdl(ctx, gated_rms_norm_rows<E>, unsigned(R), threads_for(D), 0, row_view(x),
+                   row_view(z), w.ptr<E>(), eps, D, row_view(y));
     });
     check_launch("gated_rms_norm_rows");
 }

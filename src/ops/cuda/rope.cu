@@ -33,8 +33,8 @@ void rope(const ExecContext& ctx, const TensorView& x, const TensorView& positio
     if (T == 0) return;
     dispatch_float(x.dtype, "rope", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, rope_rows<E>, unsigned(T), 128, 0, 
-            row_view(x), heads, positions.ptr<int32_t>(), int(rotary_dim / 2), theta);
+        launch_pdl(ctx, rope_rows<E>, unsigned(T), 128, 0, row_view(x), heads,
+                   positions.ptr<int32_t>(), int(rotary_dim / 2), theta);
     });
     check_launch("rope_rows");
 }
