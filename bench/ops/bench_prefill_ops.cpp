@@ -12,10 +12,15 @@
 
 #include "core/tensor.h"
 #include "ops/attention.h"
+#include "ops/conv1d.h"
+#include "ops/elementwise.h"
 #include "ops/gated_delta_rule.h"
+#include "ops/gated_rms_norm.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
 #include "ops/moe.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
 
 namespace {
 
@@ -24,17 +29,17 @@ using namespace ninfer;
 ops::ExecContext ctx;
 
 Tensor device_random(DType dt, std::vector<int64_t> shape, uint64_t seed, float stddev = 1.0f) {
-    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), dt, shape.data(),
-                             int(shape.size()));
+    Tensor t =
+        Tensor::empty(ops::device_allocator(ctx.device), dt, shape.data(), int(shape.size()));
     ops::fill_random(ctx, t, seed, 0.0f, stddev);
     return t;
 }
 
 Tensor device_ints(const std::vector<int32_t>& v) {
-    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), DType::I32,
-                             {int64_t(v.size())});
-    ops::upload(ctx, TensorView::contiguous(const_cast<int32_t*>(v.data()), DType::I32,
-                                            Device::cpu(), {int64_t(v.size())}),
+    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {int64_t(v.size())});
+    ops::upload(ctx,
+                TensorView::contiguous(const_cast<int32_t*>(v.data()), DType::I32, Device::cpu(),
+                                       {int64_t(v.size())}),
                 t);
     return t;
 }
@@ -47,8 +52,9 @@ double time_ms(const std::function<void()>& body, int reps) {
         const auto t0 = std::chrono::steady_clock::now();
         body();
         ops::synchronize(ctx);
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                         .count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
     }
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
@@ -82,23 +88,29 @@ void attention(int32_t T, int64_t nH, int64_t nKV, int reps) {
     const int32_t bs = 16;
     Batch batch(T, bs);
     const int64_t NB = (T + bs - 1) / bs;
-    Tensor q = device_random(DType::BF16, {T, nH, D}, 1), kc = device_random(DType::BF16, {NB, bs, nKV, D}, 2);
-    Tensor vc = device_random(DType::BF16, {NB, bs, nKV, D}, 3), out = device_random(DType::BF16, {T, nH, D}, 4);
-    const double ms = time_ms([&] { ops::paged_attention(ctx, q, kc, vc, batch.b, 0.0625f, out); }, reps);
-    report("paged_attention T=" + std::to_string(T) + " nH=" + std::to_string(nH) + " nKV=" +
-               std::to_string(nKV),
+    Tensor q = device_random(DType::BF16, {T, nH, D}, 1),
+           kc = device_random(DType::BF16, {NB, bs, nKV, D}, 2);
+    Tensor vc = device_random(DType::BF16, {NB, bs, nKV, D}, 3),
+           out = device_random(DType::BF16, {T, nH, D}, 4);
+    const double ms =
+        time_ms([&] { ops::paged_attention(ctx, q, kc, vc, batch.b, 0.0625f, out); }, reps);
+    report("paged_attention T=" + std::to_string(T) + " nH=" + std::to_string(nH) +
+               " nKV=" + std::to_string(nKV),
            ms, 4.0 * double(T) * double(T) / 2 * D * nH);
 }
 
 void gdn(int32_t T, int64_t Hk, int64_t Hv, int reps) {
     const int64_t dk = 128, dv = 128;
     Batch batch(T, 16);
-    Tensor q = device_random(DType::BF16, {T, Hk, dk}, 5), k = device_random(DType::BF16, {T, Hk, dk}, 6);
-    Tensor v = device_random(DType::BF16, {T, Hv, dv}, 7), out = device_random(DType::BF16, {T, Hv, dv}, 8);
-    Tensor g = device_random(DType::F32, {T, Hv}, 9, 0.01f), beta = device_random(DType::F32, {T, Hv}, 10, 0.1f);
+    Tensor q = device_random(DType::BF16, {T, Hk, dk}, 5),
+           k = device_random(DType::BF16, {T, Hk, dk}, 6);
+    Tensor v = device_random(DType::BF16, {T, Hv, dv}, 7),
+           out = device_random(DType::BF16, {T, Hv, dv}, 8);
+    Tensor g = device_random(DType::F32, {T, Hv}, 9, 0.01f),
+           beta = device_random(DType::F32, {T, Hv}, 10, 0.1f);
     Tensor state = device_random(DType::F32, {1, Hv, dk, dv}, 11, 0.01f);
-    const double ms = time_ms(
-        [&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }, reps);
+    const double ms =
+        time_ms([&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }, reps);
     report("gated_delta_rule T=" + std::to_string(T) + " Hv=" + std::to_string(Hv), ms,
            6.0 * double(T) * Hv * dk * dv);
 }
@@ -117,11 +129,67 @@ void moe(int32_t T, int reps) {
 }
 
 void dense(int32_t T, int64_t N, int64_t K, int reps) {
-    Tensor x = device_random(DType::BF16, {T, K}, 17), w = device_random(DType::BF16, {N, K}, 18, 0.02f);
+    Tensor x = device_random(DType::BF16, {T, K}, 17),
+           w = device_random(DType::BF16, {N, K}, 18, 0.02f);
     Tensor y = device_random(DType::BF16, {T, N}, 19);
     const double ms = time_ms([&] { ops::linear(ctx, x, w, y, false); }, reps);
     report("linear T=" + std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K),
            ms, 2.0 * T * N * K);
+}
+
+// The small ops of a 35B-A3B layer at T rows (bf16): where a prefill's time goes besides the
+// GEMMs, attention, GDN and experts. Rate: GB/s of the bytes each must move.
+void small_ops(int32_t T, int reps) {
+    const int64_t H = 2048, C = 8192, Hv = 32, dv = 128, nH = 16, nKV = 2, D = 256, E = 256;
+    auto bf16 = [&](std::vector<int64_t> shape, uint64_t seed) {
+        return device_random(DType::BF16, std::move(shape), seed);
+    };
+    auto gbs = [&](const std::string& name, double ms, double bytes) {
+        std::printf("{\"op\": \"%s T=%d\", \"ms\": %.3f, \"gb_s\": %.0f}\n", name.c_str(), T, ms,
+                    bytes / ms / 1e6);
+        std::fflush(stdout);
+    };
+    Batch batch(T, 16);
+    Tensor x = bf16({T, H}, 30), nw = bf16({H}, 31), h = bf16({T, H}, 32);
+    gbs("rms_norm H=2048", time_ms([&] { ops::rms_norm(ctx, x, nw, 1e-6f, h); }, reps),
+        4.0 * T * H);
+    Tensor cx = bf16({T, C}, 33), cw = bf16({C, 4}, 34), cs = bf16({1, C, 3}, 35),
+           cy = bf16({T, C}, 36);
+    gbs("causal_conv1d_silu C=8192",
+        time_ms([&] { ops::causal_conv1d_silu(ctx, cx, cw, batch.b, cs, cy); }, reps), 4.0 * T * C);
+    Tensor ga = bf16({T, Hv}, 37), gb = bf16({T, Hv}, 38), alog = bf16({Hv}, 39),
+           dtb = bf16({Hv}, 40);
+    Tensor g = device_random(DType::F32, {T, Hv}, 41),
+           beta = device_random(DType::F32, {T, Hv}, 42);
+    gbs("gdn_gates Hv=32", time_ms([&] { ops::gdn_gates(ctx, ga, gb, alog, dtb, g, beta); }, reps),
+        12.0 * T * Hv);
+    Tensor core = bf16({T, Hv, dv}, 43), z = bf16({T, Hv, dv}, 44), gw = bf16({dv}, 45);
+    gbs("gated_rms_norm Hv=32",
+        time_ms([&] { ops::gated_rms_norm(ctx, core, z, gw, 1e-6f, core); }, reps),
+        6.0 * T * Hv * dv);
+    Tensor q = bf16({T, nH, D}, 46), pos = device_ints(std::vector<int32_t>(size_t(T), 7));
+    gbs("rope q 16x256 rotary 64", time_ms([&] { ops::rope(ctx, q, pos, 64, 1e7); }, reps),
+        4.0 * T * nH * D);
+    const int64_t NB = (T + 15) / 16;
+    Tensor k = bf16({T, nKV, D}, 47), v = bf16({T, nKV, D}, 48);
+    Tensor kc = bf16({NB, 16, nKV, D}, 49), vc = bf16({NB, 16, nKV, D}, 50);
+    gbs("kv_cache_write 2x256",
+        time_ms([&] { ops::kv_cache_write(ctx, k, v, batch.b, kc, vc); }, reps), 8.0 * T * nKV * D);
+    Tensor attn = bf16({T, nH * D}, 51), gate = bf16({T, nH * D}, 52);
+    gbs("sigmoid_mul 4096", time_ms([&] { ops::sigmoid_mul(ctx, attn, gate, attn); }, reps),
+        6.0 * T * nH * D);
+    Tensor gu = bf16({T, 1024}, 53), act = bf16({T, 512}, 54);
+    gbs("silu_mul 512", time_ms([&] { ops::silu_mul(ctx, gu, act); }, reps), 6.0 * T * 512);
+    Tensor rl = device_random(DType::F32, {T, E + 1}, 55);
+    Tensor rw = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {T, 8});
+    Tensor ri = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {T, 8});
+    gbs("moe_route E=256",
+        time_ms([&] { ops::moe_route(ctx, rl.view().narrow(1, 0, E), 8, rw, ri); }, reps),
+        4.0 * T * E);
+    Tensor shared = bf16({T, H}, 56);
+    gbs("add_sigmoid_scaled H=2048",
+        time_ms([&] { ops::add_sigmoid_scaled(ctx, rl.view().narrow(1, E, 1), shared, x); }, reps),
+        6.0 * T * H);
 }
 
 } // namespace
@@ -139,5 +207,9 @@ int main(int argc, char** argv) {
     moe(T / 16, reps);         // 35B-A3B, one prefill chunk (512 rows at the default T)
     dense(T, 2048, 2048, reps);
     dense(T, 17408 * 2, 5120, reps); // 27B MLP gate|up
+    dense(T, 12352, 2048, reps);     // 35B-A3B GDN in_proj
+    dense(T, 257, 2048, reps);       // 35B-A3B router (+ shared gate)
+    dense(T, 1024, 2048, reps);      // 35B-A3B shared expert gate|up
+    small_ops(T, reps);
     return 0;
 }
