@@ -1,10 +1,9 @@
 // Implements ops/attention.h on CUDA.
 // kv_cache_write: one block per (sequence, row slot), threads over kv heads x head dim.
 // paged_attention (any T, head dim <= 256): a block per (row, head group, key split), a head group
-// being up to 8 query heads that share a KV head (GQA), so each key is read once per group; 4
-// warps split the block's keys, each keeps an online softmax per head (running max, sum, and its
-// share of the output in registers: lane l owns dims [8l, 8l + 8), read with 16-byte loads), and
-// the warps merge through shared memory.
+// being up to 8 query heads that share a KV head (GQA), so each key is read once per group; the
+// block stages 32 keys at a time in shared memory and each warp keeps the online softmax of two
+// of the group's heads (lane = key when scoring, lane = 8 dims when accumulating P V).
 // Chosen split-K (flash-decoding) when few rows run: splits write partials that a second kernel
 // merges; otherwise one split writes the output directly. Prompt chunks of kFlashMinRows rows
 // or more in bf16 take the tensor-core route instead (attention_flash.cu).
@@ -14,14 +13,17 @@
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/mma.cuh"
 
 namespace ninfer::ops::cuda {
 namespace {
 
 constexpr int kMaxDim = 256; // 32 lanes x 8 dims
 constexpr int kWarps = 4;
-constexpr int kMaxGroup = 8;       // query heads per block (Qwen3.6: 8 for 35B-A3B, 6 for 27B)
-constexpr int kKeysPerStep = 2;    // keys a warp loads before using any: 2 x 2 x 16 bytes a lane
+constexpr int kMaxGroup = 8; // query heads per block (Qwen3.6: 8 for 35B-A3B, 6 for 27B)
+// Keys staged per tile: one per lane when scoring; f32 stages half as many so that the block's
+// static shared memory stays under 48 KB.
+template <typename T> constexpr int kTileKeys = sizeof(T) == 2 ? 32 : 16;
 constexpr int kTargetBlocks = 264; // split-K: 2 x 132 SMs of an H200
 constexpr int kMaxSplits = 64;
 constexpr int kCombineThreads = 128; // >= kMaxSplits: one thread per split in the merge
@@ -56,46 +58,116 @@ __global__ void cache_write_kernel(PagedArgs a, const T* k, const T* v, int64_t 
     }
 }
 
-// Loads 8 consecutive elements [d0, d0 + 8) of a row as floats, zeros past D. vec: 16-byte loads
-// are legal (D % 8 == 0, 16-byte aligned rows), decided once on the host.
-template <typename T>
-__device__ __forceinline__ void load8(const T* row, int d0, int D, bool vec, float (&v)[8]) {
-    if (vec && d0 < D) {
-        if constexpr (sizeof(T) == 2) {
-            const uint4 raw = *reinterpret_cast<const uint4*>(row + d0);
-            const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+// The block's shared memory: a tile of up to kTileKeys<T> keys (K and V rows of one KV head, padded
+// so that lane j reading row j with 16-byte loads hits distinct banks) and the group's queries.
+template <typename T> struct DecodeSmem {
+    static constexpr int kPitch = kMaxDim + 16 / int(sizeof(T)); // elements; +16 bytes of padding
+    T k[kTileKeys<T>][kPitch];
+    T v[kTileKeys<T>][kPitch];
+    float q[kMaxGroup][kMaxDim];
+};
+
+// 8 elements [d0, d0 + 8) of a staged row as floats (16-byte aligned; d0 % 8 == 0).
+template <typename T> __device__ __forceinline__ void smem8(const T* row, int d0, float (&v)[8]) {
+    if constexpr (sizeof(T) == 2) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(row + d0);
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const float2 f = __bfloat1622float2(h[j]);
-                v[2 * j] = f.x;
-                v[2 * j + 1] = f.y;
-            }
-        } else {
-            const float4 a = *reinterpret_cast<const float4*>(row + d0);
-            const float4 b = *reinterpret_cast<const float4*>(row + d0 + 4);
-            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
-            v[7] = b.w;
+        for (int j = 0; j < 4; ++j) {
+            const float2 f = __bfloat1622float2(h[j]);
+            v[2 * j] = f.x;
+            v[2 * j + 1] = f.y;
         }
-        return;
+    } else {
+        const float4 a = *reinterpret_cast<const float4*>(row + d0);
+        const float4 b = *reinterpret_cast<const float4*>(row + d0 + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
     }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = d0 + j < D ? to_float(row[d0 + j]) : 0.0f;
 }
 
-// Online-softmax state of one query head in one warp: lane l owns dims [8l, 8l + 8).
+// Copies the K and V rows of keys [t0, t0 + n) of KV head kvh into the tile, zero-padding each
+// row from D to a multiple of 8. vec: 16-byte cp.async copies are legal (decided on the host).
+template <typename T>
+__device__ void stage_tile(const PagedArgs& a, int s, int64_t t0, int n, int kvh, const T* kc,
+                           const T* vc, int D, bool vec, DecodeSmem<T>& sm) {
+    constexpr int kPerChunk = 16 / int(sizeof(T));
+    const int D8 = (D + 7) / 8 * 8;
+    if (vec) {
+        const int chunks = D / kPerChunk; // per row
+        for (int e = threadIdx.x; e < n * chunks; e += blockDim.x) {
+            const int j = e / chunks, c = (e % chunks) * kPerChunk;
+            const int64_t off = cache_offset(a, s, t0 + j, kvh) + c;
+            cp_async_16(&sm.k[j][c], kc + off, true);
+            cp_async_16(&sm.v[j][c], vc + off, true);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+    } else {
+        for (int e = threadIdx.x; e < n * D8; e += blockDim.x) {
+            const int j = e / D8, d = e % D8;
+            const int64_t off = cache_offset(a, s, t0 + j, kvh) + d;
+            sm.k[j][d] = d < D ? kc[off] : from_float<T>(0.0f);
+            sm.v[j][d] = d < D ? vc[off] : from_float<T>(0.0f);
+        }
+    }
+    __syncthreads();
+}
+
+// Online-softmax state of one query head in one warp; lane l owns output dims [8l, 8l + 8).
 struct HeadState {
     float max = -FLT_MAX, sum = 0.0f, acc[8] = {};
 };
 
-// Grid (row slot, head group, split); a head group is up to kMaxGroup query heads sharing one KV
-// head, so each key and value row is read once for all of them. Each warp takes every kWarps-th
-// run of kKeysPerStep keys of the block's split, all their K and V loads in flight at once.
+// Folds one tile into head g's state: lane j scores key j against the staged query, the warp
+// takes the tile's max and sum with two reductions, then accumulates P V with lanes over dims.
+template <typename T>
+__device__ void attend_tile(const DecodeSmem<T>& sm, int g, int n, int D, HeadState& st) {
+    const int lane = threadIdx.x & 31;
+    float score = -FLT_MAX;
+    if (lane < n) {
+        float dot = 0.0f;
+        for (int d0 = 0; d0 < D; d0 += 8) {
+            float kv[8];
+            smem8(sm.k[lane], d0, kv);
+            const float4 qa = *reinterpret_cast<const float4*>(&sm.q[g][d0]);
+            const float4 qb = *reinterpret_cast<const float4*>(&sm.q[g][d0 + 4]);
+            dot += qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] +
+                   qb.y * kv[5] + qb.z * kv[6] + qb.w * kv[7];
+        }
+        score = dot;
+    }
+    const float new_max = fmaxf(st.max, warp_max(score));
+    const float p = lane < n ? __expf(score - new_max) : 0.0f;
+    const float correction = __expf(st.max - new_max);
+    st.sum = st.sum * correction + warp_sum(p);
+    st.max = new_max;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) st.acc[j] *= correction;
+    const int d0 = lane * 8;
+    const bool has_dims = d0 < D; // every lane shuffles; lanes past D add nothing
+    for (int j = 0; j < n; ++j) {
+        const float pj = __shfl_sync(0xffffffffu, p, j);
+        if (!has_dims) continue;
+        float vv[8];
+        smem8(sm.v[j], d0, vv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) st.acc[e] += pj * vv[e];
+    }
+}
+
+// Grid (row slot, head group, split): a head group is up to kMaxGroup query heads sharing one KV
+// head, so each key is read from memory once for all of them. The block stages its split's keys
+// tile by tile (cp.async, all rows at once: one memory latency per tile), and warp w keeps the
+// softmax state of heads w, w + kWarps, ... over every key of the split, so no cross-warp merge
+// is needed. Split-K: (max, sum, unnormalised acc) go to the partials; one split: the output.
 template <typename T>
 __global__ void __launch_bounds__(32 * kWarps)
     attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t q_s1, const T* kc, const T* vc,
                      int group, int D, bool vec, float scale, T* out, int64_t o_s0, int64_t o_s1,
                      int max_rows, float* partials) {
     pdl_wait_and_release();
+    __shared__ __align__(16) DecodeSmem<T> sm;
     const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows;
     const int split = blockIdx.z, splits = gridDim.z;
     const int32_t r0 = a.row_begin[s];
@@ -105,96 +177,43 @@ __global__ void __launch_bounds__(32 * kWarps)
     const int chunks = (group + kMaxGroup - 1) / kMaxGroup;
     const int kvh = blockIdx.y / chunks, h0 = kvh * group + (blockIdx.y % chunks) * kMaxGroup;
     const int G = min(kMaxGroup, kvh * group + group - h0);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, d0 = lane * 8;
-    float qd[kMaxGroup][8];
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
-        if (g < G) load8(q + r * q_s0 + (h0 + g) * q_s1, d0, D, vec, qd[g]);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) qd[g][j] = g < G ? qd[g][j] * scale : 0.0f;
+    for (int e = threadIdx.x; e < G * kMaxDim; e += blockDim.x) {
+        const int g = e / kMaxDim, d = e % kMaxDim;
+        sm.q[g][d] = d < D ? to_float(q[r * q_s0 + (h0 + g) * q_s1 + d]) * scale : 0.0f;
     }
-    HeadState st[kMaxGroup];
     // This block's share of the keys [0, p]: one of `splits` equal ranges.
     const int64_t per_split = (p + splits) / splits; // ceil((p + 1) / splits)
     const int64_t key_begin = split * per_split, key_end = min(p + 1, key_begin + per_split);
-    for (int64_t t0 = key_begin + warp * kKeysPerStep; t0 < key_end; t0 += kWarps * kKeysPerStep) {
-        float kv[kKeysPerStep][8], vv[kKeysPerStep][8];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    HeadState st[kMaxGroup / kWarps];
+    for (int64_t t0 = key_begin; t0 < key_end; t0 += kTileKeys<T>) {
+        const int n = int(min(int64_t(kTileKeys<T>), key_end - t0));
+        stage_tile(a, s, t0, n, kvh, kc, vc, D, vec, sm); // ends with a barrier (q staged too)
 #pragma unroll
-        for (int u = 0; u < kKeysPerStep; ++u) {
-            const bool live = t0 + u < key_end;
-            const int64_t off = cache_offset(a, s, live ? t0 + u : t0, kvh);
-            load8(kc + off, live ? d0 : D, D, vec, kv[u]);
-            load8(vc + off, live ? d0 : D, D, vec, vv[u]);
-        }
-        // All scores of the step first (independent warp sums), then one rescale per head.
-        const int live = int(min(int64_t(kKeysPerStep), key_end - t0));
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) {
-            if (g >= G) break;
-            float score[kKeysPerStep];
-            float step_max = -FLT_MAX;
-#pragma unroll
-            for (int u = 0; u < kKeysPerStep; ++u) {
-                float dot = 0.0f;
-#pragma unroll
-                for (int j = 0; j < 8; ++j) dot += qd[g][j] * kv[u][j];
-                score[u] = warp_sum(dot);
-                if (u < live) step_max = fmaxf(step_max, score[u]);
-            }
-            const float new_max = fmaxf(st[g].max, step_max);
-            const float correction = __expf(st[g].max - new_max);
-            st[g].sum *= correction;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) st[g].acc[j] *= correction;
-#pragma unroll
-            for (int u = 0; u < kKeysPerStep; ++u) {
-                const float w = u < live ? __expf(score[u] - new_max) : 0.0f;
-                st[g].sum += w;
-#pragma unroll
-                for (int j = 0; j < 8; ++j) st[g].acc[j] += w * vv[u][j];
-            }
-            st[g].max = new_max;
-        }
+        for (int m = 0; m < kMaxGroup / kWarps; ++m)
+            if (warp + kWarps * m < G) attend_tile(sm, warp + kWarps * m, n, D, st[m]);
+        __syncthreads(); // the tile is reused
     }
-    // Merge the warps through shared memory, one head at a time.
-    __shared__ float s_max[kWarps], s_sum[kWarps], s_acc[kWarps][256];
-    for (int g = 0; g < G; ++g) {
-        if (lane == 0) {
-            s_max[warp] = st[g].max;
-            s_sum[warp] = st[g].sum;
-        }
+    const int d0 = lane * 8;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) s_acc[warp][d0 + j] = st[g].acc[j];
-        __syncthreads();
-        float total_max = -FLT_MAX;
-        for (int w = 0; w < kWarps; ++w)
-            if (s_sum[w] > 0.0f) total_max = fmaxf(total_max, s_max[w]);
-        float total_sum = 0.0f;
-        for (int w = 0; w < kWarps; ++w)
-            if (s_sum[w] > 0.0f) total_sum += s_sum[w] * __expf(s_max[w] - total_max);
+    for (int m = 0; m < kMaxGroup / kWarps; ++m) {
+        const int g = warp + kWarps * m;
+        if (g >= G) continue;
         const int h = h0 + g;
-        if (partials) { // split-K: leave (max, sum, unnormalised acc) for the combine kernel
+        if (partials) { // split-K: (max, sum, unnormalised acc) for the combine kernel
             float* part =
                 partials + ((int64_t(blockIdx.x) * a.num_heads + h) * splits + split) * (D + 2);
-            if (threadIdx.x == 0) {
-                part[0] = total_max;
-                part[1] = total_sum;
+            if (lane == 0) {
+                part[0] = st[m].max;
+                part[1] = st[m].sum;
             }
-            for (int d = threadIdx.x; d < D; d += blockDim.x) {
-                float v = 0.0f;
-                for (int w = 0; w < kWarps; ++w)
-                    if (s_sum[w] > 0.0f) v += s_acc[w][d] * __expf(s_max[w] - total_max);
-                part[2 + d] = v;
-            }
+            for (int e = 0; e < 8; ++e)
+                if (d0 + e < D) part[2 + d0 + e] = st[m].acc[e];
         } else {
-            for (int d = threadIdx.x; d < D; d += blockDim.x) {
-                float v = 0.0f;
-                for (int w = 0; w < kWarps; ++w)
-                    if (s_sum[w] > 0.0f) v += s_acc[w][d] * __expf(s_max[w] - total_max);
-                out[r * o_s0 + h * o_s1 + d] = from_float<T>(v / total_sum);
-            }
+            for (int e = 0; e < 8; ++e)
+                if (d0 + e < D)
+                    out[r * o_s0 + h * o_s1 + d0 + e] = from_float<T>(st[m].acc[e] / st[m].sum);
         }
-        __syncthreads(); // s_* are reused by the next head
     }
 }
 
