@@ -154,6 +154,17 @@ void moe_decode() {
     report("moe_experts T=1 (8 experts)",
            graph_us([&] { ops::moe_experts(ctx, x, gate_up, down, ids, w, y); }),
            2.0 * k * 3 * H * I);
+    // The whole block after the router linear (route, 8 experts, shared expert, gate): the two
+    // fused decode kernels, against ~8 kernels (route, experts, 3 shared, gate) before.
+    const int64_t Is = 512;
+    Tensor logits_shared = dev(DType::F32, {1, E + 1}, 29); // column E: the shared gate
+    Tensor shared_gate_up = dev(DType::BF16, {2 * Is, H}, 30, 0.02f);
+    Tensor shared_down = dev(DType::BF16, {H, Is}, 31, 0.02f);
+    report("moe_block T=1 (8 experts + shared)", graph_us([&] {
+               ops::moe_block(ctx, x, logits_shared, k, gate_up, down, shared_gate_up, shared_down,
+                              y);
+           }),
+           2.0 * 3 * H * (k * I + Is));
 }
 
 } // namespace

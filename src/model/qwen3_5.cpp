@@ -41,8 +41,7 @@ TensorView cols(const TensorView& v, int64_t begin, int64_t count) {
 struct Qwen35Model::Scratch {
     int64_t capacity = 0;
     int64_t generation = 0;
-    Tensor x, h, proj, conv_out, g, beta, core, q, k, attn, gate_up, act, router, route_w,
-        route_ids, shared, selected;
+    Tensor x, h, proj, conv_out, g, beta, core, q, k, attn, gate_up, act, router, selected;
 
     void ensure(const io::ModelConfig& c, Device device, DType dt, int64_t rows) {
         if (rows <= capacity) return;
@@ -52,9 +51,7 @@ struct Qwen35Model::Scratch {
         const int64_t T = capacity, H = c.hidden_size, D = c.head_dim;
         const int64_t gdn_in = c.conv_dim() + c.value_dim() + 2 * c.linear_num_value_heads;
         const int64_t attn_in = (2 * c.num_heads + 2 * c.num_kv_heads) * D;
-        const int64_t inter = std::max(
-            {c.intermediate_size, c.moe_intermediate_size, c.shared_expert_intermediate_size});
-        const int64_t top_k = std::max<int64_t>(c.num_experts_per_tok, 1);
+        const int64_t inter = c.intermediate_size; // dense MLP only: moe_block has its own scratch
         x = Tensor::empty(a, dt, {T, H});
         h = Tensor::empty(a, dt, {T, H});
         proj = Tensor::empty(a, dt, {T, std::max(gdn_in, attn_in)});
@@ -68,9 +65,6 @@ struct Qwen35Model::Scratch {
         gate_up = Tensor::empty(a, dt, {T, 2 * inter});
         act = Tensor::empty(a, dt, {T, inter});
         router = Tensor::empty(a, DType::F32, {T, c.num_experts + 1});
-        route_w = Tensor::empty(a, DType::F32, {T, top_k});
-        route_ids = Tensor::empty(a, DType::I32, {T, top_k});
-        shared = Tensor::empty(a, dt, {T, H});
         selected = Tensor::empty(a, dt, {T, H});
     }
 };
@@ -117,16 +111,15 @@ int64_t Qwen35Model::scratch_generation() const {
 bool Qwen35Model::capturable(const ops::ExecContext& ctx, int64_t rows) const {
     if (ctx.device.is_cpu()) return false;
     const io::ModelConfig& c = config_;
-    return !c.moe || ops::moe_experts_capturable(ctx, rows * c.num_experts_per_tok, c.hidden_size,
-                                                 c.moe_intermediate_size);
+    return !c.moe || ops::moe_block_capturable(ctx, rows, c.num_experts_per_tok, c.hidden_size,
+                                               c.moe_intermediate_size);
 }
 
 int64_t Qwen35Model::scratch_bytes() const {
     const Scratch& s = *scratch_;
     int64_t n = 0;
-    for (const Tensor* t :
-         {&s.x, &s.h, &s.proj, &s.conv_out, &s.g, &s.beta, &s.core, &s.q, &s.k, &s.attn, &s.gate_up,
-          &s.act, &s.router, &s.route_w, &s.route_ids, &s.shared, &s.selected})
+    for (const Tensor* t : {&s.x, &s.h, &s.proj, &s.conv_out, &s.g, &s.beta, &s.core, &s.q, &s.k,
+                            &s.attn, &s.gate_up, &s.act, &s.router, &s.selected})
         if (t->defined()) n += t->view().nbytes();
     return n;
 }
@@ -210,26 +203,20 @@ void Qwen35Model::mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, 
     Scratch& s = *scratch_;
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     ops::rms_norm(ctx, x, w.post_norm, float(c.rms_norm_eps), h);
-    auto swiglu = [&](const Tensor& gate_up_w, const Tensor& down_w, const TensorView& out,
-                      bool accumulate) {
-        const int64_t I = down_w.size(1);
+    if (!c.moe) {
+        const int64_t I = w.mlp.down.size(1);
         TensorView gu = cols(s.gate_up.view().narrow(0, 0, T), 0, 2 * I);
         TensorView act = cols(s.act.view().narrow(0, 0, T), 0, I);
-        ops::linear(ctx, h, gate_up_w, gu);
+        ops::linear(ctx, h, w.mlp.gate_up, gu);
         ops::silu_mul(ctx, gu, act);
-        ops::linear(ctx, act, down_w, out, accumulate);
-    };
-    if (!c.moe) return swiglu(w.mlp.gate_up, w.mlp.down, x, /*accumulate=*/true);
-    const int64_t E = c.num_experts;
+        ops::linear(ctx, act, w.mlp.down, x, /*accumulate=*/true);
+        return;
+    }
+    // Router logits: E experts, then the shared expert's gate (one [E + 1, H] matrix).
     TensorView router = s.router.view().narrow(0, 0, T);
     ops::linear(ctx, h, w.mlp.router, router);
-    TensorView route_w = s.route_w.view().narrow(0, 0, T);
-    TensorView route_ids = s.route_ids.view().narrow(0, 0, T);
-    ops::moe_route(ctx, cols(router, 0, E), c.num_experts_per_tok, route_w, route_ids);
-    ops::moe_experts(ctx, h, w.mlp.experts_gate_up, w.mlp.experts_down, route_ids, route_w, x);
-    TensorView shared = s.shared.view().narrow(0, 0, T);
-    swiglu(w.mlp.shared_gate_up, w.mlp.shared_down, shared, /*accumulate=*/false);
-    ops::add_sigmoid_scaled(ctx, cols(router, E, 1), shared, x);
+    ops::moe_block(ctx, h, router, c.num_experts_per_tok, w.mlp.experts_gate_up, w.mlp.experts_down,
+                   w.mlp.shared_gate_up, w.mlp.shared_down, x);
 }
 
 void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch,

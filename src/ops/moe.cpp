@@ -2,6 +2,9 @@
 
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/elementwise.h"
+#include "ops/linear.h"
+#include "ops/memory.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
@@ -102,6 +105,101 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
         return cuda::add_sigmoid_scaled(ctx, gate_logit, shared, y);
     }
     no_backend(op, ctx);
+}
+
+namespace {
+
+// moe_block as the composition of the ops it is defined by (the CPU body and CUDA's prefill
+// route), with scratch from the device allocator. Arguments are validated by moe_block.
+void moe_block_composed(const ExecContext& ctx, const TensorView& h,
+                        const TensorView& router_logits, int64_t top_k,
+                        const TensorView& experts_gate_up, const TensorView& experts_down,
+                        const TensorView& shared_gate_up, const TensorView& shared_down,
+                        const TensorView& y) {
+    const int64_t T = h.size(0), H = h.size(1), E = experts_gate_up.size(0);
+    const int64_t Is = shared_down.size(1);
+    Allocator& a = device_allocator(ctx.device);
+    Tensor route_w = Tensor::empty(a, DType::F32, {T, top_k});
+    Tensor route_ids = Tensor::empty(a, DType::I32, {T, top_k});
+    moe_route(ctx, router_logits.narrow(1, 0, E), top_k, route_w, route_ids);
+    moe_experts(ctx, h, experts_gate_up, experts_down, route_ids, route_w, y);
+    Tensor gate_up = Tensor::empty(a, h.dtype, {T, 2 * Is}),
+           act = Tensor::empty(a, h.dtype, {T, Is});
+    Tensor shared = Tensor::empty(a, h.dtype, {T, H});
+    linear(ctx, h, shared_gate_up, gate_up);
+    silu_mul(ctx, gate_up, act);
+    linear(ctx, act, shared_down, shared);
+    add_sigmoid_scaled(ctx, router_logits.narrow(1, E, 1), shared, y);
+}
+
+} // namespace
+
+void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
+               int64_t top_k, const TensorView& experts_gate_up, const TensorView& experts_down,
+               const TensorView& shared_gate_up, const TensorView& shared_down,
+               const TensorView& y) {
+    constexpr const char* op = "moe_block";
+    for (auto [name, t] : {std::pair{"h", &h},
+                           {"router_logits", &router_logits},
+                           {"experts_gate_up", &experts_gate_up},
+                           {"experts_down", &experts_down},
+                           {"shared_gate_up", &shared_gate_up},
+                           {"shared_down", &shared_down},
+                           {"y", &y}})
+        check_device(ctx, op, name, *t);
+    for (auto [name, t] : {std::pair{"h", &h},
+                           {"experts_gate_up", &experts_gate_up},
+                           {"experts_down", &experts_down},
+                           {"shared_gate_up", &shared_gate_up},
+                           {"shared_down", &shared_down},
+                           {"y", &y}})
+        check_float(op, name, *t);
+    check_shape(op, "h", h, {-1, -1});
+    const int64_t T = h.size(0), H = h.size(1);
+    check_shape(op, "experts_gate_up", experts_gate_up, {-1, -1, H});
+    const int64_t E = experts_gate_up.size(0), I = experts_gate_up.size(1) / 2;
+    require(experts_gate_up.size(1) % 2 == 0, op,
+            ": experts_gate_up rows must be even (gate | up)");
+    check_shape(op, "experts_down", experts_down, {E, H, I});
+    check_shape(op, "shared_gate_up", shared_gate_up, {-1, H});
+    const int64_t Is = shared_gate_up.size(0) / 2;
+    require(shared_gate_up.size(0) % 2 == 0, op, ": shared_gate_up rows must be even (gate | up)");
+    check_shape(op, "shared_down", shared_down, {H, Is});
+    check_dtype(op, "router_logits", router_logits, DType::F32);
+    check_shape(op, "router_logits", router_logits, {T, E + 1});
+    check_shape(op, "y", y, {T, H});
+    require(top_k >= 1 && top_k <= E, op, ": top_k ", top_k, " outside [1, ", E, "]");
+    for (auto [name, t] : {std::pair{"experts_gate_up", &experts_gate_up},
+                           {"experts_down", &experts_down},
+                           {"shared_gate_up", &shared_gate_up},
+                           {"shared_down", &shared_down}})
+        check_contiguous(op, name, *t);
+    for (auto [name, t] : {std::pair{"h", &h}, {"router_logits", &router_logits}, {"y", &y}})
+        check_rows_contiguous(op, name, *t);
+    require(y.data != h.data, op, ": y must not alias h");
+    if (T == 0) return;
+    switch (ctx.device.type) {
+    case DeviceType::Cpu:
+        check_cpu_f32(op, {&h, &experts_gate_up, &experts_down, &shared_gate_up, &shared_down, &y});
+        return moe_block_composed(ctx, h, router_logits, top_k, experts_gate_up, experts_down,
+                                  shared_gate_up, shared_down, y);
+    case DeviceType::Cuda:
+        check_cuda_float(op,
+                         {&h, &experts_gate_up, &experts_down, &shared_gate_up, &shared_down, &y});
+        if (cuda::moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up,
+                                        shared_down))
+            return cuda::moe_block_decode(ctx, h, router_logits, top_k, experts_gate_up,
+                                          experts_down, shared_gate_up, shared_down, y);
+        return moe_block_composed(ctx, h, router_logits, top_k, experts_gate_up, experts_down,
+                                  shared_gate_up, shared_down, y);
+    }
+    no_backend(op, ctx);
+}
+
+// The decode route is two kernels without host synchronisation; the composition synchronises
+// only where moe_experts does.
+bool moe_block_capturable(const ExecContext& ctx, int64_t T, int64_t top_k, int64_t H, int64_t I) {
+    return moe_experts_capturable(ctx, T * top_k, H, I);
 }
 
 } // namespace ninfer::ops

@@ -11,7 +11,21 @@
 //
 // add_sigmoid_scaled: y[t, :] += sigmoid(gate_logit[t, 0]) * shared[t, :]
 //   gate_logit: [T, 1] F32 (the router's extra column)    shared, y: [T, H] float
-// Numerics: f32 (f64 in CPU reference mode). Workspace: none (CPU gathers per expert).
+// moe_block: the whole sparse-MoE block of a layer after its router linear:
+//   y[t, :] += sum_j w[t, j] * down[e] @ (silu(G_e h[t]) * (U_e h[t]))                (routed)
+//            + sigmoid(router_logits[t, E]) * Ds @ (silu(Gs h[t]) * (Us h[t]))          (shared)
+//   with (w, e) = moe_route(router_logits[:, :E], top_k) and [Gs; Us] = shared_gate_up.
+//   h: [T, H] float   router_logits: [T, E + 1] F32 (column E: the shared-expert gate logit)
+//   experts_gate_up: [E, 2I, H]   experts_down: [E, H, I]   shared_gate_up: [2Is, H]
+//   shared_down: [H, Is]   y: [T, H] (accumulated into; must not alias h). One float dtype.
+//   The CPU body (both modes) is the composition moe_route, moe_experts, linear, silu_mul,
+//   linear, add_sigmoid_scaled, so its numerics are those ops' (the shared expert's output is
+//   rounded to the activation dtype before it is added). CUDA at decode sizes (T * top_k <= 64,
+//   H, I, Is multiples of 8, 16-byte aligned rows) runs two fused kernels: f32 activations, the
+//   routed and shared contributions summed in f32 in a fixed order and added to y with one
+//   rounding (deterministic); larger T runs the composition.
+// Numerics: f32 (f64 in CPU reference mode). Workspace: none (CPU gathers per expert; moe_block
+// allocates its scratch from the device allocator: routes and activations, O(T * top_k * I)).
 #pragma once
 
 #include "core/tensor.h"
@@ -32,5 +46,13 @@ bool moe_experts_capturable(const ExecContext& ctx, int64_t pairs, int64_t H, in
 
 void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
                         const TensorView& shared, const TensorView& y);
+
+void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
+               int64_t top_k, const TensorView& experts_gate_up, const TensorView& experts_down,
+               const TensorView& shared_gate_up, const TensorView& shared_down,
+               const TensorView& y);
+
+// Whether moe_block over T rows runs without synchronising with the host (capturable).
+bool moe_block_capturable(const ExecContext& ctx, int64_t T, int64_t top_k, int64_t H, int64_t I);
 
 } // namespace ninfer::ops

@@ -70,6 +70,15 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
 bool moe_experts_capturable(int64_t pairs, int64_t H, int64_t I);
 void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
                         const TensorView& shared, const TensorView& y);
+// moe_block's fused decode route (moe_decode.cu) and the shapes it takes; the dispatcher runs
+// the op composition for the rest.
+bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const TensorView& experts_gate_up,
+                           const TensorView& experts_down, const TensorView& shared_gate_up,
+                           const TensorView& shared_down);
+void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
+                      int64_t top_k, const TensorView& experts_gate_up,
+                      const TensorView& experts_down, const TensorView& shared_gate_up,
+                      const TensorView& shared_down, const TensorView& y);
 void logprobs_top_k(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                     const TensorView& lse, const TensorView& ids, const TensorView& logprobs);
 void apply_penalties(const ExecContext& ctx, const TensorView& logits,

@@ -42,6 +42,8 @@ void moe_route(const ExecContext&, const TensorView&, int64_t, const TensorView&
 void moe_experts(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_experts"); }
 bool moe_experts_capturable(int64_t, int64_t, int64_t) { no_cuda("moe_experts_capturable"); }
 void add_sigmoid_scaled(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add_sigmoid_scaled"); }
+bool moe_block_decode_fits(const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
+void moe_block_decode(const ExecContext&, const TensorView&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
 void logprobs_top_k(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&) { no_cuda("logprobs_top_k"); }
 void apply_penalties(const ExecContext&, const TensorView&, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("apply_penalties"); }
 void sample_tokens(const ExecContext&, const TensorView&, int64_t, const SamplingParamsRow*, const TensorView&, const TensorView&) { no_cuda("sample_tokens"); }

@@ -1,0 +1,394 @@
+// Implements moe_block's decode route (ops/moe.h) on CUDA: the MoE block after the router linear
+// in two kernels (it took ~8, each boundary ~2 us in a graph even with PDL), for T * top_k <=
+// kDecodeMaxPairs and H, I, Is multiples of 8 with 16-byte aligned rows (moe_block_decode_fits).
+//   moe_up_kernel: block (i-chunk, pair j, token t). Pairs j < top_k are the routed experts: warp
+//     0 recomputes the token's route from the logits (moe_route's arithmetic and tie rule) and
+//     hands the round-j expert to the block; pair top_k is the shared expert, whose rows are
+//     known before the dependency wait, so its first loads are issued before it. Warp -> row i:
+//     act[t, j, i] = silu(G h) * (U h) in f32. One block also stores the route (ids, weights).
+//   moe_down_kernel: block (column chunk, token t), warp -> column c: the shared expert's row
+//     (prefetched before the wait) times sigmoid(gate logit), plus sum_j w_j * down_e[c, :] .
+//     act[t, j] in a fixed order, added to y[t, c] with one rounding: no atomics, deterministic.
+// Weight rows stream as 16-byte evict-first loads, kUpBatch / kDownBatch steps in flight.
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+constexpr int kWarps = 8;               // warps per block, both kernels
+constexpr int kMaxExpertsPerLane = 16;  // E <= 512 (the route keeps E / 32 logits per lane)
+constexpr int kMaxTopK = 32;            // lane j holds the round-j choice
+constexpr int64_t kDecodeMaxPairs = 64; // = moe_experts' GEMV boundary (moe.cu)
+constexpr int kElems = 8;               // elements per lane per load: 16 bytes of bf16
+constexpr int kWarpElems = 32 * kElems; // elements a warp covers per load step
+// Load steps in flight per lane. Up: 2 rows (gate, up) x 2 steps = 4 x 16 bytes; at T = 1 the
+// 35B's 9 x 512 row warps are all resident (up_blocks_per_sm) and keep ~9 MB in the air, twice
+// what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down: ~16 warps
+// per SM at H = 2048, so 8 steps (of the top_k x I / 256 a column needs).
+constexpr int kUpBatch = 2;
+constexpr int kDownBatch = 8;
+constexpr int kSharedDownPre = 2; // shared_down steps prefetched before the wait (Is = 512: all)
+// The 35B at T = 1 runs 9 pairs x 64 blocks of moe_up_kernel: 5 blocks per SM (<= 48
+// registers) keep them in one wave on 132 SMs (4 would leave 48 blocks for a tail wave). The
+// bf16 kernel with <= 256 experts fits in 48 registers; the others take 4 rather than spill.
+template <typename T, int kPerLane> constexpr int up_blocks_per_sm() {
+    return sizeof(T) == 2 && kPerLane <= 8 ? 5 : 4;
+}
+
+// 8 consecutive elements of a row as loaded: 16 bytes of bf16 or 32 of f32.
+template <typename T> struct Raw8;
+template <> struct Raw8<__nv_bfloat16> { uint4 v; };
+template <> struct Raw8<float> { float4 a, b; };
+
+// Weights are read once: evict-first streaming loads. Activations are shared by every warp of
+// the grid: read-only cache.
+__device__ __forceinline__ Raw8<__nv_bfloat16> load_stream(const __nv_bfloat16* p) {
+    return {__ldcs(reinterpret_cast<const uint4*>(p))};
+}
+__device__ __forceinline__ Raw8<float> load_stream(const float* p) {
+    return {__ldcs(reinterpret_cast<const float4*>(p)),
+            __ldcs(reinterpret_cast<const float4*>(p + 4))};
+}
+__device__ __forceinline__ Raw8<__nv_bfloat16> load_cached(const __nv_bfloat16* p) {
+    return {__ldg(reinterpret_cast<const uint4*>(p))};
+}
+__device__ __forceinline__ Raw8<float> load_cached(const float* p) {
+    return {__ldg(reinterpret_cast<const float4*>(p)),
+            __ldg(reinterpret_cast<const float4*>(p + 4))};
+}
+
+__device__ __forceinline__ void to_float8(const Raw8<__nv_bfloat16>& r, float (&v)[8]) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r.v);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(h[j]);
+        v[2 * j] = f.x;
+        v[2 * j + 1] = f.y;
+    }
+}
+__device__ __forceinline__ void to_float8(const Raw8<float>& r, float (&v)[8]) {
+    v[0] = r.a.x, v[1] = r.a.y, v[2] = r.a.z, v[3] = r.a.w;
+    v[4] = r.b.x, v[5] = r.b.y, v[6] = r.b.z, v[7] = r.b.w;
+}
+
+template <typename R> __device__ __forceinline__ float dot8(const float (&x)[8], const R& raw) {
+    float w[8];
+    to_float8(raw, w);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sum += x[j] * w[j];
+    return sum;
+}
+
+// One warp's route of one token, the arithmetic of moe.cu's route_kernel (so ids and weights
+// match moe_route bit for bit): p = softmax_f32(logits[0, E)), then `rounds` rounds each take
+// the largest remaining p, the lower id on ties. Lane j < rounds gets round j's id and p / sum.
+// kPerLane >= E / 32 logits per lane (8 for E <= 256: 16 registers fewer than 16).
+struct WarpRoute {
+    int id;
+    float p;
+};
+template <int kPerLane> __device__ WarpRoute route_warp(const float* logits, int E, int rounds) {
+    const int lane = threadIdx.x & 31;
+    float p[kPerLane];
+    float max_logit = -FLT_MAX;
+#pragma unroll
+    for (int m = 0; m < kPerLane; ++m) {
+        const int e = lane + 32 * m;
+        p[m] = e < E ? logits[e] : -FLT_MAX;
+        max_logit = fmaxf(max_logit, p[m]);
+    }
+    max_logit = warp_max(max_logit);
+    float sum = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kPerLane; ++m) {
+        const int e = lane + 32 * m;
+        p[m] = e < E ? __expf(p[m] - max_logit) : -1.0f; // -1: padding, below every p >= 0
+        sum += e < E ? p[m] : 0.0f;
+    }
+    sum = warp_sum(sum);
+    WarpRoute r{0, 0.0f};
+    for (int j = 0; j < rounds; ++j) {
+        // p >= 0 orders like its bit pattern as an int and -1.0f is a negative int, so one
+        // warp-wide integer max finds the best p, and an integer min the lowest id holding it.
+        int local = INT_MIN;
+#pragma unroll
+        for (int m = 0; m < kPerLane; ++m) local = max(local, __float_as_int(p[m]));
+        const int best = __reduce_max_sync(0xffffffffu, local);
+        int candidate = INT_MAX;
+#pragma unroll
+        for (int m = kPerLane - 1; m >= 0; --m)
+            if (__float_as_int(p[m]) == best) candidate = lane + 32 * m;
+        const int best_id = __reduce_min_sync(0xffffffffu, candidate);
+#pragma unroll
+        for (int m = 0; m < kPerLane; ++m)
+            if (lane + 32 * m == best_id) p[m] = -1.0f; // taken
+        if (lane == j) r = {best_id, __int_as_float(best) / sum};
+    }
+    return r;
+}
+
+// The arguments of both kernels (row strides in elements).
+template <typename T> struct MoeArgs {
+    const T* h; // [T, H], row stride h_s0
+    int64_t h_s0;
+    const float* logits; // [T, E + 1], row stride l_s0: column E gates the shared expert
+    int64_t l_s0;
+    int E, k;
+    const T *experts_gate_up, *experts_down; // [E, 2I, H], [E, H, I]
+    const T *shared_gate_up, *shared_down;   // [2Is, H], [H, Is]
+    int64_t H, I, Is;
+    float* act; // [T, k + 1, act_w], act_w = max(I, Is): scratch written by moe_up_kernel
+    int64_t act_w;
+    float* route_w;     // [T, k], scratch written by moe_up_kernel
+    int32_t* route_ids; // [T, k], scratch written by moe_up_kernel
+    T* y;               // [T, H], row stride y_s0
+    int64_t y_s0;
+};
+
+// Issues kN load steps of a row from column c0 (lane columns c < n only).
+template <int kN, typename T>
+__device__ __forceinline__ void load_steps(const T* row, int64_t c0, int64_t n,
+                                           Raw8<T> (&raw)[kN]) {
+    const int64_t lane_c = c0 + (threadIdx.x & 31) * kElems;
+#pragma unroll
+    for (int s = 0; s < kN; ++s)
+        if (lane_c + s * kWarpElems < n) raw[s] = load_stream(row + lane_c + s * kWarpElems);
+}
+
+// act[0, 8) . raw for f32 activations.
+template <typename R> __device__ __forceinline__ float dot_act8(const float* act, const R& raw) {
+    float av[8];
+    to_float8(load_cached(act), av);
+    return dot8(av, raw);
+}
+
+// Lane partial of the kN loaded steps . act[c0, n).
+template <int kN, typename T>
+__device__ __forceinline__ float dot_steps(const float* act, int64_t c0, int64_t n,
+                                           const Raw8<T> (&raw)[kN]) {
+    const int64_t lane_c = c0 + (threadIdx.x & 31) * kElems;
+    float sum = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kN; ++s)
+        if (lane_c + s * kWarpElems < n) sum += dot_act8(act + lane_c + s * kWarpElems, raw[s]);
+    return sum;
+}
+
+// Adds the batch's dot products with x to (sg, su).
+template <typename T>
+__device__ __forceinline__ void dot_up_batch(const T* x, int64_t c0, int64_t H,
+                                             const Raw8<T> (&rg)[kUpBatch],
+                                             const Raw8<T> (&ru)[kUpBatch], float& sg, float& su) {
+    const int64_t lane_c = c0 + (threadIdx.x & 31) * kElems;
+#pragma unroll
+    for (int s = 0; s < kUpBatch; ++s) {
+        const int64_t c = lane_c + s * kWarpElems;
+        if (c >= H) continue;
+        float xv[8];
+        to_float8(load_cached(x + c), xv);
+        sg += dot8(xv, rg[s]);
+        su += dot8(xv, ru[s]);
+    }
+}
+
+// act[t, j, i] = silu(g . x) * (up . x) for x = h[t], the first load batch already in (rg, ru).
+template <typename T>
+__device__ __forceinline__ void up_row(const MoeArgs<T>& a, const T* g, const T* up, int64_t t,
+                                       int j, int64_t i, Raw8<T> (&rg)[kUpBatch],
+                                       Raw8<T> (&ru)[kUpBatch]) {
+    const T* x = a.h + t * a.h_s0;
+    float sg = 0.0f, su = 0.0f;
+    dot_up_batch(x, 0, a.H, rg, ru, sg, su);
+    for (int64_t c0 = kUpBatch * kWarpElems; c0 < a.H; c0 += kUpBatch * kWarpElems) {
+        load_steps(g, c0, a.H, rg), load_steps(up, c0, a.H, ru);
+        dot_up_batch(x, c0, a.H, rg, ru, sg, su);
+    }
+    sg = warp_sum(sg);
+    su = warp_sum(su);
+    if ((threadIdx.x & 31) == 0)
+        a.act[(t * (a.k + 1) + j) * a.act_w + i] = sg / (1.0f + __expf(-sg)) * su;
+}
+
+// The block's routed expert (round j of token t's route), from warp 0 through shared memory.
+// The last routed pair's first block computes every round and stores the route for the down
+// kernel. All threads of the block must call it.
+template <int kPerLane, typename T>
+__device__ int block_expert(const MoeArgs<T>& a, int64_t t, int j) {
+    __shared__ int expert;
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        const bool writer = j == a.k - 1 && blockIdx.x == 0;
+        const WarpRoute r = route_warp<kPerLane>(a.logits + t * a.l_s0, a.E, writer ? a.k : j + 1);
+        if (lane == j) expert = r.id;
+        if (writer) { // renormalise over the k chosen, summed in round order as route_kernel does
+            float total = 0.0f;
+            for (int m = 0; m < a.k; ++m) total += __shfl_sync(0xffffffffu, r.p, m);
+            if (lane < a.k) {
+                a.route_w[t * a.k + lane] = r.p / total;
+                a.route_ids[t * a.k + lane] = r.id;
+            }
+        }
+    }
+    __syncthreads();
+    return expert;
+}
+
+// Grid (ceil(max(I, Is) / kWarps), k + 1, T); warp -> row i of pair j = blockIdx.y of token t.
+// Blocks past a pair's width idle (I != Is).
+template <typename T, int kPerLane>
+__global__ void __launch_bounds__(32 * kWarps, up_blocks_per_sm<T, kPerLane>())
+    moe_up_kernel(MoeArgs<T> a) {
+    const int64_t t = blockIdx.z;
+    const int j = blockIdx.y;
+    const int64_t i = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    Raw8<T> rg[kUpBatch] = {}, ru[kUpBatch] = {};
+    if (j == a.k) { // the shared expert
+        const int64_t row = i < a.Is ? i : 0;
+        const T* g = a.shared_gate_up + row * a.H;
+        const T* up = g + a.Is * a.H;
+        // Its weights are written only while a model loads, never by a kernel in flight, so the
+        // first loads may precede the wait (pdl_wait_and_release's one exception).
+        load_steps(g, 0, a.H, rg), load_steps(up, 0, a.H, ru);
+        pdl_wait_and_release();
+        if (i < a.Is) up_row(a, g, up, t, j, i, rg, ru);
+        return;
+    }
+    pdl_wait_and_release();
+    if (int64_t(blockIdx.x) * kWarps >= a.I) return; // block-uniform
+    const int e = block_expert<kPerLane>(a, t, j);
+    if (i >= a.I) return;
+    const T* g = a.experts_gate_up + (int64_t(e) * 2 * a.I + i) * a.H;
+    const T* up = g + a.I * a.H;
+    load_steps(g, 0, a.H, rg), load_steps(up, 0, a.H, ru);
+    up_row(a, g, up, t, j, i, rg, ru);
+}
+
+// Lane partial of sum_j w_j * down_{e_j}[c, :] . act[j, :] over the k routed pairs (id, w: lane
+// j holds pair j's). The k rows are one stream of k * S load steps (S per row of I), so a batch
+// of kDownBatch loads spans pairs: at I = 512 (S = 2) one batch covers 4 experts.
+template <typename T>
+__device__ __forceinline__ float routed_dot(const T* down_c, int64_t H, int64_t I, int k,
+                                            const float* act, int64_t act_w, int id, float w) {
+    const int lane = threadIdx.x & 31;
+    const int S = int((I + kWarpElems - 1) / kWarpElems), items = k * S;
+    float sum = 0.0f;
+    for (int q0 = 0; q0 < items; q0 += kDownBatch) {
+        Raw8<T> raw[kDownBatch];
+        // Item q is step q % S of pair j = q / S's row; q < items is warp-uniform.
+#pragma unroll
+        for (int u = 0; u < kDownBatch; ++u) {
+            const int q = q0 + u, j = q / S;
+            const int64_t col = int64_t(q - j * S) * kWarpElems + lane * kElems;
+            if (q >= items) break;
+            const int e = __shfl_sync(0xffffffffu, id, j);
+            if (col < I) raw[u] = load_stream(down_c + int64_t(e) * H * I + col);
+        }
+#pragma unroll
+        for (int u = 0; u < kDownBatch; ++u) {
+            const int q = q0 + u, j = q / S;
+            const int64_t col = int64_t(q - j * S) * kWarpElems + lane * kElems;
+            if (q >= items) break;
+            const float wj = __shfl_sync(0xffffffffu, w, j);
+            if (col < I) sum += wj * dot_act8(act + j * act_w + col, raw[u]);
+        }
+    }
+    return sum;
+}
+
+// Grid (ceil(H / kWarps), T); warp -> output column c of token t.
+// 2 blocks per SM (<= 128 registers) keep the 35B's H / 8 = 256 blocks in one wave.
+template <typename T>
+__global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<T> a) {
+    const int64_t t = blockIdx.y;
+    const int64_t c = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    const T* srow = a.shared_down + (c < a.H ? c : 0) * a.Is;
+    Raw8<T> pre[kSharedDownPre] = {};
+    // Weights only (see moe_up_kernel): the shared expert's first steps before the wait.
+    load_steps(srow, 0, a.Is, pre);
+    pdl_wait_and_release();
+    if (c >= a.H) return;
+    const float* act = a.act + t * (a.k + 1) * a.act_w; // [k + 1, act_w] of token t
+    const float* shared_act = act + a.k * a.act_w;
+    float shared_sum = dot_steps(shared_act, 0, a.Is, pre);
+    for (int64_t c0 = kSharedDownPre * kWarpElems; c0 < a.Is; c0 += kSharedDownPre * kWarpElems) {
+        load_steps(srow, c0, a.Is, pre);
+        shared_sum += dot_steps(shared_act, c0, a.Is, pre);
+    }
+    const float gate = 1.0f / (1.0f + __expf(-a.logits[t * a.l_s0 + a.E]));
+    float sum = gate * shared_sum;
+    const int id = lane < a.k ? a.route_ids[t * a.k + lane] : 0;
+    const float w = lane < a.k ? a.route_w[t * a.k + lane] : 0.0f;
+    sum += routed_dot(a.experts_down + c * a.I, a.H, a.I, a.k, act, a.act_w, id, w); // fixed order
+    sum = warp_sum(sum);
+    if (lane == 0) a.y[t * a.y_s0 + c] = from_float<T>(to_float(a.y[t * a.y_s0 + c]) + sum);
+}
+
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <typename T>
+void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logits, int k,
+            const TensorView& egu, const TensorView& edown, const TensorView& sgu,
+            const TensorView& sdown, const TensorView& y) {
+    const int64_t T_ = h.size(0), H = h.size(1), E = egu.size(0), I = edown.size(2);
+    const int64_t Is = sdown.size(1), act_w = std::max(I, Is);
+    // One scratch allocation (one graph node): act [T, k + 1, act_w] | route_w [T, k] |
+    // route_ids [T, k] (int32 in f32 slots).
+    Tensor scratch =
+        Tensor::empty(allocator(ctx.device), DType::F32, {T_ * (k + 1) * act_w + 2 * T_ * k});
+    float* act = scratch.ptr<float>();
+    float* route_w = act + T_ * (k + 1) * act_w;
+    int32_t* route_ids = reinterpret_cast<int32_t*>(route_w + T_ * k);
+    MoeArgs<T> a;
+    a.h = h.ptr<T>(), a.h_s0 = h.stride[0], a.logits = logits.ptr<float>();
+    a.l_s0 = logits.stride[0], a.E = int(E), a.k = k;
+    a.experts_gate_up = egu.ptr<T>(), a.experts_down = edown.ptr<T>();
+    a.shared_gate_up = sgu.ptr<T>(), a.shared_down = sdown.ptr<T>();
+    a.H = H, a.I = I, a.Is = Is, a.act = act, a.act_w = act_w;
+    a.route_w = route_w, a.route_ids = route_ids, a.y = y.ptr<T>(), a.y_s0 = y.stride[0];
+    const dim3 up_grid(blocks_for(act_w, kWarps), unsigned(k + 1), unsigned(T_));
+    if (E <= 32 * 8)
+        launch_pdl(ctx, moe_up_kernel<T, 8>, up_grid, 32 * kWarps, 0, a);
+    else
+        launch_pdl(ctx, moe_up_kernel<T, kMaxExpertsPerLane>, up_grid, 32 * kWarps, 0, a);
+    launch_pdl(ctx, moe_down_kernel<T>, dim3(blocks_for(H, kWarps), unsigned(T_)), 32 * kWarps, 0,
+               a);
+}
+
+} // namespace
+
+bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const TensorView& experts_gate_up,
+                           const TensorView& experts_down, const TensorView& shared_gate_up,
+                           const TensorView& shared_down) {
+    const int64_t H = h.size(1), I = experts_down.size(2), Is = shared_down.size(1);
+    return h.size(0) * top_k <= kDecodeMaxPairs && top_k <= kMaxTopK &&
+           experts_gate_up.size(0) <= 32 * kMaxExpertsPerLane && H % kElems == 0 &&
+           I % kElems == 0 && Is % kElems == 0 && h.stride[0] % kElems == 0 && aligned16(h.data) &&
+           aligned16(experts_gate_up.data) && aligned16(experts_down.data) &&
+           aligned16(shared_gate_up.data) && aligned16(shared_down.data);
+}
+
+void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
+                      int64_t top_k, const TensorView& experts_gate_up,
+                      const TensorView& experts_down, const TensorView& shared_gate_up,
+                      const TensorView& shared_down, const TensorView& y) {
+    require(
+        moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up, shared_down),
+        "moe_block: the decode route needs T * top_k <= ", kDecodeMaxPairs, ", top_k <= ", kMaxTopK,
+        ", E <= ", 32 * kMaxExpertsPerLane, ", H, I, Is multiples of 8 and 16-byte aligned rows");
+    dispatch_float(h.dtype, "moe_block", [&](auto tag) {
+        launch<decltype(tag)>(ctx, h, router_logits, int(top_k), experts_gate_up, experts_down,
+                              shared_gate_up, shared_down, y);
+    });
+}
+
+} // namespace ninfer::ops::cuda

@@ -1,0 +1,152 @@
+// moe_block on CUDA against the CPU reference (label cuda): the fused decode route (two kernels:
+// route + gate/up, down + combine + shared gate) for T = 1..8 with tied router logits, more
+// than 256 experts, every expert chosen, both sides of the decode / composition boundary
+// (T * top_k = 63, 64, 65 and 64, 72), unaligned shapes (composition), F32 and BF16, a graph
+// capture replaying eager bit for bit, and the real 35B-A3B shape at T = 1.
+#include <string>
+
+#include "cuda/cuda_test_util.h"
+#include "ops/moe.h"
+
+namespace ninfer::test {
+namespace {
+
+struct Dims {
+    int64_t E, k, H, I, Is;
+};
+
+std::string describe(const Dims& d, int64_t T) {
+    return "T=" + std::to_string(T) + " E=" + std::to_string(d.E) + " k=" + std::to_string(d.k) +
+           " H=" + std::to_string(d.H) + " I=" + std::to_string(d.I) +
+           " Is=" + std::to_string(d.Is);
+}
+
+// Router logits [T, E + 1] whose first E columns are small integers: many exact ties, so the
+// lower-id rule decides which experts are chosen. Row 0 is all ties (every p equal).
+Tensor tied_logits(int64_t T, int64_t E, uint64_t seed) {
+    Tensor l = random_tensor({T, E + 1}, seed, 2.0f);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t e = 0; e < E; ++e) {
+            float& v = l.ptr<float>()[t * (E + 1) + e];
+            v = t == 0 ? 0.5f : std::round(v);
+        }
+    return l;
+}
+
+class CudaMoeBlock : public ::testing::TestWithParam<DType> {
+protected:
+    DType dt() const { return GetParam(); }
+    ops::ExecContext ctx() const { return cuda_ctx(dt()); }
+    const Tolerance& tol() const { return dt() == DType::F32 ? kCudaF32 : kBf16Reduction; }
+    Tensor input(std::initializer_list<int64_t> dims, uint64_t seed, float scale = 1.0f) const {
+        return rounded(random_tensor(dims, seed, scale), dt());
+    }
+
+    // y0 + moe_block(h) on CUDA against the CPU reference, for the given logits.
+    void check_case(int64_t T, const Dims& d, const Tensor& logits) const {
+        const auto c = ctx();
+        Tensor h = input({T, d.H}, 401), y0 = input({T, d.H}, 402);
+        Tensor egu = input({d.E, 2 * d.I, d.H}, 403, 0.1f),
+               edown = input({d.E, d.H, d.I}, 404, 0.1f);
+        Tensor sgu = input({2 * d.Is, d.H}, 405, 0.1f), sdown = input({d.H, d.Is}, 406, 0.1f);
+        Tensor ref = clone(y0);
+        ops::moe_block(kCpuRef, h, logits, d.k, egu, edown, sgu, sdown, ref);
+        Tensor y = to_device(c, y0, dt());
+        ops::moe_block(c, to_device(c, h, dt()), to_device(c, logits, DType::F32), d.k,
+                       to_device(c, egu, dt()), to_device(c, edown, dt()), to_device(c, sgu, dt()),
+                       to_device(c, sdown, dt()), y);
+        EXPECT_TRUE(near(to_host(c, y), ref, tol())) << describe(d, T);
+    }
+};
+
+TEST_P(CudaMoeBlock, DecodeRouteWithTiedLogits) {
+    const Dims d{16, 4, 64, 32, 48}; // Is != I: the up kernel's idle blocks
+    for (int64_t T = 1; T <= 8; ++T) check_case(T, d, tied_logits(T, d.E, 410 + uint64_t(T)));
+}
+
+TEST_P(CudaMoeBlock, DecodeRouteEdgeRoutes) {
+    check_case(2, {16, 16, 64, 32, 32}, tied_logits(2, 16, 411));  // every expert chosen
+    check_case(3, {16, 1, 64, 32, 32}, tied_logits(3, 16, 412));   // top-1
+    check_case(2, {300, 8, 64, 32, 32}, tied_logits(2, 300, 413)); // > 256 experts
+    check_case(4, {256, 8, 128, 64, 64}, random_tensor({4, 257}, 414, 2.0f));
+    check_case(1, {16, 4, 2048, 32, 32}, random_tensor({1, 17}, 415, 2.0f)); // H: 8 load steps
+}
+
+TEST_P(CudaMoeBlock, BothSidesOfTheDecodeBoundary) {
+    // 64 (token, expert) pairs is the last decode size: 63, 64 at top-1 and 64 at top-8 run the
+    // fused kernels, 65 and 72 the composition (moe_route, moe_experts, shared expert, gate).
+    for (int64_t T : {63, 64, 65}) check_case(T, {16, 1, 64, 32, 32}, tied_logits(T, 16, 420));
+    for (int64_t T : {8, 9}) check_case(T, {16, 8, 64, 32, 32}, tied_logits(T, 16, 421));
+}
+
+TEST_P(CudaMoeBlock, UnalignedShapesRunTheComposition) {
+    check_case(2, {8, 2, 60, 20, 12}, tied_logits(2, 8, 430)); // H, I, Is not multiples of 8
+}
+
+TEST_P(CudaMoeBlock, GraphReplayEqualsEagerBitForBit) {
+    const auto base = ctx();
+    auto stream = ops::create_stream(base.device);
+    ops::ExecContext c = base;
+    c.stream = stream.get();
+    ops::bind_device(c);
+    const Dims d{16, 8, 128, 64, 32};
+    for (int64_t T : {1, 9}) { // the fused route and the composition
+        Tensor h = to_device(c, input({T, d.H}, 440), dt()), y0 = input({T, d.H}, 441);
+        Tensor logits = to_device(c, tied_logits(T, d.E, 442), DType::F32);
+        Tensor egu = to_device(c, input({d.E, 2 * d.I, d.H}, 443, 0.1f), dt());
+        Tensor edown = to_device(c, input({d.E, d.H, d.I}, 444, 0.1f), dt());
+        Tensor sgu = to_device(c, input({2 * d.Is, d.H}, 445, 0.1f), dt());
+        Tensor sdown = to_device(c, input({d.H, d.Is}, 446, 0.1f), dt());
+        Tensor y = to_device(c, y0, dt());
+        auto body = [&] { ops::moe_block(c, h, logits, d.k, egu, edown, sgu, sdown, y); };
+        body();
+        const Tensor eager = to_host(c, y);
+        ops::upload(c, y0, y);
+        body();
+        EXPECT_TRUE(near(to_host(c, y), eager, kExact)) << "eager twice, T=" << T;
+        ASSERT_TRUE(ops::moe_block_capturable(c, T, d.k, d.H, d.I));
+        auto graph = ops::capture_graph(c, body);
+        for (int replay = 0; replay < 2; ++replay) {
+            ops::upload(c, y0, y);
+            graph->launch(c);
+            EXPECT_TRUE(near(to_host(c, y), eager, kExact)) << "replay " << replay << " T=" << T;
+        }
+    }
+    ops::synchronize(c);
+    ops::bind_device(base);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMoeBlock, ::testing::Values(DType::F32, DType::BF16),
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
+
+// Qwen3.6-35B-A3B's MoE block (E = 256, top-8, H = 2048, I = Is = 512) in bf16 at T = 1, the
+// decode step's shape. Weights are drawn on the device; the reference runs on host copies.
+TEST(CudaMoeBlockReal, Qwen35bDecodeStepAgainstTheReference) {
+    const auto c = cuda_ctx(DType::BF16);
+    const int64_t E = 256, k = 8, H = 2048, I = 512, Is = 512;
+    Allocator& a = ops::device_allocator(c.device);
+    Tensor egu = Tensor::empty(a, DType::BF16, {E, 2 * I, H});
+    Tensor edown = Tensor::empty(a, DType::BF16, {E, H, I});
+    Tensor sgu = Tensor::empty(a, DType::BF16, {2 * Is, H}),
+           sdown = Tensor::empty(a, DType::BF16, {H, Is});
+    ops::fill_random(c, egu, 450, 0.0f, 0.02f);
+    ops::fill_random(c, edown, 451, 0.0f, 0.02f);
+    ops::fill_random(c, sgu, 452, 0.0f, 0.02f);
+    ops::fill_random(c, sdown, 453, 0.0f, 0.02f);
+    const Tensor h_egu = to_host(c, egu), h_edown = to_host(c, edown);
+    const Tensor h_sgu = to_host(c, sgu), h_sdown = to_host(c, sdown);
+    for (uint64_t seed : {454, 455, 456}) {
+        Tensor h = rounded(random_tensor({1, H}, seed), DType::BF16);
+        Tensor y0 = rounded(random_tensor({1, H}, seed + 10), DType::BF16);
+        Tensor logits = random_tensor({1, E + 1}, seed + 20, 2.0f);
+        Tensor y = to_device(c, y0, DType::BF16);
+        ops::moe_block(c, to_device(c, h, DType::BF16), to_device(c, logits, DType::F32), k, egu,
+                       edown, sgu, sdown, y);
+        Tensor ref = clone(y0);
+        ops::moe_block(kCpuRef, h, logits, k, h_egu, h_edown, h_sgu, h_sdown, ref);
+        EXPECT_TRUE(near(to_host(c, y), ref, kBf16Reduction)) << "seed " << seed;
+    }
+}
+
+} // namespace
+} // namespace ninfer::test
