@@ -202,19 +202,19 @@ void Qwen35Model::mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, 
     const io::ModelConfig& c = config_;
     Scratch& s = *scratch_;
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
-    ops::rms_norm(ctx, x, w.post_norm, float(c.rms_norm_eps), h);
+    const float eps = float(c.rms_norm_eps);
     if (!c.moe) {
         const int64_t I = w.mlp.down.size(1);
         TensorView gu = cols(s.gate_up.view().narrow(0, 0, T), 0, 2 * I);
         TensorView act = cols(s.act.view().narrow(0, 0, T), 0, I);
-        ops::linear(ctx, h, w.mlp.gate_up, gu);
+        ops::rms_norm_linear(ctx, x, w.post_norm, eps, w.mlp.gate_up, gu, h);
         ops::silu_mul(ctx, gu, act);
         ops::linear(ctx, act, w.mlp.down, x, /*accumulate=*/true);
         return;
     }
     // Router logits: E experts, then the shared expert's gate (one [E + 1, H] matrix).
     TensorView router = s.router.view().narrow(0, 0, T);
-    ops::linear(ctx, h, w.mlp.router, router);
+    ops::rms_norm_linear(ctx, x, w.post_norm, eps, w.mlp.router, router, h);
     ops::moe_block(ctx, h, router, c.num_experts_per_tok, w.mlp.experts_gate_up, w.mlp.experts_down,
                    w.mlp.shared_gate_up, w.mlp.shared_down, x);
 }
@@ -246,8 +246,8 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
     // Only the requested rows go through the final norm and the head.
     TensorView selected = s.selected.view().narrow(0, 0, R);
     ops::embedding(ctx, batch.logit_rows, s.x.view().narrow(0, 0, T), selected); // row gather
-    ops::rms_norm(ctx, selected, weights_.final_norm, float(c.rms_norm_eps), selected);
-    ops::linear(ctx, selected, weights_.lm_head, logits);
+    ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
+                         weights_.lm_head, logits, s.h.view().narrow(0, 0, R));
 }
 
 } // namespace ninfer::model
