@@ -302,23 +302,21 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
                      reinterpret_cast<uintptr_t>(q.data) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(k_cache.data) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(v_cache.data) % 16 == 0;
-    Tensor partials;
-    if (splits > 1)
-        partials = Tensor::empty(allocator(ctx.device), DType::F32,
-                                 {row_slots * q.size(1) * splits * (D + 2)});
+    float* partials = splits > 1
+                          ? static_cast<float*>(stream_workspace(
+                                ctx, size_t(row_slots * nH * splits * (D + 2)) * sizeof(float)))
+                          : nullptr;
     dispatch_float(q.dtype, "paged_attention", [&](auto tag) {
         using E = decltype(tag);
         launch_pdl(ctx, attention_kernel<E>, grid, 32 * kWarps, 0,
                    paged_args(batch, k_cache, int(nH)), q.ptr<E>(), q.stride[0], q.stride[1],
                    k_cache.ptr<E>(), v_cache.ptr<E>(), group, D, vec, scale, out.ptr<E>(),
-                   out.stride[0], out.stride[1], batch.max_rows_per_seq,
-                   splits > 1 ? partials.ptr<float>() : nullptr);
+                   out.stride[0], out.stride[1], batch.max_rows_per_seq, partials);
         check_launch("attention_kernel");
         if (splits > 1) {
             launch_pdl(ctx, combine_splits<E>, dim3(unsigned(row_slots), unsigned(q.size(1))),
-                       kCombineThreads, 0, paged_args(batch, k_cache), partials.ptr<float>(),
-                       splits, D, out.ptr<E>(), out.stride[0], out.stride[1],
-                       batch.max_rows_per_seq);
+                       kCombineThreads, 0, paged_args(batch, k_cache), partials, splits, D,
+                       out.ptr<E>(), out.stride[0], out.stride[1], batch.max_rows_per_seq);
             check_launch("combine_splits");
         }
     });

@@ -142,6 +142,15 @@ __device__ __forceinline__ void pdl_wait_and_release() {
 #endif
 }
 
+// Device memory for an op's intermediate results (split-K partials, routing tables), at least
+// `bytes`, shared by every op on ctx's stream: stream order (and pdl_wait_and_release, which
+// every kernel runs before touching memory) keeps two ops from using it at once. It grows on
+// demand (never while a graph is being captured: that is an error, so a shape is run eagerly
+// before it is captured, as DecodeGraphs does) and old generations stay allocated, because a
+// captured graph may still use them. Unlike a scratch Tensor, it adds no allocation node to a
+// captured graph.
+void* stream_workspace(const ExecContext& ctx, size_t bytes);
+
 // Whether launch_pdl asks for programmatic serialisation: the device is sm_90+ and NINFER_PDL is
 // not "0" (the switch exists to measure the gain: `NINFER_PDL=0 ninfer bench ...`).
 bool pdl_enabled();

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -97,6 +98,35 @@ __global__ void fill_normal_kernel(float* out_f32, __nv_bfloat16* out_bf16, int6
 }
 
 } // namespace
+
+void* stream_workspace(const ExecContext& ctx, size_t bytes) {
+    struct Workspace {
+        std::vector<void*> generations; // older ones stay alive: captured graphs may use them
+        size_t size = 0;
+    };
+    static std::mutex mutex;
+    static std::map<std::pair<int, void*>, Workspace> spaces;
+    std::lock_guard lock(mutex);
+    Workspace& w = spaces[{ctx.device.index, ctx.stream}];
+    if (bytes <= w.size) return w.generations.back();
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream_of(ctx), &capturing), "cudaStreamIsCapturing");
+    require(capturing == cudaStreamCaptureStatusNone, "stream_workspace: ", bytes,
+            " bytes needed while a graph is being captured (run the step once eagerly first)");
+    constexpr size_t kGranule = size_t(1) << 20;
+    const size_t size = (std::max(bytes, 2 * w.size) + kGranule - 1) / kGranule * kGranule;
+    check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, size);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        fail(ErrorCategory::OutOfMemory, "cuda:", ctx.device.index, ": workspace of ", size,
+             " bytes failed: ", cudaGetErrorString(status));
+    }
+    w.generations.push_back(p);
+    w.size = size;
+    return p;
+}
 
 Allocator& allocator(Device device) {
     static std::mutex mutex;

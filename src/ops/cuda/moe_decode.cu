@@ -341,11 +341,10 @@ void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logit
             const TensorView& sdown, const TensorView& y) {
     const int64_t T_ = h.size(0), H = h.size(1), E = egu.size(0), I = edown.size(2);
     const int64_t Is = sdown.size(1), act_w = std::max(I, Is);
-    // One scratch allocation (one graph node): act [T, k + 1, act_w] | route_w [T, k] |
-    // route_ids [T, k] (int32 in f32 slots).
-    Tensor scratch =
-        Tensor::empty(allocator(ctx.device), DType::F32, {T_ * (k + 1) * act_w + 2 * T_ * k});
-    float* act = scratch.ptr<float>();
+    // The stream's workspace (no allocation node in a captured graph): act [T, k + 1, act_w] |
+    // route_w [T, k] | route_ids [T, k] (int32 in f32 slots).
+    float* act = static_cast<float*>(
+        stream_workspace(ctx, size_t(T_ * (k + 1) * act_w + 2 * T_ * k) * sizeof(float)));
     float* route_w = act + T_ * (k + 1) * act_w;
     int32_t* route_ids = reinterpret_cast<int32_t*>(route_w + T_ * k);
     MoeArgs<T> a;
