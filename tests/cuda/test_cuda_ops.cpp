@@ -6,9 +6,9 @@
 #include <random>
 
 #include "cuda/cuda_test_util.h"
-#include "ops/cuda/gated_delta_rule_chunked.h"
 #include "ops/attention.h"
 #include "ops/conv1d.h"
+#include "ops/cuda/gated_delta_rule_chunked.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gated_delta_rule.h"
@@ -123,7 +123,8 @@ TEST_P(CudaOps, Conv1dRaggedWithCarriedState) {
         Tensor w = input({C, K}, 40, 0.3f);
         Tensor state = input({3, C, K - 1}, 41);
         // Two sequences (slots 2 and 0) then their continuation in a second call.
-        for (auto rows : {std::vector<int32_t>{5, 1}, std::vector<int32_t>{70, 2}}) {
+        for (auto rows : {std::vector<int32_t>{5, 1}, std::vector<int32_t>{70, 2},
+                          std::vector<int32_t>{129, 64}}) { // 64-row chunks: tails, 3 chunks
             const int64_t T = rows[0] + rows[1];
             Tensor x = input({T, C}, 42 + T);
             Tensor ref_state = clone(state), ref = zeros({T, C});
@@ -199,7 +200,7 @@ TEST_P(CudaOps, GatedDeltaRuleChunkedRoute) {
     // batches with decode rows, the real shapes, and the explicit chunked route for short rows.
     for (int32_t rows : {b - 1, b, b + 1, 63, 64, 65, 129})
         check_gdn(*this, c, 2, 4, 64, 32, {rows}, reduction());
-    check_gdn(*this, c, 16, 32, 128, 128, {200, 1}, reduction()); // 35B
+    check_gdn(*this, c, 16, 32, 128, 128, {200, 1}, reduction());    // 35B
     check_gdn(*this, c, 16, 48, 128, 128, {1, 130, 7}, reduction()); // 27B
     check_gdn(*this, c, 2, 2, 16, 40, {1, 3, 70}, reduction(), ops::GdnAlgo::Chunked);
     // Strong decay: e^G underflows inside a chunk; the state must fade, not turn NaN.
