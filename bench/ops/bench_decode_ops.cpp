@@ -19,9 +19,11 @@
 #include "ops/elementwise.h"
 #include "ops/gated_delta_rule.h"
 #include "ops/linear.h"
+#include "ops/logits.h"
 #include "ops/memory.h"
 #include "ops/moe.h"
 #include "ops/rms_norm.h"
+#include "ops/sampling.h"
 
 namespace {
 
@@ -167,6 +169,29 @@ void moe_decode() {
            2.0 * 3 * H * (k * I + Is));
 }
 
+// The device work of Sampler::sample for one greedy row, without its two host copies: the row's
+// log-sum-exp, then the greedy token with its raw logit, over the real (padded) vocabulary.
+void sampler_greedy() {
+    const int64_t V = 248320, limit = 248077;
+    Allocator& alloc = ops::device_allocator(ctx.device);
+    Tensor logits = dev(DType::F32, {1, V}, 32, 3.0f);
+    Tensor lse = Tensor::empty(alloc, DType::F32, {1});
+    Tensor chosen = Tensor::empty(alloc, DType::F32, {1});
+    Tensor token = Tensor::empty(alloc, DType::I32, {1});
+    Tensor status = Tensor::empty(alloc, DType::I32, {1});
+    ops::SamplingParamsRow row;
+    row.greedy = 1;
+    const int64_t bytes = sizeof(row);
+    Tensor params = Tensor::empty(alloc, DType::U8, {bytes});
+    ops::upload(ctx, TensorView::contiguous(&row, DType::U8, Device::cpu(), {bytes}), params);
+    const auto* p = static_cast<const ops::SamplingParamsRow*>(params.view().data);
+    report("sampler greedy V=248320", graph_us([&] {
+               ops::logprobs_top_k(ctx, logits, limit, lse, TensorView{}, TensorView{});
+               ops::sample_tokens(ctx, logits, limit, p, token, status, logits, chosen);
+           }),
+           2.0 * 4 * V); // the row read by each op
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -181,6 +206,7 @@ int main(int argc, char** argv) {
     attention_decode(16, 2, 2048);
     attention_decode(24, 4, 2048);
     moe_decode();
+    sampler_greedy();
     // 35B-A3B: GDN in/out, attention in/out, router, shared expert, head.
     linear_routes("35b gdn_in", 1, 12352, 2048, DType::BF16);
     linear_routes("35b gdn_out", 1, 2048, 4096, DType::BF16);

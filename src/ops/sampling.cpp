@@ -55,7 +55,8 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
 
 void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
-                   const TensorView& status) {
+                   const TensorView& status, const TensorView& chosen_source,
+                   const TensorView& chosen_logits) {
     constexpr const char* op = "sample_tokens";
     for (auto [name, t] : {std::pair{"logits", &logits}, {"tokens", &tokens}, {"status", &status}})
         check_device(ctx, op, name, *t);
@@ -69,11 +70,26 @@ void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t voc
     check_shape(op, "tokens", tokens, {logits.size(0)});
     check_shape(op, "status", status, {logits.size(0)});
     require(params != nullptr || logits.size(0) == 0, op, ": params missing");
+    require(chosen_source.empty() == chosen_logits.empty(), op,
+            ": chosen_source and chosen_logits come together");
+    if (!chosen_logits.empty()) {
+        check_device(ctx, op, "chosen_source", chosen_source);
+        check_device(ctx, op, "chosen_logits", chosen_logits);
+        check_dtype(op, "chosen_source", chosen_source, DType::F32);
+        check_shape(op, "chosen_source", chosen_source, {logits.size(0), -1});
+        check_rows_contiguous(op, "chosen_source", chosen_source);
+        require(chosen_source.size(1) >= vocab_limit, op, ": chosen_source has ",
+                chosen_source.size(1), " columns, fewer than vocab_limit ", vocab_limit);
+        check_dtype(op, "chosen_logits", chosen_logits, DType::F32);
+        check_shape(op, "chosen_logits", chosen_logits, {logits.size(0)});
+    }
     switch (ctx.device.type) {
     case DeviceType::Cpu:
-        return cpu::sample_tokens(ctx.cpu_mode, logits, vocab_limit, params, tokens, status);
+        return cpu::sample_tokens(ctx.cpu_mode, logits, vocab_limit, params, tokens, status,
+                                  chosen_source, chosen_logits);
     case DeviceType::Cuda:
-        return cuda::sample_tokens(ctx, logits, vocab_limit, params, tokens, status);
+        return cuda::sample_tokens(ctx, logits, vocab_limit, params, tokens, status, chosen_source,
+                                   chosen_logits);
     }
     no_backend(op, ctx);
 }

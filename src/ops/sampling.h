@@ -17,6 +17,11 @@
 //   first id (ascending) whose running sum of kept p exceeds u * (sum of kept p).
 //   logits: [R, V] F32 (not modified)   params: R SamplingParamsRow on the execution device
 //   tokens: [R] I32   status: [R] I32
+//   Optional (both or neither): chosen_logits[r] = chosen_source[r, tokens[r]] for rows with
+//   status kSampleOk and NaN for non-finite rows, gathered on the device so a caller reports the
+//   chosen token's log-probability without another transfer. chosen_source: [R, >= vocab_limit]
+//   F32, rows contiguous (the raw logits when `logits` carries penalties or masks; may be
+//   `logits` itself)   chosen_logits: [R] F32
 // Numerics: probabilities and sums in f64 on the CPU (both modes give identical tokens).
 #pragma once
 
@@ -50,7 +55,8 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
 
 void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
-                   const TensorView& status);
+                   const TensorView& status, const TensorView& chosen_source = {},
+                   const TensorView& chosen_logits = {});
 
 // The uniform draw in [0, 1) used by sample_tokens (Philox4x32-10 keyed by seed, counter position).
 double uniform_from(uint64_t seed, int64_t position);

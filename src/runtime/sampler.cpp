@@ -1,6 +1,7 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "ops/logits.h"
 #include "ops/memory.h"
@@ -36,6 +37,52 @@ Tensor to_device(const ops::ExecContext& ctx, const TensorView& host) {
     return t;
 }
 
+// The results of one step, packed in one device buffer of 32-bit words so one download brings
+// them all: tokens [R] I32 | status [R] I32 | lse [R] F32 | chosen logit [R] F32 |
+// top ids [R, k] I32 | top logprobs [R, k] F32 (k = the largest top_logprobs of the rows).
+struct Packed {
+    int64_t R, k;
+    int64_t words() const { return 4 * R + 2 * R * k; }
+    static TensorView part(const TensorView& words, DType dtype, int64_t begin,
+                           std::initializer_list<int64_t> dims) {
+        return TensorView::contiguous(words.ptr<int32_t>() + begin, dtype, words.device, dims);
+    }
+    TensorView tokens(const TensorView& w) const { return part(w, DType::I32, 0, {R}); }
+    TensorView status(const TensorView& w) const { return part(w, DType::I32, R, {R}); }
+    TensorView lse(const TensorView& w) const { return part(w, DType::F32, 2 * R, {R}); }
+    TensorView chosen(const TensorView& w) const { return part(w, DType::F32, 3 * R, {R}); }
+    TensorView ids(const TensorView& w) const {
+        return k ? part(w, DType::I32, 4 * R, {R, k}) : TensorView{};
+    }
+    TensorView logprobs(const TensorView& w) const {
+        return k ? part(w, DType::F32, 4 * R + R * k, {R, k}) : TensorView{};
+    }
+};
+
+float as_float(int32_t word) {
+    return std::bit_cast<float>(word);
+}
+
+// The host copy of the packed results as SampleOutputs.
+std::vector<SampleOutput> unpack(const Packed& p, const std::vector<int32_t>& w,
+                                 const std::vector<SampleInput>& rows) {
+    std::vector<SampleOutput> out(static_cast<size_t>(p.R));
+    for (int64_t r = 0; r < p.R; ++r) {
+        SampleOutput& o = out[size_t(r)];
+        if (w[size_t(p.R + r)] != ops::kSampleOk) {
+            o.non_finite = true;
+            continue;
+        }
+        o.token.id = w[size_t(r)];
+        o.token.logprob = as_float(w[size_t(3 * p.R + r)]) - as_float(w[size_t(2 * p.R + r)]);
+        const int64_t top = 4 * p.R + r * p.k;
+        for (int64_t i = 0; i < rows[size_t(r)].top_logprobs; ++i)
+            o.token.top_logprobs.push_back(
+                {w[size_t(top + i)], as_float(w[size_t(top + p.R * p.k + i)])});
+    }
+    return out;
+}
+
 } // namespace
 
 bool needs_penalties(const SamplingOptions& o) {
@@ -43,43 +90,60 @@ bool needs_penalties(const SamplingOptions& o) {
            o.presence_penalty != 0.0f;
 }
 
+TensorView Sampler::reserve(Tensor& buffer, DType dtype, int64_t elements) {
+    if (!buffer.defined() || buffer.numel() < elements)
+        buffer = Tensor::empty(ops::device_allocator(ctx_.device), dtype, {elements});
+    return buffer.view().narrow(0, 0, elements);
+}
+
 std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t token_limit,
                                           const std::vector<SampleInput>& rows) {
-    const int64_t R = logits.size(0), V = logits.size(1);
-    Allocator& alloc = ops::device_allocator(ctx_.device);
-    int top_k = 0;
-    for (const auto& r : rows) top_k = std::max(top_k, r.top_logprobs);
+    const int64_t R = logits.size(0);
+    if (R == 0) return {};
+    int64_t top_k = 0;
+    for (const auto& r : rows) top_k = std::max<int64_t>(top_k, r.top_logprobs);
+    const Packed packed{R, top_k};
+    const TensorView words = reserve(results_, DType::I32, std::max<int64_t>(packed.words(), 1));
     // Log-probabilities of the raw logits.
-    Tensor lse = Tensor::empty(alloc, DType::F32, {R});
-    Tensor top_ids, top_lp;
-    if (top_k > 0) {
-        top_ids = Tensor::empty(alloc, DType::I32, {R, top_k});
-        top_lp = Tensor::empty(alloc, DType::F32, {R, top_k});
-    }
-    ops::logprobs_top_k(ctx_, logits, token_limit, lse, top_ids.view(), top_lp.view());
+    ops::logprobs_top_k(ctx_, logits, token_limit, packed.lse(words), packed.ids(words),
+                        packed.logprobs(words));
+    const ops::SamplingParamsRow* device_params = upload_params(rows);
+    // Penalties and masks act on a copy, so the reported log-probabilities (and the chosen
+    // token's logit, gathered from `logits`) stay those of the raw logits.
+    const TensorView to_sample = penalized(logits, rows, device_params);
+    ops::sample_tokens(ctx_, to_sample, token_limit, device_params, packed.tokens(words),
+                       packed.status(words), logits, packed.chosen(words));
+    std::vector<int32_t> host(static_cast<size_t>(packed.words()));
+    ops::download(ctx_, words.narrow(0, 0, packed.words()), host_view(host, DType::I32));
+    return unpack(packed, host, rows);
+}
 
-    // Penalties act on a copy, so the reported log-probabilities stay those of the raw logits.
-    TensorView to_sample = logits;
+// The per-row parameters live on the execution device, as the ops' contract says.
+const ops::SamplingParamsRow* Sampler::upload_params(const std::vector<SampleInput>& rows) {
     std::vector<ops::SamplingParamsRow> params;
+    for (const auto& r : rows) params.push_back(to_row(r));
+    const int64_t bytes = int64_t(params.size() * sizeof(ops::SamplingParamsRow));
+    const TensorView dev = reserve(params_, DType::U8, std::max<int64_t>(bytes, 1));
+    if (bytes > 0)
+        ops::upload(ctx_, TensorView::contiguous(params.data(), DType::U8, Device::cpu(), {bytes}),
+                    dev.narrow(0, 0, bytes));
+    return static_cast<const ops::SamplingParamsRow*>(dev.data);
+}
+
+// The logits to sample from: `logits` itself, or a penalized and masked copy.
+TensorView Sampler::penalized(const TensorView& logits, const std::vector<SampleInput>& rows,
+                              const ops::SamplingParamsRow* device_params) {
+    const int64_t R = logits.size(0), V = logits.size(1);
     bool any_penalty = false, any_mask = false;
     for (const auto& r : rows) {
-        params.push_back(to_row(r));
         any_penalty |= needs_penalties(*r.options);
         any_mask |= r.allowed != nullptr;
     }
-    // The per-row parameters live on the execution device, as the ops' contract says.
-    const int64_t param_bytes = R * int64_t(sizeof(ops::SamplingParamsRow));
-    Tensor d_params = Tensor::empty(alloc, DType::U8, {param_bytes});
-    ops::upload(ctx_,
-                TensorView::contiguous(params.data(), DType::U8, Device::cpu(), {param_bytes}),
-                d_params);
-    const auto* device_params = static_cast<const ops::SamplingParamsRow*>(d_params.view().data);
-    if (any_penalty || any_mask) {
-        if (!penalized_.defined() || penalized_.size(0) < R)
-            penalized_ = Tensor::empty(alloc, DType::F32, {R, V});
-        to_sample = penalized_.view().narrow(0, 0, R);
-        ops::copy(ctx_, logits, to_sample);
-    }
+    if (!any_penalty && !any_mask) return logits;
+    if (!penalized_.defined() || penalized_.size(0) < R || penalized_.size(1) != V)
+        penalized_ = Tensor::empty(ops::device_allocator(ctx_.device), DType::F32, {R, V});
+    const TensorView to_sample = penalized_.view().narrow(0, 0, R);
+    ops::copy(ctx_, logits, to_sample);
     if (any_penalty) {
         std::vector<int32_t> offsets{0}, tokens, counts;
         std::vector<uint8_t> in_prompt;
@@ -106,38 +170,7 @@ std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t toke
         ops::apply_penalties(ctx_, to_sample, device_params, d_off, d_tok, d_cnt, d_in);
     }
     if (any_mask) apply_masks(to_sample, rows);
-    Tensor d_tokens = Tensor::empty(alloc, DType::I32, {R});
-    Tensor d_status = Tensor::empty(alloc, DType::I32, {R});
-    ops::sample_tokens(ctx_, to_sample, token_limit, device_params, d_tokens, d_status);
-
-    // Bring the results to the host.
-    const size_t rows_n = static_cast<size_t>(R), top_n = static_cast<size_t>(R * top_k);
-    std::vector<int32_t> tokens(rows_n), status(rows_n), ids_h(top_n);
-    std::vector<float> lse_h(rows_n), lp_h(top_n);
-    ops::download(ctx_, d_tokens, host_view(tokens, DType::I32));
-    ops::download(ctx_, d_status, host_view(status, DType::I32));
-    ops::download(ctx_, lse, host_view(lse_h, DType::F32));
-    if (top_k > 0) {
-        ops::download(ctx_, top_ids.view().reshape({R * top_k}), host_view(ids_h, DType::I32));
-        ops::download(ctx_, top_lp.view().reshape({R * top_k}), host_view(lp_h, DType::F32));
-    }
-    std::vector<SampleOutput> out(rows_n);
-    for (int64_t r = 0; r < R; ++r) {
-        SampleOutput& o = out[size_t(r)];
-        if (status[size_t(r)] != ops::kSampleOk) {
-            o.non_finite = true;
-            continue;
-        }
-        o.token.id = tokens[size_t(r)];
-        std::vector<float> one(1);
-        ops::download(ctx_, logits.narrow(0, r, 1).narrow(1, o.token.id, 1).reshape({1}),
-                      host_view(one, DType::F32));
-        o.token.logprob = one[0] - lse_h[size_t(r)];
-        for (int i = 0; i < rows[size_t(r)].top_logprobs; ++i)
-            o.token.top_logprobs.push_back(
-                {ids_h[size_t(r * top_k + i)], lp_h[size_t(r * top_k + i)]});
-    }
-    return out;
+    return to_sample;
 }
 
 // Masked rows go through the host: download, mask, upload (one row of V floats each; masks are
@@ -151,7 +184,8 @@ void Sampler::apply_masks(const TensorView& to_sample, const std::vector<SampleI
         const TensorView dev = to_sample.narrow(0, int64_t(r), 1).reshape({V});
         ops::download(ctx_, dev, host_view(row, DType::F32));
         for (int64_t v = 0; v < V; ++v)
-            if (size_t(v) >= allowed->size() || !(*allowed)[size_t(v)]) row[size_t(v)] = kMaskedLogit;
+            if (size_t(v) >= allowed->size() || !(*allowed)[size_t(v)])
+                row[size_t(v)] = kMaskedLogit;
         ops::upload(ctx_, host_view(row, DType::F32), dev);
     }
 }

@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "ninfer/engine.h"
 #include "ops/exec_context.h"
+#include "ops/sampling.h"
 
 namespace ninfer::runtime {
 
@@ -33,6 +34,8 @@ struct SampleOutput {
     GeneratedToken token;
 };
 
+// One step's sampling costs one upload (the rows' parameters) and one download (every result,
+// packed on the device), so one host synchronisation, unless penalties or token masks apply.
 class Sampler {
 public:
     explicit Sampler(const ops::ExecContext& ctx) : ctx_(ctx) {}
@@ -41,10 +44,17 @@ public:
                                      const std::vector<SampleInput>& rows);
 
 private:
+    const ops::SamplingParamsRow* upload_params(const std::vector<SampleInput>& rows);
+    TensorView penalized(const TensorView& logits, const std::vector<SampleInput>& rows,
+                         const ops::SamplingParamsRow* device_params);
     void apply_masks(const TensorView& to_sample, const std::vector<SampleInput>& rows);
+    // A device buffer of at least `elements` of dtype, grown (never shrunk) across steps.
+    TensorView reserve(Tensor& buffer, DType dtype, int64_t elements);
 
     ops::ExecContext ctx_;
     Tensor penalized_; // scratch copy of the logits for penalties
+    Tensor params_;    // the rows' SamplingParamsRow on the device
+    Tensor results_;   // the packed per-step results (see sampler.cpp)
 };
 
 bool needs_penalties(const SamplingOptions& o);

@@ -180,6 +180,51 @@ TEST(SampleTokens, NonFiniteLogitsGiveStatusAndNoToken) {
     }
 }
 
+TEST(SampleTokens, ChosenLogitsGatherTheSourceAtTheToken) {
+    // Row 0 greedy, row 1 sampled, row 2 non-finite; the source differs from the sampled logits
+    // (as raw logits differ from penalized ones) and is wider than vocab_limit.
+    Tensor logits = f32_tensor({3, 4}, {0, 3, 1, 2, 1, 2, 0, 1, 1, INFINITY, 0, 0});
+    Tensor source =
+        f32_tensor({3, 5}, {10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 30, 31, 32, 33, 34});
+    std::vector<SamplingParamsRow> params(3);
+    params[0].greedy = 1;
+    params[1].seed = 5;
+    for (const auto& ctx : {kRef, kFast}) {
+        Tensor tokens = zeros({3}, DType::I32), status = zeros({3}, DType::I32),
+               chosen = zeros({3});
+        ops::sample_tokens(ctx, logits, 4, params.data(), tokens, status, source, chosen);
+        const int32_t* t = tokens.ptr<int32_t>();
+        const float* c = chosen.ptr<float>();
+        EXPECT_EQ(t[0], 1);
+        EXPECT_EQ(c[0], 11.0f);
+        ASSERT_GE(t[1], 0);
+        EXPECT_EQ(c[1], 20.0f + float(t[1]));
+        EXPECT_EQ(status.ptr<int32_t>()[2], ops::kSampleNonFinite);
+        EXPECT_TRUE(std::isnan(c[2]));
+        // Without the optional pair the tokens are the same.
+        Sampled plain = sample(ctx, logits, 4, params);
+        EXPECT_EQ(plain.tokens, std::vector<int32_t>(t, t + 3));
+    }
+}
+
+TEST(SampleTokens, ChosenLogitsRejectBadArguments) {
+    Tensor logits = random_tensor({2, 10}, 521);
+    std::vector<SamplingParamsRow> params(2);
+    Tensor tokens = zeros({2}, DType::I32), status = zeros({2}, DType::I32), chosen = zeros({2});
+    auto call = [&](const TensorView& source, const TensorView& out) {
+        ops::sample_tokens(kFast, logits, 10, params.data(), tokens, status, source, out);
+    };
+    EXPECT_THROW(call(logits, TensorView{}), Error); // one without the other
+    EXPECT_THROW(call(TensorView{}, chosen), Error);
+    Tensor narrow_source = zeros({2, 9}), short_source = zeros({1, 10});
+    EXPECT_THROW(call(narrow_source, chosen), Error); // fewer columns than vocab_limit
+    EXPECT_THROW(call(short_source, chosen), Error);
+    Tensor chosen_bad = zeros({3}), chosen_i32 = zeros({2}, DType::I32);
+    EXPECT_THROW(call(logits, chosen_bad), Error);
+    EXPECT_THROW(call(logits, chosen_i32), Error);
+    EXPECT_NO_THROW(call(logits, chosen));
+}
+
 TEST(SampleTokens, FastAndReferenceGiveIdenticalTokens) {
     const int64_t R = 600, V = 1000, limit = 990;
     Tensor logits = random_tensor({R, V}, 500, 3.0f);

@@ -48,6 +48,7 @@ void apply_penalties(CpuMode mode, const TensorView& logits, const SamplingParam
                      const TensorView& in_prompt);
 void sample_tokens(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
-                   const TensorView& status);
+                   const TensorView& status, const TensorView& chosen_source,
+                   const TensorView& chosen_logits);
 
 } // namespace ninfer::ops::cpu

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "core/philox.h"
@@ -105,8 +106,10 @@ void apply_penalties(CpuMode mode, const TensorView& logits, const SamplingParam
 
 void sample_tokens(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
-                   const TensorView& status) {
+                   const TensorView& status, const TensorView& chosen_source,
+                   const TensorView& chosen_logits) {
     const int64_t R = logits.size(0);
+    const bool gather = !chosen_logits.empty();
     for_each_row(mode, R, [&](int64_t r) {
         const float* l = row_f32(logits, r);
         bool finite = true;
@@ -114,10 +117,13 @@ void sample_tokens(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
         if (!finite) {
             tokens.ptr<int32_t>()[r] = -1;
             status.ptr<int32_t>()[r] = kSampleNonFinite;
+            if (gather) chosen_logits.ptr<float>()[r] = std::numeric_limits<float>::quiet_NaN();
             return;
         }
-        tokens.ptr<int32_t>()[r] = sample_row(mode, l, vocab_limit, params[r]);
+        const int32_t token = sample_row(mode, l, vocab_limit, params[r]);
+        tokens.ptr<int32_t>()[r] = token;
         status.ptr<int32_t>()[r] = kSampleOk;
+        if (gather) chosen_logits.ptr<float>()[r] = row_f32(chosen_source, r)[token];
     });
 }
 

@@ -87,6 +87,7 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
                      const TensorView& in_prompt);
 void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
-                   const TensorView& status);
+                   const TensorView& status, const TensorView& chosen_source,
+                   const TensorView& chosen_logits);
 
 } // namespace ninfer::ops::cuda

@@ -1,7 +1,10 @@
-// Implements apply_penalties and sample_tokens (ops/sampling.h) on CUDA, one block per row,
-// following the CPU definitions: thresholds are found by binary search over ordered keys
-// (top-k on the logits' float keys, top-p on the f64 probabilities' bits), probabilities and
-// sums in f64, and the token is the first id whose running sum exceeds u * total.
+// Implements apply_penalties and sample_tokens (ops/sampling.h) on CUDA, following the CPU
+// definitions. sample_tokens runs in two stages: argmax_split reduces each chunk of a row (many
+// blocks per row, select.cuh's splits) to its best rank, or kNonFiniteChunk; sample_kernel (one
+// block per row) merges them, which settles greedy and non-finite rows at once; the other rows
+// then sample in that block: thresholds by binary search over ordered keys (top-k on the logits'
+// float keys, top-p on the f64 probabilities' bits), probabilities and sums in f64, and the
+// token is the first id whose running sum exceeds u * total.
 #include <cub/block/block_scan.cuh>
 
 #include <cfloat>
@@ -15,6 +18,11 @@ namespace ninfer::ops::cuda {
 namespace {
 
 constexpr int kThreads = 256; // one block per row; f64 scan state limits the block size
+static_assert(kThreads >= kMaxSplits, "sample_kernel merges one split partial per thread");
+
+// The partial of a chunk holding a NaN or an infinity: above every finite value's rank (finite
+// keys are below order_key(+inf) << 32), so the merged maximum flags the row.
+constexpr uint64_t kNonFiniteChunk = ~0ull;
 
 __global__ void penalties_kernel(float* logits, int64_t l_s0, const SamplingParamsRow* params,
                                  const int32_t* offsets, const int32_t* tokens,
@@ -99,33 +107,69 @@ __device__ int64_t inverse_cdf(const double* p, int64_t n, double target) {
     return block_max<long long>(last_kept);
 }
 
+// Implements stage 1 of sample_tokens; chosen for every row (grid (R, splits), kSplitThreads).
+// partial[r * splits + s]: the best rank of columns [s * chunk, (s + 1) * chunk) of [0, n), or
+// kNonFiniteChunk when one of them is not finite.
+__global__ void __launch_bounds__(kSplitThreads)
+    argmax_split(const float* logits, int64_t l_s0, int64_t n, int64_t chunk, uint64_t* partial) {
+    pdl_wait_and_release();
+    const int64_t r = blockIdx.x, split = blockIdx.y;
+    const float* l = logits + r * l_s0;
+    const int64_t begin = split * chunk, end = min(n, begin + chunk);
+    int bad = 0;
+    uint64_t best = 0;
+#pragma unroll 4
+    for (int64_t v = begin + threadIdx.x; v < end; v += blockDim.x) {
+        const float x = l[v];
+        bad |= !isfinite(x);
+        const uint64_t rank = rank_of(x, v);
+        best = rank > best ? rank : best;
+    }
+    bad = __syncthreads_or(bad);
+    best = block_max_u64(best);
+    if (threadIdx.x == 0) partial[r * gridDim.y + split] = bad ? kNonFiniteChunk : best;
+}
+
+// Stage 2's output for row r: tokens[r], status[r] and, when chosen is set, chosen[r] (the
+// chosen_src logit of the token; NaN for a non-finite row). Thread 0 writes.
+struct RowOutput {
+    int32_t* tokens;
+    int32_t* status;
+    const float* chosen_src;
+    int64_t c_s0;
+    float* chosen;
+
+    __device__ void finish(int64_t r, int64_t token) const {
+        if (threadIdx.x != 0) return;
+        tokens[r] = int32_t(token);
+        status[r] = kSampleOk;
+        if (chosen) chosen[r] = chosen_src[r * c_s0 + token];
+    }
+    __device__ void non_finite(int64_t r) const {
+        if (threadIdx.x != 0) return;
+        tokens[r] = -1;
+        status[r] = kSampleNonFinite;
+        if (chosen) chosen[r] = __int_as_float(0x7fc00000); // quiet NaN
+    }
+};
+
+// Implements stage 2 of sample_tokens: one block per row (kThreads) merges the row's split
+// partials; greedy and non-finite rows end there, the others sample over the whole row.
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* logits, int64_t l_s0, int64_t n, const SamplingParamsRow* params,
-                  double* scratch, int32_t* tokens, int32_t* status) {
+                  const uint64_t* partial, int splits, double* scratch, RowOutput out) {
+    pdl_wait_and_release();
     const int64_t r = blockIdx.x;
     const float* l = logits + r * l_s0;
     const SamplingParamsRow sp = params[r];
-    int bad = 0;
-    uint64_t best = 0;
-    for (int64_t v = threadIdx.x; v < n; v += blockDim.x) {
-        bad |= !isfinite(l[v]);
-        const uint64_t rank = rank_of(l[v], v);
-        best = rank > best ? rank : best;
-    }
-    bad = block_sum(bad);
-    best = block_max_u64(best);
-    if (bad) {
-        if (threadIdx.x == 0) {
-            tokens[r] = -1;
-            status[r] = kSampleNonFinite;
-        }
+    const uint64_t best =
+        block_max_u64(int(threadIdx.x) < splits ? partial[r * splits + threadIdx.x] : 0ull);
+    if (best == kNonFiniteChunk) {
+        out.non_finite(r);
         return;
     }
     if (sp.greedy || sp.temperature <= 0.0f) {
-        if (threadIdx.x == 0) {
-            tokens[r] = int32_t(rank_id(best));
-            status[r] = kSampleOk;
-        }
+        out.finish(r, rank_id(best));
         return;
     }
     const double temperature = sp.temperature;
@@ -160,11 +204,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads(); // p fully written before the scan reads other threads' entries
     const double target = philox_uniform(sp.seed, uint64_t(sp.position)) * total;
-    const int64_t token = inverse_cdf(p, n, target);
-    if (threadIdx.x == 0) {
-        tokens[r] = int32_t(token);
-        status[r] = kSampleOk;
-    }
+    out.finish(r, inverse_cdf(p, n, target));
 }
 
 } // namespace
@@ -183,13 +223,28 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
 
 void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
-                   const TensorView& status) {
+                   const TensorView& status, const TensorView& chosen_source,
+                   const TensorView& chosen_logits) {
     const int64_t R = logits.size(0);
     if (R == 0) return;
-    Tensor scratch = Tensor::empty(allocator(ctx.device), DType::F64, {R, vocab_limit});
-    sample_kernel<<<unsigned(R), kThreads, 0, stream_of(ctx)>>>(
-        logits.ptr<float>(), logits.stride[0], vocab_limit, params, scratch.ptr<double>(),
-        tokens.ptr<int32_t>(), status.ptr<int32_t>());
+    Allocator& alloc = allocator(ctx.device);
+    const int splits = splits_for(vocab_limit);
+    Tensor partial = Tensor::empty(alloc, DType::I64, {R * splits});
+    // Probabilities of the sampled rows; the host cannot tell greedy rows (params live on the
+    // device), so every row gets its slice. Pool allocations cost no device work.
+    Tensor scratch = Tensor::empty(alloc, DType::F64, {R, vocab_limit});
+    auto* partial_p = reinterpret_cast<uint64_t*>(partial.ptr<int64_t>());
+    launch_pdl(ctx, argmax_split, dim3(unsigned(R), unsigned(splits)), dim3(kSplitThreads), 0,
+               logits.ptr<float>(), logits.stride[0], vocab_limit, split_chunk(vocab_limit, splits),
+               partial_p);
+    check_launch("argmax_split");
+    const bool gather = !chosen_logits.empty();
+    const RowOutput out{
+        tokens.ptr<int32_t>(), status.ptr<int32_t>(), gather ? chosen_source.ptr<float>() : nullptr,
+        gather ? chosen_source.stride[0] : 0, gather ? chosen_logits.ptr<float>() : nullptr};
+    launch_pdl(ctx, sample_kernel, dim3(unsigned(R)), dim3(kThreads), 0, logits.ptr<float>(),
+               logits.stride[0], vocab_limit, params, static_cast<const uint64_t*>(partial_p),
+               splits, scratch.ptr<double>(), out);
     check_launch("sample_kernel");
 }
 

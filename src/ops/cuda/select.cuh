@@ -1,7 +1,9 @@
-// Block-wide selection helpers for logit rows: ordered keys for (value desc, id asc) and a
-// block argmax over them. Included by logits.cu and sampling.cu.
+// Block-wide selection helpers for logit rows: ordered keys for (value desc, id asc), a block
+// argmax over them, and the row splits of the two-stage (split, merge) row reductions. Included
+// by logits.cu and sampling.cu.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "ops/cuda/cuda_common.cuh"
@@ -43,6 +45,24 @@ __device__ inline uint64_t block_max_u64(uint64_t v) {
     __syncthreads();
     const int warps = (blockDim.x + 31) >> 5;
     return warp_max_u64(lane < warps ? partial[lane] : 0ull);
+}
+
+// Row splits: a row of n columns is cut into splits_for(n) chunks of split_chunk(n) columns; one
+// block of kSplitThreads reduces each chunk to a partial, then one block per row (a thread per
+// split) merges the partials. The split count depends on n only, so a row's result does not
+// depend on how many rows share the call.
+constexpr int kSplitThreads = 256;
+// Why 1024: four columns per thread amortise a block's start and its partial; a 248,320-column
+// vocabulary row then spreads over 243 blocks, about two per SM of an H200 (132 SMs).
+constexpr int64_t kMinSplitColumns = 1024;
+// Why 256: the merge block holds one partial per thread.
+constexpr int kMaxSplits = 256;
+
+inline int splits_for(int64_t n) {
+    return int(std::clamp<int64_t>((n + kMinSplitColumns - 1) / kMinSplitColumns, 1, kMaxSplits));
+}
+inline int64_t split_chunk(int64_t n, int splits) {
+    return (n + splits - 1) / splits;
 }
 
 } // namespace ninfer::ops::cuda
