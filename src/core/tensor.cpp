@@ -44,6 +44,7 @@ int64_t TensorView::numel() const {
 }
 
 bool TensorView::is_contiguous() const {
+    if (numel() == 0) return true; // nothing to lay out (strides of zero-sized dims are free)
     int64_t running = 1;
     for (int d = ndim - 1; d >= 0; --d) {
         if (shape[d] != 1 && stride[d] != running) return false;
