@@ -18,6 +18,7 @@
 #include "ops/cuda/linear_gemv.h"
 #include "ops/elementwise.h"
 #include "ops/gated_delta_rule.h"
+#include "ops/gated_rms_norm.h"
 #include "ops/linear.h"
 #include "ops/logits.h"
 #include "ops/memory.h"
@@ -128,6 +129,38 @@ void gdn_decode(int64_t Hv) {
     report("gated_delta_rule T=1 Hv=" + std::to_string(Hv),
            graph_us([&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }),
            2.0 * 4 * Hv * d * d); // state read + written
+    // The GDN core of a decode step (conv, gates, recurrence, gated norm): the fused kernel of
+    // gdn_decode against the four ops it replaces, in one run. in_proj's output: qkv | z | b | a.
+    const int64_t C = 2 * Hk * d + Hv * d, Vd = Hv * d;
+    Tensor proj = dev(DType::BF16, {1, C + Vd + 2 * Hv}, 32);
+    Tensor conv_w = dev(DType::BF16, {C, 4}, 33, 0.3f);
+    Tensor conv_state = dev(DType::BF16, {1, C, 3}, 34), conv_out = dev(DType::BF16, {1, C}, 35);
+    Tensor A_log = dev(DType::BF16, {Hv}, 36, 0.5f), dt_bias = dev(DType::BF16, {Hv}, 37, 0.5f);
+    Tensor norm_w = dev(DType::BF16, {d}, 38);
+    const TensorView p = proj.view(), qkv = p.narrow(1, 0, C), z = p.narrow(1, C, Vd);
+    const TensorView b = p.narrow(1, C + Vd, Hv), a = p.narrow(1, C + Vd + Hv, Hv);
+    auto heads = [&](const TensorView& x, int64_t col0, int64_t n) { // [1, n, d] column view
+        TensorView h = x.narrow(1, col0, n * d);
+        h.ndim = 3;
+        h.shape = {1, n, d, 1};
+        h.stride = {x.stride[0], d, 1, 0};
+        return h;
+    };
+    const double gdn_bytes = 2.0 * 4 * Hv * d * d + 2.0 * (11 * C + 2 * Vd); // + qkv, conv, z, core
+    report("gdn_decode T=1 Hv=" + std::to_string(Hv), graph_us([&] {
+               ops::gdn_decode(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, 1e-6f, batch.b,
+                               conv_state, state, conv_out, g, beta, out);
+           }),
+           gdn_bytes);
+    report("gdn 4 ops T=1 Hv=" + std::to_string(Hv), graph_us([&] {
+               ops::causal_conv1d_silu(ctx, qkv, conv_w, batch.b, conv_state, conv_out);
+               ops::gdn_gates(ctx, a, b, A_log, dt_bias, g, beta);
+               ops::gated_delta_rule(ctx, heads(conv_out, 0, Hk), heads(conv_out, Hk * d, Hk),
+                                     heads(conv_out, 2 * Hk * d, Hv), g, beta, batch.b, state,
+                                     out);
+               ops::gated_rms_norm(ctx, out, heads(z, 0, Hv), norm_w, 1e-6f, out);
+           }),
+           gdn_bytes);
 }
 
 void attention_decode(int64_t nH, int64_t nKV, int32_t ctx_len) {

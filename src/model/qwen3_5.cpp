@@ -7,11 +7,9 @@
 #include "io/safetensors.h"
 #include "model/weight_loader.h"
 #include "ops/attention.h"
-#include "ops/conv1d.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gated_delta_rule.h"
-#include "ops/gated_rms_norm.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
 #include "ops/moe.h"
@@ -153,22 +151,17 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
     const io::ModelConfig& c = config_;
     Scratch& s = *scratch_;
     const int64_t T = batch.tokens.size(0), C = c.conv_dim(), Vd = c.value_dim();
-    const int64_t Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads;
-    const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+    const int64_t Hv = c.linear_num_value_heads;
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     TensorView proj = cols(s.proj.view().narrow(0, 0, T), 0, C + Vd + 2 * Hv);
     ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj, proj, h);
-    TensorView conv_out = s.conv_out.view().narrow(0, 0, T);
-    ops::causal_conv1d_silu(ctx, cols(proj, 0, C), w.gdn.conv, batch.seqs, conv_state, conv_out);
-    TensorView g = s.g.view().narrow(0, 0, T), beta = s.beta.view().narrow(0, 0, T);
-    ops::gdn_gates(ctx, cols(proj, C + Vd + Hv, Hv), cols(proj, C + Vd, Hv), w.gdn.A_log,
-                   w.gdn.dt_bias, g, beta);
+    // in_proj columns: qkv [0, C), z [C, C + Vd), b [C + Vd, C + Vd + Hv), a (the next Hv).
     TensorView core = s.core.view().narrow(0, 0, T);
-    ops::gated_delta_rule(
-        ctx, as_heads(conv_out, 0, Hk, dk, dk), as_heads(conv_out, Hk * dk, Hk, dk, dk),
-        as_heads(conv_out, 2 * Hk * dk, Hv, dv, dv), g, beta, batch.seqs, recurrent_state, core);
-    ops::gated_rms_norm(ctx, core, as_heads(proj, C, Hv, dv, dv), w.gdn.norm, float(c.rms_norm_eps),
-                        core);
+    ops::gdn_decode(ctx, cols(proj, 0, C), cols(proj, C, Vd), cols(proj, C + Vd, Hv),
+                    cols(proj, C + Vd + Hv, Hv), w.gdn.conv, w.gdn.A_log, w.gdn.dt_bias, w.gdn.norm,
+                    float(c.rms_norm_eps), batch.seqs, conv_state, recurrent_state,
+                    s.conv_out.view().narrow(0, 0, T), s.g.view().narrow(0, 0, T),
+                    s.beta.view().narrow(0, 0, T), core);
     ops::linear(ctx, core.reshape({T, Vd}), w.gdn.out_proj, x, /*accumulate=*/true);
 }
 

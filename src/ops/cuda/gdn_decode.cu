@@ -1,0 +1,293 @@
+// Implements gdn_decode (ops/gated_delta_rule.h) on CUDA: the decode route runs a GDN layer's
+// conv + SiLU, gates, l2 norms, recurrent update and gated RMS norm in one kernel.
+// Chosen when every sequence has at most one row, dk = dv = 128, conv kernel 4 and Hv / Hk <= 8,
+// on sm_90+ (thread-block clusters); the dispatcher runs the four ops for everything else.
+// Assumes contiguous conv state, recurrent state and core; unit last strides on the in_proj views.
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/cuda_ops.h"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+constexpr int kD = 128;                          // dk = dv: Qwen3.5's GDN head dim
+constexpr int kConvK = 4;                        // linear_conv_kernel_dim of every Qwen3.5
+constexpr int kHist = kConvK - 1;                // pre-conv inputs a conv state keeps
+constexpr int kGroups = kD / 32;                 // 32-wide column groups = 32-row row groups
+constexpr int kThreads = kGroups * kGroups * 32; // one warp per (row group, column group): 512
+constexpr int kChannels = 3 * kD;                // conv channels a block reads: q, k, v heads
+constexpr int kMaxCluster = 8;                   // the portable cluster size
+
+struct DecodeArgs {
+    const void *qkv, *z, *b, *a;      // rows of in_proj's output, activation dtype
+    int64_t qkv_s0, z_s0, b_s0, a_s0; // their row strides (elements)
+    const void *conv_w, *A_log, *dt_bias, *norm_w;
+    void* conv_state; // [slots, C, kHist] activation dtype
+    float* state;     // [slots, Hv, kD, kD]
+    void* core;       // [T, Hv, kD] activation dtype
+    const int32_t *row_begin, *slots;
+    int64_t C;
+    int Hv, ratio; // value heads; value heads per key head (= the cluster size)
+    float eps;
+};
+
+// barrier.cluster split in two: arrive (release) once a block has read what a sibling block will
+// overwrite; wait (acquire) before overwriting it. Exited threads count as arrived.
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+
+// The conv channel of block thread t < kChannels: the q rows of key head hk, then its k rows,
+// then value head h's v rows (qkv columns: q [0, Kd), k [Kd, 2 Kd), v [2 Kd, C), Kd = Hk kD).
+__device__ int64_t conv_channel(int t, int hk, int h, int Hk) {
+    const int64_t Kd = int64_t(Hk) * kD;
+    if (t < kD) return int64_t(hk) * kD + t;
+    if (t < 2 * kD) return Kd + int64_t(hk) * kD + (t - kD);
+    return 2 * Kd + int64_t(h) * kD + (t - 2 * kD);
+}
+
+// One row of causal_conv1d_silu for one channel (conv_sequences' arithmetic): `hist` holds the
+// kHist previous inputs, oldest first; `next` receives the state after this row. Returns the
+// output rounded to T, as the unfused route stores it.
+template <typename T>
+__device__ float conv_silu(const T* hist_in, float cur, const float (&taps)[kConvK],
+                           float (&next)[kHist]) {
+    float hist[kHist];
+#pragma unroll
+    for (int j = 0; j < kHist; ++j) hist[j] = to_float(hist_in[j]);
+    float sum = taps[kHist] * cur; // tap K-1 multiplies the current token
+#pragma unroll
+    for (int j = 0; j < kHist; ++j) sum += taps[j] * hist[j];
+#pragma unroll
+    for (int j = 0; j + 1 < kHist; ++j) next[j] = hist[j + 1];
+    next[kHist - 1] = cur;
+    return to_float(from_float<T>(sum / (1.0f + __expf(-sum))));
+}
+
+// gates_kernel's arithmetic for one (row, head): the decay e^g and beta rounded to T.
+struct Gates {
+    float decay, beta;
+};
+template <typename T> __device__ Gates gdn_gates_of(float a, float b, float A_log, float dt_bias) {
+    const float av = a + dt_bias;
+    const float softplus = av > 20.0f ? av : log1pf(__expf(av)); // torch's threshold 20
+    const float g = -__expf(A_log) * softplus;
+    // HF computes beta in the activation dtype.
+    return {__expf(g), to_float(from_float<T>(1.0f / (1.0f + __expf(-b))))};
+}
+
+// Element lane + 32 * group of the dk-vector x (shared memory, kD values) l2-normalised and times
+// `scale`, reduced in load_normalized's order. Every lane of the warp must call it.
+__device__ float normalized_element(const float* x, int group, float scale) {
+    const int lane = threadIdx.x & 31;
+    float sum = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kGroups; ++m) {
+        const float v = x[lane + 32 * m];
+        sum += v * v;
+    }
+    const float inv = rsqrtf(warp_sum(sum) + 1e-6f) * scale; // eps on the sum of squares
+    return x[lane + 32 * group] * inv;
+}
+
+// Conv + SiLU of this block's kChannels channels into x_s (thread t < kChannels: channel ch).
+// Writes the conv state of the block's own v channels; returns the q/k channels' next state in
+// `next` (written later, once per key head). Weights `taps` were loaded before the PDL wait.
+template <typename T>
+__device__ void conv_block(const DecodeArgs& a, int64_t r, int64_t slot, int64_t ch,
+                           const float (&taps)[kConvK], float* x_s, float (&next)[kHist]) {
+    const int t = threadIdx.x;
+    if (ch < 0) return;
+    T* hist = static_cast<T*>(a.conv_state) + (slot * a.C + ch) * kHist; // [slot, ch, :]
+    const float cur = to_float(static_cast<const T*>(a.qkv)[r * a.qkv_s0 + ch]);
+    x_s[t] = conv_silu<T>(hist, cur, taps, next);
+    if (t >= 2 * kD) // v channels: read by this block alone
+#pragma unroll
+        for (int j = 0; j < kHist; ++j) hist[j] = from_float<T>(next[j]);
+}
+
+// One token of the recurrence on this thread's state rows S[32 rg + j, col] (recurrent_kernel's
+// arithmetic and summation order): S = decay S + k^ u^T with u = beta (v - decay S^T k^), then
+// returns column col of S^T q^ (summed over the row groups). k_mine, q_mine: k^, q^ at row
+// 32 rg + lane; v: v[col]. Every thread of the block calls it.
+__device__ float delta_rule_step(float (&S)[32], Gates gt, float v, float k_mine, float q_mine,
+                                 int rg, int col) {
+    __shared__ float part[2][kGroups][kD]; // per row group: S^T k and S^T q partial sums
+    float kv = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) kv += S[j] * __shfl_sync(0xffffffffu, k_mine, j);
+    part[0][rg][col] = kv;
+    __syncthreads();
+    kv = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kGroups; ++w) kv += part[0][w][col];
+    const float u = gt.beta * (v - gt.decay * kv); // the delta uses the decayed state
+    float o = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        S[j] = gt.decay * S[j] + __shfl_sync(0xffffffffu, k_mine, j) * u;
+        o += S[j] * __shfl_sync(0xffffffffu, q_mine, j); // read after the update
+    }
+    part[1][rg][col] = o;
+    __syncthreads();
+    o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kGroups; ++w) o += part[1][w][col];
+    return o;
+}
+
+// The gated RMS norm of the head's output over its kD columns (gated_rms_norm_rows' order:
+// warps 0..kGroups-1 hold columns 32 w + lane) and the store of core. o: this thread's column of
+// the output before rounding; every thread of the block calls it.
+template <typename T>
+__device__ void gated_norm_store(const DecodeArgs& a, int64_t r, int h, int col, float o,
+                                 float norm_w) {
+    __shared__ float sq[kGroups];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float x = to_float(from_float<T>(o)); // the unfused route stores o in T
+    float sum = 0.0f;
+    sum += x * x;
+    sum = warp_sum(sum);
+    if (warp < kGroups && lane == 0) sq[warp] = sum;
+    __syncthreads();
+    if (warp >= kGroups) return;
+    const float scale = rsqrtf(warp_sum(lane < kGroups ? sq[lane] : 0.0f) / float(kD) + a.eps);
+    const float zg = to_float(static_cast<const T*>(a.z)[r * a.z_s0 + int64_t(h) * kD + col]);
+    // HF rounds the normalised value to the activation dtype before the weight.
+    const float n = to_float(from_float<T>(x * scale));
+    static_cast<T*>(a.core)[(r * a.Hv + h) * kD + col] =
+        from_float<T>(norm_w * n * (zg / (1.0f + __expf(-zg))));
+}
+
+// One block per (sequence, value head h), a cluster per key head (its `ratio` value heads).
+// Warp (row group rg, column group) keeps S[32 rg + j, col] (j < 32) in registers, lane = column:
+// the recurrent kernel's layout over all kD columns, so the gated norm over dv stays in the block.
+// Every block computes its key head's q/k conv (the blocks of a cluster share it); the cluster's
+// first block writes that conv state back once every block of the cluster has read it.
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1) gdn_decode_kernel(DecodeArgs a) {
+    const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, hk = h / a.ratio;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int col = (warp % kGroups) * 32 + lane, rg = warp / kGroups;
+    const int64_t ch = t < kChannels ? conv_channel(t, hk, h, a.Hv / a.ratio) : -1;
+    // Weights only before the wait: no kernel of the step writes them.
+    float taps[kConvK] = {};
+    if (ch >= 0)
+#pragma unroll
+        for (int j = 0; j < kConvK; ++j)
+            taps[j] = to_float(static_cast<const T*>(a.conv_w)[ch * kConvK + j]);
+    const float A_log = to_float(static_cast<const T*>(a.A_log)[h]);
+    const float dt_bias = to_float(static_cast<const T*>(a.dt_bias)[h]);
+    const float norm_w = to_float(static_cast<const T*>(a.norm_w)[col]);
+    pdl_wait_and_release();
+    const int64_t r = a.row_begin[s], slot = a.slots[s];
+    if (a.row_begin[s + 1] == r) return; // no row: both states stay (the whole cluster returns)
+    float* st = a.state + ((slot * a.Hv + h) * kD + 32 * rg) * kD + col; // S[slot, h, 32 rg, col]
+    float S[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) S[j] = st[j * kD];
+    __shared__ float x_s[kChannels]; // conv outputs in T: q [0, kD), k [kD, 2 kD), v [2 kD, 3 kD)
+    float next[kHist] = {};
+    conv_block<T>(a, r, slot, ch, taps, x_s, next);
+    cluster_arrive(); // this block has read its q/k conv state
+    __syncthreads();
+    const Gates gt =
+        gdn_gates_of<T>(to_float(static_cast<const T*>(a.a)[r * a.a_s0 + h]),
+                        to_float(static_cast<const T*>(a.b)[r * a.b_s0 + h]), A_log, dt_bias);
+    const float k_mine = normalized_element(x_s + kD, rg, 1.0f); // k^[32 rg + lane]
+    const float q_mine = normalized_element(x_s, rg, rsqrtf(float(kD)));
+    const float o = delta_rule_step(S, gt, x_s[2 * kD + col], k_mine, q_mine, rg, col);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) st[j * kD] = S[j];
+    gated_norm_store<T>(a, r, h, col, o, norm_w);
+    if (h % a.ratio != 0) return;
+    cluster_wait(); // every block of the cluster has read the q/k conv state
+    if (ch >= 0 && t < 2 * kD) {
+        T* hist = static_cast<T*>(a.conv_state) + (slot * a.C + ch) * kHist;
+#pragma unroll
+        for (int j = 0; j < kHist; ++j) hist[j] = from_float<T>(next[j]);
+    }
+}
+
+// Thread-block clusters (and so barrier.cluster) need sm_90; asked once per process.
+bool clusters_supported() {
+    static const bool supported = [] {
+        int device = 0, major = 0;
+        return cudaGetDevice(&device) == cudaSuccess &&
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+                   cudaSuccess &&
+               major >= 9;
+    }();
+    return supported;
+}
+
+// launch_pdl with a cluster of `ratio` blocks (one key head's value heads) as a second attribute.
+template <typename T> void launch_decode(const ExecContext& ctx, const DecodeArgs& a, int seqs) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(seqs * a.Hv));
+    config.blockDim = dim3(kThreads);
+    config.stream = stream_of(ctx);
+    cudaLaunchAttribute attribute[2] = {};
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = unsigned(a.ratio);
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[1].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = pdl_enabled() ? 2 : 1;
+    check(cudaLaunchKernelEx(&config, gdn_decode_kernel<T>, a), "gdn_decode_kernel");
+}
+
+} // namespace
+
+bool gdn_decode_fits(const SeqBatch& batch, const TensorView& conv_w,
+                     const TensorView& recurrent_state, int64_t Hk) {
+    const int64_t Hv = recurrent_state.size(1);
+    return batch.max_rows_per_seq <= 1 && conv_w.size(1) == kConvK &&
+           recurrent_state.size(2) == kD && recurrent_state.size(3) == kD &&
+           Hv / Hk <= kMaxCluster && clusters_supported();
+}
+
+void gdn_decode(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
+                const TensorView& b, const TensorView& a, const TensorView& conv_w,
+                const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
+                float eps, const SeqBatch& batch, const TensorView& conv_state,
+                const TensorView& recurrent_state, const TensorView& core) {
+    if (batch.num_seqs == 0 || qkv.size(0) == 0) return;
+    const int Hv = int(recurrent_state.size(1));
+    const int64_t Hk = (qkv.size(1) - int64_t(Hv) * kD) / (2 * kD);
+    const DecodeArgs args{qkv.data,
+                          z.data,
+                          b.data,
+                          a.data,
+                          qkv.stride[0],
+                          z.stride[0],
+                          b.stride[0],
+                          a.stride[0],
+                          conv_w.data,
+                          A_log.data,
+                          dt_bias.data,
+                          norm_w.data,
+                          conv_state.data,
+                          recurrent_state.ptr<float>(),
+                          core.data,
+                          batch.row_begin.ptr<int32_t>(),
+                          batch.state_slot.ptr<int32_t>(),
+                          qkv.size(1),
+                          Hv,
+                          int(Hv / Hk),
+                          eps};
+    dispatch_float(qkv.dtype, "gdn_decode", [&](auto tag) {
+        using E = decltype(tag);
+        launch_decode<E>(ctx, args, batch.num_seqs);
+    });
+}
+
+} // namespace ninfer::ops::cuda
