@@ -24,7 +24,7 @@ constexpr int kMaxGroup = 8; // query heads per block (Qwen3.6: 8 for 35B-A3B, 6
 // Keys staged per tile: one per lane when scoring; f32 stages half as many so that the block's
 // static shared memory stays under 48 KB.
 template <typename T> constexpr int kTileKeys = sizeof(T) == 2 ? 32 : 16;
-constexpr int kTargetBlocks = 264; // split-K: 2 x 132 SMs of an H200
+constexpr int kBlocksPerSm = 2; // split-K target: two blocks on every SM of the device
 constexpr int kMaxSplits = 64;
 constexpr int kCombineThreads = 128; // >= kMaxSplits: one thread per split in the merge
 static_assert(kCombineThreads >= kMaxSplits);
@@ -251,9 +251,10 @@ __global__ void __launch_bounds__(kCombineThreads)
 // rows run (decode), one block per (row, head group) otherwise. The count depends on the row and
 // head counts only, not on the context, so a graph captured at one context length replays the same
 // arithmetic at another (splits with no keys exit at once).
-int choose_splits(int64_t row_groups) {
-    if (row_groups >= kTargetBlocks) return 1;
-    return int(std::min<int64_t>((kTargetBlocks + row_groups - 1) / row_groups, kMaxSplits));
+int choose_splits(const ExecContext& ctx, int64_t row_groups) {
+    const int64_t target = int64_t(kBlocksPerSm) * sm_count(ctx);
+    if (row_groups >= target) return 1;
+    return int(std::min<int64_t>((target + row_groups - 1) / row_groups, kMaxSplits));
 }
 
 PagedArgs paged_args(const SeqBatch& b, const TensorView& cache, int num_heads = 0) {
@@ -295,7 +296,7 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
     const int group = int(nH / nKV);
     const int64_t head_groups = nKV * ((group + kMaxGroup - 1) / kMaxGroup);
     const int64_t row_slots = int64_t(batch.num_seqs) * batch.max_rows_per_seq;
-    const int splits = choose_splits(int64_t(batch.num_rows) * head_groups);
+    const int splits = choose_splits(ctx, int64_t(batch.num_rows) * head_groups);
     const dim3 grid{unsigned(row_slots), unsigned(head_groups), unsigned(splits)};
     const bool vec = D % 8 == 0 && q.stride[0] % 8 == 0 && q.stride[1] % 8 == 0 &&
                      k_cache.stride[2] % 8 == 0 && v_cache.stride[2] % 8 == 0 &&

@@ -151,6 +151,10 @@ __device__ __forceinline__ void pdl_wait_and_release() {
 // captured graph.
 void* stream_workspace(const ExecContext& ctx, size_t bytes);
 
+// Streaming multiprocessors of ctx's device (queried once per device): grid sizes that aim to
+// fill the GPU derive from it, never from one card's count.
+int sm_count(const ExecContext& ctx);
+
 // Whether launch_pdl asks for programmatic serialisation: the device is sm_90+ and NINFER_PDL is
 // not "0" (the switch exists to measure the gain: `NINFER_PDL=0 ninfer bench ...`).
 bool pdl_enabled();

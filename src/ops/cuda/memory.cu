@@ -19,6 +19,17 @@ void throw_cuda(cudaError_t status, const char* what) {
     fail(ErrorCategory::Cuda, what, ": ", cudaGetErrorString(status));
 }
 
+int sm_count(const ExecContext& ctx) {
+    static std::mutex mutex;
+    static std::map<int, int> counts;
+    std::lock_guard lock(mutex);
+    auto [it, fresh] = counts.try_emplace(ctx.device.index, 0);
+    if (fresh)
+        check(cudaDeviceGetAttribute(&it->second, cudaDevAttrMultiProcessorCount, ctx.device.index),
+              "cudaDeviceGetAttribute(multiProcessorCount)");
+    return it->second;
+}
+
 bool pdl_enabled() {
     static const bool enabled = [] {
         const char* env = std::getenv("NINFER_PDL");
