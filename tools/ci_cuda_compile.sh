@@ -23,5 +23,5 @@ done
 jobs=$(nproc 2>/dev/null || echo 2)
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a
-$venv/bin/cmake --build build-cuda-ci -j "$jobs" --target ninfer test_cuda_ops test_cuda_model test_cuda_attention test_cuda_moe test_cuda_moe_block test_cuda_linear test_cuda_gdn test_cuda_gdn_decode test_cuda_sampling bench_decode_ops
+$venv/bin/cmake --build build-cuda-ci -j "$jobs" --target ninfer test_cuda_ops test_cuda_model test_cuda_attention test_cuda_moe test_cuda_moe_block test_cuda_linear test_cuda_gdn test_cuda_gdn_core test_cuda_sampling bench_decode_ops
 echo "CUDA backend compiled for sm_90a"

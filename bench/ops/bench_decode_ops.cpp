@@ -35,16 +35,17 @@ ops::ExecContext ctx;
 int reps = 20;
 
 Tensor dev(DType dt, std::vector<int64_t> shape, uint64_t seed, float stddev = 1.0f) {
-    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), dt, shape.data(),
-                             int(shape.size()));
+    Tensor t =
+        Tensor::empty(ops::device_allocator(ctx.device), dt, shape.data(), int(shape.size()));
     ops::fill_random(ctx, t, seed, 0.0f, stddev);
     return t;
 }
 
 Tensor ints(const std::vector<int32_t>& v) {
     Tensor t = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {int64_t(v.size())});
-    ops::upload(ctx, TensorView::contiguous(const_cast<int32_t*>(v.data()), DType::I32,
-                                            Device::cpu(), {int64_t(v.size())}),
+    ops::upload(ctx,
+                TensorView::contiguous(const_cast<int32_t*>(v.data()), DType::I32, Device::cpu(),
+                                       {int64_t(v.size())}),
                 t);
     return t;
 }
@@ -63,9 +64,10 @@ double graph_us(const std::function<void()>& body) {
         const auto t0 = std::chrono::steady_clock::now();
         graph->launch(ctx);
         ops::synchronize(ctx);
-        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                         .count() /
-                     kCallsPerGraph);
+        us.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count() /
+            kCallsPerGraph);
     }
     std::sort(us.begin(), us.end());
     return us[us.size() / 2];
@@ -84,7 +86,8 @@ struct DecodeBatch {
     ops::SeqBatch b;
     DecodeBatch(int32_t ctx_len, int32_t bs) : pos_begin{ctx_len - 1} {
         for (int32_t i = 0; i < (ctx_len + bs - 1) / bs; ++i) table.push_back(i);
-        d_row = ints(row_begin), d_pos = ints(pos_begin), d_slot = ints(slot), d_table = ints(table);
+        d_row = ints(row_begin), d_pos = ints(pos_begin), d_slot = ints(slot),
+        d_table = ints(table);
         b.num_seqs = 1, b.num_rows = 1, b.max_rows_per_seq = 1, b.max_context = ctx_len;
         b.host_row_begin = row_begin.data(), b.host_pos_begin = pos_begin.data();
         b.host_state_slot = slot.data(), b.host_block_table = table.data();
@@ -97,8 +100,8 @@ void linear_routes(const std::string& what, int64_t T, int64_t N, int64_t K, DTy
     Tensor x = dev(DType::BF16, {T, K}, 1), w = dev(DType::BF16, {N, K}, 2, 0.02f);
     Tensor y = dev(y_dtype, {T, N}, 3);
     const double bytes = 2.0 * N * K;
-    const std::string shape = what + " T=" + std::to_string(T) + " N=" + std::to_string(N) +
-                              " K=" + std::to_string(K);
+    const std::string shape =
+        what + " T=" + std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K);
     if (ops::cuda::linear_gemv_fits(x, w))
         report("linear gemv " + shape,
                graph_us([&] { ops::cuda::linear_gemv(ctx, x, w, y, false); }), bytes);
@@ -107,7 +110,8 @@ void linear_routes(const std::string& what, int64_t T, int64_t N, int64_t K, DTy
 }
 
 void small_ops() {
-    Tensor x = dev(DType::BF16, {1, 2048}, 4), w = dev(DType::BF16, {2048}, 5), y = dev(DType::BF16, {1, 2048}, 6);
+    Tensor x = dev(DType::BF16, {1, 2048}, 4), w = dev(DType::BF16, {2048}, 5),
+           y = dev(DType::BF16, {1, 2048}, 6);
     report("rms_norm H=2048", graph_us([&] { ops::rms_norm(ctx, x, w, 1e-6f, y); }), 3 * 4096.0);
     Tensor gu = dev(DType::BF16, {1, 1024}, 7), act = dev(DType::BF16, {1, 512}, 8);
     report("silu_mul 512", graph_us([&] { ops::silu_mul(ctx, gu, act); }), 3072.0);
@@ -119,7 +123,7 @@ void small_ops() {
            graph_us([&] { ops::causal_conv1d_silu(ctx, cx, cw, batch.b, cs, cy); }), C * 16.0);
 }
 
-void gdn_decode(int64_t Hv) {
+void gdn_core(int64_t Hv) {
     DecodeBatch batch(2048, 16);
     const int64_t Hk = 16, d = 128;
     Tensor q = dev(DType::BF16, {1, Hk, d}, 13), k = dev(DType::BF16, {1, Hk, d}, 14);
@@ -130,7 +134,7 @@ void gdn_decode(int64_t Hv) {
            graph_us([&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }),
            2.0 * 4 * Hv * d * d); // state read + written
     // The GDN core of a decode step (conv, gates, recurrence, gated norm): the fused kernel of
-    // gdn_decode against the four ops it replaces, in one run. in_proj's output: qkv | z | b | a.
+    // gdn_core against the four ops it replaces, in one run. in_proj's output: qkv | z | b | a.
     const int64_t C = 2 * Hk * d + Hv * d, Vd = Hv * d;
     Tensor proj = dev(DType::BF16, {1, C + Vd + 2 * Hv}, 32);
     Tensor conv_w = dev(DType::BF16, {C, 4}, 33, 0.3f);
@@ -147,17 +151,16 @@ void gdn_decode(int64_t Hv) {
         return h;
     };
     const double gdn_bytes = 2.0 * 4 * Hv * d * d + 2.0 * (11 * C + 2 * Vd); // + qkv, conv, z, core
-    report("gdn_decode T=1 Hv=" + std::to_string(Hv), graph_us([&] {
-               ops::gdn_decode(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, 1e-6f, batch.b,
-                               conv_state, state, conv_out, g, beta, out);
+    report("gdn_core T=1 Hv=" + std::to_string(Hv), graph_us([&] {
+               ops::gdn_core(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, 1e-6f, batch.b,
+                             conv_state, state, conv_out, g, beta, out);
            }),
            gdn_bytes);
     report("gdn 4 ops T=1 Hv=" + std::to_string(Hv), graph_us([&] {
                ops::causal_conv1d_silu(ctx, qkv, conv_w, batch.b, conv_state, conv_out);
                ops::gdn_gates(ctx, a, b, A_log, dt_bias, g, beta);
                ops::gated_delta_rule(ctx, heads(conv_out, 0, Hk), heads(conv_out, Hk * d, Hk),
-                                     heads(conv_out, 2 * Hk * d, Hv), g, beta, batch.b, state,
-                                     out);
+                                     heads(conv_out, 2 * Hk * d, Hv), g, beta, batch.b, state, out);
                ops::gated_rms_norm(ctx, out, heads(z, 0, Hv), norm_w, 1e-6f, out);
            }),
            gdn_bytes);
@@ -234,8 +237,8 @@ int main(int argc, char** argv) {
     ctx.stream = stream.get();
     ops::bind_device(ctx);
     small_ops();
-    gdn_decode(32);
-    gdn_decode(48);
+    gdn_core(32);
+    gdn_core(48);
     attention_decode(16, 2, 2048);
     attention_decode(24, 4, 2048);
     moe_decode();

@@ -157,11 +157,11 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
     ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj, proj, h);
     // in_proj columns: qkv [0, C), z [C, C + Vd), b [C + Vd, C + Vd + Hv), a (the next Hv).
     TensorView core = s.core.view().narrow(0, 0, T);
-    ops::gdn_decode(ctx, cols(proj, 0, C), cols(proj, C, Vd), cols(proj, C + Vd, Hv),
-                    cols(proj, C + Vd + Hv, Hv), w.gdn.conv, w.gdn.A_log, w.gdn.dt_bias, w.gdn.norm,
-                    float(c.rms_norm_eps), batch.seqs, conv_state, recurrent_state,
-                    s.conv_out.view().narrow(0, 0, T), s.g.view().narrow(0, 0, T),
-                    s.beta.view().narrow(0, 0, T), core);
+    ops::gdn_core(ctx, cols(proj, 0, C), cols(proj, C, Vd), cols(proj, C + Vd, Hv),
+                  cols(proj, C + Vd + Hv, Hv), w.gdn.conv, w.gdn.A_log, w.gdn.dt_bias, w.gdn.norm,
+                  float(c.rms_norm_eps), batch.seqs, conv_state, recurrent_state,
+                  s.conv_out.view().narrow(0, 0, T), s.g.view().narrow(0, 0, T),
+                  s.beta.view().narrow(0, 0, T), core);
     ops::linear(ctx, core.reshape({T, Vd}), w.gdn.out_proj, x, /*accumulate=*/true);
 }
 

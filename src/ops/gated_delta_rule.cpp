@@ -87,7 +87,7 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
 
 namespace {
 
-constexpr const char* kGdnDecode = "gdn_decode";
+constexpr const char* kGdnCore = "gdn_core";
 
 // A [T, heads, dim] view of columns [col0, col0 + heads * dim) of a [T, N] row view.
 TensorView as_heads(const TensorView& v, int64_t col0, int64_t heads, int64_t dim) {
@@ -98,15 +98,15 @@ TensorView as_heads(const TensorView& v, int64_t col0, int64_t heads, int64_t di
     return out;
 }
 
-// gdn_decode as the composition that defines it (the CPU body and CUDA's route for prefill and
-// other shapes). Arguments are validated by gdn_decode; each op validates its own again.
-void gdn_decode_composed(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
-                         const TensorView& b, const TensorView& a, const TensorView& conv_w,
-                         const TensorView& A_log, const TensorView& dt_bias,
-                         const TensorView& norm_w, float eps, const SeqBatch& batch,
-                         const TensorView& conv_state, const TensorView& recurrent_state,
-                         const TensorView& conv_out, const TensorView& g, const TensorView& beta,
-                         const TensorView& core, int64_t Hk) {
+// gdn_core as the composition that defines it (the CPU body and CUDA's route for prefill and
+// other shapes). Arguments are validated by gdn_core; each op validates its own again.
+void gdn_core_composed(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
+                       const TensorView& b, const TensorView& a, const TensorView& conv_w,
+                       const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
+                       float eps, const SeqBatch& batch, const TensorView& conv_state,
+                       const TensorView& recurrent_state, const TensorView& conv_out,
+                       const TensorView& g, const TensorView& beta, const TensorView& core,
+                       int64_t Hk) {
     const int64_t Hv = recurrent_state.size(1), dk = recurrent_state.size(2);
     const int64_t dv = recurrent_state.size(3);
     causal_conv1d_silu(ctx, qkv, conv_w, batch, conv_state, conv_out);
@@ -118,14 +118,13 @@ void gdn_decode_composed(const ExecContext& ctx, const TensorView& qkv, const Te
     gated_rms_norm(ctx, core, as_heads(z, 0, Hv, dv), norm_w, eps, core);
 }
 
-// Checks gdn_decode's arguments against its contract; returns Hk.
-int64_t check_gdn_decode(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
-                         const TensorView& b, const TensorView& a, const TensorView& conv_w,
-                         const TensorView& A_log, const TensorView& dt_bias,
-                         const TensorView& norm_w, const SeqBatch& batch,
-                         const TensorView& conv_state, const TensorView& recurrent_state,
-                         const TensorView& conv_out, const TensorView& g, const TensorView& beta,
-                         const TensorView& core) {
+// Checks gdn_core's arguments against its contract; returns Hk.
+int64_t check_gdn_core(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
+                       const TensorView& b, const TensorView& a, const TensorView& conv_w,
+                       const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
+                       const SeqBatch& batch, const TensorView& conv_state,
+                       const TensorView& recurrent_state, const TensorView& conv_out,
+                       const TensorView& g, const TensorView& beta, const TensorView& core) {
     for (auto [name, t] : {std::pair{"qkv", &qkv},
                            {"z", &z},
                            {"b", &b},
@@ -140,69 +139,69 @@ int64_t check_gdn_decode(const ExecContext& ctx, const TensorView& qkv, const Te
                            {"g", &g},
                            {"beta", &beta},
                            {"core", &core}}) {
-        check_device(ctx, kGdnDecode, name, *t);
-        check_float(kGdnDecode, name, *t);
-        check_rows_contiguous(kGdnDecode, name, *t);
+        check_device(ctx, kGdnCore, name, *t);
+        check_float(kGdnCore, name, *t);
+        check_rows_contiguous(kGdnCore, name, *t);
     }
-    check_shape(kGdnDecode, "qkv", qkv, {-1, -1});
+    check_shape(kGdnCore, "qkv", qkv, {-1, -1});
     const int64_t T = qkv.size(0), C = qkv.size(1);
-    check_shape(kGdnDecode, "recurrent_state", recurrent_state, {-1, -1, -1, -1});
+    check_shape(kGdnCore, "recurrent_state", recurrent_state, {-1, -1, -1, -1});
     const int64_t Hv = recurrent_state.size(1), dk = recurrent_state.size(2);
     const int64_t dv = recurrent_state.size(3);
-    require(Hv > 0 && dk > 0 && C > Hv * dv && (C - Hv * dv) % (2 * dk) == 0, kGdnDecode,
+    require(Hv > 0 && dk > 0 && C > Hv * dv && (C - Hv * dv) % (2 * dk) == 0, kGdnCore,
             ": qkv width ", C, " is not 2 Hk dk + Hv dv for Hv ", Hv, ", dk ", dk, ", dv ", dv);
     const int64_t Hk = (C - Hv * dv) / (2 * dk);
-    require(Hv % Hk == 0, kGdnDecode, ": value heads ", Hv, " not a multiple of key heads ", Hk);
-    check_shape(kGdnDecode, "z", z, {T, Hv * dv});
-    check_shape(kGdnDecode, "b", b, {T, Hv});
-    check_shape(kGdnDecode, "a", a, {T, Hv});
-    check_shape(kGdnDecode, "conv_w", conv_w, {C, -1});
-    check_shape(kGdnDecode, "A_log", A_log, {Hv});
-    check_shape(kGdnDecode, "dt_bias", dt_bias, {Hv});
-    check_shape(kGdnDecode, "norm_w", norm_w, {dv});
-    check_shape(kGdnDecode, "conv_state", conv_state,
+    require(Hv % Hk == 0, kGdnCore, ": value heads ", Hv, " not a multiple of key heads ", Hk);
+    check_shape(kGdnCore, "z", z, {T, Hv * dv});
+    check_shape(kGdnCore, "b", b, {T, Hv});
+    check_shape(kGdnCore, "a", a, {T, Hv});
+    check_shape(kGdnCore, "conv_w", conv_w, {C, -1});
+    check_shape(kGdnCore, "A_log", A_log, {Hv});
+    check_shape(kGdnCore, "dt_bias", dt_bias, {Hv});
+    check_shape(kGdnCore, "norm_w", norm_w, {dv});
+    check_shape(kGdnCore, "conv_state", conv_state,
                 {recurrent_state.size(0), C, conv_w.size(1) - 1});
-    check_dtype(kGdnDecode, "recurrent_state", recurrent_state, DType::F32);
-    check_contiguous(kGdnDecode, "conv_state", conv_state);
-    check_contiguous(kGdnDecode, "recurrent_state", recurrent_state);
-    check_shape(kGdnDecode, "conv_out", conv_out, {T, C});
-    require(conv_out.data != qkv.data, kGdnDecode, ": conv_out must not alias qkv");
-    check_shape(kGdnDecode, "g", g, {T, Hv});
-    check_shape(kGdnDecode, "beta", beta, {T, Hv});
-    check_dtype(kGdnDecode, "g", g, DType::F32);
-    check_dtype(kGdnDecode, "beta", beta, DType::F32);
-    check_shape(kGdnDecode, "core", core, {T, Hv, dv});
-    check_contiguous(kGdnDecode, "core", core);
-    check_seq_batch(kGdnDecode, batch, T, recurrent_state.size(0), -1);
+    check_dtype(kGdnCore, "recurrent_state", recurrent_state, DType::F32);
+    check_contiguous(kGdnCore, "conv_state", conv_state);
+    check_contiguous(kGdnCore, "recurrent_state", recurrent_state);
+    check_shape(kGdnCore, "conv_out", conv_out, {T, C});
+    require(conv_out.data != qkv.data, kGdnCore, ": conv_out must not alias qkv");
+    check_shape(kGdnCore, "g", g, {T, Hv});
+    check_shape(kGdnCore, "beta", beta, {T, Hv});
+    check_dtype(kGdnCore, "g", g, DType::F32);
+    check_dtype(kGdnCore, "beta", beta, DType::F32);
+    check_shape(kGdnCore, "core", core, {T, Hv, dv});
+    check_contiguous(kGdnCore, "core", core);
+    check_seq_batch(kGdnCore, batch, T, recurrent_state.size(0), -1);
     return Hk;
 }
 
 } // namespace
 
-void gdn_decode(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
-                const TensorView& b, const TensorView& a, const TensorView& conv_w,
-                const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
-                float eps, const SeqBatch& batch, const TensorView& conv_state,
-                const TensorView& recurrent_state, const TensorView& conv_out, const TensorView& g,
-                const TensorView& beta, const TensorView& core) {
-    constexpr const char* op = kGdnDecode;
-    const int64_t Hk = check_gdn_decode(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, batch,
-                                        conv_state, recurrent_state, conv_out, g, beta, core);
+void gdn_core(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
+              const TensorView& b, const TensorView& a, const TensorView& conv_w,
+              const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
+              float eps, const SeqBatch& batch, const TensorView& conv_state,
+              const TensorView& recurrent_state, const TensorView& conv_out, const TensorView& g,
+              const TensorView& beta, const TensorView& core) {
+    constexpr const char* op = kGdnCore;
+    const int64_t Hk = check_gdn_core(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, batch,
+                                      conv_state, recurrent_state, conv_out, g, beta, core);
     if (qkv.size(0) == 0) return;
     switch (ctx.device.type) {
     case DeviceType::Cpu:
         check_cpu_f32(op, {&qkv, &z, &b, &a, &conv_w, &A_log, &dt_bias, &norm_w, &conv_state,
                            &conv_out, &core});
-        return gdn_decode_composed(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, batch,
-                                   conv_state, recurrent_state, conv_out, g, beta, core, Hk);
+        return gdn_core_composed(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, batch,
+                                 conv_state, recurrent_state, conv_out, g, beta, core, Hk);
     case DeviceType::Cuda:
         check_cuda_float(op, {&qkv, &z, &b, &a, &conv_w, &A_log, &dt_bias, &norm_w, &conv_state,
                               &conv_out, &core});
-        if (cuda::gdn_decode_fits(batch, conv_w, recurrent_state, Hk))
-            return cuda::gdn_decode(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, batch,
-                                    conv_state, recurrent_state, core);
-        return gdn_decode_composed(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, batch,
-                                   conv_state, recurrent_state, conv_out, g, beta, core, Hk);
+        if (cuda::gdn_core_fused_fits(batch, conv_w, recurrent_state, Hk))
+            return cuda::gdn_core_fused(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, eps,
+                                        batch, conv_state, recurrent_state, core);
+        return gdn_core_composed(ctx, qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, eps, batch,
+                                 conv_state, recurrent_state, conv_out, g, beta, core, Hk);
     }
     no_backend(op, ctx);
 }

@@ -16,7 +16,7 @@
 // arithmetic); Auto picks per sequence. CPU reference mode runs the recurrence in f64.
 // Workspace: none (CPU uses per-thread scratch).
 //
-// gdn_decode: the Gated DeltaNet core of one layer, from in_proj's output to out_proj's input
+// gdn_core: the Gated DeltaNet core of one layer, from in_proj's output to out_proj's input
 // (MODEL_QWEN3_5.md §2.3 steps 2-8), over any ragged batch. It is, by definition, the composition
 //   causal_conv1d_silu(qkv, conv_w, batch, conv_state) -> conv_out               [T, C]
 //   gdn_gates(a, b, A_log, dt_bias) -> g, beta                                    [T, Hv]
@@ -58,11 +58,11 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
                       const SeqBatch& batch, const TensorView& state, const TensorView& out,
                       GdnAlgo algo = GdnAlgo::Auto);
 
-void gdn_decode(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
-                const TensorView& b, const TensorView& a, const TensorView& conv_w,
-                const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
-                float eps, const SeqBatch& batch, const TensorView& conv_state,
-                const TensorView& recurrent_state, const TensorView& conv_out, const TensorView& g,
-                const TensorView& beta, const TensorView& core);
+void gdn_core(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
+              const TensorView& b, const TensorView& a, const TensorView& conv_w,
+              const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
+              float eps, const SeqBatch& batch, const TensorView& conv_state,
+              const TensorView& recurrent_state, const TensorView& conv_out, const TensorView& g,
+              const TensorView& beta, const TensorView& core);
 
 } // namespace ninfer::ops

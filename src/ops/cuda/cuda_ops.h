@@ -55,15 +55,15 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
                       const TensorView& v, const TensorView& g, const TensorView& beta,
                       const SeqBatch& batch, const TensorView& state, const TensorView& out,
                       GdnAlgo algo);
-// gdn_decode's fused decode route (gdn_decode.cu) and the batches and shapes it takes; the
+// gdn_core's fused decode route (gdn_core.cu) and the batches and shapes it takes; the
 // dispatcher runs the op composition for the rest.
-bool gdn_decode_fits(const SeqBatch& batch, const TensorView& conv_w,
-                     const TensorView& recurrent_state, int64_t Hk);
-void gdn_decode(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
-                const TensorView& b, const TensorView& a, const TensorView& conv_w,
-                const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
-                float eps, const SeqBatch& batch, const TensorView& conv_state,
-                const TensorView& recurrent_state, const TensorView& core);
+bool gdn_core_fused_fits(const SeqBatch& batch, const TensorView& conv_w,
+                         const TensorView& recurrent_state, int64_t Hk);
+void gdn_core_fused(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
+                    const TensorView& b, const TensorView& a, const TensorView& conv_w,
+                    const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
+                    float eps, const SeqBatch& batch, const TensorView& conv_state,
+                    const TensorView& recurrent_state, const TensorView& core);
 void rope(const ExecContext& ctx, const TensorView& x, const TensorView& positions,
           int64_t rotary_dim, double theta);
 void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorView& v,

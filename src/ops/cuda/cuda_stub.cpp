@@ -35,8 +35,8 @@ void silu_mul(const ExecContext&, const TensorView&, const TensorView&) { no_cud
 void causal_conv1d_silu(const ExecContext&, const TensorView&, const TensorView&, const SeqBatch&, const TensorView&, const TensorView&) { no_cuda("causal_conv1d_silu"); }
 void gdn_gates(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("gdn_gates"); }
 void gated_delta_rule(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const SeqBatch&, const TensorView&, const TensorView&, GdnAlgo) { no_cuda("gated_delta_rule"); }
-bool gdn_decode_fits(const SeqBatch&, const TensorView&, const TensorView&, int64_t) { no_cuda("gdn_decode"); }
-void gdn_decode(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, float, const SeqBatch&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("gdn_decode"); }
+bool gdn_core_fused_fits(const SeqBatch&, const TensorView&, const TensorView&, int64_t) { no_cuda("gdn_core_fused"); }
+void gdn_core_fused(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, float, const SeqBatch&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("gdn_core_fused"); }
 void rope(const ExecContext&, const TensorView&, const TensorView&, int64_t, double) { no_cuda("rope"); }
 void kv_cache_write(const ExecContext&, const TensorView&, const TensorView&, const SeqBatch&, const TensorView&, const TensorView&) { no_cuda("kv_cache_write"); }
 void paged_attention(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const SeqBatch&, float, const TensorView&) { no_cuda("paged_attention"); }

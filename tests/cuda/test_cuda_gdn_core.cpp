@@ -1,4 +1,4 @@
-// gdn_decode on CUDA (label cuda) at the real shapes: Qwen3.6-35B-A3B (Hk 16, Hv 32) and 27B
+// gdn_core on CUDA (label cuda) at the real shapes: Qwen3.6-35B-A3B (Hk 16, Hv 32) and 27B
 // (Hv 48), dk = dv = 128, C = 2 Hk dk + Hv dv, conv kernel 4, in_proj's output as strided column
 // views. Decode batches of 1 and 3 sequences (the fused kernel; distinct state slots, nonzero conv
 // and recurrent states, one batch with an empty sequence) and prefill batches (5 rows: the op
@@ -42,10 +42,10 @@ struct Layer {
     TensorView a() const { return proj.view().narrow(1, C + Vd + Hv, Hv); }
 
     void run_op(const ops::ExecContext& ctx, const ops::SeqBatch& batch) const {
-        ops::gdn_decode(ctx, qkv(), z(), b(), a(), conv_w, A_log, dt_bias, norm_w, kEps, batch,
-                        conv_state, state, conv_out, g, beta, core);
+        ops::gdn_core(ctx, qkv(), z(), b(), a(), conv_w, A_log, dt_bias, norm_w, kEps, batch,
+                      conv_state, state, conv_out, g, beta, core);
     }
-    // The four ops gdn_decode is defined by, called one by one.
+    // The four ops gdn_core is defined by, called one by one.
     void run_composition(const ops::ExecContext& ctx, const ops::SeqBatch& batch) const {
         ops::causal_conv1d_silu(ctx, qkv(), conv_w, batch, conv_state, conv_out);
         ops::gdn_gates(ctx, a(), b(), A_log, dt_bias, g, beta);
@@ -95,7 +95,7 @@ Layer device_layer(const ops::ExecContext& c, const Layer& h, DType dtype) {
             to_device(c, h.core, dtype)};
 }
 
-class CudaGdnDecode : public ::testing::TestWithParam<DType> {
+class CudaGdnCore : public ::testing::TestWithParam<DType> {
 protected:
     DType dt() const { return GetParam(); }
     const Tolerance& out_tol() const { return dt() == DType::F32 ? kCudaF32 : kBf16Reduction; }
@@ -128,32 +128,32 @@ protected:
     }
 };
 
-TEST_P(CudaGdnDecode, Qwen35BDecodeOneSequence) {
+TEST_P(CudaGdnCore, Qwen35BDecodeOneSequence) {
     run(32, {1});
 }
 
-TEST_P(CudaGdnDecode, Qwen35BDecodeThreeSequences) {
+TEST_P(CudaGdnCore, Qwen35BDecodeThreeSequences) {
     run(32, {1, 1, 1});
 }
 
-TEST_P(CudaGdnDecode, Qwen27BDecodeOneSequence) {
+TEST_P(CudaGdnCore, Qwen27BDecodeOneSequence) {
     run(48, {1});
 }
 
-TEST_P(CudaGdnDecode, Qwen27BDecodeThreeSequences) {
+TEST_P(CudaGdnCore, Qwen27BDecodeThreeSequences) {
     run(48, {1, 1, 1});
 }
 
-TEST_P(CudaGdnDecode, DecodeWithAnEmptySequence) {
+TEST_P(CudaGdnCore, DecodeWithAnEmptySequence) {
     run(32, {1, 0, 1}); // the empty sequence's states stay as they are
 }
 
-TEST_P(CudaGdnDecode, PrefillRunsTheComposition) {
+TEST_P(CudaGdnCore, PrefillRunsTheComposition) {
     run(32, {5});
     run(48, {5, 1});
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnDecode, ::testing::Values(DType::F32, DType::BF16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnCore, ::testing::Values(DType::F32, DType::BF16),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
 } // namespace

@@ -1,4 +1,4 @@
-// ops/gated_delta_rule.h: gdn_decode on the CPU is exactly the composition it is defined by
+// ops/gated_delta_rule.h: gdn_core on the CPU is exactly the composition it is defined by
 // (causal_conv1d_silu, gdn_gates, gated_delta_rule, gated_rms_norm), in both modes, on decode
 // and prefill batches; and it rejects inconsistent shapes.
 #include "ops/conv1d.h"
@@ -45,8 +45,8 @@ struct Outputs {
 Outputs run_op(const ops::ExecContext& ctx, const GdnLayer& l, const ops::SeqBatch& batch) {
     Outputs o{zeros({l.T, l.Hv, l.dv}), clone(l.conv_state), clone(l.state)};
     Tensor conv_out = zeros({l.T, l.C}), g = zeros({l.T, l.Hv}), beta = zeros({l.T, l.Hv});
-    ops::gdn_decode(ctx, l.qkv(), l.z(), l.b(), l.a(), l.conv_w, l.A_log, l.dt_bias, l.norm_w, kEps,
-                    batch, o.conv_state, o.state, conv_out, g, beta, o.core);
+    ops::gdn_core(ctx, l.qkv(), l.z(), l.b(), l.a(), l.conv_w, l.A_log, l.dt_bias, l.norm_w, kEps,
+                  batch, o.conv_state, o.state, conv_out, g, beta, o.core);
     return o;
 }
 
@@ -77,19 +77,19 @@ void expect_composition(const GdnLayer& l, const std::vector<SeqSpec>& seqs) {
     }
 }
 
-TEST(GdnDecode, DecodeRowsEqualComposition) {
+TEST(GdnCore, DecodeRowsEqualComposition) {
     // Three one-row sequences in slots 3, 0, 2 (slot 1 must stay untouched); value heads 2 per
     // key head; dk != dv so the derived head counts are checked.
     const GdnLayer l{2, 4, 8, 16, 4, 3, 4};
     expect_composition(l, {{1, 7, 3}, {1, 2, 0}, {1, 11, 2}});
 }
 
-TEST(GdnDecode, PrefillAndMixedRowsEqualComposition) {
+TEST(GdnCore, PrefillAndMixedRowsEqualComposition) {
     const GdnLayer l{2, 6, 16, 16, 4, 9, 3}; // 3 value heads per key head
     expect_composition(l, {{5, 0, 2}, {1, 4, 0}, {3, 9, 1}});
 }
 
-TEST(GdnDecode, RejectsInconsistentShapes) {
+TEST(GdnCore, RejectsInconsistentShapes) {
     const GdnLayer l{2, 4, 8, 16, 4, 2, 2};
     HostBatch batch({{1, 0, 0}, {1, 0, 1}});
     Tensor core = zeros({l.T, l.Hv, l.dv}), conv_out = zeros({l.T, l.C});
@@ -97,8 +97,8 @@ TEST(GdnDecode, RejectsInconsistentShapes) {
     Tensor conv_state = clone(l.conv_state), state = clone(l.state);
     auto call = [&](const TensorView& qkv, const TensorView& rec, const TensorView& co,
                     const TensorView& out) {
-        ops::gdn_decode(kFast, qkv, l.z(), l.b(), l.a(), l.conv_w, l.A_log, l.dt_bias, l.norm_w,
-                        kEps, batch, conv_state, rec, co, g, beta, out);
+        ops::gdn_core(kFast, qkv, l.z(), l.b(), l.a(), l.conv_w, l.A_log, l.dt_bias, l.norm_w, kEps,
+                      batch, conv_state, rec, co, g, beta, out);
     };
     EXPECT_NO_THROW(call(l.qkv(), state, conv_out, core));
     // qkv one column short: not 2 Hk dk + Hv dv.

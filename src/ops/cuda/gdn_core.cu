@@ -1,4 +1,4 @@
-// Implements gdn_decode (ops/gated_delta_rule.h) on CUDA: the decode route runs a GDN layer's
+// Implements gdn_core (ops/gated_delta_rule.h) on CUDA: the decode route runs a GDN layer's
 // conv + SiLU, gates, l2 norms, recurrent update and gated RMS norm in one kernel.
 // Chosen when every sequence has at most one row, dk = dv = 128, conv kernel 4 and Hv / Hk <= 8,
 // on sm_90+ (thread-block clusters); the dispatcher runs the four ops for everything else.
@@ -170,8 +170,7 @@ __device__ void gated_norm_store(const DecodeArgs& a, int64_t r, int h, int col,
 // the recurrent kernel's layout over all kD columns, so the gated norm over dv stays in the block.
 // Every block computes its key head's q/k conv (the blocks of a cluster share it); the cluster's
 // first block writes that conv state back once every block of the cluster has read it.
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 1) gdn_decode_kernel(DecodeArgs a) {
+template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_kernel(DecodeArgs a) {
     const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, hk = h / a.ratio;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int col = (warp % kGroups) * 32 + lane, rg = warp / kGroups;
@@ -242,24 +241,24 @@ template <typename T> void launch_decode(const ExecContext& ctx, const DecodeArg
     attribute[1].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
     config.numAttrs = pdl_enabled() ? 2 : 1;
-    check(cudaLaunchKernelEx(&config, gdn_decode_kernel<T>, a), "gdn_decode_kernel");
+    check(cudaLaunchKernelEx(&config, gdn_core_kernel<T>, a), "gdn_core_kernel");
 }
 
 } // namespace
 
-bool gdn_decode_fits(const SeqBatch& batch, const TensorView& conv_w,
-                     const TensorView& recurrent_state, int64_t Hk) {
+bool gdn_core_fused_fits(const SeqBatch& batch, const TensorView& conv_w,
+                         const TensorView& recurrent_state, int64_t Hk) {
     const int64_t Hv = recurrent_state.size(1);
     return batch.max_rows_per_seq <= 1 && conv_w.size(1) == kConvK &&
            recurrent_state.size(2) == kD && recurrent_state.size(3) == kD &&
            Hv / Hk <= kMaxCluster && clusters_supported();
 }
 
-void gdn_decode(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
-                const TensorView& b, const TensorView& a, const TensorView& conv_w,
-                const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
-                float eps, const SeqBatch& batch, const TensorView& conv_state,
-                const TensorView& recurrent_state, const TensorView& core) {
+void gdn_core_fused(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
+                    const TensorView& b, const TensorView& a, const TensorView& conv_w,
+                    const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
+                    float eps, const SeqBatch& batch, const TensorView& conv_state,
+                    const TensorView& recurrent_state, const TensorView& core) {
     if (batch.num_seqs == 0 || qkv.size(0) == 0) return;
     const int Hv = int(recurrent_state.size(1));
     const int64_t Hk = (qkv.size(1) - int64_t(Hv) * kD) / (2 * kD);
@@ -284,7 +283,7 @@ void gdn_decode(const ExecContext& ctx, const TensorView& qkv, const TensorView&
                           Hv,
                           int(Hv / Hk),
                           eps};
-    dispatch_float(qkv.dtype, "gdn_decode", [&](auto tag) {
+    dispatch_float(qkv.dtype, "gdn_core", [&](auto tag) {
         using E = decltype(tag);
         launch_decode<E>(ctx, args, batch.num_seqs);
     });
