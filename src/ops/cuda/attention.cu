@@ -65,6 +65,7 @@ template <typename T> struct DecodeSmem {
     T k[kTileKeys<T>][kPitch];
     T v[kTileKeys<T>][kPitch];
     float q[kMaxGroup][kMaxDim];
+    int64_t row_offset[kTileKeys<T>]; // cache offset of each staged key's row
 };
 
 // 8 elements [d0, d0 + 8) of a staged row as floats (16-byte aligned; d0 % 8 == 0).
@@ -92,26 +93,49 @@ template <typename T>
 __device__ void stage_tile(const PagedArgs& a, int s, int64_t t0, int n, int kvh, const T* kc,
                            const T* vc, int D, bool vec, DecodeSmem<T>& sm) {
     constexpr int kPerChunk = 16 / int(sizeof(T));
-    const int D8 = (D + 7) / 8 * 8;
+    // Each row's cache offset first, one thread per row, so the copies below issue without a
+    // dependent block-table load each (those serialised: ~0.5 us of latency per loop trip).
+    if (threadIdx.x < n) sm.row_offset[threadIdx.x] = cache_offset(a, s, t0 + threadIdx.x, kvh);
+    __syncthreads();
     if (vec) {
         const int chunks = D / kPerChunk; // per row
         for (int e = threadIdx.x; e < n * chunks; e += blockDim.x) {
             const int j = e / chunks, c = (e % chunks) * kPerChunk;
-            const int64_t off = cache_offset(a, s, t0 + j, kvh) + c;
+            const int64_t off = sm.row_offset[j] + c;
             cp_async_16(&sm.k[j][c], kc + off, true);
             cp_async_16(&sm.v[j][c], vc + off, true);
         }
         cp_async_commit();
         cp_async_wait<0>();
     } else {
+        const int D8 = (D + 7) / 8 * 8;
         for (int e = threadIdx.x; e < n * D8; e += blockDim.x) {
             const int j = e / D8, d = e % D8;
-            const int64_t off = cache_offset(a, s, t0 + j, kvh) + d;
+            const int64_t off = sm.row_offset[j] + d;
             sm.k[j][d] = d < D ? kc[off] : from_float<T>(0.0f);
             sm.v[j][d] = d < D ? vc[off] : from_float<T>(0.0f);
         }
     }
     __syncthreads();
+}
+
+// The group's queries, scaled, as f32 rows of kMaxDim (zeros past D): all of a thread's loads
+// are issued before its stores, so they overlap instead of queuing one after another.
+template <typename T>
+__device__ void stage_queries(const T* q, int64_t row, int64_t q_s1, int h0, int G, int D,
+                              float scale, DecodeSmem<T>& sm) {
+    constexpr int kPerThread = kMaxGroup * kMaxDim / (32 * kWarps);
+    float v[kPerThread];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+        const int e = threadIdx.x + i * 32 * kWarps, g = e / kMaxDim, d = e % kMaxDim;
+        v[i] = g < G && d < D ? to_float(q[row + (h0 + g) * q_s1 + d]) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+        const int e = threadIdx.x + i * 32 * kWarps;
+        sm.q[e / kMaxDim][e % kMaxDim] = v[i] * scale;
+    }
 }
 
 // Online-softmax state of one query head in one warp; lane l owns output dims [8l, 8l + 8).
@@ -177,10 +201,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     const int chunks = (group + kMaxGroup - 1) / kMaxGroup;
     const int kvh = blockIdx.y / chunks, h0 = kvh * group + (blockIdx.y % chunks) * kMaxGroup;
     const int G = min(kMaxGroup, kvh * group + group - h0);
-    for (int e = threadIdx.x; e < G * kMaxDim; e += blockDim.x) {
-        const int g = e / kMaxDim, d = e % kMaxDim;
-        sm.q[g][d] = d < D ? to_float(q[r * q_s0 + (h0 + g) * q_s1 + d]) * scale : 0.0f;
-    }
+    stage_queries(q, r * q_s0, q_s1, h0, G, D, scale, sm); // read after stage_tile's barrier
     // This block's share of the keys [0, p]: one of `splits` equal ranges.
     const int64_t per_split = (p + splits) / splits; // ceil((p + 1) / splits)
     const int64_t key_begin = split * per_split, key_end = min(p + 1, key_begin + per_split);
