@@ -5,8 +5,8 @@
 // match the CPU reference closely.
 #include <cublas_v2.h>
 
+#include <map>
 #include <mutex>
-#include <vector>
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -20,18 +20,35 @@ void check_cublas(cublasStatus_t status, const char* what) {
         fail(ErrorCategory::Cuda, what, ": cuBLAS status ", int(status));
 }
 
+// cuBLAS's workspace per handle: the size NVIDIA recommends for Hopper.
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
+// One handle per (device, stream), bound to that stream and to a workspace of its own. The fixed
+// workspace matters for CUDA graphs: without one, cuBLAS cannot allocate its default workspace
+// while a stream is being captured and picks other algorithms there than in eager runs, so a
+// replayed decode step rounded differently from the same step run eagerly. A handle per stream
+// also keeps two engines on one device from sharing a handle's stream and workspace.
 cublasHandle_t handle_for(const ExecContext& ctx) {
+    struct Handle {
+        cublasHandle_t handle = nullptr;
+        void* workspace = nullptr;
+    };
     static std::mutex mutex;
-    static std::vector<cublasHandle_t> handles;
+    static std::map<std::pair<int, void*>, Handle> handles;
     std::lock_guard lock(mutex);
-    const size_t index = size_t(ctx.device.index);
-    if (handles.size() <= index) handles.resize(index + 1, nullptr);
-    if (!handles[index]) {
-        check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
-        check_cublas(cublasCreate(&handles[index]), "cublasCreate");
-    }
-    check_cublas(cublasSetStream(handles[index], stream_of(ctx)), "cublasSetStream");
-    return handles[index];
+    Handle& h = handles[{ctx.device.index, ctx.stream}];
+    if (h.handle) return h.handle;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream_of(ctx), &capturing), "cudaStreamIsCapturing");
+    require(capturing == cudaStreamCaptureStatusNone,
+            "linear: first cuBLAS use of a stream inside a graph capture (run it eagerly first)");
+    check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
+    check(cudaMalloc(&h.workspace, kCublasWorkspaceBytes), "cuBLAS workspace");
+    check_cublas(cublasCreate(&h.handle), "cublasCreate");
+    check_cublas(cublasSetStream(h.handle, stream_of(ctx)), "cublasSetStream");
+    check_cublas(cublasSetWorkspace(h.handle, h.workspace, kCublasWorkspaceBytes),
+                 "cublasSetWorkspace");
+    return h.handle;
 }
 
 cudaDataType cuda_type(DType d) {
