@@ -155,6 +155,10 @@ void* stream_workspace(const ExecContext& ctx, size_t bytes);
 // fill the GPU derive from it, never from one card's count.
 int sm_count(const ExecContext& ctx);
 
+// Whether the fused decode routes (rms_norm_linear's normalising GEMV, gdn_core's one kernel,
+// moe_block's two) are taken; NINFER_FUSED=0 runs their op compositions instead, for an A/B.
+bool fused_routes_enabled();
+
 // Whether launch_pdl asks for programmatic serialisation: the device is sm_90+ and NINFER_PDL is
 // not "0" (the switch exists to measure the gain: `NINFER_PDL=0 ninfer bench ...`).
 bool pdl_enabled();

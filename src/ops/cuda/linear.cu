@@ -67,7 +67,8 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
 bool rms_norm_linear_fused(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                            float eps, const TensorView& w, const TensorView& y,
                            const TensorView& h) {
-    if (!rms_norm_linear_gemv_fits(x, norm_w, w, h) || h.data == x.data) return false;
+    if (!fused_routes_enabled() || !rms_norm_linear_gemv_fits(x, norm_w, w, h) || h.data == x.data)
+        return false;
     rms_norm_linear_gemv(ctx, x, norm_w, eps, w, y, h);
     return true;
 }

@@ -30,6 +30,14 @@ int sm_count(const ExecContext& ctx) {
     return it->second;
 }
 
+bool fused_routes_enabled() {
+    static const bool enabled = [] {
+        const char* env = std::getenv("NINFER_FUSED");
+        return !(env && std::strcmp(env, "0") == 0);
+    }();
+    return enabled;
+}
+
 bool pdl_enabled() {
     static const bool enabled = [] {
         const char* env = std::getenv("NINFER_PDL");
