@@ -66,9 +66,9 @@ struct GenerationRequest {
     std::vector<int32_t> prompt; // token ids, at least one
     SamplingOptions sampling;
     int max_new_tokens = 256;
-    std::vector<int32_t> stop_token_ids; // in addition to the model's EOS ids
-    bool ignore_eos = false;             // do not stop at the model's EOS ids
-    int top_logprobs = 0;                // alternatives reported per token (0..20)
+    std::vector<int32_t> stop_token_ids;         // in addition to the model's EOS ids
+    bool ignore_eos = false;                     // do not stop at the model's EOS ids
+    int top_logprobs = 0;                        // alternatives reported per token (0..20)
     std::shared_ptr<TokenConstraint> constraint; // optional
     // Score the prompt: report the log-probability of every prompt token after the first, given
     // the tokens before it (RequestUpdate::prompt_logprobs, before any generated token). Costs
@@ -150,9 +150,9 @@ struct MemoryStats {
 
 // A snapshot of the engine's load (for metrics and admission).
 struct EngineStats {
-    int64_t waiting = 0;          // submitted, not yet admitted
-    int64_t active = 0;           // admitted (holding a state slot and KV blocks)
-    int64_t kv_blocks_used = 0;   // of kv_blocks_total
+    int64_t waiting = 0;        // submitted, not yet admitted
+    int64_t active = 0;         // admitted (holding a state slot and KV blocks)
+    int64_t kv_blocks_used = 0; // of kv_blocks_total
     int64_t kv_blocks_total = 0;
     int64_t state_slots_used = 0; // of state_slots_total
     int64_t state_slots_total = 0;
@@ -167,6 +167,10 @@ public:
 
     // Validates and queues a request; invalid requests raise ninfer::Error (InvalidArgument).
     RequestStream submit(GenerationRequest request);
+    // Validates every request, then queues them together: the engine admits them in the same
+    // step (as far as slots and KV blocks allow), so their schedule does not depend on how the
+    // submitting thread and the engine thread interleave. One invalid request queues none.
+    std::vector<RequestStream> submit_all(std::vector<GenerationRequest> requests);
     const ModelInfo& model_info() const;
     MemoryStats memory_stats() const;
     EngineStats stats() const; // thread-safe

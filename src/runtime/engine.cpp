@@ -112,6 +112,8 @@ struct Engine::Impl {
     ~Impl();
     void loop();
     void admit();
+    void validate(const GenerationRequest& request) const;
+    std::unique_ptr<Sequence> make_sequence(GenerationRequest request, RequestStream& out);
     void drop_cancelled();
     void step();
     void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
@@ -419,8 +421,8 @@ MemoryStats Engine::memory_stats() const {
             impl_->model->scratch_bytes()};
 }
 
-RequestStream Engine::submit(GenerationRequest request) {
-    const ModelInfo& info = impl_->info;
+// Raises InvalidArgument (or OutOfMemory for a request no cache could hold) without side effects.
+void Engine::Impl::validate(const GenerationRequest& request) const {
     require(!request.prompt.empty(), "the prompt must hold at least one token");
     for (int32_t id : request.prompt)
         require(id >= 0 && id < info.token_limit, "prompt token id ", id, " outside [0, ",
@@ -431,9 +433,20 @@ RequestStream Engine::submit(GenerationRequest request) {
     require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
             "top_logprobs must be in [0, ", kMaxTopLogprobs, "]");
     validate_sampling(request.sampling);
+    const int64_t blocks_needed = kv->blocks_for(std::min<int64_t>(
+        int64_t(request.prompt.size()) + request.max_new_tokens, info.max_context));
+    if (blocks_needed > kv->num_blocks())
+        fail(ErrorCategory::OutOfMemory, "the request needs ", blocks_needed,
+             " KV blocks; the cache holds ", kv->num_blocks());
+}
+
+// A validated request as a sequence for the waiting queue, or nullptr when it is already
+// finished (nothing to generate or score).
+std::unique_ptr<Sequence> Engine::Impl::make_sequence(GenerationRequest request,
+                                                      RequestStream& out) {
     auto seq = std::make_unique<Sequence>();
     seq->stream = std::make_shared<RequestStream::State>();
-    seq->stream->id = impl_->next_id++;
+    seq->stream->id = next_id++;
     seq->seed = request.sampling.seed ? *request.sampling.seed : std::random_device{}();
     seq->stream->seed = seq->seed;
     seq->tokens = request.prompt;
@@ -443,25 +456,36 @@ RequestStream Engine::submit(GenerationRequest request) {
     seq->stop_ids.insert(request.stop_token_ids.begin(), request.stop_token_ids.end());
     if (runtime::needs_penalties(request.sampling))
         seq->prompt_set.insert(request.prompt.begin(), request.prompt.end());
-    const int64_t blocks_needed = impl_->kv->blocks_for(std::min<int64_t>(
-        int64_t(request.prompt.size()) + request.max_new_tokens, info.max_context));
-    if (blocks_needed > impl_->kv->num_blocks())
-        fail(ErrorCategory::OutOfMemory, "the request needs ", blocks_needed,
-             " KV blocks; the cache holds ", impl_->kv->num_blocks());
     seq->request = std::move(request);
-    RequestStream stream(seq->stream);
+    out = RequestStream(seq->stream);
     if (seq->request.max_new_tokens == 0 &&
         !(seq->request.prompt_logprobs && seq->request.prompt.size() > 1)) {
-        impl_->finish(*seq, FinishReason::Length);
-        return stream;
+        finish(*seq, FinishReason::Length);
+        return nullptr;
     }
+    return seq;
+}
+
+RequestStream Engine::submit(GenerationRequest request) {
+    std::vector<GenerationRequest> one;
+    one.push_back(std::move(request));
+    return std::move(submit_all(std::move(one)).front());
+}
+
+std::vector<RequestStream> Engine::submit_all(std::vector<GenerationRequest> requests) {
+    for (const GenerationRequest& r : requests) impl_->validate(r);
+    std::vector<RequestStream> streams(requests.size());
+    std::vector<std::unique_ptr<Sequence>> queued;
+    for (size_t i = 0; i < requests.size(); ++i)
+        if (auto seq = impl_->make_sequence(std::move(requests[i]), streams[i]))
+            queued.push_back(std::move(seq));
     {
         std::lock_guard lock(impl_->mutex);
-        impl_->waiting.push_back(std::move(seq));
+        for (auto& seq : queued) impl_->waiting.push_back(std::move(seq));
         impl_->n_waiting = int64_t(impl_->waiting.size());
     }
     impl_->wake.notify_all();
-    return stream;
+    return streams;
 }
 
 } // namespace ninfer

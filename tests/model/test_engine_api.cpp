@@ -120,5 +120,30 @@ TEST(EngineApi, NextForTimesOutWhileQueuedAndDrainsLikeNext) {
     drain(first);
 }
 
+TEST(EngineApi, SubmitAllQueuesEveryRequestOrNone) {
+    Engine engine(tiny_options());
+    std::vector<GenerationRequest> batch;
+    for (int i = 0; i < 3; ++i) {
+        GenerationRequest r = request(4 + i);
+        r.sampling.greedy = true;
+        r.prompt[0] = int32_t((r.prompt[0] + i) % engine.model_info().token_limit);
+        batch.push_back(r);
+    }
+    std::vector<std::vector<int32_t>> alone;
+    for (const auto& r : batch) alone.push_back(drain(engine.submit(r)));
+    std::vector<RequestStream> streams = engine.submit_all(batch);
+    ASSERT_EQ(streams.size(), batch.size());
+    for (size_t i = 0; i < streams.size(); ++i) EXPECT_EQ(drain(streams[i]), alone[i]) << i;
+    // One invalid request (an empty prompt) rejects the whole batch before anything is queued:
+    // no request id was taken (ids count up by one per queued request).
+    const uint64_t last_id = streams.back().id();
+    batch[1].prompt.clear();
+    EXPECT_THROW(engine.submit_all(batch), Error);
+    RequestStream next = engine.submit(batch[0]);
+    EXPECT_EQ(next.id(), last_id + 1);
+    EXPECT_EQ(drain(next), alone[0]); // the engine goes on
+    EXPECT_TRUE(engine.submit_all({}).empty());
+}
+
 } // namespace
 } // namespace ninfer::test
