@@ -52,23 +52,24 @@ Generation::Generation(Engine& engine, const text::Tokenizer& tokenizer, Generat
     stop_ids_ = spec_.base.stop_token_ids;
     if (!spec_.base.ignore_eos)
         for (int32_t id : engine.model_info().eos_token_ids) stop_ids_.push_back(id);
-    int index = 0;
-    try {
-        for (const auto& prompt : spec_.prompts) {
-            for (int i = 0; i < spec_.n; ++i) {
-                GenerationRequest r = spec_.base;
-                r.prompt = prompt;
-                if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + uint64_t(i);
-                if (spec_.constraint) r.constraint = spec_.constraint();
-                auto c = std::make_unique<Choice>(tokenizer, spec_.parser, spec_.raw_text);
-                c->index = index++;
-                c->stream = engine.submit(std::move(r));
-                choices_.push_back(std::move(c));
-            }
+    // Every choice of every prompt is queued at once (submit_all validates them all first and
+    // queues none on an error), so the engine admits them in the same step.
+    std::vector<GenerationRequest> requests;
+    for (const auto& prompt : spec_.prompts) {
+        for (int i = 0; i < spec_.n; ++i) {
+            GenerationRequest r = spec_.base;
+            r.prompt = prompt;
+            if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + uint64_t(i);
+            if (spec_.constraint) r.constraint = spec_.constraint();
+            requests.push_back(std::move(r));
         }
-    } catch (...) {
-        cancel(); // the choices submitted before the failing one
-        throw;
+    }
+    std::vector<RequestStream> streams = engine.submit_all(std::move(requests));
+    for (size_t index = 0; index < streams.size(); ++index) {
+        auto c = std::make_unique<Choice>(tokenizer, spec_.parser, spec_.raw_text);
+        c->index = int(index);
+        c->stream = std::move(streams[index]);
+        choices_.push_back(std::move(c));
     }
 }
 
