@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
 #include "ops/conv1d.h"
@@ -35,19 +36,11 @@ ops::ExecContext ctx;
 int reps = 20;
 
 Tensor dev(DType dt, std::vector<int64_t> shape, uint64_t seed, float stddev = 1.0f) {
-    Tensor t =
-        Tensor::empty(ops::device_allocator(ctx.device), dt, shape.data(), int(shape.size()));
-    ops::fill_random(ctx, t, seed, 0.0f, stddev);
-    return t;
+    return bench::random_tensor(ctx, dt, shape, seed, stddev);
 }
 
 Tensor ints(const std::vector<int32_t>& v) {
-    Tensor t = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {int64_t(v.size())});
-    ops::upload(ctx,
-                TensorView::contiguous(const_cast<int32_t*>(v.data()), DType::I32, Device::cpu(),
-                                       {int64_t(v.size())}),
-                t);
-    return t;
+    return bench::int_tensor(ctx, v);
 }
 
 // Microseconds per call of body, replayed from a graph of kCallsPerGraph calls.
