@@ -68,6 +68,25 @@ template <typename T> struct DecodeSmem {
     int64_t row_offset[kTileKeys<T>]; // cache offset of each staged key's row
 };
 
+// 8 elements [d0, d0 + 8) of a staged row as floats (16-byte aligned; d0 % 8 == 0).
+template <typename T> __device__ __forceinline__ void smem8(const T* row, int d0, float (&v)[8]) {
+    if constexpr (sizeof(T) == 2) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(row + d0);
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float2 f = __bfloat1622float2(h[j]);
+            v[2 * j] = f.x;
+            v[2 * j + 1] = f.y;
+        }
+    } else {
+        const float4 a = *reinterpret_cast<const float4*>(row + d0);
+        const float4 b = *reinterpret_cast<const float4*>(row + d0 + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+        v[7] = b.w;
+    }
+}
+
 // Copies the K and V rows of keys [t0, t0 + n) of KV head kvh into the tile, zero-padding each
 // row from D to a multiple of 8. vec: 16-byte cp.async copies are legal (decided on the host).
 template <typename T>
@@ -134,7 +153,7 @@ __device__ void attend_tile(const DecodeSmem<T>& sm, int g, int n, int D, HeadSt
         float dot = 0.0f;
         for (int d0 = 0; d0 < D; d0 += 8) {
             float kv[8];
-            load8(sm.k[lane] + d0, kv);
+            smem8(sm.k[lane], d0, kv);
             const float4 qa = *reinterpret_cast<const float4*>(&sm.q[g][d0]);
             const float4 qb = *reinterpret_cast<const float4*>(&sm.q[g][d0 + 4]);
             dot += qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] +
@@ -155,7 +174,7 @@ __device__ void attend_tile(const DecodeSmem<T>& sm, int g, int n, int D, HeadSt
         const float pj = __shfl_sync(0xffffffffu, p, j);
         if (!has_dims) continue;
         float vv[8];
-        load8(sm.v[j] + d0, vv);
+        smem8(sm.v[j], d0, vv);
 #pragma unroll
         for (int e = 0; e < 8; ++e) st.acc[e] += pj * vv[e];
     }

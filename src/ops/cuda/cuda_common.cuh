@@ -43,30 +43,6 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
     return __float2bfloat16_rn(v);
 }
 
-// 8 bf16 packed in 16 bytes, as floats.
-__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&v)[8]) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(h[j]);
-        v[2 * j] = f.x;
-        v[2 * j + 1] = f.y;
-    }
-}
-
-// 8 consecutive elements from 16-byte aligned p, as floats: one 16-byte load for bf16, two for
-// f32.
-template <typename T> __device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
-    if constexpr (sizeof(T) == 2) {
-        bf16x8_to_float(*reinterpret_cast<const uint4*>(p), v);
-    } else {
-        const float4 a = *reinterpret_cast<const float4*>(p);
-        const float4 b = *reinterpret_cast<const float4*>(p + 4);
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
-        v[7] = b.w;
-    }
-}
-
 // A row view as kernels see it: [R, N] or [A, B, N] (row r = (r / B, r % B)), unit last stride.
 struct RowView {
     char* data;

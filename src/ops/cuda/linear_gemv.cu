@@ -19,6 +19,16 @@ constexpr int kStep = 32 * kElemsPerLoad; // elements a warp covers per load
 // use without opting in (hidden sizes are 2048-8192: 4-16 KB).
 constexpr size_t kMaxStagedBytes = 48 * 1024;
 
+__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&v)[8]) {
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(h[j]);
+        v[2 * j] = f.x;
+        v[2 * j + 1] = f.y;
+    }
+}
+
 // The GEMV's input vector as it enters the dot products: x itself (read through L1), or
 // rms_norm(x) (NormedInput), which each block computes once into shared memory so that the dot
 // products read it once, as they read x: normalising inside every dot product tripled the L1

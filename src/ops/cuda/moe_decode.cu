@@ -64,7 +64,13 @@ __device__ __forceinline__ Raw8<float> load_cached(const float* p) {
 }
 
 __device__ __forceinline__ void to_float8(const Raw8<__nv_bfloat16>& r, float (&v)[8]) {
-    bf16x8_to_float(r.v, v);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r.v);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(h[j]);
+        v[2 * j] = f.x;
+        v[2 * j + 1] = f.y;
+    }
 }
 __device__ __forceinline__ void to_float8(const Raw8<float>& r, float (&v)[8]) {
     v[0] = r.a.x, v[1] = r.a.y, v[2] = r.a.z, v[3] = r.a.w;
