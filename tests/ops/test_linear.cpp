@@ -1,6 +1,8 @@
-// ops/linear.h: y = x w^T (optionally += y), Fast (BLAS) against Reference (FP64) and by hand.
+// ops/linear.h: y = x w^T (optionally += y), Fast (BLAS) against Reference (FP64) and by hand;
+// rms_norm_linear against its two ops.
 #include "ops/linear.h"
 #include "ops/op_test_util.h"
+#include "ops/rms_norm.h"
 
 namespace ninfer::test {
 namespace {
@@ -92,6 +94,37 @@ TEST(Linear, RejectsBadShapesAndDtypes) {
     Tensor y85 = zeros({3, 8});
     Tensor x5 = random_tensor({3, 5}, 31);
     EXPECT_THROW(ops::linear(kFast, x5, w_t, y85), Error);
+}
+
+// rms_norm_linear on the CPU is, by its contract, exactly rms_norm then linear (h written too).
+TEST(RmsNormLinear, EqualsTheTwoOpsAndWritesTheNorm) {
+    for (const ops::ExecContext& ctx : {kRef, kFast}) {
+        for (int64_t T : {1, 5}) {
+            const int64_t K = 96, N = 40;
+            Tensor x = random_tensor({T, K}, 32, 2.0f), nw = random_tensor({K}, 33, 0.2f);
+            Tensor w = random_tensor({N, K}, 34, 0.05f);
+            Tensor h = zeros({T, K}), y = zeros({T, N});
+            ops::rms_norm_linear(ctx, x, nw, 1e-6f, w, y, h);
+            Tensor h2 = zeros({T, K}), y2 = zeros({T, N});
+            ops::rms_norm(ctx, x, nw, 1e-6f, h2);
+            ops::linear(ctx, h2, w, y2);
+            EXPECT_TRUE(near(h, h2, kExact)) << "T=" << T;
+            EXPECT_TRUE(near(y, y2, kExact)) << "T=" << T;
+        }
+    }
+}
+
+TEST(RmsNormLinear, RejectsMismatchedShapes) {
+    Tensor x = random_tensor({2, 8}, 35), nw = random_tensor({8}, 36),
+           w = random_tensor({4, 8}, 37);
+    Tensor y = zeros({2, 4}), h = zeros({2, 8});
+    EXPECT_NO_THROW(ops::rms_norm_linear(kFast, x, nw, 1e-6f, w, y, h));
+    Tensor nw_bad = random_tensor({7}, 38), h_bad = zeros({2, 7}), y_bad = zeros({3, 4});
+    EXPECT_THROW(ops::rms_norm_linear(kFast, x, nw_bad, 1e-6f, w, y, h), Error);
+    EXPECT_THROW(ops::rms_norm_linear(kFast, x, nw, 1e-6f, w, y, h_bad), Error);
+    EXPECT_THROW(ops::rms_norm_linear(kFast, x, nw, 1e-6f, w, y_bad, h), Error);
+    Tensor w_bad = random_tensor({4, 9}, 39);
+    EXPECT_THROW(ops::rms_norm_linear(kFast, x, nw, 1e-6f, w_bad, y, h), Error);
 }
 
 } // namespace
