@@ -23,5 +23,7 @@ done
 jobs=$(nproc 2>/dev/null || echo 2)
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a
-$venv/bin/cmake --build build-cuda-ci -j "$jobs" --target ninfer test_cuda_ops test_cuda_model test_cuda_attention test_cuda_moe test_cuda_moe_block test_cuda_linear test_cuda_gdn test_cuda_gdn_core test_cuda_sampling bench_decode_ops
+# ninfer, every CUDA test (tests/cuda/test_*.cpp) and the op benchmarks.
+cuda_tests=$(ls tests/cuda/test_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
+$venv/bin/cmake --build build-cuda-ci -j "$jobs" --target ninfer $cuda_tests bench_prefill_ops bench_decode_ops
 echo "CUDA backend compiled for sm_90a"

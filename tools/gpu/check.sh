@@ -20,7 +20,9 @@ log "configure"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90a > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 log "build"
-targets="${TARGETS:-ninfer test_cuda_ops test_cuda_model test_cuda_attention bench_prefill_ops}"
+# Default: ninfer, every CUDA test (tests/cuda/test_*.cpp) and the op benchmarks.
+cuda_tests=$(ls tests/cuda/test_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
+targets="${TARGETS:-ninfer $cuda_tests bench_prefill_ops bench_decode_ops}"
 ninja -C build-gpu -j "$jobs" $targets > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -60; exit 1; }
 log "built"
 
@@ -31,15 +33,16 @@ if [ "$what" = tests ] || [ "$what" = ops ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = ops ] || [ "$what" = bench ] || [ "$what" = all ]; then
-    log "op bench (T=8192)"
+    log "op bench (T=8192, and one decode token)"
     timeout 300 ./build-gpu/bench/bench_prefill_ops 8192 5 | tee "$out/bench_ops.jsonl" | tee -a "$out/summary.txt"
+    timeout 300 ./build-gpu/bench/bench_decode_ops 20 | tee "$out/bench_decode_ops.jsonl" | tee -a "$out/summary.txt"
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then
     for model in qwen3.6-35b-a3b qwen3.6-27b; do
         log "bench $model"
         timeout ${BENCH_TIMEOUT:-300} ./build-gpu/apps/ninfer/ninfer bench --config "configs/$model.json" \
-            --random-weights --device cuda -p 512,8192 -n 128 --pg 2048,384 -r ${BENCH_REPS:-3} --warmup 1 \
+            --random-weights --device cuda -p 512,8192 -n 128 --pg 2048,384 -r ${BENCH_REPS:-5} --warmup 1 \
             --prefill-chunk 8192 -o json > "$out/bench_$model.json" 2> "$out/bench_$model.err"
         echo "exit $?" >> "$out/bench_$model.err"
         python3 - "$out/bench_$model.json" <<'PY' | tee -a "$out/summary.txt"
