@@ -1,7 +1,8 @@
 // Log-probabilities of logit rows (the full softmax of the raw logits).
 //
 // logprobs_top_k: lse[r] = log(sum_v exp(logits[r, v])) over all V columns; the k largest logits
-//   among ids [0, vocab_limit) (ties: lower id first) give ids[r, :] and
+//   among ids [0, vocab_limit) (ties: lower id first; +0 ranks above -0, a NaN above +inf with
+//   its sign bit clear and below -inf with it set) give ids[r, :] and
 //   logprobs[r, i] = logits[r, ids[r, i]] - lse[r]. k may be 0 (only lse is written).
 //   logits: [R, V] F32, rows contiguous   lse: [R] F32   ids: [R, k] I32   logprobs: [R, k] F32
 // Numerics: the sum of exponentials in f64 on the CPU (both modes), f32 elsewhere.

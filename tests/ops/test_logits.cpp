@@ -1,5 +1,7 @@
 // ops/logits.h: logprobs_top_k against a hand-computed log-softmax; ties, padding, k = 0.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "ops/logits.h"
@@ -40,6 +42,25 @@ TEST(LogprobsTopK, TiesPickTheLowerId) {
         EXPECT_EQ(floats(rows(r.ids, 1, 1)), (std::vector<float>{0, 1, 2, 3}));
         EXPECT_NEAR(r.logprobs.ptr<float>()[4], -std::log(5.0), 1e-6); // uniform row
         EXPECT_NEAR(r.lse.ptr<float>()[1], std::log(5.0), 1e-6);
+    }
+}
+
+// A broken model's NaN rows must not break the sort (a comparator that is no strict weak order
+// is undefined behaviour): floats rank in the CUDA kernels' total order, +NaN above +inf,
+// -NaN below -inf, +0 above -0.
+TEST(LogprobsTopK, NonFiniteValuesRankInATotalOrder) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> row(300, 1.0f);
+    row[7] = -nan, row[11] = nan, row[20] = -inf, row[42] = inf, row[50] = 2.0f;
+    row[60] = -0.0f, row[61] = 0.0f;
+    Tensor logits = f32_tensor({1, 300}, row);
+    for (const auto& ctx : {kRef, kFast}) {
+        TopK r = top_k(ctx, logits, 300, 4);
+        EXPECT_EQ(floats(r.ids), (std::vector<float>{11, 42, 50, 0}));
+        EXPECT_TRUE(std::isnan(r.lse.ptr<float>()[0]));
+        TopK low = top_k(ctx, f32_tensor({1, 3}, {-0.0f, 0.0f, -nan}), 3, 3);
+        EXPECT_EQ(floats(low.ids), (std::vector<float>{1, 0, 2}));
     }
 }
 

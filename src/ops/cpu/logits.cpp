@@ -1,7 +1,9 @@
 // Implements ops/logits.h on the CPU. Both modes sum exponentials in f64; Reference selects the
-// top k by a full sort, Fast by partial sort.
+// top k by a full sort, Fast by partial sort, both in the CUDA kernels' total order of floats.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <vector>
 
@@ -9,6 +11,17 @@
 #include "ops/cpu/cpu_ops.h"
 
 namespace ninfer::ops::cpu {
+namespace {
+
+// The float's place in a total order (as the CUDA kernels rank, select.cuh): -NaN < -inf < ...
+// < -0 < +0 < ... < +inf < +NaN. Comparing raw floats is no strict weak order once a NaN is in
+// the row, and std::sort may then read out of bounds.
+uint32_t order_key(float v) {
+    const uint32_t bits = std::bit_cast<uint32_t>(v);
+    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+} // namespace
 
 void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
                     const TensorView& lse, const TensorView& ids, const TensorView& logprobs) {
@@ -25,7 +38,10 @@ void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
         if (k == 0) return;
         std::vector<int32_t> order(vocab_limit);
         std::iota(order.begin(), order.end(), 0);
-        auto better = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+        auto better = [&](int32_t a, int32_t b) {
+            const uint32_t ka = order_key(l[a]), kb = order_key(l[b]);
+            return ka > kb || (ka == kb && a < b);
+        };
         if (mode == CpuMode::Reference)
             std::sort(order.begin(), order.end(), better);
         else
