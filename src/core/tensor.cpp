@@ -53,6 +53,18 @@ bool TensorView::is_contiguous() const {
     return true;
 }
 
+TensorView TensorView::split_heads(int64_t col0, int64_t heads, int64_t dim,
+                                   int64_t head_stride) const {
+    require(ndim == 2 && heads > 0 && dim > 0,
+            "split_heads: needs a 2-D view, heads and dim > 0, got ", describe());
+    const int64_t stride_h = head_stride == 0 ? dim : head_stride;
+    TensorView out = narrow(1, col0, (heads - 1) * stride_h + dim); // checks the column range
+    out.ndim = 3;
+    out.shape = {shape[0], heads, dim, 1};
+    out.stride = {stride[0], stride_h * stride[1], stride[1], 0};
+    return out;
+}
+
 TensorView TensorView::narrow(int dim, int64_t begin, int64_t count) const {
     require(dim >= 0 && dim < ndim, "narrow: dim ", dim, " out of range for ", describe());
     require(begin >= 0 && count >= 0 && begin + count <= shape[dim], "narrow: [", begin, ", ",

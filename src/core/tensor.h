@@ -62,6 +62,9 @@ struct TensorView {
     TensorView narrow(int dim, int64_t begin, int64_t count) const;
     // New shape over the same contiguous memory.
     TensorView reshape(std::initializer_list<int64_t> dims) const;
+    // Columns of a 2-D [T, N] view as [T, heads, dim]: head h starts at column
+    // col0 + h * head_stride (head_stride 0 means dim: packed heads), no copy.
+    TensorView split_heads(int64_t col0, int64_t heads, int64_t dim, int64_t head_stride = 0) const;
     // Treat a view with contiguous rows as 2-D [rows, last dim] when the leading dims collapse.
     TensorView flatten_rows() const;
     std::string describe() const; // "BF16[4, 128] cpu"

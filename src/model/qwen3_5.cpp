@@ -19,16 +19,6 @@
 namespace ninfer::model {
 namespace {
 
-// A [T, heads, dim] view into columns [col0, ...) of a [T, N] view, heads head_stride apart.
-TensorView as_heads(const TensorView& v, int64_t col0, int64_t heads, int64_t head_stride,
-                    int64_t dim) {
-    TensorView out = v.narrow(1, col0, v.size(1) - col0);
-    out.ndim = 3;
-    out.shape = {v.size(0), heads, dim, 1};
-    out.stride = {v.stride[0], head_stride, 1, 0};
-    return out;
-}
-
 TensorView cols(const TensorView& v, int64_t begin, int64_t count) {
     return v.narrow(1, begin, count);
 }
@@ -176,18 +166,18 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
     ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.attn.in_proj, proj, h);
     // q_proj rows are per head [query (D) | gate (D)]; then k (nKV*D), then v (nKV*D).
     TensorView q = s.q.view().narrow(0, 0, T), k = s.k.view().narrow(0, 0, T);
-    ops::rms_norm(ctx, as_heads(proj, 0, nH, 2 * D, D), w.attn.q_norm, float(c.rms_norm_eps), q);
-    ops::rms_norm(ctx, as_heads(proj, 2 * nH * D, nKV, D, D), w.attn.k_norm, float(c.rms_norm_eps),
-                  k);
+    ops::rms_norm(ctx, proj.split_heads(0, nH, D, 2 * D), w.attn.q_norm, float(c.rms_norm_eps), q);
+    ops::rms_norm(ctx, proj.split_heads(2 * nH * D, nKV, D, D), w.attn.k_norm,
+                  float(c.rms_norm_eps), k);
     ops::rope(ctx, q, batch.positions, c.rotary_dim, c.rope_theta);
     ops::rope(ctx, k, batch.positions, c.rotary_dim, c.rope_theta);
-    TensorView v = as_heads(proj, (2 * nH + nKV) * D, nKV, D, D);
+    TensorView v = proj.split_heads((2 * nH + nKV) * D, nKV, D, D);
     ops::kv_cache_write(ctx, k, v, batch.seqs, k_cache, v_cache);
     TensorView attn = s.attn.view().narrow(0, 0, T);
     // The scale uses the full head dim (not the rotary dim).
     ops::paged_attention(ctx, q, k_cache, v_cache, batch.seqs, float(1.0 / std::sqrt(double(D))),
                          attn);
-    ops::sigmoid_mul(ctx, attn, as_heads(proj, D, nH, 2 * D, D), attn);
+    ops::sigmoid_mul(ctx, attn, proj.split_heads(D, nH, D, 2 * D), attn);
     ops::linear(ctx, attn.reshape({T, nH * D}), w.attn.o_proj, x, /*accumulate=*/true);
 }
 

@@ -89,15 +89,6 @@ namespace {
 
 constexpr const char* kGdnCore = "gdn_core";
 
-// A [T, heads, dim] view of columns [col0, col0 + heads * dim) of a [T, N] row view.
-TensorView as_heads(const TensorView& v, int64_t col0, int64_t heads, int64_t dim) {
-    TensorView out = v.narrow(1, col0, heads * dim);
-    out.ndim = 3;
-    out.shape = {v.size(0), heads, dim, 1};
-    out.stride = {v.stride[0], dim, 1, 0};
-    return out;
-}
-
 // gdn_core as the composition that defines it (the CPU body and CUDA's route for prefill and
 // other shapes). Arguments are validated by gdn_core; each op validates its own again.
 void gdn_core_composed(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
@@ -112,10 +103,10 @@ void gdn_core_composed(const ExecContext& ctx, const TensorView& qkv, const Tens
     causal_conv1d_silu(ctx, qkv, conv_w, batch, conv_state, conv_out);
     gdn_gates(ctx, a, b, A_log, dt_bias, g, beta);
     // conv_out columns: q [0, Hk dk), k [Hk dk, 2 Hk dk), v [2 Hk dk, 2 Hk dk + Hv dv).
-    gated_delta_rule(ctx, as_heads(conv_out, 0, Hk, dk), as_heads(conv_out, Hk * dk, Hk, dk),
-                     as_heads(conv_out, 2 * Hk * dk, Hv, dv), g, beta, batch, recurrent_state,
+    gated_delta_rule(ctx, conv_out.split_heads(0, Hk, dk), conv_out.split_heads(Hk * dk, Hk, dk),
+                     conv_out.split_heads(2 * Hk * dk, Hv, dv), g, beta, batch, recurrent_state,
                      core);
-    gated_rms_norm(ctx, core, as_heads(z, 0, Hv, dv), norm_w, eps, core);
+    gated_rms_norm(ctx, core, z.split_heads(0, Hv, dv), norm_w, eps, core);
 }
 
 // Checks gdn_core's arguments against its contract; returns Hk.

@@ -21,15 +21,6 @@ constexpr float kEps = 1e-6f;
 // only an isolated one-ulp flip (a different FMA contraction) may differ.
 constexpr Tolerance kSameRoundings{"same_rounding_points", 1e-4, 1e-2};
 
-// A [T, heads, dim] view of columns [col0, col0 + heads * dim) of a [T, N] view.
-TensorView heads(const TensorView& v, int64_t col0, int64_t n, int64_t dim) {
-    TensorView out = v.narrow(1, col0, n * dim);
-    out.ndim = 3;
-    out.shape = {v.size(0), n, dim, 1};
-    out.stride = {v.stride[0], dim, 1, 0};
-    return out;
-}
-
 // One GDN layer on one side (host F32 or device in the activation dtype): in_proj's output
 // [T, C + Vd + 2 Hv] = qkv | z | b | a, the weights, both states and the outputs.
 struct Layer {
@@ -49,9 +40,11 @@ struct Layer {
     void run_composition(const ops::ExecContext& ctx, const ops::SeqBatch& batch) const {
         ops::causal_conv1d_silu(ctx, qkv(), conv_w, batch, conv_state, conv_out);
         ops::gdn_gates(ctx, a(), b(), A_log, dt_bias, g, beta);
-        ops::gated_delta_rule(ctx, heads(conv_out, 0, kHk, kD), heads(conv_out, kHk * kD, kHk, kD),
-                              heads(conv_out, 2 * kHk * kD, Hv, kD), g, beta, batch, state, core);
-        ops::gated_rms_norm(ctx, core, heads(z(), 0, Hv, kD), norm_w, kEps, core);
+        ops::gated_delta_rule(ctx, conv_out.view().split_heads(0, kHk, kD),
+                              conv_out.view().split_heads(kHk * kD, kHk, kD),
+                              conv_out.view().split_heads(2 * kHk * kD, Hv, kD), g, beta, batch,
+                              state, core);
+        ops::gated_rms_norm(ctx, core, z().split_heads(0, Hv, kD), norm_w, kEps, core);
     }
 };
 

@@ -9,15 +9,6 @@
 namespace ninfer::test {
 namespace {
 
-// A [T, heads, dim] view of columns [col0, col0 + heads * dim) of a [T, N] view.
-TensorView heads(const TensorView& v, int64_t col0, int64_t n, int64_t dim) {
-    TensorView out = v.narrow(1, col0, n * dim);
-    out.ndim = 3;
-    out.shape = {v.size(0), n, dim, 1};
-    out.stride = {v.stride[0], dim, 1, 0};
-    return out;
-}
-
 // One GDN layer's inputs: in_proj's output [T, C + Vd + 2 Hv] (qkv | z | b | a), the weights and
 // both states (every slot random, so continuing sequences start from nonzero states).
 struct GdnLayer {
@@ -57,9 +48,11 @@ Outputs run_composition(const ops::ExecContext& ctx, const GdnLayer& l,
     ops::causal_conv1d_silu(ctx, l.qkv(), l.conv_w, batch, o.conv_state, conv_out);
     ops::gdn_gates(ctx, l.a(), l.b(), l.A_log, l.dt_bias, g, beta);
     const int64_t Kd = l.Hk * l.dk;
-    ops::gated_delta_rule(ctx, heads(conv_out, 0, l.Hk, l.dk), heads(conv_out, Kd, l.Hk, l.dk),
-                          heads(conv_out, 2 * Kd, l.Hv, l.dv), g, beta, batch, o.state, o.core);
-    ops::gated_rms_norm(ctx, o.core, heads(l.z(), 0, l.Hv, l.dv), l.norm_w, kEps, o.core);
+    ops::gated_delta_rule(ctx, conv_out.view().split_heads(0, l.Hk, l.dk),
+                          conv_out.view().split_heads(Kd, l.Hk, l.dk),
+                          conv_out.view().split_heads(2 * Kd, l.Hv, l.dv), g, beta, batch, o.state,
+                          o.core);
+    ops::gated_rms_norm(ctx, o.core, l.z().split_heads(0, l.Hv, l.dv), l.norm_w, kEps, o.core);
     return o;
 }
 
