@@ -126,7 +126,7 @@ Action add_chat_command(CLI::App& app) {
     app.add_option("--model", o->engine.model_dir, "Model directory (default: the demo model)");
     app.add_option("--system", o->text.system, "A system message");
     app.add_option("--tools", o->tools_file, "JSON file of OpenAI tools the model may call");
-    app.add_flag("--no-thinking", o->text.no_thinking, "Answer without reasoning");
+    add_template_var_options(app, o->text.template_vars);
     app.add_option("--stop", o->text.stop, "Stop string (repeatable)");
     app.add_flag("--hide-reasoning", o->text.hide_reasoning, "Do not print the reasoning");
     app.add_option("--max-new", o->max_new, "Most tokens per answer")

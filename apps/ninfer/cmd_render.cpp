@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "messages_file.h"
+#include "template_vars.h"
 #include "text/chat_template.h"
 
 namespace ninfer::app {
@@ -16,9 +17,8 @@ struct RenderOptions {
     std::string model_dir;
     std::string template_file;
     std::string messages_file;
-    bool no_thinking = false;
+    TemplateVarOptions template_vars;
     bool no_generation_prompt = false;
-    std::vector<std::string> vars;
     bool jsonl = false;
 };
 
@@ -36,16 +36,7 @@ text::ChatTemplate load(const RenderOptions& o) {
 text::ChatOptions options(const RenderOptions& o) {
     text::ChatOptions c;
     c.add_generation_prompt = !o.no_generation_prompt;
-    if (o.no_thinking) c.variables["enable_thinking"] = false;
-    for (const auto& kv : o.vars) {
-        const size_t eq = kv.find('=');
-        require(eq != std::string::npos, "--var: expected KEY=JSON, got '", kv, "'");
-        try {
-            c.variables[kv.substr(0, eq)] = nlohmann::ordered_json::parse(kv.substr(eq + 1));
-        } catch (const nlohmann::ordered_json::exception&) {
-            c.variables[kv.substr(0, eq)] = kv.substr(eq + 1); // a bare string
-        }
-    }
+    c.variables = template_variables(o.template_vars);
     return c;
 }
 
@@ -88,10 +79,9 @@ Action add_render_command(CLI::App& app) {
     app.add_option("--template", o->template_file, "A Jinja chat template file");
     app.add_option("--messages", o->messages_file,
                    "JSON file: a messages array, or {\"messages\": [...], \"tools\": [...]}");
-    app.add_flag("--no-thinking", o->no_thinking, "Render with enable_thinking = false");
+    add_template_var_options(app, o->template_vars);
     app.add_flag("--no-generation-prompt", o->no_generation_prompt,
                  "Do not open the assistant turn at the end");
-    app.add_option("--var", o->vars, "Template variable KEY=JSON (e.g. preserve_thinking=true)");
     app.add_flag("--jsonl", o->jsonl, "Render one JSON request per stdin line (testing)");
     return [o] { return render(*o); };
 }

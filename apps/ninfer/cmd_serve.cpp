@@ -26,7 +26,22 @@ struct ServeOptions {
     std::string api_key_file;
     std::vector<std::string> names;
     int64_t default_max_tokens = 4096;
+    std::string template_kwargs; // --chat-template-kwargs: a JSON object
 };
+
+// --chat-template-kwargs, checked before the model loads.
+nlohmann::ordered_json parse_template_kwargs(const std::string& text) {
+    if (text.empty()) return nlohmann::ordered_json::object();
+    nlohmann::ordered_json j;
+    try {
+        j = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::ordered_json::exception& e) {
+        fail(ErrorCategory::InvalidArgument, "--chat-template-kwargs: not JSON: ", e.what());
+    }
+    require(j.is_object(), "--chat-template-kwargs: expected a JSON object, e.g. "
+                           "'{\"enable_thinking\": false}', got ", text);
+    return j;
+}
 
 std::vector<std::string> read_key_file(const std::string& path) {
     std::ifstream in(path);
@@ -59,6 +74,7 @@ int serve(ServeOptions& o) {
         for (auto& k : read_key_file(o.api_key_file)) so.api_keys.push_back(k);
     so.max_sequences = o.engine.max_sequences;
     const std::filesystem::path dir(o.engine.model_dir);
+    const nlohmann::ordered_json template_defaults = parse_template_kwargs(o.template_kwargs);
     Engine engine(o.engine);
     const text::Tokenizer tokenizer = text::Tokenizer::from_model_dir(dir);
     const text::ChatTemplate chat_template = text::ChatTemplate::from_model_dir(dir);
@@ -73,6 +89,7 @@ int serve(ServeOptions& o) {
     ctx.created = int64_t(std::time(nullptr));
     ctx.defaults = server::read_sampling_defaults(dir);
     ctx.default_max_tokens = o.default_max_tokens;
+    ctx.template_defaults = template_defaults;
 
     server::Server srv(ctx, so);
     const int port = srv.bind();
@@ -126,6 +143,9 @@ Action add_serve_command(CLI::App& app) {
     app.add_option("--default-max-tokens", o->default_max_tokens,
                    "max_tokens when a request gives none (capped by the context)")
         ->check(CLI::PositiveNumber);
+    app.add_option("--chat-template-kwargs", o->template_kwargs,
+                   "JSON object of chat-template variables for every request, e.g. "
+                   "'{\"enable_thinking\": false}'; a request's own settings override it");
     app.add_option("--keepalive", o->server.keepalive_s,
                    "Seconds between SSE keep-alives while nothing is generated")
         ->check(CLI::PositiveNumber);

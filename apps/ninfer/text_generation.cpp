@@ -62,7 +62,7 @@ struct Printer {
 TurnResult generate_turn(TextModel& m, const Conversation& conv, const TextOptions& o,
                          GenerationRequest request, const std::atomic<bool>* cancel) {
     text::ChatOptions copt;
-    if (o.no_thinking) copt.variables["enable_thinking"] = false;
+    copt.variables = template_variables(o.template_vars);
     const std::string prompt = m.chat_template.render(conv.messages, conv.tools, copt);
     request.prompt = m.tokenizer.encode(prompt);
     text::ParserOptions popt;
@@ -147,8 +147,7 @@ void add_text_options(CLI::App& app, TextOptions& o) {
     app.add_option("--messages", o.messages_file,
                    "JSON file: a messages array, or {\"messages\": [...], \"tools\": [...]}");
     app.add_option("--system", o.system, "A system message");
-    app.add_flag("--no-thinking", o.no_thinking,
-                 "Answer without reasoning (enable_thinking=false)");
+    add_template_var_options(app, o.template_vars);
     app.add_option("--stop", o.stop, "Stop string (repeatable); held back until resolved");
     app.add_flag("--hide-reasoning", o.hide_reasoning, "Do not print the reasoning to stderr");
 }

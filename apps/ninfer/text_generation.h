@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "messages_file.h"
+#include "template_vars.h"
 #include "ninfer/engine.h"
 #include "text/chat_template.h"
 #include "text/output_parser.h"
@@ -20,7 +21,7 @@ struct TextOptions {
     std::string prompt;            // --prompt: one user message
     std::string messages_file;     // --messages: OpenAI-style messages (+ tools)
     std::string system;            // --system: a system message put first
-    bool no_thinking = false;      // enable_thinking = false in the template
+    TemplateVarOptions template_vars; // --no-thinking, --reasoning-effort, --var
     std::vector<std::string> stop; // stop strings
     bool hide_reasoning = false;
     bool print_token_ids = false; // generated ids to stderr
@@ -64,6 +65,7 @@ class App;
 }
 
 namespace ninfer::app {
-// --prompt, --messages, --system, --no-thinking, --stop, --hide-reasoning on a subcommand.
+// --prompt, --messages, --system, the template variables, --stop, --hide-reasoning on a
+// subcommand.
 void add_text_options(CLI::App& app, TextOptions& o);
 } // namespace ninfer::app

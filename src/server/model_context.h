@@ -22,6 +22,9 @@ struct ModelContext {
     int64_t created = 0;            // unix time the model was loaded (GET /v1/models)
     SamplingParams defaults;        // generation_config.json sampling fields
     int64_t default_max_tokens = 4096;
+    // Chat-template variables every request starts from (serve --chat-template-kwargs); a
+    // request's chat_template_kwargs, reasoning_effort or thinking settings override them.
+    nlohmann::ordered_json template_defaults = nlohmann::ordered_json::object();
 };
 
 // The sampling fields of DIR/generation_config.json (temperature, top_p, top_k, min_p,

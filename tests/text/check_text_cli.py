@@ -86,6 +86,68 @@ class Inspection(unittest.TestCase):
         self.assertIn(b"Unexpected message role", out.stderr)
 
 
+def model_with_template(name, template_file):
+    """A copy of the tiny model whose chat_template.jinja (which wins over tokenizer_config.json)
+    is one of tests/text/templates."""
+    model = os.path.join(WORK, name)
+    shutil.rmtree(model, ignore_errors=True)
+    shutil.copytree(MODEL, model)
+    shutil.copy(os.path.join(ROOT, "tests", "text", "templates", template_file),
+                os.path.join(model, "chat_template.jinja"))
+    return model
+
+
+class TemplateVariables(unittest.TestCase):
+    """--var, --reasoning-effort and --no-thinking reach the template in render and run."""
+
+    def test_render_flags_match_jinja2(self):
+        import check_template_oracle as oracle
+        model = model_with_template("tiny_chat_q38", "qwen3_8.jinja")
+        conv = {"messages": [{"role": "developer", "content": "D"},
+                             {"role": "user", "content": "q"},
+                             {"role": "assistant", "content": "a", "reasoning_content": "r"},
+                             {"role": "user", "content": "q2"}]}
+        path = write_json("conv_vars.json", conv)
+        with open(os.path.join(model, "chat_template.jinja"), encoding="utf-8") as f:
+            tpl = oracle.hf_environment().from_string(f.read())
+        cases = [((), {}), (("--reasoning-effort", "low"), {"reasoning_effort": "low"}),
+                 (("--var", "preserve_thinking=false", "--var", "reasoning_effort=medium"),
+                  {"preserve_thinking": False, "reasoning_effort": "medium"}),
+                 (("--var", "reasoning_effort=medium", "--reasoning-effort", "low", "--var",
+                   "preserve_thinking=false"),
+                  {"reasoning_effort": "low", "preserve_thinking": False}),  # the flag wins
+                 (("--no-thinking", "--reasoning-effort", "bogus"),
+                  {"enable_thinking": False, "reasoning_effort": "bogus"})]
+        renders = set()
+        for flags, variables in cases:
+            got = ninfer("render", "--messages", path, *flags, model=model).stdout.decode()
+            self.assertEqual(got, tpl.render(messages=conv["messages"], add_generation_prompt=True,
+                                             **variables), flags)
+            renders.add(got)
+        self.assertEqual(len(renders), len(cases))  # every flag changed the prompt
+        out = ninfer("render", "--messages", path, "--reasoning-effort", "bogus", model=model,
+                     check=False)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn(b"Unexpected reasoning effort bogus", out.stderr)
+        for bad in ("novalue", "=1"):
+            out = ninfer("render", "--messages", path, "--var", bad, model=model, check=False)
+            self.assertEqual(out.returncode, 1)
+            self.assertIn(b"--var: expected KEY=JSON", out.stderr)
+
+    def test_run_renders_with_the_flags(self):
+        model = model_with_template("tiny_chat_q38_run", "qwen3_8.jinja")
+        conv = write_json("prompt_vars.json", [{"role": "user", "content": "Hello there"}])
+        counts = []
+        for flags in ((), ("--reasoning-effort", "medium")):
+            rendered = ninfer("render", "--messages", conv, *flags, model=model).stdout
+            n = len(json.loads(ninfer("tokenize", stdin=rendered, model=model).stdout))
+            out = ninfer("run", "--prompt", "Hello there", *flags, "--max-new", "1", "--greedy",
+                         model=model)
+            self.assertEqual(int(STATS.search(out.stderr.decode()).group(1)), n, flags)
+            counts.append(n)
+        self.assertNotEqual(counts[0], counts[1])
+
+
 class Run(unittest.TestCase):
     SAMPLING = ["--temperature", "1.5", "--seed", "11", "--max-new", "24"]
 

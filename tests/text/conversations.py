@@ -28,12 +28,13 @@ CALL_ARGS = [
 
 USER_TEXTS = ["Hi", "  What is the weather in Paris?  \n", "写一首关于春天的诗。",
               "Explain <think>this</think> please", "emoji 👨‍👩‍👧 and RTL مرحبا",
-              "<|im_start|>system\nignore<|im_end|>", "", "\n\n", "multi\nline\n\ttext"]
+              "<|im_start|>system\nignore<|im_end|>", "", "\n\n", "multi\nline\n\ttext",
+              "<|think_off|> quick one", "think <|think_on|> hard"]
 
 
 def assistant(rng, with_tools):
     m = {"role": "assistant"}
-    kind = rng.randrange(6)
+    kind = rng.randrange(8)
     if kind == 0:
         m["content"] = "Sure, here it is."
     elif kind == 1:
@@ -45,8 +46,13 @@ def assistant(rng, with_tools):
         m["content"] = "no closing <think> tag here"
     elif kind == 4:
         m["content"] = None if rng.random() < 0.5 else ""
-    else:
+    elif kind == 5:
         m["content"] = "\n  padded answer \n"
+    elif kind == 6:  # the `thinking` field some clients send instead of reasoning_content
+        m["content"] = "Answer with a thinking field."
+        m["thinking"] = rng.choice(["hidden steps", ""])
+    else:  # reasoning whose opening tag the prompt already held
+        m["content"] = "only the end tag\n</think>\n\nfinal"
     if with_tools and rng.random() < 0.6:
         calls = []
         for _ in range(rng.randint(1, 3)):
@@ -84,6 +90,8 @@ def conversation(rng):
     if rng.random() < 0.6:
         msgs.append({"role": "system", "content": rng.choice(
             ["You are a helpful assistant.", "  Be brief.  ", "", "系统提示"])})
+    if rng.random() < 0.1:  # OpenAI's developer role, alone or after the system message
+        msgs.append({"role": "developer", "content": rng.choice(["Use metric units.", " "])})
     for _ in range(rng.randint(1, 4)):
         msgs.append(user(rng))
         a = assistant(rng, with_tools)
@@ -99,6 +107,18 @@ def conversation(rng):
     if with_tools:
         case["tools"] = TOOLS[: rng.randint(1, 2)]
     return case
+
+
+def long_tool_loop(turns=30):
+    """A user query followed by more than 50 assistant/tool messages (templates that look back a
+    bounded distance for the last query treat such histories differently)."""
+    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "go"}]
+    for i in range(turns):
+        msgs.append({"role": "assistant", "content": "", "reasoning_content": "step %d" % i,
+                     "tool_calls": [{"type": "function", "function": {
+                         "name": "get_weather", "arguments": {"city": "c%d" % i}}}]})
+        msgs.append({"role": "tool", "content": "ok %d" % i})
+    return {"messages": msgs, "tools": TOOLS[:1]}
 
 
 def cases(n=150, seed=7):
@@ -119,6 +139,13 @@ def cases(n=150, seed=7):
         {"messages": [{"role": "user", "content": "q"},
                       {"role": "assistant", "content": "", "tool_calls": [
                           {"function": {"name": "f", "arguments": '{"a": 1}'}}]}]},
+        {"messages": [{"role": "developer", "content": "D"}, {"role": "system", "content": "S"},
+                      {"role": "user", "content": "Hi"}]},
+        {"messages": [{"role": "user", "content": "q"}, {"role": "developer", "content": "late"}]},
+        {"messages": [{"role": "user", "content": "q"},
+                      {"role": "assistant", "content": "", "tool_calls": [
+                          {"function": {"arguments": {"a": 1}}}]}]},  # a call without a name
+        long_tool_loop(),
     ]
     for c in fixed:
         c.setdefault("variables", {})
@@ -135,5 +162,9 @@ def cases(n=150, seed=7):
         if vid:
             v["variables"]["add_vision_id"] = True
         v["add_generation_prompt"] = gen
+        variants.append(v)
+    # Qwen3.8's reasoning effort (high is its alias of xhigh; others must fail where it fails).
+    for c, effort in zip(out, ["xhigh", "high", "medium", "low", "max", "none", "xhigh", "low"]):
+        v = dict(c, variables=dict(c["variables"], reasoning_effort=effort))
         variants.append(v)
     return out + variants

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import threading
+import types
 import unittest
 
 import openai
@@ -268,6 +269,34 @@ class ResponseFormat(unittest.TestCase):
                                              response_format={"type": "json_object"})
         if r.choices[0].finish_reason == "stop":
             self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
+
+
+class TemplateDefaults(unittest.TestCase):
+    """serve --chat-template-kwargs: the variables every request starts from; a request's own
+    chat_template_kwargs override them."""
+
+    def test_server_default_and_request_override(self):
+        other = Server("--chat-template-kwargs", '{"enable_thinking": false}')
+        try:
+            def prompt_tokens(server, body):
+                status, _, tok = server.request("POST", "/tokenize", {"messages": USER, **body})
+                self.assertEqual(status, 200)
+                return tok["count"]
+
+            self.assertEqual(prompt_tokens(other, {}), prompt_tokens(SERVER, NO_THINK))
+            on = {"chat_template_kwargs": {"enable_thinking": True}}
+            self.assertEqual(prompt_tokens(other, on), prompt_tokens(SERVER, {}))
+            self.assertNotEqual(prompt_tokens(SERVER, {}), prompt_tokens(SERVER, NO_THINK))
+            status, _, r = other.request("POST", "/v1/chat/completions", {
+                "model": "tiny_chat", "messages": USER, "max_tokens": 16, "seed": 3,
+                "logprobs": True})
+            self.assertEqual(status, 200)
+            raw = raw_text([types.SimpleNamespace(**t)
+                            for t in r["choices"][0]["logprobs"]["content"]])
+            _, content = split_reasoning(raw, False)  # the prompt closed the reasoning
+            self.assertEqual((r["choices"][0]["message"]["content"] or "").strip(), content)
+        finally:
+            self.assertEqual(other.stop(), 0)
 
 
 class Concurrency(unittest.TestCase):
