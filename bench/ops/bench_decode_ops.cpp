@@ -1,8 +1,10 @@
-// Times the decode-step ops (one token, batch 1) at the real Qwen3.6 shapes on CUDA, one JSON line
-// per case: microseconds per call and the bytes it must read as GB/s. Each case is captured as
+// Times the decode-step ops (one token, batch 1; linear also at 2-8 rows) at the real Qwen3.6
+// shapes on CUDA, one JSON line per case: microseconds per call and the bytes it must read as
+// GB/s. Each case is captured as
 // kCallsPerGraph back-to-back calls in one CUDA graph and replayed, as a decode step runs, so the
 // figure includes the launch gap between kernels in a graph but not host launch overhead.
-// Linear shapes run through both routes (the GEMV kernel and cuBLAS) to set kGemvMaxRows.
+// Linear shapes run through both routes (the GEMV kernel and cuBLAS) at 1, 2, 4 and 8 rows to set
+// kGemvMaxRows.
 // NINFER_PDL=0 turns programmatic dependent launch off, for an A/B of the launch gaps.
 //   bench_decode_ops [reps]
 #include <algorithm>
@@ -234,23 +236,34 @@ int main(int argc, char** argv) {
     gdn_core(48);
     attention_decode(16, 2, 2048);
     attention_decode(24, 4, 2048);
+    attention_decode(16, 2, 8192);
+    attention_decode(24, 4, 8192);
     moe_decode();
     sampler_greedy();
-    // 35B-A3B: GDN in/out, attention in/out, router, shared expert, head.
-    linear_routes("35b gdn_in", 1, 12352, 2048, DType::BF16);
-    linear_routes("35b gdn_out", 1, 2048, 4096, DType::BF16);
-    linear_routes("35b attn_in", 1, 9216, 2048, DType::BF16);
-    linear_routes("35b router", 1, 257, 2048, DType::F32);
-    linear_routes("35b shared_gate_up", 1, 1024, 2048, DType::BF16);
-    linear_routes("35b shared_down", 1, 2048, 512, DType::BF16);
-    linear_routes("35b lm_head", 1, 248320, 2048, DType::F32);
-    // 27B: GDN in/out, attention in, MLP gate_up/down, head; and the row-count boundary.
-    linear_routes("27b gdn_in", 1, 16480, 5120, DType::BF16);
-    linear_routes("27b gdn_out", 1, 5120, 6144, DType::BF16);
-    linear_routes("27b attn_in", 1, 14336, 5120, DType::BF16);
-    linear_routes("27b mlp_gate_up", 1, 34816, 5120, DType::BF16);
-    linear_routes("27b mlp_down", 1, 5120, 17408, DType::BF16);
-    linear_routes("27b lm_head", 1, 248320, 5120, DType::F32);
-    linear_routes("35b gdn_in", 2, 12352, 2048, DType::BF16); // cuBLAS past the GEMV boundary
+    // 35B-A3B: GDN in/out, attention in/out, router, shared expert, head; 27B: GDN in/out,
+    // attention in, MLP gate_up/down, head. Each at 1, 2, 4 and 8 rows (decode, speculative
+    // verification, small batches) through both routes, to set the row-count boundary.
+    struct LinearShape {
+        const char* what;
+        int64_t N, K;
+        DType y_dtype;
+    };
+    const LinearShape linear_shapes[] = {
+        {"35b gdn_in", 12352, 2048, DType::BF16},
+        {"35b gdn_out", 2048, 4096, DType::BF16},
+        {"35b attn_in", 9216, 2048, DType::BF16},
+        {"35b router", 257, 2048, DType::F32},
+        {"35b shared_gate_up", 1024, 2048, DType::BF16},
+        {"35b shared_down", 2048, 512, DType::BF16},
+        {"35b lm_head", 248320, 2048, DType::F32},
+        {"27b gdn_in", 16480, 5120, DType::BF16},
+        {"27b gdn_out", 5120, 6144, DType::BF16},
+        {"27b attn_in", 14336, 5120, DType::BF16},
+        {"27b mlp_gate_up", 34816, 5120, DType::BF16},
+        {"27b mlp_down", 5120, 17408, DType::BF16},
+        {"27b lm_head", 248320, 5120, DType::F32},
+    };
+    for (const LinearShape& s : linear_shapes)
+        for (int64_t T : {1, 2, 4, 8}) linear_routes(s.what, T, s.N, s.K, s.y_dtype);
     return 0;
 }

@@ -18,7 +18,7 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
 // rms_norm_linear: h = rms_norm(x, norm_w, eps) (ops/rms_norm.h), then y = linear(h, w).
 //   x: [T, K] float, rows contiguous    norm_w: [K]    w: [N, K]    y: [T, N] (as linear)
 //   h: [T, K] x's dtype, rows contiguous, written (the norm's other consumers read it)
-// One call so a backend can fuse the two: CUDA computes the norm inside its one-row GEMV (one
+// One call so a backend can fuse the two: CUDA computes the norm inside its few-row GEMV (one
 // kernel instead of two per decode step); otherwise, and on the CPU, exactly the two ops.
 void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                      float eps, const TensorView& w, const TensorView& y, const TensorView& h);

@@ -2,8 +2,8 @@
 // kv_cache_write: one block per (sequence, row slot), threads over kv heads x head dim.
 // paged_attention (any T, head dim <= 256): a block per (row, head group, key split), a head group
 // being up to 8 query heads that share a KV head (GQA), so each key is read once per group; the
-// block stages 32 keys at a time in shared memory and each warp keeps the online softmax of two
-// of the group's heads (lane = key when scoring, lane = 8 dims when accumulating P V).
+// block stages 32 keys at a time in shared memory and each of its 8 warps keeps the online softmax
+// of one of the group's heads (lane = key when scoring, lane = 8 dims when accumulating P V).
 // Chosen split-K (flash-decoding) when few rows run: splits write partials that a second kernel
 // merges; otherwise one split writes the output directly. Prompt chunks of kFlashMinRows rows
 // or more in bf16 take the tensor-core route instead (attention_flash.cu).
@@ -19,15 +19,20 @@ namespace ninfer::ops::cuda {
 namespace {
 
 constexpr int kMaxDim = 256; // 32 lanes x 8 dims
-constexpr int kWarps = 4;
+// A warp per query head of the group: at decode a block holds one 32-key tile per split, so its
+// time is the serial chain of one warp's work (ncu, H200, 35B shapes: with 4 warps of 2 heads each
+// the kernel took 19 us for 4 MB, latency-bound at 6% occupancy).
+constexpr int kWarps = 8;
 constexpr int kMaxGroup = 8; // query heads per block (Qwen3.6: 8 for 35B-A3B, 6 for 27B)
+static_assert(kMaxGroup % kWarps == 0);
 // Keys staged per tile: one per lane when scoring; f32 stages half as many so that the block's
 // static shared memory stays under 48 KB.
 template <typename T> constexpr int kTileKeys = sizeof(T) == 2 ? 32 : 16;
 constexpr int kBlocksPerSm = 2; // split-K target: two blocks on every SM of the device
 constexpr int kMaxSplits = 64;
-constexpr int kCombineThreads = 128; // >= kMaxSplits: one thread per split in the merge
-static_assert(kCombineThreads >= kMaxSplits);
+constexpr int kCombineThreads = 256; // one thread per split in the merge, then one per dim
+static_assert(kCombineThreads >= kMaxSplits && kCombineThreads >= kMaxDim);
+constexpr int kCombineLoads = 16; // partial loads a merge thread has in flight
 
 struct PagedArgs {
     const int32_t *row_begin, *pos_begin, *block_table;
@@ -71,14 +76,7 @@ template <typename T> struct DecodeSmem {
 // 8 elements [d0, d0 + 8) of a staged row as floats (16-byte aligned; d0 % 8 == 0).
 template <typename T> __device__ __forceinline__ void smem8(const T* row, int d0, float (&v)[8]) {
     if constexpr (sizeof(T) == 2) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(row + d0);
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float2 f = __bfloat1622float2(h[j]);
-            v[2 * j] = f.x;
-            v[2 * j + 1] = f.y;
-        }
+        bf16x8_to_float(*reinterpret_cast<const uint4*>(row + d0), v);
     } else {
         const float4 a = *reinterpret_cast<const float4*>(row + d0);
         const float4 b = *reinterpret_cast<const float4*>(row + d0 + 4);
@@ -138,6 +136,17 @@ __device__ void stage_queries(const T* q, int64_t row, int64_t q_s1, int h0, int
     }
 }
 
+// Staged key row . staged query over dims [d0, d0 + 8).
+template <typename T>
+__device__ __forceinline__ float dot8_staged(const T* k_row, const float* q_row, int d0) {
+    float kv[8];
+    smem8(k_row, d0, kv);
+    const float4 qa = *reinterpret_cast<const float4*>(q_row + d0);
+    const float4 qb = *reinterpret_cast<const float4*>(q_row + d0 + 4);
+    return qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] +
+           qb.y * kv[5] + qb.z * kv[6] + qb.w * kv[7];
+}
+
 // Online-softmax state of one query head in one warp; lane l owns output dims [8l, 8l + 8).
 struct HeadState {
     float max = -FLT_MAX, sum = 0.0f, acc[8] = {};
@@ -150,16 +159,17 @@ __device__ void attend_tile(const DecodeSmem<T>& sm, int g, int n, int D, HeadSt
     const int lane = threadIdx.x & 31;
     float score = -FLT_MAX;
     if (lane < n) {
-        float dot = 0.0f;
-        for (int d0 = 0; d0 < D; d0 += 8) {
-            float kv[8];
-            smem8(sm.k[lane], d0, kv);
-            const float4 qa = *reinterpret_cast<const float4*>(&sm.q[g][d0]);
-            const float4 qb = *reinterpret_cast<const float4*>(&sm.q[g][d0 + 4]);
-            dot += qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] +
-                   qb.y * kv[5] + qb.z * kv[6] + qb.w * kv[7];
+        // Four partial sums: one accumulator made the 256-long dot a chain of dependent FMAs.
+        // Rows are zero-padded to a multiple of 8 only, so the loop stops there.
+        const int D8 = (D + 7) / 8 * 8;
+        float dot[4] = {};
+        int d0 = 0;
+        for (; d0 + 32 <= D8; d0 += 32) {
+#pragma unroll
+            for (int u = 0; u < 4; ++u) dot[u] += dot8_staged(sm.k[lane], sm.q[g], d0 + 8 * u);
         }
-        score = dot;
+        for (; d0 < D8; d0 += 8) dot[0] += dot8_staged(sm.k[lane], sm.q[g], d0);
+        score = (dot[0] + dot[1]) + (dot[2] + dot[3]);
     }
     const float new_max = fmaxf(st.max, warp_max(score));
     const float p = lane < n ? __expf(score - new_max) : 0.0f;
@@ -185,8 +195,10 @@ __device__ void attend_tile(const DecodeSmem<T>& sm, int g, int n, int D, HeadSt
 // tile by tile (cp.async, all rows at once: one memory latency per tile), and warp w keeps the
 // softmax state of heads w, w + kWarps, ... over every key of the split, so no cross-warp merge
 // is needed. Split-K: (max, sum, unnormalised acc) go to the partials; one split: the output.
+// (Minimum 1 block per SM in the bounds: the f32 instance spills at the register cap of 2; the bf16
+// one takes 94 registers either way, so 2 blocks of it still fit.)
 template <typename T>
-__global__ void __launch_bounds__(32 * kWarps)
+__global__ void __launch_bounds__(32 * kWarps, 1)
     attention_kernel(PagedArgs a, const T* q, int64_t q_s0, int64_t q_s1, const T* kc, const T* vc,
                      int group, int D, bool vec, float scale, T* out, int64_t o_s0, int64_t o_s1,
                      int max_rows, float* partials) {
@@ -240,7 +252,8 @@ __global__ void __launch_bounds__(32 * kWarps)
 
 // Merges the split-K partials of one (row, head): out = sum_s e^{m_s - M} acc_s / sum_s e^{m_s - M}
 // l_s. Thread k reads split k's (m, l), so the weights come from two block reductions instead of a
-// serial pass over the splits; then each thread sums its dims over the splits (coalesced rows).
+// serial pass over the splits; then thread d sums dim d over the splits, kCombineLoads loads in
+// flight at a time (coalesced rows; one load at a time made the merge ~13 us at 64 splits).
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads)
     combine_splits(PagedArgs a, const float* partials, int splits, int D, T* out, int64_t o_s0,
@@ -259,13 +272,20 @@ __global__ void __launch_bounds__(kCombineThreads)
     __shared__ float weight[kMaxSplits];
     if (k < splits) weight[k] = w_k / l;
     __syncthreads();
-    const int64_t r = r0 + i;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float v = 0.0f;
-#pragma unroll 8
-        for (int j = 0; j < splits; ++j) v += base[j * (D + 2) + 2 + d] * weight[j];
-        out[r * o_s0 + h * o_s1 + d] = from_float<T>(v);
+    const int d = threadIdx.x;
+    if (d >= D) return;
+    const float* col = base + 2 + d; // dim d of split 0's accumulator
+    float v = 0.0f;
+    int j = 0;
+    for (; j + kCombineLoads <= splits; j += kCombineLoads) {
+        float x[kCombineLoads];
+#pragma unroll
+        for (int u = 0; u < kCombineLoads; ++u) x[u] = col[(j + u) * (D + 2)];
+#pragma unroll
+        for (int u = 0; u < kCombineLoads; ++u) v += x[u] * weight[j + u];
     }
+    for (; j < splits; ++j) v += col[j * (D + 2)] * weight[j];
+    out[(r0 + i) * o_s0 + h * o_s1 + d] = from_float<T>(v);
 }
 
 // Splits of the key range per (row, head group): enough blocks to cover the SMs twice when few
@@ -319,9 +339,10 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
     const int64_t row_slots = int64_t(batch.num_seqs) * batch.max_rows_per_seq;
     const int splits = choose_splits(ctx, int64_t(batch.num_rows) * head_groups);
     const dim3 grid{unsigned(row_slots), unsigned(head_groups), unsigned(splits)};
-    const bool vec = D % 8 == 0 && q.stride[0] % 8 == 0 && q.stride[1] % 8 == 0 &&
-                     k_cache.stride[2] % 8 == 0 && v_cache.stride[2] % 8 == 0 &&
-                     reinterpret_cast<uintptr_t>(q.data) % 16 == 0 &&
+    // 16-byte cp.async of the K and V rows (queries are staged element by element, any stride).
+    const bool vec = D % 8 == 0 && k_cache.stride[2] % 8 == 0 && v_cache.stride[2] % 8 == 0 &&
+                     k_cache.stride[1] % 8 == 0 && v_cache.stride[1] % 8 == 0 &&
+                     k_cache.stride[0] % 8 == 0 && v_cache.stride[0] % 8 == 0 &&
                      reinterpret_cast<uintptr_t>(k_cache.data) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(v_cache.data) % 16 == 0;
     float* partials = splits > 1

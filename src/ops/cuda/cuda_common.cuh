@@ -2,6 +2,8 @@
 // views, block reductions and dtype dispatch. Included by .cu files only.
 #pragma once
 
+#include <functional>
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -41,6 +43,19 @@ template <> __device__ __forceinline__ float from_float<float>(float v) {
 }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
     return __float2bfloat16_rn(v);
+}
+
+// The 8 bf16 of one 16-byte load (uint4) as floats, in memory order. A bf16 is the high half of
+// the float it stands for, so each 32-bit word gives two floats by a shift and a mask. Working on
+// whole words (not on the uint4's address) also keeps the compiler from splitting a 16-byte
+// shared-memory load into four 4-byte ones.
+__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&v)[8]) {
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        v[2 * j] = __uint_as_float(words[j] << 16);
+        v[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+    }
 }
 
 // A row view as kernels see it: [R, N] or [A, B, N] (row r = (r / B, r % B)), unit last stride.
@@ -148,8 +163,14 @@ __device__ __forceinline__ void pdl_wait_and_release() {
 // demand (never while a graph is being captured: that is an error, so a shape is run eagerly
 // before it is captured, as DecodeGraphs does) and old generations stay allocated, because a
 // captured graph may still use them. Unlike a scratch Tensor, it adds no allocation node to a
-// captured graph.
+// captured graph. All generations are freed when a stream from create_stream is destroyed.
 void* stream_workspace(const ExecContext& ctx, size_t bytes);
+
+// Runs `release` once when `stream` (made by create_stream) is destroyed, after its work has
+// drained and before the stream itself goes: per-stream resources (workspaces, cuBLAS handles)
+// free themselves through it. Streams not made by create_stream (the default stream) never run
+// it: their resources live as long as the process.
+void on_stream_release(void* stream, std::function<void()> release);
 
 // Streaming multiprocessors of ctx's device (queried once per device): grid sizes that aim to
 // fill the GPU derive from it, never from one card's count.

@@ -37,7 +37,7 @@ void gated_rms_norm(const ExecContext& ctx, const TensorView& x, const TensorVie
                     const TensorView& w, float eps, const TensorView& y);
 void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,
             bool accumulate);
-// rms_norm_linear in one kernel when the shapes allow (one row, BF16, aligned); false otherwise
+// rms_norm_linear in one kernel when the shapes allow (few rows, BF16, aligned); false otherwise
 // (nothing launched; the caller runs the two ops).
 bool rms_norm_linear_fused(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                            float eps, const TensorView& w, const TensorView& y,

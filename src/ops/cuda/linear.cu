@@ -7,6 +7,7 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -27,27 +28,57 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 // workspace matters for CUDA graphs: without one, cuBLAS cannot allocate its default workspace
 // while a stream is being captured and picks other algorithms there than in eager runs, so a
 // replayed decode step rounded differently from the same step run eagerly. A handle per stream
-// also keeps two engines on one device from sharing a handle's stream and workspace.
+// also keeps two engines on one device from sharing a handle's stream and workspace. Both go when
+// the stream does (on_stream_release).
+struct Handle {
+    cublasHandle_t handle = nullptr;
+    void* workspace = nullptr;
+};
+struct Handles {
+    std::mutex mutex;
+    std::map<std::pair<int, void*>, Handle> by_stream;
+};
+Handles& handles() {
+    static Handles h;
+    return h;
+}
+
+void release_handle(std::pair<int, void*> key) {
+    Handles& all = handles();
+    std::lock_guard lock(all.mutex);
+    auto it = all.by_stream.find(key);
+    if (it == all.by_stream.end()) return;
+    cudaSetDevice(key.first);
+    if (it->second.handle) cublasDestroy(it->second.handle);
+    if (it->second.workspace) cudaFree(it->second.workspace);
+    all.by_stream.erase(it);
+}
+
 cublasHandle_t handle_for(const ExecContext& ctx) {
-    struct Handle {
-        cublasHandle_t handle = nullptr;
-        void* workspace = nullptr;
-    };
-    static std::mutex mutex;
-    static std::map<std::pair<int, void*>, Handle> handles;
-    std::lock_guard lock(mutex);
-    Handle& h = handles[{ctx.device.index, ctx.stream}];
+    Handles& all = handles();
+    std::lock_guard lock(all.mutex);
+    const std::pair<int, void*> key{ctx.device.index, ctx.stream};
+    Handle& h = all.by_stream[key];
     if (h.handle) return h.handle;
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     check(cudaStreamIsCapturing(stream_of(ctx), &capturing), "cudaStreamIsCapturing");
     require(capturing == cudaStreamCaptureStatusNone,
             "linear: first cuBLAS use of a stream inside a graph capture (run it eagerly first)");
     check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
-    check(cudaMalloc(&h.workspace, kCublasWorkspaceBytes), "cuBLAS workspace");
-    check_cublas(cublasCreate(&h.handle), "cublasCreate");
-    check_cublas(cublasSetStream(h.handle, stream_of(ctx)), "cublasSetStream");
-    check_cublas(cublasSetWorkspace(h.handle, h.workspace, kCublasWorkspaceBytes),
-                 "cublasSetWorkspace");
+    Handle fresh;
+    check(cudaMalloc(&fresh.workspace, kCublasWorkspaceBytes), "cuBLAS workspace");
+    try {
+        check_cublas(cublasCreate(&fresh.handle), "cublasCreate");
+        check_cublas(cublasSetStream(fresh.handle, stream_of(ctx)), "cublasSetStream");
+        check_cublas(cublasSetWorkspace(fresh.handle, fresh.workspace, kCublasWorkspaceBytes),
+                     "cublasSetWorkspace");
+    } catch (...) { // nothing half-made stays behind; the next call tries again
+        if (fresh.handle) cublasDestroy(fresh.handle);
+        cudaFree(fresh.workspace);
+        throw;
+    }
+    h = fresh;
+    if (ctx.stream) on_stream_release(ctx.stream, [key] { release_handle(key); });
     return h.handle;
 }
 
@@ -55,19 +86,42 @@ cudaDataType cuda_type(DType d) {
     return d == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
+// Whether two [T, K] views (unit last stride) share a byte.
+bool overlaps(const TensorView& a, const TensorView& b) {
+    auto span = [](const TensorView& t) {
+        const char* begin = static_cast<const char*>(t.data);
+        const int64_t elems = (t.size(0) - 1) * t.stride[0] + t.size(1);
+        return std::pair{begin, begin + elems * dtype_size(t.dtype)};
+    };
+    const auto [a0, a1] = span(a);
+    const auto [b0, b1] = span(b);
+    return a0 < b1 && b0 < a1;
+}
+
 } // namespace
+
+bool gemv_preferred(int64_t rows, int64_t weight_bytes) {
+    constexpr int64_t kMiB = int64_t(1) << 20;
+    if (rows <= 1) return true;
+    if (rows == 2) return weight_bytes <= 16 * kMiB;
+    if (rows <= 4) return weight_bytes <= 8 * kMiB;
+    return 2 * weight_bytes <= 3 * kMiB;
+}
 
 void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,
             bool accumulate) {
     if (x.size(0) == 0 || w.size(0) == 0) return;
-    if (linear_gemv_fits(x, w)) return linear_gemv(ctx, x, w, y, accumulate);
+    if (gemv_preferred(x.size(0), w.nbytes()) && linear_gemv_fits(x, w))
+        return linear_gemv(ctx, x, w, y, accumulate);
     linear_cublas(ctx, x, w, y, accumulate);
 }
 
 bool rms_norm_linear_fused(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                            float eps, const TensorView& w, const TensorView& y,
                            const TensorView& h) {
-    if (!fused_routes_enabled() || !rms_norm_linear_gemv_fits(x, norm_w, w, h) || h.data == x.data)
+    // The fused kernel's block 0 writes h while other blocks still read x: no overlap at all.
+    if (!fused_routes_enabled() || !gemv_preferred(x.size(0), w.nbytes()) ||
+        !rms_norm_linear_gemv_fits(x, norm_w, w, h) || overlaps(h, x))
         return false;
     rms_norm_linear_gemv(ctx, x, norm_w, eps, w, y, h);
     return true;

@@ -1,116 +1,249 @@
-// The one-row route of linear on CUDA (decode): y[n] (+)= x . w[n, :], optionally with the
-// rms_norm before it fused in (rms_norm_linear).
-// One warp per output column n; each lane reads 16 bytes (8 bf16) of w's row per step, four steps
-// in flight before the first multiply, so a warp keeps 2 KB of the weight stream in the air and an
-// SM's 48 resident warps about 100 KB: enough to cover HBM latency at the H200's 4.8 TB/s without
-// relying on cuBLAS's GEMV heuristics. x (at most 5120 x 2 bytes here) is read through the
-// read-only cache, so the blocks of one SM share it from L1. Accumulation in f32, y rounded once.
+// The few-row route of linear on CUDA (decode, speculative verification, small batches):
+// y[t, n] (+)= x[t] . w[n, :] for 1..kGemvMaxRows rows, optionally with the rms_norm before it
+// fused in (rms_norm_linear).
+// One warp per output column n streams w[n, :] once: each lane reads 16 bytes (8 bf16) of the row
+// per step, four steps in flight before the first multiply, so a warp keeps 2 KB of the weight
+// stream in the air and an SM's 48 resident warps about 100 KB: enough to cover HBM latency at the
+// H200's 4.8 TB/s without relying on cuBLAS's GEMV heuristics. Every weight chunk is multiplied
+// with each of the R rows of x (R a template parameter, so the R accumulators stay in registers):
+// the weights are read once whatever the row count. x (at most 8 x 5120 x 2 bytes here) is read
+// through the read-only cache, so the blocks of one SM share it from L1; that L1 traffic grows
+// with R (R x 16 bytes per 16 bytes of weights), which is what bounds the useful row count.
+// Accumulation in f32, y rounded once.
+#include <type_traits>
+#include <utility>
+
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/linear_gemv.h"
 
 namespace ninfer::ops::cuda {
 namespace {
 
+// Register budget: at 8 rows, 8 accumulators, 2 x kUnroll uint4 weights (the pipelined loop) and
+// the x chunks in flight take 76 registers, no spills (ptxas -v); more rows would need a smaller
+// kUnroll.
+static_assert(kGemvMaxRows >= 1 && kGemvMaxRows <= 8,
+              "the GEMV kernels are sized (registers, warp_sum_rows) for 1..8 rows");
+
 constexpr int kWarpsPerBlock = 8;
 constexpr int kUnroll = 4;                // 16-byte loads per lane in flight
 constexpr int kElemsPerLoad = 8;          // bf16 per 16-byte load
 constexpr int kStep = 32 * kElemsPerLoad; // elements a warp covers per load
-// The normalised input is staged in dynamic shared memory up to the default 48 KB a block may
-// use without opting in (hidden sizes are 2048-8192: 4-16 KB).
-constexpr size_t kMaxStagedBytes = 48 * 1024;
+// The normalised rows are staged in dynamic shared memory up to the 48 KB a block may use without
+// opting in (static and dynamic together), less 1 KB for the static shared memory beside them
+// (the norm's partial sums: at most 8 rows x 8 warps x 4 bytes). Hidden sizes are 2048-8192: one
+// row takes 4-16 KB, so K = 2048 stages 8 rows and K = 5120 four.
+constexpr size_t kMaxStagedBytes = 47 * 1024;
 
-__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&v)[8]) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+// Sums each of v[0..R) over the block (kWarpsPerBlock warps); every thread gets the R totals.
+// One call per kernel: a second would race with the first's reads of `partial`.
+template <int R> __device__ __forceinline__ void block_sum_each(float (&v)[R]) {
+    __shared__ float partial[R][kWarpsPerBlock];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(h[j]);
-        v[2 * j] = f.x;
-        v[2 * j + 1] = f.y;
-    }
+    for (int r = 0; r < R; ++r) v[r] = warp_sum(v[r]);
+    if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r) partial[r][warp] = v[r];
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < R; ++r) v[r] = warp_sum(lane < kWarpsPerBlock ? partial[r][lane] : 0.0f);
 }
 
-// The GEMV's input vector as it enters the dot products: x itself (read through L1), or
+// The GEMV's R input rows as they enter the dot products: x itself (read through L1), or
 // rms_norm(x) (NormedInput), which each block computes once into shared memory so that the dot
 // products read it once, as they read x: normalising inside every dot product tripled the L1
 // traffic and cost 5% of the 27B's decode.
-struct PlainInput {
+template <int R> struct PlainInput {
+    static constexpr int kRows = R;
     const __nv_bfloat16* x;
+    int64_t stride; // elements between rows of x; a multiple of 8 (16-byte aligned rows)
     static size_t smem_bytes(int64_t) { return 0; }
     __device__ void prepare(int64_t) {}
-    __device__ __forceinline__ void load8(int64_t c, float (&v)[8]) const {
-        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + c)), v);
+    __device__ __forceinline__ void load8(int r, int64_t c, float (&v)[8]) const {
+        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + r * stride + c)), v);
     }
 };
 
 // h = rms_norm(x, norm_w, eps) with rms_norm_rows's rounding: h = bf16(x * scale * (1 + w)),
-// staged in the block's dynamic shared memory (K bf16).
-struct NormedInput {
+// staged in the block's dynamic shared memory ([R, K] bf16).
+template <int R> struct NormedInput {
+    static constexpr int kRows = R;
     const __nv_bfloat16* x;
+    int64_t stride; // elements between rows of x; a multiple of 8 (16-byte aligned rows)
     const __nv_bfloat16* norm_w;
     float eps;
-    static size_t smem_bytes(int64_t K) { return size_t(K) * sizeof(__nv_bfloat16); }
+    int64_t K; // row length, also the pitch of the staged rows
+    static size_t smem_bytes(int64_t k) { return size_t(R) * size_t(k) * sizeof(__nv_bfloat16); }
     __device__ __nv_bfloat16* staged() const {
         extern __shared__ __align__(16) __nv_bfloat16 gemv_smem[];
         return gemv_smem;
     }
-    // All threads of the block call it (it synchronises).
-    __device__ void prepare(int64_t K) {
+    __device__ __forceinline__ uint4 x8(int r, int64_t c) const {
+        return __ldg(reinterpret_cast<const uint4*>(x + r * stride + c));
+    }
+    // All threads of the block call it (it synchronises). The R rows' sums of squares are
+    // reduced together, so R rows cost one block reduction, not R.
+    __device__ void prepare(int64_t) {
+        const int64_t first = int64_t(threadIdx.x) * kElemsPerLoad;
         const int64_t step = int64_t(blockDim.x) * kElemsPerLoad;
-        float sum = 0.0f;
-        for (int64_t c = int64_t(threadIdx.x) * kElemsPerLoad; c < K; c += step) {
-            float v[8];
-            bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + c)), v);
+        float scale[R] = {};
+        for (int64_t c = first; c < K; c += step)
 #pragma unroll
-            for (int j = 0; j < 8; ++j) sum += v[j] * v[j];
-        }
-        const float scale = rsqrtf(block_sum(sum) / float(K) + eps);
-        __nv_bfloat16* h = staged();
-        for (int64_t c = int64_t(threadIdx.x) * kElemsPerLoad; c < K; c += step) {
-            float v[8], w[8];
-            bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + c)), v);
+            for (int r = 0; r < R; ++r) {
+                float v[8];
+                bf16x8_to_float(x8(r, c), v);
+#pragma unroll
+                for (int j = 0; j < 8; ++j) scale[r] += v[j] * v[j];
+            }
+        block_sum_each(scale);
+#pragma unroll
+        for (int r = 0; r < R; ++r) scale[r] = rsqrtf(scale[r] / float(K) + eps);
+        for (int64_t c = first; c < K; c += step) {
+            float w[8];
             bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(norm_w + c)), w);
-            __nv_bfloat162 packed[4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                packed[j] = __floats2bfloat162_rn(v[2 * j] * scale * (1.0f + w[2 * j]),
-                                                  v[2 * j + 1] * scale * (1.0f + w[2 * j + 1]));
-            *reinterpret_cast<uint4*>(h + c) = *reinterpret_cast<const uint4*>(packed);
+            for (int r = 0; r < R; ++r) stage8(r, c, scale[r], w);
         }
         __syncthreads();
     }
-    __device__ __forceinline__ void load8(int64_t c, float (&v)[8]) const {
-        bf16x8_to_float(*reinterpret_cast<const uint4*>(staged() + c), v);
+    // staged[r, c .. c+8) = bf16(x[r, c .. c+8) * scale * (1 + w)).
+    __device__ __forceinline__ void stage8(int r, int64_t c, float scale, const float (&w)[8]) {
+        float v[8];
+        bf16x8_to_float(x8(r, c), v);
+        __nv_bfloat162 packed[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            packed[j] = __floats2bfloat162_rn(v[2 * j] * scale * (1.0f + w[2 * j]),
+                                              v[2 * j + 1] * scale * (1.0f + w[2 * j + 1]));
+        *reinterpret_cast<uint4*>(staged() + r * K + c) = *reinterpret_cast<const uint4*>(packed);
+    }
+    __device__ __forceinline__ void load8(int r, int64_t c, float (&v)[8]) const {
+        bf16x8_to_float(*reinterpret_cast<const uint4*>(staged() + r * K + c), v);
     }
 };
 
-// in[c .. c+8) . w8 for the weight bytes w8.
+// acc[r] += in[r, c .. c+8) . w8 for every row r, the weight bytes w8 converted once.
 template <typename Input>
-__device__ __forceinline__ float dot8(const Input& in, int64_t c, const uint4& w8) {
-    float wv[8], xv[8];
+__device__ __forceinline__ void dot8_rows(const Input& in, int64_t c, const uint4& w8,
+                                          float (&acc)[Input::kRows]) {
+    float wv[8];
     bf16x8_to_float(w8, wv);
-    in.load8(c, xv);
-    float sum = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) sum += xv[j] * wv[j];
-    return sum;
+    for (int r = 0; r < Input::kRows; ++r) {
+        float xv[8];
+        in.load8(r, c, xv);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum += xv[j] * wv[j];
+        acc[r] += sum;
+    }
 }
 
-// Block 0 stores the normalised input (for the norm's other consumers); others only use it.
-__device__ void store_input(const NormedInput& in, int64_t K, __nv_bfloat16* h_out) {
+// The lane's chunks of `row` from c to K: kUnroll loads issued back to back, then consumed; then
+// the tail one load at a time.
+template <typename Input>
+__device__ __forceinline__ void dot_rest(const Input& in, const __nv_bfloat16* row, int64_t c,
+                                         int64_t K, float (&acc)[Input::kRows]) {
+    for (; c + (kUnroll - 1) * kStep < K; c += kUnroll * kStep) {
+        uint4 wraw[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            wraw[u] = __ldcs(reinterpret_cast<const uint4*>(row + c + u * kStep));
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) dot8_rows(in, c + u * kStep, wraw[u], acc);
+    }
+    for (; c < K; c += kStep)
+        dot8_rows(in, c, __ldcs(reinterpret_cast<const uint4*>(row + c)), acc);
+}
+
+// The same for several rows, software-pipelined: the next kUnroll chunks are loaded before the
+// current ones are consumed. With R rows of x to load and multiply per chunk, ptxas otherwise
+// sinks each weight load to just before its use, which leaves one load per warp in flight.
+// cur: the chunks at c .. c + kUnroll * kStep (zero past K).
+template <typename Input>
+__device__ __forceinline__ void dot_rest_pipelined(const Input& in, const __nv_bfloat16* row,
+                                                   int64_t c, int64_t K, uint4 (&cur)[kUnroll],
+                                                   float (&acc)[Input::kRows]) {
+    for (; c < K; c += kUnroll * kStep) {
+        uint4 next[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t cn = c + (kUnroll + u) * kStep;
+            next[u] = cn < K ? __ldcs(reinterpret_cast<const uint4*>(row + cn)) : uint4{};
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            if (c + u * kStep < K) dot8_rows(in, c + u * kStep, cur[u], acc);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) cur[u] = next[u];
+    }
+}
+
+// Reduces the R per-lane partial sums over the warp with a transposed butterfly: each exchange
+// halves the values a lane holds (it keeps one half and sends its partner the other), so 8 rows
+// take 4 + 2 + 1 + 2 = 9 shuffles instead of 8 x 5, and 1 row exactly warp_sum's 5. Returns the
+// total of row `row` (set here); the lanes with the same row hold the same total, and the lanes
+// with lane % (32 / P) == 0 (P: R rounded up to a power of two) hold rows 0..P-1 once each.
+template <int R>
+__device__ __forceinline__ float warp_sum_rows(const float (&acc)[R], int lane, int& row) {
+    constexpr int P = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
+    float v[P];
+#pragma unroll
+    for (int i = 0; i < P; ++i) v[i] = i < R ? acc[i] : 0.0f;
+    row = 0;
+#pragma unroll
+    for (int m = P, off = 16; m > 1; m /= 2, off /= 2) {
+        const bool upper = lane & off; // keeps v[m/2 .. m), the partner keeps v[0 .. m/2)
+#pragma unroll
+        for (int i = 0; i < m / 2; ++i) {
+            const float send = upper ? v[i] : v[i + m / 2];
+            const float keep = upper ? v[i + m / 2] : v[i];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        }
+        if (upper) row += m / 2;
+    }
+#pragma unroll
+    for (int off = 16 / P; off > 0; off /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], off);
+    return v[0];
+}
+
+// y[r, n] (+)= the warp's total for row r, r < R; y points at y[0, n].
+template <int R, typename Y>
+__device__ __forceinline__ void store_rows(const float (&acc)[R], int lane, Y* y, int64_t y_stride,
+                                           bool accumulate) {
+    constexpr int P = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
+    int r = 0;
+    const float total = warp_sum_rows(acc, lane, r);
+    if (lane % (32 / P) != 0 || r >= R) return;
+    Y* out = y + r * y_stride;
+    *out = from_float<Y>(accumulate ? to_float(*out) + total : total);
+}
+
+// Block 0 stores the normalised rows (for the norm's other consumers); others only use them.
+template <int R>
+__device__ void store_input(const NormedInput<R>& in, int64_t K, __nv_bfloat16* h_out,
+                            int64_t h_stride) {
     if (blockIdx.x != 0 || !h_out) return;
     const __nv_bfloat16* h = in.staged();
-    for (int64_t c = int64_t(threadIdx.x) * kElemsPerLoad; c < K;
-         c += int64_t(blockDim.x) * kElemsPerLoad)
-        *reinterpret_cast<uint4*>(h_out + c) = *reinterpret_cast<const uint4*>(h + c);
+    for (int r = 0; r < R; ++r)
+        for (int64_t c = int64_t(threadIdx.x) * kElemsPerLoad; c < K;
+             c += int64_t(blockDim.x) * kElemsPerLoad)
+            *reinterpret_cast<uint4*>(h_out + r * h_stride + c) =
+                *reinterpret_cast<const uint4*>(h + r * K + c);
 }
-__device__ void store_input(const PlainInput&, int64_t, __nv_bfloat16*) {}
+template <int R>
+__device__ void store_input(const PlainInput<R>&, int64_t, __nv_bfloat16*, int64_t) {}
 
+// implements: y[r, n] (+)= in[r] . w[n, :] for the Input::kRows rows r (in: x or rms_norm(x)).
+// chosen when: gemv_preferred (linear.cu) and linear_gemv_fits / rms_norm_linear_gemv_fits.
+// assumes: K % 8 == 0; x, w (and norm_w, h_out) 16-byte aligned, row strides multiples of 8.
 // Grid: ceil(N / kWarpsPerBlock) blocks of kWarpsPerBlock warps; warp -> column n.
-// Requires K % 8 == 0 and 16-byte aligned x, w (and norm_w, h_out) (checked by the launcher).
 template <typename Y, typename Input>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     gemv_kernel(Input in, const __nv_bfloat16* __restrict__ w, int64_t N, int64_t K,
-                Y* __restrict__ y, bool accumulate, __nv_bfloat16* h_out) {
+                Y* __restrict__ y, int64_t y_stride, bool accumulate, __nv_bfloat16* h_out,
+                int64_t h_stride) {
     const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     const __nv_bfloat16* row = w + (n < N ? n : 0) * K;
@@ -125,48 +258,60 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
                                      : uint4{};
     pdl_wait_and_release();
     in.prepare(K);
-    store_input(in, K, h_out);
+    store_input(in, K, h_out, h_stride);
     if (n >= N) return;
-    float acc = 0.0f;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-        if (c + u * kStep < K) acc += dot8(in, c + u * kStep, first[u]);
-    c += kUnroll * kStep;
-    // Main loop: kUnroll loads issued back to back, then consumed.
-    for (; c + (kUnroll - 1) * kStep < K; c += kUnroll * kStep) {
-        uint4 wraw[kUnroll];
+    float acc[Input::kRows] = {};
+    // One row keeps the unpipelined loop: ptxas keeps its loads together there without the extra
+    // registers of a second set of chunks (40 registers against 62 for two rows).
+    if constexpr (Input::kRows == 1) {
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
-            wraw[u] = __ldcs(reinterpret_cast<const uint4*>(row + c + u * kStep));
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) acc += dot8(in, c + u * kStep, wraw[u]);
+            if (c + u * kStep < K) dot8_rows(in, c + u * kStep, first[u], acc);
+        dot_rest(in, row, c + kUnroll * kStep, K, acc);
+    } else {
+        dot_rest_pipelined(in, row, c, K, first, acc);
     }
-    for (; c < K; c += kStep) acc += dot8(in, c, __ldcs(reinterpret_cast<const uint4*>(row + c)));
-    acc = warp_sum(acc);
-    if (lane == 0) y[n] = from_float<Y>(accumulate ? to_float(y[n]) + acc : acc);
+    store_rows(acc, lane, y + n, y_stride, accumulate);
 }
 
 template <typename Y, typename Input>
 void launch(const ExecContext& ctx, const Input& in, const TensorView& w, const TensorView& y,
-            bool accumulate, __nv_bfloat16* h_out) {
+            bool accumulate, __nv_bfloat16* h_out, int64_t h_stride) {
     const int64_t N = w.size(0), K = w.size(1);
     const size_t smem = Input::smem_bytes(K);
     launch_pdl(ctx, gemv_kernel<Y, Input>, unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock),
-               32 * kWarpsPerBlock, smem, in, w.ptr<__nv_bfloat16>(), N, K, y.ptr<Y>(), accumulate,
-               h_out);
+               32 * kWarpsPerBlock, smem, in, w.ptr<__nv_bfloat16>(), N, K, y.ptr<Y>(), y.stride[0],
+               accumulate, h_out, h_stride);
 }
 
 template <typename Input>
 void launch_for_output(const ExecContext& ctx, const Input& in, const TensorView& w,
-                       const TensorView& y, bool accumulate, __nv_bfloat16* h_out) {
+                       const TensorView& y, bool accumulate, __nv_bfloat16* h_out,
+                       int64_t h_stride) {
     if (y.dtype == DType::F32)
-        launch<float>(ctx, in, w, y, accumulate, h_out);
+        launch<float>(ctx, in, w, y, accumulate, h_out, h_stride);
     else
-        launch<__nv_bfloat16>(ctx, in, w, y, accumulate, h_out);
+        launch<__nv_bfloat16>(ctx, in, w, y, accumulate, h_out, h_stride);
+}
+
+// Calls fn(std::integral_constant<int, R>{}) for R = rows, 1 <= rows <= kGemvMaxRows, so each
+// row count runs a kernel with exactly R accumulators (and only those counts are compiled).
+template <typename Fn, int... I>
+void with_rows(int64_t rows, Fn&& fn, std::integer_sequence<int, I...>) {
+    ((rows == I + 1 ? fn(std::integral_constant<int, I + 1>{}) : void()), ...);
+}
+template <typename Fn> void with_rows(int64_t rows, Fn&& fn) {
+    with_rows(rows, fn, std::make_integer_sequence<int, int(kGemvMaxRows)>{});
 }
 
 bool aligned16(const void* p) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// Whether every row of a [T, K] bf16 view starts 16-byte aligned: the first, and from two rows on
+// the row stride a multiple of 8 elements.
+bool rows_aligned16(const TensorView& t) {
+    return aligned16(t.data) && (t.size(0) == 1 || t.stride[0] % kElemsPerLoad == 0);
 }
 
 } // namespace
@@ -174,7 +319,7 @@ bool aligned16(const void* p) {
 bool linear_gemv_fits(const TensorView& x, const TensorView& w) {
     const int64_t T = x.size(0), K = x.size(1);
     return T >= 1 && T <= kGemvMaxRows && x.dtype == DType::BF16 && w.dtype == DType::BF16 &&
-           K % kElemsPerLoad == 0 && aligned16(x.data) && aligned16(w.data);
+           K % kElemsPerLoad == 0 && rows_aligned16(x) && aligned16(w.data);
 }
 
 void linear_gemv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
@@ -182,24 +327,34 @@ void linear_gemv(const ExecContext& ctx, const TensorView& x, const TensorView& 
     require(linear_gemv_fits(x, w), "linear_gemv: needs BF16, 1..", kGemvMaxRows,
             " rows, K % 8 == 0 and 16-byte aligned rows; got ", x.describe(), " and ",
             w.describe());
-    launch_for_output(ctx, PlainInput{x.ptr<__nv_bfloat16>()}, w, y, accumulate, nullptr);
+    const auto* xp = x.ptr<__nv_bfloat16>();
+    with_rows(x.size(0), [&](auto rows) {
+        const PlainInput<decltype(rows)::value> in{xp, x.stride[0]};
+        launch_for_output(ctx, in, w, y, accumulate, nullptr, 0);
+    });
 }
 
 bool rms_norm_linear_gemv_fits(const TensorView& x, const TensorView& norm_w, const TensorView& w,
                                const TensorView& h) {
+    const int64_t T = x.size(0), K = x.size(1);
     return linear_gemv_fits(x, w) && norm_w.dtype == DType::BF16 && h.dtype == DType::BF16 &&
-           aligned16(norm_w.data) && aligned16(h.data) &&
-           NormedInput::smem_bytes(x.size(1)) <= kMaxStagedBytes;
+           aligned16(norm_w.data) && rows_aligned16(h) &&
+           size_t(T) * size_t(K) * sizeof(__nv_bfloat16) <= kMaxStagedBytes;
 }
 
 void rms_norm_linear_gemv(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                           float eps, const TensorView& w, const TensorView& y,
                           const TensorView& h) {
-    require(rms_norm_linear_gemv_fits(x, norm_w, w, h),
-            "rms_norm_linear_gemv: needs BF16 and 16-byte aligned rows; got ", x.describe(), ", ",
+    require(rms_norm_linear_gemv_fits(x, norm_w, w, h), "rms_norm_linear_gemv: needs BF16, 1..",
+            kGemvMaxRows, " rows, 16-byte aligned rows and ", kMaxStagedBytes,
+            " bytes of shared memory for the normalised rows; got ", x.describe(), ", ",
             norm_w.describe(), ", ", w.describe(), " and ", h.describe());
-    launch_for_output(ctx, NormedInput{x.ptr<__nv_bfloat16>(), norm_w.ptr<__nv_bfloat16>(), eps}, w,
-                      y, false, h.ptr<__nv_bfloat16>());
+    const auto* xp = x.ptr<__nv_bfloat16>();
+    const auto* nwp = norm_w.ptr<__nv_bfloat16>();
+    with_rows(x.size(0), [&](auto rows) {
+        const NormedInput<decltype(rows)::value> in{xp, x.stride[0], nwp, eps, x.size(1)};
+        launch_for_output(ctx, in, w, y, false, h.ptr<__nv_bfloat16>(), h.stride[0]);
+    });
 }
 
 } // namespace ninfer::ops::cuda

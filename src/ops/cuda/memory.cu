@@ -116,17 +116,66 @@ __global__ void fill_normal_kernel(float* out_f32, __nv_bfloat16* out_bf16, int6
     }
 }
 
+// Release hooks of the streams create_stream made, by stream.
+struct StreamHooks {
+    std::mutex mutex;
+    std::map<void*, std::vector<std::function<void()>>> hooks;
+};
+StreamHooks& stream_hooks() {
+    static StreamHooks h;
+    return h;
+}
+
+void run_release_hooks(void* stream) {
+    std::vector<std::function<void()>> hooks;
+    {
+        StreamHooks& h = stream_hooks();
+        std::lock_guard lock(h.mutex);
+        auto it = h.hooks.find(stream);
+        if (it == h.hooks.end()) return;
+        hooks = std::move(it->second);
+        h.hooks.erase(it);
+    }
+    for (auto& release : hooks) release();
+}
+
+struct Workspace {
+    std::vector<void*> generations; // older ones stay alive: captured graphs may use them
+    size_t size = 0;
+};
+struct Workspaces {
+    std::mutex mutex;
+    std::map<std::pair<int, void*>, Workspace> spaces;
+};
+Workspaces& workspaces() {
+    static Workspaces w;
+    return w;
+}
+
 } // namespace
 
+void on_stream_release(void* stream, std::function<void()> release) {
+    StreamHooks& h = stream_hooks();
+    std::lock_guard lock(h.mutex);
+    h.hooks[stream].push_back(std::move(release));
+}
+
 void* stream_workspace(const ExecContext& ctx, size_t bytes) {
-    struct Workspace {
-        std::vector<void*> generations; // older ones stay alive: captured graphs may use them
-        size_t size = 0;
-    };
-    static std::mutex mutex;
-    static std::map<std::pair<int, void*>, Workspace> spaces;
-    std::lock_guard lock(mutex);
-    Workspace& w = spaces[{ctx.device.index, ctx.stream}];
+    Workspaces& all = workspaces();
+    std::lock_guard lock(all.mutex);
+    const std::pair<int, void*> key{ctx.device.index, ctx.stream};
+    const bool fresh = all.spaces.find(key) == all.spaces.end();
+    Workspace& w = all.spaces[key];
+    if (fresh && ctx.stream)
+        on_stream_release(ctx.stream, [key] {
+            Workspaces& all = workspaces();
+            std::lock_guard lock(all.mutex);
+            auto it = all.spaces.find(key);
+            if (it == all.spaces.end()) return;
+            cudaSetDevice(key.first);
+            for (void* p : it->second.generations) cudaFree(p);
+            all.spaces.erase(it);
+        });
     if (bytes <= w.size) return w.generations.back();
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     check(cudaStreamIsCapturing(stream_of(ctx), &capturing), "cudaStreamIsCapturing");
@@ -199,6 +248,7 @@ std::shared_ptr<void> create_stream(Device device) {
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     return std::shared_ptr<void>(stream, [](void* s) {
         cudaStreamSynchronize(static_cast<cudaStream_t>(s));
+        run_release_hooks(s);
         cudaStreamDestroy(static_cast<cudaStream_t>(s));
     });
 }

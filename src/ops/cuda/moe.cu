@@ -10,13 +10,13 @@
 //     and A rows gathered from x, down into f32, and the same deterministic combine. bf16 with
 //     16-byte aligned rows takes tensor cores (moe_grouped.cu); other cases (F32) a CUDA-core
 //     kernel. No route synchronises with the host: all are graph-capturable.
-#include <cfloat>
 #include <cstdint>
 #include <type_traits>
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/moe_grouped.h"
+#include "ops/cuda/moe_route.cuh"
 #include "ops/memory.h"
 
 namespace ninfer::ops::cuda {
@@ -25,77 +25,20 @@ namespace {
 constexpr int kMaxExpertsPerLane = 16; // E <= 512
 constexpr int64_t kGemvMaxPairs = 64;
 
+// One warp per token (route_warp), 4 warps per block.
 __global__ void route_kernel(const float* logits, int64_t l_s0, int E, int top_k, float* weights,
                              int64_t w_s0, int32_t* ids, int64_t i_s0, int64_t T) {
     const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + (threadIdx.x >> 5);
     if (t >= T) return;
-    const int lane = threadIdx.x & 31;
-    const float* l = logits + t * l_s0;
-    float p[kMaxExpertsPerLane];
-    float max_logit = -FLT_MAX;
-#pragma unroll
-    for (int m = 0; m < kMaxExpertsPerLane; ++m) {
-        const int e = lane + 32 * m;
-        p[m] = e < E ? l[e] : -FLT_MAX;
-        max_logit = fmaxf(max_logit, p[m]);
-    }
-    max_logit = warp_max(max_logit);
-    float sum = 0.0f;
-#pragma unroll
-    for (int m = 0; m < kMaxExpertsPerLane; ++m) {
-        const int e = lane + 32 * m;
-        p[m] = e < E ? __expf(p[m] - max_logit) : -1.0f;
-        sum += e < E ? p[m] : 0.0f;
-    }
-    sum = warp_sum(sum);
-    float chosen_sum = 0.0f;
-    float chosen[32];
-    int chosen_id[32];
-    for (int j = 0; j < top_k; ++j) {
-        float best = -2.0f;
-        int best_id = INT_MAX;
-#pragma unroll
-        for (int m = 0; m < kMaxExpertsPerLane; ++m) {
-            const int e = lane + 32 * m;
-            if (p[m] > best) { // strict: the lower id wins ties within a lane
-                best = p[m];
-                best_id = e;
-            }
-        }
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-            const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
-            if (other > best || (other == best && other_id < best_id)) {
-                best = other;
-                best_id = other_id;
-            }
-        }
-#pragma unroll
-        for (int m = 0; m < kMaxExpertsPerLane; ++m)
-            if (lane + 32 * m == best_id) p[m] = -1.0f; // taken
-        chosen[j] = best / sum;
-        chosen_id[j] = best_id;
-        chosen_sum += chosen[j];
-    }
-    if (lane != 0) return;
-    for (int j = 0; j < top_k; ++j) {
-        weights[t * w_s0 + j] = chosen[j] / chosen_sum;
-        ids[t * i_s0 + j] = chosen_id[j];
-    }
+    const WarpRoute r = route_warp<kMaxExpertsPerLane>(logits + t * l_s0, E, top_k);
+    store_route(r, top_k, weights + t * w_s0, ids + t * i_s0);
 }
 
 // Loads 8 consecutive elements as floats (one 16-byte load for bf16, two for f32).
 template <typename T> __device__ __forceinline__ void load8(const T* p, float (&v)[8]);
 template <>
 __device__ __forceinline__ void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&v)[8]) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(h[j]);
-        v[2 * j] = f.x;
-        v[2 * j + 1] = f.y;
-    }
+    bf16x8_to_float(*reinterpret_cast<const uint4*>(p), v);
 }
 template <> __device__ __forceinline__ void load8<float>(const float* p, float (&v)[8]) {
     const float4 a = *reinterpret_cast<const float4*>(p),

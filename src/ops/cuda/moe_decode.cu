@@ -11,12 +11,11 @@
 //     act[t, j] in a fixed order, added to y[t, c] with one rounding: no atomics, deterministic.
 // Weight rows stream as 16-byte evict-first loads, kUpBatch / kDownBatch steps in flight.
 #include <algorithm>
-#include <cfloat>
-#include <climits>
 #include <cstdint>
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/moe_route.cuh"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -29,10 +28,12 @@ constexpr int kElems = 8;               // elements per lane per load: 16 bytes 
 constexpr int kWarpElems = 32 * kElems; // elements a warp covers per load step
 // Load steps in flight per lane. Up: 2 rows (gate, up) x 2 steps = 4 x 16 bytes; at T = 1 the
 // 35B's 9 x 512 row warps are all resident (up_blocks_per_sm) and keep ~9 MB in the air, twice
-// what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down: ~16 warps
-// per SM at H = 2048, so 8 steps (of the top_k x I / 256 a column needs).
+// what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down: a column
+// needs top_k x I / 256 steps, 16 at the 35B's shapes: all of them in one batch, issued before the
+// shared expert's dot products (with 8, two serial HBM round trips per warp held the kernel at
+// 1.2 TB/s: ncu, H200). f32 rows take twice the registers per step: 8.
 constexpr int kUpBatch = 2;
-constexpr int kDownBatch = 8;
+template <typename T> constexpr int kDownBatch = sizeof(T) == 2 ? 16 : 8;
 constexpr int kSharedDownPre = 2; // shared_down steps prefetched before the wait (Is = 512: all)
 // The 35B at T = 1 runs 9 pairs x 64 blocks of moe_up_kernel: 5 blocks per SM (<= 48
 // registers) keep them in one wave on 132 SMs (4 would leave 48 blocks for a tail wave). The
@@ -64,13 +65,7 @@ __device__ __forceinline__ Raw8<float> load_cached(const float* p) {
 }
 
 __device__ __forceinline__ void to_float8(const Raw8<__nv_bfloat16>& r, float (&v)[8]) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r.v);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const float2 f = __bfloat1622float2(h[j]);
-        v[2 * j] = f.x;
-        v[2 * j + 1] = f.y;
-    }
+    bf16x8_to_float(r.v, v);
 }
 __device__ __forceinline__ void to_float8(const Raw8<float>& r, float (&v)[8]) {
     v[0] = r.a.x, v[1] = r.a.y, v[2] = r.a.z, v[3] = r.a.w;
@@ -84,54 +79,6 @@ template <typename R> __device__ __forceinline__ float dot8(const float (&x)[8],
 #pragma unroll
     for (int j = 0; j < 8; ++j) sum += x[j] * w[j];
     return sum;
-}
-
-// One warp's route of one token, the arithmetic of moe.cu's route_kernel (so ids and weights
-// match moe_route bit for bit): p = softmax_f32(logits[0, E)), then `rounds` rounds each take
-// the largest remaining p, the lower id on ties. Lane j < rounds gets round j's id and p / sum.
-// kPerLane >= E / 32 logits per lane (8 for E <= 256: 16 registers fewer than 16).
-struct WarpRoute {
-    int id;
-    float p;
-};
-template <int kPerLane> __device__ WarpRoute route_warp(const float* logits, int E, int rounds) {
-    const int lane = threadIdx.x & 31;
-    float p[kPerLane];
-    float max_logit = -FLT_MAX;
-#pragma unroll
-    for (int m = 0; m < kPerLane; ++m) {
-        const int e = lane + 32 * m;
-        p[m] = e < E ? logits[e] : -FLT_MAX;
-        max_logit = fmaxf(max_logit, p[m]);
-    }
-    max_logit = warp_max(max_logit);
-    float sum = 0.0f;
-#pragma unroll
-    for (int m = 0; m < kPerLane; ++m) {
-        const int e = lane + 32 * m;
-        p[m] = e < E ? __expf(p[m] - max_logit) : -1.0f; // -1: padding, below every p >= 0
-        sum += e < E ? p[m] : 0.0f;
-    }
-    sum = warp_sum(sum);
-    WarpRoute r{0, 0.0f};
-    for (int j = 0; j < rounds; ++j) {
-        // p >= 0 orders like its bit pattern as an int and -1.0f is a negative int, so one
-        // warp-wide integer max finds the best p, and an integer min the lowest id holding it.
-        int local = INT_MIN;
-#pragma unroll
-        for (int m = 0; m < kPerLane; ++m) local = max(local, __float_as_int(p[m]));
-        const int best = __reduce_max_sync(0xffffffffu, local);
-        int candidate = INT_MAX;
-#pragma unroll
-        for (int m = kPerLane - 1; m >= 0; --m)
-            if (__float_as_int(p[m]) == best) candidate = lane + 32 * m;
-        const int best_id = __reduce_min_sync(0xffffffffu, candidate);
-#pragma unroll
-        for (int m = 0; m < kPerLane; ++m)
-            if (lane + 32 * m == best_id) p[m] = -1.0f; // taken
-        if (lane == j) r = {best_id, __int_as_float(best) / sum};
-    }
-    return r;
 }
 
 // The arguments of both kernels (row strides in elements).
@@ -227,14 +174,7 @@ __device__ int block_expert(const MoeArgs<T>& a, int64_t t, int j) {
         const bool writer = j == a.k - 1 && blockIdx.x == 0;
         const WarpRoute r = route_warp<kPerLane>(a.logits + t * a.l_s0, a.E, writer ? a.k : j + 1);
         if (lane == j) expert = r.id;
-        if (writer) { // renormalise over the k chosen, summed in round order as route_kernel does
-            float total = 0.0f;
-            for (int m = 0; m < a.k; ++m) total += __shfl_sync(0xffffffffu, r.p, m);
-            if (lane < a.k) {
-                a.route_w[t * a.k + lane] = r.p / total;
-                a.route_ids[t * a.k + lane] = r.id;
-            }
-        }
+        if (writer) store_route(r, a.k, a.route_w + t * a.k, a.route_ids + t * a.k);
     }
     __syncthreads();
     return expert;
@@ -270,34 +210,39 @@ __global__ void __launch_bounds__(32 * kWarps, up_blocks_per_sm<T, kPerLane>())
     up_row(a, g, up, t, j, i, rg, ru);
 }
 
-// Lane partial of sum_j w_j * down_{e_j}[c, :] . act[j, :] over the k routed pairs (id, w: lane
-// j holds pair j's). The k rows are one stream of k * S load steps (S per row of I), so a batch
-// of kDownBatch loads spans pairs: at I = 512 (S = 2) one batch covers 4 experts.
+// The k routed rows of output column c as one stream of k * S load steps (S per row of I):
+// item q is step q % S of pair q / S's row (lane j holds pair j's expert id and weight), so a batch
+// of kDownBatch<T> items spans pairs. issue_routed loads items [q0, q0 + kDownBatch<T>);
+// consume_routed adds their lane partial of sum_j w_j * down_{e_j}[c, :] . act[j, :], in order.
 template <typename T>
-__device__ __forceinline__ float routed_dot(const T* down_c, int64_t H, int64_t I, int k,
-                                            const float* act, int64_t act_w, int id, float w) {
+__device__ __forceinline__ void issue_routed(const T* down_c, int64_t H, int64_t I, int S,
+                                             int items, int q0, int id,
+                                             Raw8<T> (&raw)[kDownBatch<T>]) {
     const int lane = threadIdx.x & 31;
-    const int S = int((I + kWarpElems - 1) / kWarpElems), items = k * S;
+    int j = q0 / S, step = q0 - j * S;
+#pragma unroll
+    for (int u = 0; u < kDownBatch<T>; ++u) {
+        if (q0 + u >= items) break; // warp-uniform
+        const int64_t col = int64_t(step) * kWarpElems + lane * kElems;
+        const int e = __shfl_sync(0xffffffffu, id, j);
+        if (col < I) raw[u] = load_stream(down_c + int64_t(e) * H * I + col);
+        if (++step == S) step = 0, ++j;
+    }
+}
+template <typename T>
+__device__ __forceinline__ float consume_routed(const float* act, int64_t act_w, int64_t I, int S,
+                                                int items, int q0, float w,
+                                                const Raw8<T> (&raw)[kDownBatch<T>]) {
+    const int lane = threadIdx.x & 31;
+    int j = q0 / S, step = q0 - j * S;
     float sum = 0.0f;
-    for (int q0 = 0; q0 < items; q0 += kDownBatch) {
-        Raw8<T> raw[kDownBatch];
-        // Item q is step q % S of pair j = q / S's row; q < items is warp-uniform.
 #pragma unroll
-        for (int u = 0; u < kDownBatch; ++u) {
-            const int q = q0 + u, j = q / S;
-            const int64_t col = int64_t(q - j * S) * kWarpElems + lane * kElems;
-            if (q >= items) break;
-            const int e = __shfl_sync(0xffffffffu, id, j);
-            if (col < I) raw[u] = load_stream(down_c + int64_t(e) * H * I + col);
-        }
-#pragma unroll
-        for (int u = 0; u < kDownBatch; ++u) {
-            const int q = q0 + u, j = q / S;
-            const int64_t col = int64_t(q - j * S) * kWarpElems + lane * kElems;
-            if (q >= items) break;
-            const float wj = __shfl_sync(0xffffffffu, w, j);
-            if (col < I) sum += wj * dot_act8(act + j * act_w + col, raw[u]);
-        }
+    for (int u = 0; u < kDownBatch<T>; ++u) {
+        if (q0 + u >= items) break;
+        const int64_t col = int64_t(step) * kWarpElems + lane * kElems;
+        const float wj = __shfl_sync(0xffffffffu, w, j);
+        if (col < I) sum += wj * dot_act8(act + j * act_w + col, raw[u]);
+        if (++step == S) step = 0, ++j;
     }
     return sum;
 }
@@ -315,6 +260,14 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<T> a) 
     load_steps(srow, 0, a.Is, pre);
     pdl_wait_and_release();
     if (c >= a.H) return;
+    // The route first, then the routed rows' first batch, so their HBM latency overlaps the
+    // shared expert's dot products and the gate below.
+    const int id = lane < a.k ? a.route_ids[t * a.k + lane] : 0;
+    const float w = lane < a.k ? a.route_w[t * a.k + lane] : 0.0f;
+    const T* down_c = a.experts_down + c * a.I;
+    const int S = int((a.I + kWarpElems - 1) / kWarpElems), items = a.k * S;
+    Raw8<T> raw[kDownBatch<T>] = {};
+    issue_routed(down_c, a.H, a.I, S, items, 0, id, raw);
     const float* act = a.act + t * (a.k + 1) * a.act_w; // [k + 1, act_w] of token t
     const float* shared_act = act + a.k * a.act_w;
     float shared_sum = dot_steps(shared_act, 0, a.Is, pre);
@@ -323,10 +276,14 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<T> a) 
         shared_sum += dot_steps(shared_act, c0, a.Is, pre);
     }
     const float gate = 1.0f / (1.0f + __expf(-a.logits[t * a.l_s0 + a.E]));
-    float sum = gate * shared_sum;
-    const int id = lane < a.k ? a.route_ids[t * a.k + lane] : 0;
-    const float w = lane < a.k ? a.route_w[t * a.k + lane] : 0.0f;
-    sum += routed_dot(a.experts_down + c * a.I, a.H, a.I, a.k, act, a.act_w, id, w); // fixed order
+    float routed = 0.0f; // in a fixed order: deterministic
+    for (int q0 = 0;;) {
+        routed += consume_routed(act, a.act_w, a.I, S, items, q0, w, raw);
+        q0 += kDownBatch<T>;
+        if (q0 >= items) break;
+        issue_routed(down_c, a.H, a.I, S, items, q0, id, raw);
+    }
+    float sum = gate * shared_sum + routed;
     sum = warp_sum(sum);
     if (lane == 0) a.y[t * a.y_s0 + c] = from_float<T>(to_float(a.y[t * a.y_s0 + c]) + sum);
 }
