@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "default_model.h"
+#include "sampling_flags.h"
 #include "text_generation.h"
 
 namespace ninfer::app {
@@ -28,13 +29,7 @@ struct ChatOptions {
     TextOptions text;
     std::string tools_file; // --tools: a JSON array of OpenAI tools, or {"tools": [...]}
     int max_new = 1024;
-    float temperature = 0.7f;
-    int top_k = 20;
-    float top_p = 0.8f;
-    float min_p = 0.0f;
-    float presence_penalty = 0.0f;
-    int64_t seed = -1;
-    bool greedy = false;
+    SamplingFlags sampling;
 };
 
 // One line of input; false at end of input. Ctrl-C at the prompt gives an empty line.
@@ -82,13 +77,7 @@ int chat(const ChatOptions& o) {
     const size_t base = conv.messages.size();
     GenerationRequest request;
     request.max_new_tokens = o.max_new;
-    request.sampling.greedy = o.greedy;
-    request.sampling.temperature = o.temperature;
-    request.sampling.top_k = o.top_k;
-    request.sampling.top_p = o.top_p;
-    request.sampling.min_p = o.min_p;
-    request.sampling.presence_penalty = o.presence_penalty;
-    if (o.seed >= 0) request.sampling.seed = uint64_t(o.seed);
+    request.sampling = resolve_sampling_flags(o.sampling, o.engine.model_dir);
     for (std::string line; read_line(tty, line);) {
         if (line == "/exit" || line == "/quit") break;
         if (line == "/reset") {
@@ -103,7 +92,7 @@ int chat(const ChatOptions& o) {
         std::fputs("\n", stdout);
         std::fflush(stdout);
         if (r.reason == FinishReason::Cancelled) std::fputs("(answer stopped)\n", stderr);
-        print_turn_stats(r);
+        print_generation_stats(r.timings, r.reason);
         nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", r.content}};
         if (!r.reasoning.empty()) reply["reasoning_content"] = r.reasoning;
         if (!r.tool_calls.empty()) {
@@ -131,13 +120,7 @@ Action add_chat_command(CLI::App& app) {
     app.add_flag("--hide-reasoning", o->text.hide_reasoning, "Do not print the reasoning");
     app.add_option("--max-new", o->max_new, "Most tokens per answer")
         ->check(CLI::NonNegativeNumber);
-    app.add_flag("--greedy", o->greedy, "Greedy decoding");
-    app.add_option("--temperature", o->temperature, "Sampling temperature");
-    app.add_option("--top-k", o->top_k, "Top-k (0: off)");
-    app.add_option("--top-p", o->top_p, "Top-p (1: off)");
-    app.add_option("--min-p", o->min_p, "Min-p (0: off)");
-    app.add_option("--presence-penalty", o->presence_penalty, "OpenAI presence penalty");
-    app.add_option("--seed", o->seed, "Sampling seed")->check(CLI::NonNegativeNumber);
+    add_sampling_options(app, o->sampling, /*all_penalties=*/true);
     app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
     app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
     app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "default_model.h"
 #include "ninfer/engine.h"
+#include "sampling_flags.h"
 #include "text_generation.h"
 
 namespace ninfer::app {
@@ -20,15 +21,7 @@ struct RunOptions {
     bool prompt_ids_given = false;
     TextOptions text;
     int max_new = 64;
-    bool greedy = false;
-    float temperature = 1.0f;
-    int top_k = 0;
-    float top_p = 1.0f;
-    float min_p = 0.0f;
-    float presence_penalty = 0.0f;
-    float frequency_penalty = 0.0f;
-    float repetition_penalty = 1.0f;
-    int64_t seed = -1;
+    SamplingFlags sampling;
     bool print_token_ids = false;
     bool json = false;
     int top_logprobs = 0;
@@ -62,18 +55,6 @@ nlohmann::json token_json(const GeneratedToken& t) {
     return {{"id", t.id}, {"logprob", t.logprob}, {"top_logprobs", top}};
 }
 
-void print_stats(const RequestUpdate& u) {
-    const RequestTimings& t = u.timings;
-    const double prefill = t.prefill_s > 0 ? t.prompt_tokens / t.prefill_s : 0;
-    const double decode =
-        t.decode_s > 0 && t.generated_tokens > 1 ? (t.generated_tokens - 1) / t.decode_s : 0;
-    std::fprintf(stderr,
-                 "ninfer: prompt %d tokens, generated %d tokens (%s); prefill %.1f tok/s, "
-                 "decode %.1f tok/s, TTFT %.3f s\n",
-                 t.prompt_tokens, t.generated_tokens, finish_reason_name(u.reason), prefill, decode,
-                 t.first_token_s);
-}
-
 int run(const RunOptions& o) {
     require(o.top_logprobs == 0 || o.json, "--top-logprobs needs --json");
     const bool text_mode = !o.text.prompt.empty() || !o.text.messages_file.empty();
@@ -85,16 +66,7 @@ int run(const RunOptions& o) {
     request.max_new_tokens = o.max_new;
     request.ignore_eos = o.ignore_eos;
     request.top_logprobs = o.top_logprobs;
-    SamplingOptions& s = request.sampling;
-    s.greedy = o.greedy;
-    s.temperature = o.temperature;
-    s.top_k = o.top_k;
-    s.top_p = o.top_p;
-    s.min_p = o.min_p;
-    s.presence_penalty = o.presence_penalty;
-    s.frequency_penalty = o.frequency_penalty;
-    s.repetition_penalty = o.repetition_penalty;
-    if (o.seed >= 0) s.seed = uint64_t(o.seed);
+    request.sampling = resolve_sampling_flags(o.sampling, o.engine.model_dir);
     if (text_mode) {
         TextOptions text = o.text;
         text.print_token_ids = o.print_token_ids;
@@ -126,7 +98,7 @@ int run(const RunOptions& o) {
     } else {
         std::printf("\n");
     }
-    print_stats(last);
+    print_generation_stats(last.timings, last.reason);
     if (last.reason == FinishReason::Error) {
         std::fprintf(stderr, "ninfer: request failed: %s\n", last.error.c_str());
         return 1;
@@ -145,16 +117,7 @@ Action add_run_command(CLI::App& app) {
     add_text_options(app, o->text);
     app.add_option("--max-new", o->max_new, "Most tokens to generate")
         ->check(CLI::NonNegativeNumber);
-    app.add_flag("--greedy", o->greedy, "Greedy decoding (argmax)");
-    app.add_option("--temperature", o->temperature, "Sampling temperature (0: greedy)");
-    app.add_option("--top-k", o->top_k, "Keep the k most likely tokens (0: off)");
-    app.add_option("--top-p", o->top_p, "Nucleus sampling mass (1: off)");
-    app.add_option("--min-p", o->min_p, "Drop tokens below min_p * the top probability");
-    app.add_option("--presence-penalty", o->presence_penalty, "OpenAI presence penalty");
-    app.add_option("--frequency-penalty", o->frequency_penalty, "OpenAI frequency penalty");
-    app.add_option("--repetition-penalty", o->repetition_penalty, "Repetition penalty (1: off)");
-    app.add_option("--seed", o->seed, "Sampling seed (replays exactly)")
-        ->check(CLI::NonNegativeNumber);
+    add_sampling_options(app, o->sampling, /*all_penalties=*/true);
     app.add_flag("--print-token-ids", o->print_token_ids, "Print generated token ids");
     app.add_flag("--json", o->json, "Print one JSON object with ids and logprobs");
     app.add_option("--top-logprobs", o->top_logprobs, "Alternatives per token in --json output");

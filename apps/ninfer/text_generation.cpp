@@ -111,15 +111,14 @@ TurnResult generate_turn(TextModel& m, const Conversation& conv, const TextOptio
     return r;
 }
 
-void print_turn_stats(const TurnResult& r) {
-    const RequestTimings& t = r.timings;
+void print_generation_stats(const RequestTimings& t, FinishReason reason) {
     const double prefill = t.prefill_s > 0 ? t.prompt_tokens / t.prefill_s : 0;
     const double decode =
         t.decode_s > 0 && t.generated_tokens > 1 ? (t.generated_tokens - 1) / t.decode_s : 0;
     std::fprintf(stderr,
                  "ninfer: prompt %d tokens, generated %d tokens (%s); prefill %.1f tok/s, "
                  "decode %.1f tok/s, TTFT %.3f s\n",
-                 t.prompt_tokens, t.generated_tokens, finish_reason_name(r.reason), prefill, decode,
+                 t.prompt_tokens, t.generated_tokens, finish_reason_name(reason), prefill, decode,
                  t.first_token_s);
 }
 
@@ -128,7 +127,7 @@ int run_text(const EngineOptions& engine, const TextOptions& o, GenerationReques
     TextModel model(engine);
     const TurnResult r = generate_turn(model, conv, o, std::move(request), nullptr);
     write_out(stdout, "\n");
-    print_turn_stats(r);
+    print_generation_stats(r.timings, r.reason);
     if (r.reason == FinishReason::Error) {
         std::fprintf(stderr, "ninfer: request failed: %s\n", r.error.c_str());
         return 1;

@@ -53,7 +53,9 @@ TurnResult generate_turn(TextModel& model, const Conversation& conversation,
 // The conversation of --prompt/--messages/--system.
 Conversation build_conversation(const TextOptions& options);
 
-void print_turn_stats(const TurnResult& r);
+// The statistics line on stderr: prompt and generated tokens, finish reason, prefill and decode
+// tok/s, TTFT.
+void print_generation_stats(const RequestTimings& t, FinishReason reason);
 
 // ninfer run with --prompt or --messages. Returns the exit status.
 int run_text(const EngineOptions& engine, const TextOptions& options, GenerationRequest request);

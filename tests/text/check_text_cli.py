@@ -149,7 +149,9 @@ class TemplateVariables(unittest.TestCase):
 
 
 class Run(unittest.TestCase):
-    SAMPLING = ["--temperature", "1.5", "--seed", "11", "--max-new", "24"]
+    # every sampling flag given: the model's generation_config.json defaults do not apply
+    SAMPLING = ["--temperature", "1.5", "--top-k", "0", "--top-p", "1", "--seed", "11",
+                "--max-new", "24"]
 
     def ids_for(self, thinking, model=MODEL):
         """The generated ids of the chat prompt, through --prompt-ids --json (same seed)."""
@@ -217,6 +219,23 @@ class Run(unittest.TestCase):
         rendered = ninfer("render", "--messages", conv).stdout
         n_prompt = len(json.loads(ninfer("tokenize", stdin=rendered).stdout))
         self.assertGreater(int(m.group(1)), n_prompt)  # the system message was added
+
+    def test_sampling_defaults_come_from_generation_config(self):
+        """Flags not given take the model's generation_config.json values, as the server does
+        (tiny_chat: temperature 1.0, top_k 20, top_p 0.95); do_sample false means greedy."""
+        def ids(*flags, model=MODEL):
+            out = ninfer("run", "--prompt-ids", "1,2,3", "--json", "--max-new", "16", *flags,
+                         model=model)
+            return [t["id"] for t in json.loads(out.stdout)["tokens"]]
+        implicit = ids("--seed", "5")
+        self.assertEqual(implicit, ids("--seed", "5", "--temperature", "1.0", "--top-k", "20",
+                                       "--top-p", "0.95"))
+        model = os.path.join(WORK, "tiny_chat_no_sample")
+        shutil.rmtree(model, ignore_errors=True)
+        shutil.copytree(MODEL, model)
+        with open(os.path.join(model, "generation_config.json"), "w") as f:
+            json.dump({"eos_token_id": [298, 296], "do_sample": False}, f)
+        self.assertEqual(ids("--seed", "5", model=model), ids("--greedy", model=model))
 
     def test_bad_arguments_are_clear_errors(self):
         for args in (["run"], ["run", "--prompt", "x", "--prompt-ids", "1"],

@@ -143,8 +143,8 @@ __device__ __forceinline__ float dot8_staged(const T* k_row, const float* q_row,
     smem8(k_row, d0, kv);
     const float4 qa = *reinterpret_cast<const float4*>(q_row + d0);
     const float4 qb = *reinterpret_cast<const float4*>(q_row + d0 + 4);
-    return qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] +
-           qb.y * kv[5] + qb.z * kv[6] + qb.w * kv[7];
+    return qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] + qb.y * kv[5] +
+           qb.z * kv[6] + qb.w * kv[7];
 }
 
 // Online-softmax state of one query head in one warp; lane l owns output dims [8l, 8l + 8).
