@@ -17,6 +17,7 @@
 #include "bench_util.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
+#include "ops/attention_prep.h"
 #include "ops/conv1d.h"
 #include "ops/cuda/linear_gemv.h"
 #include "ops/elementwise.h"
@@ -27,6 +28,7 @@
 #include "ops/memory.h"
 #include "ops/moe.h"
 #include "ops/rms_norm.h"
+#include "ops/rope.h"
 #include "ops/sampling.h"
 
 namespace {
@@ -174,6 +176,41 @@ void attention_decode(int64_t nH, int64_t nKV, int32_t ctx_len) {
            2.0 * 2 * ctx_len * nKV * D);
 }
 
+// An attention layer's work between in_proj and paged attention at decode (q/k norms, RoPE, the
+// cache write): the fused kernel of attention_prep against the five ops it replaces, in one run.
+// in_proj's output as the model views it: rows of the scratch's width (35B: gdn_in's 12352),
+// per query head [q | gate], then k, then v.
+void attention_prep_decode(int64_t nH, int64_t nKV, int64_t proj_width) {
+    const int64_t D = 256, rot = 64, W = (2 * nH + 2 * nKV) * D;
+    const int32_t bs = 16, ctx_len = 2048;
+    DecodeBatch batch(ctx_len, bs);
+    const int64_t NB = (ctx_len + bs - 1) / bs;
+    Tensor proj = dev(DType::BF16, {1, proj_width}, 40);
+    Tensor q_norm = dev(DType::BF16, {D}, 41, 0.2f), k_norm = dev(DType::BF16, {D}, 42, 0.2f);
+    Tensor q = dev(DType::BF16, {1, nH, D}, 43), k = dev(DType::BF16, {1, nKV, D}, 44);
+    Tensor kc = dev(DType::BF16, {NB, bs, nKV, D}, 45), vc = dev(DType::BF16, {NB, bs, nKV, D}, 46);
+    Tensor positions = ints({ctx_len - 1});
+    const TensorView p = proj.view().narrow(1, 0, W);
+    const TensorView q_in = p.split_heads(0, nH, D, 2 * D),
+                     k_in = p.split_heads(2 * nH * D, nKV, D);
+    const TensorView v_in = p.split_heads((2 * nH + nKV) * D, nKV, D);
+    const double bytes = 2.0 * 2 * (nH + 2 * nKV) * D; // q, k, v heads read once, written once
+    const std::string shape = " T=1 nH=" + std::to_string(nH) + " nKV=" + std::to_string(nKV);
+    report("attention_prep" + shape, graph_us([&] {
+               ops::attention_prep(ctx, q_in, k_in, v_in, q_norm, k_norm, 1e-6f, positions, rot,
+                                   1e7, batch.b, q, k, kc, vc);
+           }),
+           bytes);
+    report("attention_prep 5 ops" + shape, graph_us([&] {
+               ops::rms_norm(ctx, q_in, q_norm, 1e-6f, q);
+               ops::rms_norm(ctx, k_in, k_norm, 1e-6f, k);
+               ops::rope(ctx, q, positions, rot, 1e7);
+               ops::rope(ctx, k, positions, rot, 1e7);
+               ops::kv_cache_write(ctx, k, v_in, batch.b, kc, vc);
+           }),
+           bytes);
+}
+
 void moe_decode() {
     const int64_t E = 256, k = 8, H = 2048, I = 512;
     Tensor x = dev(DType::BF16, {1, H}, 24), y = dev(DType::BF16, {1, H}, 25);
@@ -238,6 +275,7 @@ int main(int argc, char** argv) {
     attention_decode(24, 4, 2048);
     attention_decode(16, 2, 8192);
     attention_decode(24, 4, 8192);
+    attention_prep_decode(16, 2, 12352); // 35B-A3B
     moe_decode();
     sampler_greedy();
     // 35B-A3B: GDN in/out, attention in/out, router, shared expert, head; 27B: GDN in/out,

@@ -7,14 +7,13 @@
 #include "io/safetensors.h"
 #include "model/weight_loader.h"
 #include "ops/attention.h"
+#include "ops/attention_prep.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gated_delta_rule.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
 #include "ops/moe.h"
-#include "ops/rms_norm.h"
-#include "ops/rope.h"
 
 namespace ninfer::model {
 namespace {
@@ -164,15 +163,14 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     TensorView proj = cols(s.proj.view().narrow(0, 0, T), 0, (2 * nH + 2 * nKV) * D);
     ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.attn.in_proj, proj, h);
-    // q_proj rows are per head [query (D) | gate (D)]; then k (nKV*D), then v (nKV*D).
+    // q_proj rows are per head [query (D) | gate (D)]; then k (nKV*D), then v (nKV*D). q/k norms,
+    // RoPE and the cache write: q is the output, k scratch (the cache keeps the keys).
     TensorView q = s.q.view().narrow(0, 0, T), k = s.k.view().narrow(0, 0, T);
-    ops::rms_norm(ctx, proj.split_heads(0, nH, D, 2 * D), w.attn.q_norm, float(c.rms_norm_eps), q);
-    ops::rms_norm(ctx, proj.split_heads(2 * nH * D, nKV, D, D), w.attn.k_norm,
-                  float(c.rms_norm_eps), k);
-    ops::rope(ctx, q, batch.positions, c.rotary_dim, c.rope_theta);
-    ops::rope(ctx, k, batch.positions, c.rotary_dim, c.rope_theta);
-    TensorView v = proj.split_heads((2 * nH + nKV) * D, nKV, D, D);
-    ops::kv_cache_write(ctx, k, v, batch.seqs, k_cache, v_cache);
+    ops::attention_prep(ctx, proj.split_heads(0, nH, D, 2 * D),
+                        proj.split_heads(2 * nH * D, nKV, D, D),
+                        proj.split_heads((2 * nH + nKV) * D, nKV, D, D), w.attn.q_norm,
+                        w.attn.k_norm, float(c.rms_norm_eps), batch.positions, c.rotary_dim,
+                        c.rope_theta, batch.seqs, q, k, k_cache, v_cache);
     TensorView attn = s.attn.view().narrow(0, 0, T);
     // The scale uses the full head dim (not the rotary dim).
     ops::paged_attention(ctx, q, k_cache, v_cache, batch.seqs, float(1.0 / std::sqrt(double(D))),

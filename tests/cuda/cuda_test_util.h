@@ -3,7 +3,9 @@
 // reference (FP64 accumulation) run on the same (rounded) inputs.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/test_util.h"
@@ -53,6 +55,26 @@ inline Tensor to_host(const ops::ExecContext& ctx, const TensorView& dev) {
     ops::synchronize(ctx);
     ops::download(ctx, dev, t);
     return t;
+}
+
+// `body` writes `out` (which starts each run as `initial`, a host tensor): run eagerly twice, then
+// captured as a CUDA graph and replayed twice, every run must equal the first bit for bit (the
+// routes behind decode graphs must be deterministic and capturable). ctx needs a stream of its
+// own (create_stream): the legacy default stream cannot be captured.
+inline void expect_replays_equal_eager(const ops::ExecContext& ctx, const TensorView& initial,
+                                       const TensorView& out, const std::function<void()>& body,
+                                       const std::string& what) {
+    body();
+    const Tensor eager = to_host(ctx, out);
+    ops::upload(ctx, initial, out);
+    body(); // atomics may order work differently per call; the result must not change
+    EXPECT_TRUE(near(to_host(ctx, out), eager, kExact)) << "eager twice, " << what;
+    auto graph = ops::capture_graph(ctx, body);
+    for (int replay = 0; replay < 2; ++replay) {
+        ops::upload(ctx, initial, out);
+        graph->launch(ctx);
+        EXPECT_TRUE(near(to_host(ctx, out), eager, kExact)) << "replay " << replay << ", " << what;
+    }
 }
 
 // A ragged batch whose arrays exist on the host (HostBatch, for the CPU reference) and on the

@@ -98,19 +98,10 @@ TEST_P(CudaMoeBlock, GraphReplayEqualsEagerBitForBit) {
         Tensor sgu = to_device(c, input({2 * d.Is, d.H}, 445, 0.1f), dt());
         Tensor sdown = to_device(c, input({d.H, d.Is}, 446, 0.1f), dt());
         Tensor y = to_device(c, y0, dt());
-        auto body = [&] { ops::moe_block(c, h, logits, d.k, egu, edown, sgu, sdown, y); };
-        body();
-        const Tensor eager = to_host(c, y);
-        ops::upload(c, y0, y);
-        body();
-        EXPECT_TRUE(near(to_host(c, y), eager, kExact)) << "eager twice, T=" << T;
         ASSERT_TRUE(ops::moe_block_capturable(c, T, d.k, d.H, d.I));
-        auto graph = ops::capture_graph(c, body);
-        for (int replay = 0; replay < 2; ++replay) {
-            ops::upload(c, y0, y);
-            graph->launch(c);
-            EXPECT_TRUE(near(to_host(c, y), eager, kExact)) << "replay " << replay << " T=" << T;
-        }
+        expect_replays_equal_eager(
+            c, y0, y, [&] { ops::moe_block(c, h, logits, d.k, egu, edown, sgu, sdown, y); },
+            "T=" + std::to_string(T));
     }
     ops::synchronize(c);
     ops::bind_device(base);

@@ -176,8 +176,9 @@ void on_stream_release(void* stream, std::function<void()> release);
 // fill the GPU derive from it, never from one card's count.
 int sm_count(const ExecContext& ctx);
 
-// Whether the fused decode routes (rms_norm_linear's normalising GEMV, gdn_core's one kernel,
-// moe_block's two) are taken; NINFER_FUSED=0 runs their op compositions instead, for an A/B.
+// Whether the fused routes (rms_norm_linear's normalising GEMV, gdn_core's one kernel,
+// moe_block's two, attention_prep's one) are taken; NINFER_FUSED=0 runs their op compositions
+// instead, for an A/B.
 bool fused_routes_enabled();
 
 // Whether launch_pdl asks for programmatic serialisation: the device is sm_90+ and NINFER_PDL is

@@ -71,6 +71,18 @@ void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorVie
 void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
                      const TensorView& v_cache, const SeqBatch& batch, float scale,
                      const TensorView& out);
+// attention_prep's fused route (attention_prep.cu) and the shapes it takes (any batch); the
+// dispatcher runs the op composition for the rest.
+bool attention_prep_fused_fits(const TensorView& q_in, const TensorView& k_in,
+                               const TensorView& v_in, const TensorView& q_norm,
+                               const TensorView& k_norm, int64_t rotary_dim, const TensorView& q,
+                               const TensorView& k_cache, const TensorView& v_cache);
+void attention_prep_fused(const ExecContext& ctx, const TensorView& q_in, const TensorView& k_in,
+                          const TensorView& v_in, const TensorView& q_norm,
+                          const TensorView& k_norm, float eps, const TensorView& positions,
+                          int64_t rotary_dim, double theta, const SeqBatch& batch,
+                          const TensorView& q, const TensorView& k_cache,
+                          const TensorView& v_cache);
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids);
 void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& gate_up,
