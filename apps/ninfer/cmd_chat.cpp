@@ -64,7 +64,7 @@ nlohmann::ordered_json read_tools_file(const std::string& path) {
 int chat(const ChatOptions& o) {
     require(o.text.prompt.empty() && o.text.messages_file.empty(),
             "chat reads the conversation from the terminal (no --prompt/--messages)");
-    TextModel model(o.engine);
+    TextModel model(o.engine, o.text.chat_template);
     struct sigaction sa {};
     sa.sa_handler = on_sigint; // no SA_RESTART: Ctrl-C interrupts the line editor's read
     sigemptyset(&sa.sa_mask);
@@ -114,6 +114,8 @@ Action add_chat_command(CLI::App& app) {
     auto o = std::make_shared<ChatOptions>();
     app.add_option("--model", o->engine.model_dir, "Model directory (default: the demo model)");
     app.add_option("--system", o->text.system, "A system message");
+    app.add_option("--chat-template", o->text.chat_template,
+                   "A Jinja chat template file to use instead of the model's");
     app.add_option("--tools", o->tools_file, "JSON file of OpenAI tools the model may call");
     add_template_var_options(app, o->text.template_vars);
     app.add_option("--stop", o->text.stop, "Stop string (repeatable)");

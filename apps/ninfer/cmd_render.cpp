@@ -1,4 +1,5 @@
 // ninfer render: the exact prompt a model's chat template makes of a conversation.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -22,12 +23,14 @@ struct RenderOptions {
     bool jsonl = false;
 };
 
+// --model (its template, or --template with its special tokens) or --template alone.
 text::ChatTemplate load(const RenderOptions& o) {
-    require(o.model_dir.empty() != o.template_file.empty(),
-            "give exactly one of --model or --template");
-    if (!o.model_dir.empty()) return text::ChatTemplate::from_model_dir(o.model_dir);
+    require(!o.model_dir.empty() || !o.template_file.empty(), "give --model or --template");
+    if (!o.model_dir.empty())
+        return text::ChatTemplate::from_model_dir(o.model_dir, o.template_file);
     std::ifstream in(o.template_file, std::ios::binary);
-    if (!in) fail(ErrorCategory::Io, "cannot read template ", o.template_file);
+    if (!std::filesystem::is_regular_file(o.template_file) || !in)
+        fail(ErrorCategory::Io, "cannot read template ", o.template_file);
     std::ostringstream s;
     s << in.rdbuf();
     return text::ChatTemplate(s.str());
@@ -76,7 +79,8 @@ int render(const RenderOptions& o) {
 Action add_render_command(CLI::App& app) {
     auto o = std::make_shared<RenderOptions>();
     app.add_option("--model", o->model_dir, "Model directory (chat template of its tokenizer)");
-    app.add_option("--template", o->template_file, "A Jinja chat template file");
+    app.add_option("--template,--chat-template", o->template_file,
+                   "A Jinja chat template file (with --model: instead of the model's)");
     app.add_option("--messages", o->messages_file,
                    "JSON file: a messages array, or {\"messages\": [...], \"tools\": [...]}");
     add_template_var_options(app, o->template_vars);

@@ -27,6 +27,7 @@ struct ServeOptions {
     std::vector<std::string> names;
     int64_t default_max_tokens = 4096;
     std::string template_kwargs; // --chat-template-kwargs: a JSON object
+    std::string template_file;   // --chat-template: replaces the model's template
 };
 
 // --chat-template-kwargs, checked before the model loads.
@@ -77,7 +78,8 @@ int serve(ServeOptions& o) {
     const nlohmann::ordered_json template_defaults = parse_template_kwargs(o.template_kwargs);
     Engine engine(o.engine);
     const text::Tokenizer tokenizer = text::Tokenizer::from_model_dir(dir);
-    const text::ChatTemplate chat_template = text::ChatTemplate::from_model_dir(dir);
+    const text::ChatTemplate chat_template =
+        text::ChatTemplate::from_model_dir(dir, o.template_file);
     server::ModelContext ctx;
     ctx.engine = &engine;
     ctx.tokenizer = &tokenizer;
@@ -143,6 +145,8 @@ Action add_serve_command(CLI::App& app) {
     app.add_option("--default-max-tokens", o->default_max_tokens,
                    "max_tokens when a request gives none (capped by the context)")
         ->check(CLI::PositiveNumber);
+    app.add_option("--chat-template", o->template_file,
+                   "A Jinja chat template file to use instead of the model's");
     app.add_option("--chat-template-kwargs", o->template_kwargs,
                    "JSON object of chat-template variables for every request, e.g. "
                    "'{\"enable_thinking\": false}'; a request's own settings override it");

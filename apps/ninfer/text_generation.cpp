@@ -8,9 +8,9 @@
 
 namespace ninfer::app {
 
-TextModel::TextModel(const EngineOptions& options)
+TextModel::TextModel(const EngineOptions& options, const std::string& chat_template_file)
     : engine(options), tokenizer(text::Tokenizer::from_model_dir(options.model_dir)),
-      chat_template(text::ChatTemplate::from_model_dir(options.model_dir)) {}
+      chat_template(text::ChatTemplate::from_model_dir(options.model_dir, chat_template_file)) {}
 
 Conversation build_conversation(const TextOptions& o) {
     require(o.prompt.empty() != o.messages_file.empty(),
@@ -124,7 +124,7 @@ void print_generation_stats(const RequestTimings& t, FinishReason reason) {
 
 int run_text(const EngineOptions& engine, const TextOptions& o, GenerationRequest request) {
     const Conversation conv = build_conversation(o);
-    TextModel model(engine);
+    TextModel model(engine, o.chat_template);
     const TurnResult r = generate_turn(model, conv, o, std::move(request), nullptr);
     write_out(stdout, "\n");
     print_generation_stats(r.timings, r.reason);
@@ -146,6 +146,8 @@ void add_text_options(CLI::App& app, TextOptions& o) {
     app.add_option("--messages", o.messages_file,
                    "JSON file: a messages array, or {\"messages\": [...], \"tools\": [...]}");
     app.add_option("--system", o.system, "A system message");
+    app.add_option("--chat-template", o.chat_template,
+                   "A Jinja chat template file to use instead of the model's");
     add_template_var_options(app, o.template_vars);
     app.add_option("--stop", o.stop, "Stop string (repeatable); held back until resolved");
     app.add_flag("--hide-reasoning", o.hide_reasoning, "Do not print the reasoning to stderr");

@@ -21,6 +21,7 @@ struct TextOptions {
     std::string prompt;            // --prompt: one user message
     std::string messages_file;     // --messages: OpenAI-style messages (+ tools)
     std::string system;            // --system: a system message put first
+    std::string chat_template;     // --chat-template: a Jinja file replacing the model's
     TemplateVarOptions template_vars; // --no-thinking, --reasoning-effort, --var
     std::vector<std::string> stop; // stop strings
     bool hide_reasoning = false;
@@ -29,7 +30,8 @@ struct TextOptions {
 
 // A model with its tokenizer and chat template, loaded once.
 struct TextModel {
-    explicit TextModel(const EngineOptions& options);
+    // `chat_template_file` (may be empty) replaces the model's own template.
+    TextModel(const EngineOptions& options, const std::string& chat_template_file);
     Engine engine;
     text::Tokenizer tokenizer;
     text::ChatTemplate chat_template;

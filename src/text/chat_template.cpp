@@ -45,7 +45,8 @@ ChatTemplate::ChatTemplate(const std::string& source, nlohmann::ordered_json spe
     impl_ = std::move(impl);
 }
 
-ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir) {
+ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir,
+                                          const std::filesystem::path& template_file) {
     const auto config_path = dir / "tokenizer_config.json";
     nlohmann::ordered_json config = nlohmann::ordered_json::object();
     if (std::filesystem::exists(config_path)) {
@@ -56,6 +57,11 @@ ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir) {
         }
     }
     const nlohmann::ordered_json specials = special_tokens_of(config);
+    if (!template_file.empty()) {
+        if (!std::filesystem::is_regular_file(template_file))
+            fail(ErrorCategory::Io, "chat template ", template_file.string(), ": not a file");
+        return ChatTemplate(read_file(template_file), specials);
+    }
     if (std::filesystem::exists(dir / "chat_template.jinja"))
         return ChatTemplate(read_file(dir / "chat_template.jinja"), specials);
     if (config.contains("chat_template")) {

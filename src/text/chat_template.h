@@ -25,7 +25,10 @@ public:
                           nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object());
     // DIR/chat_template.jinja, else the chat_template of DIR/tokenizer_config.json (a string, or
     // the entry named "default" of a list). Io error when the directory has none.
-    static ChatTemplate from_model_dir(const std::filesystem::path& dir);
+    // `template_file`, when given, replaces the model's template (vLLM's --chat-template); the
+    // special tokens still come from DIR/tokenizer_config.json. Io error when it is unreadable.
+    static ChatTemplate from_model_dir(const std::filesystem::path& dir,
+                                       const std::filesystem::path& template_file = {});
 
     // messages: an OpenAI-style array; tools: an array, or null for none (ordered_json: tool
     // schemas are printed with tojson in their key order). Template errors

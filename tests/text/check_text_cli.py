@@ -134,6 +134,25 @@ class TemplateVariables(unittest.TestCase):
             self.assertEqual(out.returncode, 1)
             self.assertIn(b"--var: expected KEY=JSON", out.stderr)
 
+    def test_chat_template_file_replaces_the_models(self):
+        """--chat-template FILE (run, render): the file's template, not the model's."""
+        tpl = os.path.join(ROOT, "tests", "text", "templates", "qwen3_8.jinja")
+        copy = model_with_template("tiny_chat_q38_ref", "qwen3_8.jinja")
+        conv = write_json("prompt_tpl.json", [{"role": "system", "content": "S"},
+                                              {"role": "user", "content": "Hello there"}])
+        flags = ("--reasoning-effort", "low")
+        want = ninfer("render", "--messages", conv, *flags, model=copy).stdout
+        self.assertEqual(ninfer("render", "--messages", conv, "--chat-template", tpl, *flags).stdout,
+                         want)
+        self.assertNotEqual(ninfer("render", "--messages", conv, *flags).stdout, want)
+        n = len(json.loads(ninfer("tokenize", stdin=want).stdout))
+        out = ninfer("run", "--messages", conv, "--chat-template", tpl, *flags, "--max-new", "1",
+                     "--greedy")
+        self.assertEqual(int(STATS.search(out.stderr.decode()).group(1)), n)
+        out = ninfer("run", "--prompt", "x", "--chat-template", "/nonexistent.jinja", check=False)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn(b"/nonexistent.jinja", out.stderr)
+
     def test_run_renders_with_the_flags(self):
         model = model_with_template("tiny_chat_q38_run", "qwen3_8.jinja")
         conv = write_json("prompt_vars.json", [{"role": "user", "content": "Hello there"}])

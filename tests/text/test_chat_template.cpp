@@ -1,5 +1,6 @@
 // Chat templates: the tests' Qwen3.6 template renders the exact strings MODEL_QWEN3_5.md section 5
 // specifies; model directories provide templates through tokenizer_config.json.
+#include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sstream>
@@ -67,6 +68,23 @@ TEST(ChatTemplate, ReasoningOfEarlierTurnsIsDroppedUnlessPreserved) {
                   .render(msgs, nullptr, keep)
                   .find("<|im_start|>assistant\n<think>\nr1\n</think>\n\nc1"),
               std::string::npos);
+}
+
+TEST(ChatTemplate, TemplateFileReplacesTheModelsOwn) {
+    const std::string dir = std::string(NINFER_TEXT_FIXTURES) + "/tiny_chat";
+    const std::filesystem::path file =
+        std::filesystem::temp_directory_path() / "ninfer_test_override.jinja";
+    {
+        std::ofstream out(file);
+        out << "{{ eos_token }}|{{ messages[0].content }}";
+    }
+    // The file's text, with the model directory's special tokens.
+    EXPECT_EQ(ChatTemplate::from_model_dir(dir, file)
+                  .render(json::parse(R"([{"role": "user", "content": "x"}])"), nullptr),
+              "<|im_end|>|x");
+    std::filesystem::remove(file);
+    EXPECT_THROW(ChatTemplate::from_model_dir(dir, file), ninfer::Error); // gone
+    EXPECT_THROW(ChatTemplate::from_model_dir(dir, dir), ninfer::Error);  // a directory
 }
 
 TEST(ChatTemplate, ModelDirectoryAndErrors) {

@@ -299,6 +299,27 @@ class TemplateDefaults(unittest.TestCase):
             self.assertEqual(other.stop(), 0)
 
 
+class ChatTemplateFile(unittest.TestCase):
+    """serve --chat-template FILE: requests render with the file's template."""
+
+    def test_file_replaces_the_models_template(self):
+        root = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+        tpl = os.path.join(root, "tests", "text", "templates", "qwen3_8.jinja")
+        other = Server("--chat-template", tpl)
+        try:
+            def count(server, effort):
+                status, _, tok = server.request("POST", "/tokenize", {
+                    "messages": USER, "chat_template_kwargs": {"reasoning_effort": effort}})
+                self.assertEqual(status, 200)
+                return tok["count"]
+
+            # Qwen3.8's template (the file) reads reasoning_effort; the model's own does not.
+            self.assertNotEqual(count(other, "low"), count(other, "medium"))
+            self.assertEqual(count(SERVER, "low"), count(SERVER, "medium"))
+        finally:
+            self.assertEqual(other.stop(), 0)
+
+
 class Concurrency(unittest.TestCase):
     def test_concurrent_clients_match_sequential(self):
         kw = dict(model="tiny_chat", messages=USER, max_tokens=16, logprobs=True)
