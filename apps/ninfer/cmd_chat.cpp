@@ -4,8 +4,8 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <editline/readline.h>
+#include <fstream>
 #include <iostream>
 #include <unistd.h>
 

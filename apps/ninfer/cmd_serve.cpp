@@ -39,8 +39,10 @@ nlohmann::ordered_json parse_template_kwargs(const std::string& text) {
     } catch (const nlohmann::ordered_json::exception& e) {
         fail(ErrorCategory::InvalidArgument, "--chat-template-kwargs: not JSON: ", e.what());
     }
-    require(j.is_object(), "--chat-template-kwargs: expected a JSON object, e.g. "
-                           "'{\"enable_thinking\": false}', got ", text);
+    require(j.is_object(),
+            "--chat-template-kwargs: expected a JSON object, e.g. "
+            "'{\"enable_thinking\": false}', got ",
+            text);
     return j;
 }
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "messages_file.h"
-#include "template_vars.h"
 #include "ninfer/engine.h"
+#include "template_vars.h"
 #include "text/chat_template.h"
 #include "text/output_parser.h"
 #include "text/tokenizer.h"
@@ -18,12 +18,12 @@
 namespace ninfer::app {
 
 struct TextOptions {
-    std::string prompt;            // --prompt: one user message
-    std::string messages_file;     // --messages: OpenAI-style messages (+ tools)
-    std::string system;            // --system: a system message put first
-    std::string chat_template;     // --chat-template: a Jinja file replacing the model's
+    std::string prompt;               // --prompt: one user message
+    std::string messages_file;        // --messages: OpenAI-style messages (+ tools)
+    std::string system;               // --system: a system message put first
+    std::string chat_template;        // --chat-template: a Jinja file replacing the model's
     TemplateVarOptions template_vars; // --no-thinking, --reasoning-effort, --var
-    std::vector<std::string> stop; // stop strings
+    std::vector<std::string> stop;    // stop strings
     bool hide_reasoning = false;
     bool print_token_ids = false; // generated ids to stderr
 };

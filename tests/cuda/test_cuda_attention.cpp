@@ -36,7 +36,8 @@ void run_case(AttentionCase tc) {
         return rounded(random_tensor(dims, seed, 1.0f), DType::BF16);
     };
     Tensor kc = in({NB, bs, tc.nKV, tc.D}, 90), vc = in({NB, bs, tc.nKV, tc.D}, 91);
-    Tensor q = in({T, tc.nH, tc.D}, 92), k = in({T, tc.nKV, tc.D}, 93), v = in({T, tc.nKV, tc.D}, 94);
+    Tensor q = in({T, tc.nH, tc.D}, 92), k = in({T, tc.nKV, tc.D}, 93),
+           v = in({T, tc.nKV, tc.D}, 94);
     const float scale = 1.0f / std::sqrt(float(tc.D));
     Tensor rk = clone(kc), rv = clone(vc), ref = zeros({T, tc.nH, tc.D});
     ops::kv_cache_write(kCpuRef, k, v, batch.host(), rk, rv);
@@ -44,7 +45,8 @@ void run_case(AttentionCase tc) {
     Tensor dkc = to_device(c, kc, DType::BF16), dvc = to_device(c, vc, DType::BF16);
     ops::kv_cache_write(c, to_device(c, k, DType::BF16), to_device(c, v, DType::BF16),
                         batch.device(), dkc, dvc);
-    Tensor dq = to_device(c, q, DType::BF16), out = to_device(c, zeros({T, tc.nH, tc.D}), DType::BF16);
+    Tensor dq = to_device(c, q, DType::BF16),
+           out = to_device(c, zeros({T, tc.nH, tc.D}), DType::BF16);
     ops::paged_attention(c, dq, dkc, dvc, batch.device(), scale, out);
     std::ostringstream shape;
     shape << "nH=" << tc.nH << " nKV=" << tc.nKV << " D=" << tc.D << " seqs (rows@pos):";
@@ -53,14 +55,13 @@ void run_case(AttentionCase tc) {
 }
 
 TEST(CudaFlashAttention, RouteBoundaryRows) {
-    for (int32_t rows : {ops::cuda::kFlashMinRows - 1, ops::cuda::kFlashMinRows,
-                         ops::cuda::kFlashMinRows + 1})
+    for (int32_t rows :
+         {ops::cuda::kFlashMinRows - 1, ops::cuda::kFlashMinRows, ops::cuda::kFlashMinRows + 1})
         run_case({16, 2, 256, {{rows, 0, 0}}});
 }
 
 TEST(CudaFlashAttention, QueryAndKeyTileBoundaries) {
-    for (int32_t rows : {31, 32, 33, 63, 64, 65, 129})
-        run_case({4, 2, 128, {{rows, 0, 0}}});
+    for (int32_t rows : {31, 32, 33, 63, 64, 65, 129}) run_case({4, 2, 128, {{rows, 0, 0}}});
 }
 
 TEST(CudaFlashAttention, ChunkAfterCachedContext) {

@@ -101,7 +101,7 @@ TEST_P(CudaGdn, BetaZeroAndOne) {
     tc.algo = ops::GdnAlgo::Chunked;
     run(tc);
     tc.rows = {190};
-    tc.g = [](float) { return 0.0f; };  // no decay with full-strength writes: the
+    tc.g = [](float) { return 0.0f; };    // no decay with full-strength writes: the
     tc.beta = [](float) { return 1.0f; }; // WY system at its least damped
     run(tc);
 }

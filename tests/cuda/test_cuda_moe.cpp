@@ -99,8 +99,8 @@ TEST_P(CudaMoe, GraphReplayEqualsEagerBitForBit) {
     Tensor y = to_device(c, y0, dt());
     ASSERT_TRUE(ops::moe_experts_capturable(c, T * k, H, I));
     // The grouped route's atomics order the slots differently per call.
-    expect_replays_equal_eager(c, y0, y, [&] { ops::moe_experts(c, x, gu, down, ids, w, y); },
-                               "T=300");
+    expect_replays_equal_eager(
+        c, y0, y, [&] { ops::moe_experts(c, x, gu, down, ids, w, y); }, "T=300");
     ops::synchronize(c);
     ops::bind_device(base);
 }
@@ -124,8 +124,8 @@ TEST(CudaMoeReal, Qwen35bExpertsAgainstTheReferenceOnSampledRows) {
         Tensor x = rounded(random_tensor({T, H}, 223), DType::BF16);
         Tensor y0 = rounded(random_tensor({T, H}, 224), DType::BF16);
         Tensor dy = to_device(c, y0, DType::BF16);
-        ops::moe_experts(c, to_device(c, x, DType::BF16), gu, down,
-                         to_device(c, r.ids, DType::I32), to_device(c, r.weights, DType::F32), dy);
+        ops::moe_experts(c, to_device(c, x, DType::BF16), gu, down, to_device(c, r.ids, DType::I32),
+                         to_device(c, r.weights, DType::F32), dy);
         const Tensor got = to_host(c, dy);
         for (int64_t begin : {int64_t(0), T - n}) {
             Tensor ref = clone(rows(y0, begin, n));

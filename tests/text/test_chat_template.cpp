@@ -79,8 +79,8 @@ TEST(ChatTemplate, TemplateFileReplacesTheModelsOwn) {
         out << "{{ eos_token }}|{{ messages[0].content }}";
     }
     // The file's text, with the model directory's special tokens.
-    EXPECT_EQ(ChatTemplate::from_model_dir(dir, file)
-                  .render(json::parse(R"([{"role": "user", "content": "x"}])"), nullptr),
+    EXPECT_EQ(ChatTemplate::from_model_dir(dir, file).render(
+                  json::parse(R"([{"role": "user", "content": "x"}])"), nullptr),
               "<|im_end|>|x");
     std::filesystem::remove(file);
     EXPECT_THROW(ChatTemplate::from_model_dir(dir, file), ninfer::Error); // gone

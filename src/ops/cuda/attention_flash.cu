@@ -198,8 +198,7 @@ template <int D> __global__ void __launch_bounds__(kWarps * 32) flash_prefill_bf
         // Warps whose rows all precede this tile only wait for the others.
         if (key0 <= p0 + warp * kRowsPerWarp + kRowsPerWarp - 1) {
             float S[4][4];
-            scores<D>(sQ + warp * kRowsPerWarp * (D + kPad), sK + buf * kTileKeys * (D + kPad),
-                      S);
+            scores<D>(sQ + warp * kRowsPerWarp * (D + kPad), sK + buf * kTileKeys * (D + kPad), S);
             online_softmax<D>(S, key0, row_pos, a.scale_log2, row_max, row_sum, O);
             accumulate_pv<D>(S, sV + buf * kTileKeys * (D + kPad), O);
         }

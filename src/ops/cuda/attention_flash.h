@@ -13,8 +13,7 @@ namespace ninfer::ops::cuda {
 constexpr int kFlashMinRows = 16;
 
 // bf16 tensors, head dim 64/128/256, 16-byte aligned rows.
-bool flash_prefill_supported(const TensorView& q, const TensorView& k_cache,
-                             const TensorView& out);
+bool flash_prefill_supported(const TensorView& q, const TensorView& k_cache, const TensorView& out);
 
 // paged_attention's contract (ops/attention.h) for batches that pass flash_prefill_supported.
 void flash_prefill(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,

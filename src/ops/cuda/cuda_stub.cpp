@@ -12,6 +12,8 @@ namespace {
 
 } // namespace
 
+// One line per stand-in, so the list reads as a table.
+// clang-format off
 Allocator& allocator(Device) { no_cuda("allocator"); }
 void upload(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("upload"); }
 void download(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("download"); }
@@ -51,5 +53,7 @@ void moe_block_decode(const ExecContext&, const TensorView&, const TensorView&, 
 void logprobs_top_k(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&) { no_cuda("logprobs_top_k"); }
 void apply_penalties(const ExecContext&, const TensorView&, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("apply_penalties"); }
 void sample_tokens(const ExecContext&, const TensorView&, int64_t, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("sample_tokens"); }
+
+// clang-format on
 
 } // namespace ninfer::ops::cuda

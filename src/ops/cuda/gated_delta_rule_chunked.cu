@@ -1,10 +1,11 @@
 // The f32 CUDA-core form of the chunked route of ops/gated_delta_rule.h (entry and the bf16
 // tensor-core form: gated_delta_rule_chunked_tc.cu): the WY/UT form over chunks of C = 64 rows,
-// all in fp32; taken by F32 activations and shapes the tensor-core form does not support. For a chunk with start state S0, cumulative log decay G_t (t = 0..n-1)
-// and normalised k^, q^:
-//   M[t, j] = beta_t e^{G_t - G_j} k^_t . k^_j (j < t)     A[t, j] = e^{G_t - G_j} q^_t . k^_j (j <= t)
-//   (I + M) U' = diag(beta) V          (I + M) W = diag(beta e^G) K^     (forward substitution)
-//   U = U' - W S0        out = diag(e^G) Q^ S0 + A U        S = e^{G_{n-1}} S0 + sum_t e^{G_{n-1} - G_t} k^_t U_t^T
+// all in fp32; taken by F32 activations and shapes the tensor-core form does not support. For a
+// chunk with start state S0, cumulative log decay G_t (t = 0..n-1) and normalised k^, q^:
+//   M[t, j] = beta_t e^{G_t - G_j} k^_t . k^_j (j < t)     A[t, j] = e^{G_t - G_j} q^_t . k^_j (j
+//   <= t) (I + M) U' = diag(beta) V          (I + M) W = diag(beta e^G) K^     (forward
+//   substitution) U = U' - W S0        out = diag(e^G) Q^ S0 + A U        S = e^{G_{n-1}} S0 +
+//   sum_t e^{G_{n-1} - G_t} k^_t U_t^T
 // chunk_prepare_kernel: one block per (sequence, chunk, value head), all chunks in parallel;
 //   writes U', W and A to a workspace.
 // chunk_scan_kernel: one block per (sequence, value head, 32 state columns), chunks in order;
@@ -66,8 +67,8 @@ __device__ __forceinline__ void stage_matrix(int rows, int width, Load load, Sto
 
 // Rows [r0, r0 + n) of head `head` of a [T, H, d] tensor into dst[n][d + 1], as float.
 template <typename T>
-__device__ void stage_rows(const T* src, int64_t s0, int64_t s1, int head, int64_t r0, int n,
-                           int d, float* dst) {
+__device__ void stage_rows(const T* src, int64_t s0, int64_t s1, int head, int64_t r0, int n, int d,
+                           float* dst) {
     stage_matrix(
         n, d, [&](int t, int i) { return to_float(src[(r0 + t) * s0 + head * s1 + i]); },
         [&](int t, int i, float x) { dst[t * (d + 1) + i] = x; });
@@ -109,8 +110,12 @@ __device__ void load_cumulative_decay(const GdnArgs& a, int h, int64_t r0, int n
 
 // Thread tiles (256 threads = 16 x 16): thread (ty, tx) = (tid / 16, tid % 16). Register tiles
 // give each thread independent FMA chains and reuse every shared-memory load several times.
-__device__ __forceinline__ int tile_x() { return threadIdx.x % 16; }
-__device__ __forceinline__ int tile_y() { return threadIdx.x / 16; }
+__device__ __forceinline__ int tile_x() {
+    return threadIdx.x % 16;
+}
+__device__ __forceinline__ int tile_y() {
+    return threadIdx.x / 16;
+}
 
 // M (to shared memory) and A (to the workspace): t = 4 ty + a, j = 4 tx + b.
 __device__ void chunk_products(const GdnArgs& a, const ChunkWork& w, int h, int64_t r0, int n,
@@ -168,7 +173,8 @@ template <typename T> __global__ void chunk_prepare_kernel(GdnArgs a, ChunkWork 
     stage_rows(static_cast<const T*>(a.k), a.k_s0, a.k_s1, hk, ch.r0, n, dk, sK);
     stage_rows(static_cast<const T*>(a.q), a.q_s0, a.q_s1, hk, ch.r0, n, dk, sQ);
     stage_rows(static_cast<const T*>(a.v), a.v_s0, a.v_s1, h, ch.r0, n, dv, sV);
-    for (int t = threadIdx.x; t < n; t += blockDim.x) sBeta[t] = a.beta[(ch.r0 + t) * a.beta_s0 + h];
+    for (int t = threadIdx.x; t < n; t += blockDim.x)
+        sBeta[t] = a.beta[(ch.r0 + t) * a.beta_s0 + h];
     load_cumulative_decay(a, h, ch.r0, n, sG);
     __syncthreads();
     normalize_rows(sK, n, dk, 1.0f);
@@ -207,14 +213,14 @@ struct ScanSmem {
 
 __device__ ScanSmem scan_smem_layout(float* smem, int dk) {
     ScanSmem m;
-    m.S = smem;                            // [dk][kScanCols]       state slice
-    m.K = m.S + dk * kScanCols;            // [kChunk][dk + 1]      k^_t e^{G_last - G_t}
-    m.Q = m.K + kChunk * (dk + 1);         // [kChunk][dk + 1]      q^
-    m.W = m.Q + kChunk * (dk + 1);         // [kChunk][dk + 1]
-    m.U = m.W + kChunk * (dk + 1);         // [kChunk][kScanCols + 1]  U' then U
-    m.A = m.U + kChunk * (kScanCols + 1);  // [kChunk][kChunk + 1]
-    m.G = m.A + kChunk * (kChunk + 1);     // [kChunk]
-    m.Kdecay = m.G + kChunk;               // [kChunk]
+    m.S = smem;                           // [dk][kScanCols]       state slice
+    m.K = m.S + dk * kScanCols;           // [kChunk][dk + 1]      k^_t e^{G_last - G_t}
+    m.Q = m.K + kChunk * (dk + 1);        // [kChunk][dk + 1]      q^
+    m.W = m.Q + kChunk * (dk + 1);        // [kChunk][dk + 1]
+    m.U = m.W + kChunk * (dk + 1);        // [kChunk][kScanCols + 1]  U' then U
+    m.A = m.U + kChunk * (kScanCols + 1); // [kChunk][kChunk + 1]
+    m.G = m.A + kChunk * (kChunk + 1);    // [kChunk]
+    m.Kdecay = m.G + kChunk;              // [kChunk]
     return m;
 }
 
@@ -307,7 +313,8 @@ __device__ void scan_chunk(const GdnArgs& a, int h, int c0, int nc, int64_t r0, 
             for (int y = 0; y < 2; ++y)
                 st[x][y] = i0 + x < dk ? fade * m.S[(i0 + x) * kScanCols + cc0 + y] : 0.0f;
         for (int t = 0; t < n; ++t) {
-            const float u0 = m.U[t * (kScanCols + 1) + cc0], u1 = m.U[t * (kScanCols + 1) + cc0 + 1];
+            const float u0 = m.U[t * (kScanCols + 1) + cc0],
+                        u1 = m.U[t * (kScanCols + 1) + cc0 + 1];
 #pragma unroll
             for (int x = 0; x < 8; ++x) {
                 const float kv = i0 + x < dk ? m.K[t * (dk + 1) + i0 + x] : 0.0f;
@@ -349,8 +356,8 @@ template <typename T> __global__ void chunk_scan_kernel(GdnArgs a, ChunkWork w) 
 }
 
 size_t prepare_smem(int dk, int dv) {
-    return sizeof(float) * (2 * kChunk * (dk + 1) + kChunk * (dv + 1) + kChunk * (kChunk + 1) +
-                            2 * kChunk);
+    return sizeof(float) *
+           (2 * kChunk * (dk + 1) + kChunk * (dv + 1) + kChunk * (kChunk + 1) + 2 * kChunk);
 }
 size_t scan_smem(int dk) {
     return sizeof(float) * (dk * kScanCols + 3 * kChunk * (dk + 1) + kChunk * (kScanCols + 1) +
@@ -377,13 +384,12 @@ void gated_delta_rule_chunked_fp32(const ExecContext& ctx, const GdnArgs& a, int
     check(cudaFuncSetAttribute(chunk_scan_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(scan)),
           "chunk_scan_kernel: shared memory attribute");
-    chunk_prepare_kernel<T>
-        <<<dim3(unsigned(num_seqs * max_chunks), unsigned(a.Hv)), kPrepareThreads, prep,
-           stream_of(ctx)>>>(a, work, max_chunks);
+    chunk_prepare_kernel<T><<<dim3(unsigned(num_seqs * max_chunks), unsigned(a.Hv)),
+                              kPrepareThreads, prep, stream_of(ctx)>>>(a, work, max_chunks);
     check_launch("chunk_prepare_kernel");
-    chunk_scan_kernel<T><<<dim3(unsigned(num_seqs), unsigned(a.Hv),
-                                unsigned((a.dv + kScanCols - 1) / kScanCols)),
-                           kScanThreads, scan, stream_of(ctx)>>>(a, work);
+    chunk_scan_kernel<T>
+        <<<dim3(unsigned(num_seqs), unsigned(a.Hv), unsigned((a.dv + kScanCols - 1) / kScanCols)),
+           kScanThreads, scan, stream_of(ctx)>>>(a, work);
     check_launch("chunk_scan_kernel");
 }
 

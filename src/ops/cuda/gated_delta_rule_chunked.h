@@ -27,7 +27,7 @@ constexpr int kGdnChunkedMinRows = 32;
 // gated_delta_rule's contract (ops/gated_delta_rule.h) by chunks of 64 rows; dk, dv <= 128.
 // T is float or __nv_bfloat16 (the activation type of q, k, v and out).
 template <typename T>
-void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_seqs,
-                              int num_rows, int max_rows_per_seq);
+void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_seqs, int num_rows,
+                              int max_rows_per_seq);
 
 } // namespace ninfer::ops::cuda

@@ -91,7 +91,8 @@ __device__ void key_products(int dk, const PrepSmem& m) {
     for (int ks = 0; ks < kDk / 16; ++ks) {
         if (16 * ks >= dk) break;
         uint32_t ka[4], qa[4];
-        const int a_off = (t0 + (lane & 7) + ((lane >> 3) & 1) * 8) * kKRow + 16 * ks + (lane >> 4) * 8;
+        const int a_off =
+            (t0 + (lane & 7) + ((lane >> 3) & 1) * 8) * kKRow + 16 * ks + (lane >> 4) * 8;
         ldmatrix_x4(ka, m.K + a_off);
         ldmatrix_x4(qa, m.Q + a_off);
 #pragma unroll
@@ -106,12 +107,14 @@ __device__ void key_products(int dk, const PrepSmem& m) {
             mma_bf16_16816(qk[2 * np + 1], qa, b1);
         }
     }
-    // Accumulator element e of tile nt: row t0 + lane/4 (+8 for e >= 2), col j0 + 8 nt + 2 (lane%4) + e%2.
+    // Accumulator element e of tile nt: row t0 + lane/4 (+8 for e >= 2), col j0 + 8 nt + 2 (lane%4)
+    // + e%2.
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            const int t = t0 + (lane >> 2) + (e >> 1) * 8, j = j0 + 8 * nt + 2 * (lane & 3) + (e & 1);
+            const int t = t0 + (lane >> 2) + (e >> 1) * 8,
+                      j = j0 + 8 * nt + 2 * (lane & 3) + (e & 1);
             m.KK[t * kF32Row + j] = kk[nt][e] * m.kinv[t] * m.kinv[j];
             m.QK[t * kF32Row + j] = qk[nt][e] * m.qinv[t] * m.kinv[j];
         }
@@ -157,15 +160,16 @@ __device__ void decay_products(const GdnArgs& a, const TcWork& w, int h, Rows ch
     for (int e = threadIdx.x; e < n * (kChunk / 2); e += kThreads) {
         const int t = e / (kChunk / 2), j = 2 * (e % (kChunk / 2));
         const float a0 = j <= t ? __expf(m.G[t] - m.G[j]) * m.QK[t * kF32Row + j] : 0.0f;
-        const float a1 = j + 1 <= t ? __expf(m.G[t] - m.G[j + 1]) * m.QK[t * kF32Row + j + 1] : 0.0f;
+        const float a1 =
+            j + 1 <= t ? __expf(m.G[t] - m.G[j + 1]) * m.QK[t * kF32Row + j + 1] : 0.0f;
         *reinterpret_cast<__nv_bfloat162*>(w.A + ((ch.r0 + t) * a.Hv + h) * kChunk + j) =
             __floats2bfloat162_rn(a0, a1);
     }
     if (threadIdx.x < n) {
         const int t = threadIdx.x;
         const float last = m.G[n - 1], eg = __expf(m.G[t]);
-        w.scal[(ch.r0 + t) * a.Hv + h] = make_float4(eg * m.kinv[t], __expf(last - m.G[t]) * m.kinv[t],
-                                                     eg * m.qinv[t], __expf(last));
+        w.scal[(ch.r0 + t) * a.Hv + h] = make_float4(
+            eg * m.kinv[t], __expf(last - m.G[t]) * m.kinv[t], eg * m.qinv[t], __expf(last));
     }
     __syncthreads();
 }
@@ -220,13 +224,14 @@ __device__ void store_tb(const GdnArgs& a, const TcWork& w, int h, Rows ch, cons
         __nv_bfloat16* dst = w.Tb + ((ch.r0 + t) * a.Hv + h) * kPieces * kChunk + j0;
 #pragma unroll
         for (int i = 0; i < kPieces; ++i)
-            *reinterpret_cast<uint4*>(dst + i * kChunk) = make_uint4(pk[0][i], pk[1][i], pk[2][i], pk[3][i]);
+            *reinterpret_cast<uint4*>(dst + i * kChunk) =
+                make_uint4(pk[0][i], pk[1][i], pk[2][i], pk[3][i]);
     }
     __syncthreads(); // T's buffer is M's for the next value head
 }
 
-__global__ void __launch_bounds__(kThreads, 2) tc_prepare_kernel(GdnArgs a, TcWork w,
-                                                                  int max_chunks) {
+__global__ void __launch_bounds__(kThreads, 2)
+    tc_prepare_kernel(GdnArgs a, TcWork w, int max_chunks) {
     const int s = blockIdx.x / max_chunks, c = blockIdx.x % max_chunks, hk = blockIdx.y;
     const Rows ch = chunk_rows(a, s, c);
     if (ch.n == 0) return;

@@ -23,7 +23,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kSTiles = kDk / 8; // 16x8 accumulator tiles of S^T (over i)
 constexpr int kTTiles = kChunk / 8;
 
-struct Stage { // one chunk's tiles (rows past n and columns past dk / dv are zero)
+struct Stage {            // one chunk's tiles (rows past n and columns past dk / dv are zero)
     __nv_bfloat16 *K, *Q; // [kChunk][kKRow]
     __nv_bfloat16* V;     // [kChunk][kTRow]  the block's 64 value columns
     __nv_bfloat16* Tb;    // [kPieces][kChunk][kTRow]
@@ -135,7 +135,8 @@ __device__ __forceinline__ void solve_u(const Stage& st, const float (&r)[kTTile
 #pragma unroll
             for (int q = 0; q < kPieces; ++q) { // B = Tb^T: rows t of Tb term q, k = t'
                 uint32_t b[4];
-                ldmatrix_x4(b, st.Tb + (q * kChunk + 16 * tp + (lane & 7) + (lane >> 4) * 8) * kTRow +
+                ldmatrix_x4(b, st.Tb +
+                                   (q * kChunk + 16 * tp + (lane & 7) + (lane >> 4) * 8) * kTRow +
                                    16 * kk + ((lane >> 3) & 1) * 8);
                 const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
 #pragma unroll
@@ -166,8 +167,8 @@ __device__ __forceinline__ void b_from_acc(const float (&lo)[4], const float (&h
 
 // out rows t < n, the warp's columns [wc, wc + 16): diag(e^G qinv) Qr S + A U (o tiles: 4 row
 // tiles x 2 column tiles), S and U in two bf16 terms.
-__device__ __forceinline__ void chunk_out(const GdnArgs& a, const Stage& st, int h, int wc,
-                                          Rows ch, const float (&sT)[kSTiles][4],
+__device__ __forceinline__ void chunk_out(const GdnArgs& a, const Stage& st, int h, int wc, Rows ch,
+                                          const float (&sT)[kSTiles][4],
                                           const float (&u)[kTTiles][4]) {
     const int lane = threadIdx.x & 31;
     float o[4][2][4] = {};
@@ -189,7 +190,8 @@ __device__ __forceinline__ void chunk_out(const GdnArgs& a, const Stage& st, int
     }
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt) {
-        const float s0 = st.scal[16 * mt + (lane >> 2)].z, s1 = st.scal[16 * mt + (lane >> 2) + 8].z;
+        const float s0 = st.scal[16 * mt + (lane >> 2)].z,
+                    s1 = st.scal[16 * mt + (lane >> 2) + 8].z;
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
             o[mt][j][0] *= s0;
@@ -223,7 +225,8 @@ __device__ __forceinline__ void chunk_out(const GdnArgs& a, const Stage& st, int
             for (int j = 0; j < 2; ++j) {
                 const int col = wc + 8 * j + 2 * (lane & 3);
                 if (col < a.dv)
-                    *reinterpret_cast<__nv_bfloat162*>(out + ((ch.r0 + t) * a.Hv + h) * a.dv + col) =
+                    *reinterpret_cast<__nv_bfloat162*>(out + ((ch.r0 + t) * a.Hv + h) * a.dv +
+                                                       col) =
                         __floats2bfloat162_rn(o[mt][j][2 * half], o[mt][j][2 * half + 1]);
             }
         }
@@ -325,9 +328,11 @@ __global__ void __launch_bounds__(kThreads, 1) tc_scan_kernel(GdnArgs a, TcWork 
 
 void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs) {
     constexpr size_t smem = 2 * kStageBytes; // double-buffered chunk tiles
-    check(cudaFuncSetAttribute(tc_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+    check(cudaFuncSetAttribute(tc_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(smem)),
           "tc_scan_kernel: shared memory attribute");
-    tc_scan_kernel<<<dim3(unsigned(num_seqs), unsigned(a.Hv), unsigned((a.dv + kBlockCols - 1) / kBlockCols)),
+    tc_scan_kernel<<<dim3(unsigned(num_seqs), unsigned(a.Hv),
+                          unsigned((a.dv + kBlockCols - 1) / kBlockCols)),
                      kThreads, smem, stream_of(ctx)>>>(a, w);
     check_launch("tc_scan_kernel");
 }

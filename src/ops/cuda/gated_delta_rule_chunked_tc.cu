@@ -18,21 +18,22 @@ bool aligned16(const void* p) {
 // by 8 up to 128.
 bool tc_supported(const GdnArgs& a) {
     const bool dims = a.dk % 8 == 0 && a.dv % 8 == 0 && a.dk <= gdn_tc::kDk && a.dv <= 128;
-    const bool strides = a.q_s0 % 8 == 0 && a.q_s1 % 8 == 0 && a.k_s0 % 8 == 0 &&
-                         a.k_s1 % 8 == 0 && a.v_s0 % 8 == 0 && a.v_s1 % 8 == 0;
+    const bool strides = a.q_s0 % 8 == 0 && a.q_s1 % 8 == 0 && a.k_s0 % 8 == 0 && a.k_s1 % 8 == 0 &&
+                         a.v_s0 % 8 == 0 && a.v_s1 % 8 == 0;
     return dims && strides && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
 }
 
 } // namespace
 
 template <typename T>
-void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_seqs,
-                              int num_rows, int max_rows_per_seq) {
+void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_seqs, int num_rows,
+                              int max_rows_per_seq) {
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
         if (tc_supported(a)) {
             Allocator& alloc = allocator(ctx.device);
             using gdn_tc::kChunk;
-            Tensor Tb = Tensor::empty(alloc, DType::BF16, {num_rows, a.Hv, gdn_tc::kPieces, kChunk});
+            Tensor Tb =
+                Tensor::empty(alloc, DType::BF16, {num_rows, a.Hv, gdn_tc::kPieces, kChunk});
             Tensor A = Tensor::empty(alloc, DType::BF16, {num_rows, a.Hv, kChunk});
             Tensor scal = Tensor::empty(alloc, DType::F32, {num_rows, a.Hv, 4});
             const gdn_tc::TcWork w{Tb.ptr<__nv_bfloat16>(), A.ptr<__nv_bfloat16>(),

@@ -44,7 +44,7 @@ constexpr int kPieces = 3;           // bf16 terms of a split f32 value
 struct TcWork {
     __nv_bfloat16* Tb; // [T, Hv, kPieces, kChunk]  row t of Tb, split into three bf16 terms
     __nv_bfloat16* A;  // [T, Hv, kChunk]           row t of A
-    float4* scal;      // [T, Hv]  {e^{G_t} kinv_t, e^{G_last - G_t} kinv_t, e^{G_t} qinv_t, e^{G_last}}
+    float4* scal; // [T, Hv]  {e^{G_t} kinv_t, e^{G_last - G_t} kinv_t, e^{G_t} qinv_t, e^{G_last}}
 };
 
 struct Rows {
@@ -106,10 +106,9 @@ __device__ __forceinline__ void copy_tile(void* dst, int dst_row, int rows, int 
 
 // Launchers (stream of ctx); both need a.dk % 8 == 0, a.dv % 8 == 0, dk, dv <= 128 and q, k, v
 // rows 16-byte aligned (see gdn_tc_supported).
-void gdn_tc_prepare(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w,
-                    int num_seqs, int max_chunks);
-void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w,
-                 int num_seqs);
+void gdn_tc_prepare(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs,
+                    int max_chunks);
+void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs);
 
 // The f32 CUDA-core chunked route (gated_delta_rule_chunked.cu): F32 activations, and bf16
 // shapes the tensor-core route does not take.

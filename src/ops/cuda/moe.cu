@@ -189,7 +189,8 @@ __global__ void plan_tiles(const int32_t* counts, int E, int bm, int32_t* cursor
     for (int e = e0; e < e1; ++e) {
         cursor[e] = slot;
         for (int r = 0; r < counts[e]; r += bm, ++tile)
-            reinterpret_cast<int4*>(tiles)[tile] = make_int4(e, slot + r, min(bm, counts[e] - r), 0);
+            reinterpret_cast<int4*>(tiles)[tile] =
+                make_int4(e, slot + r, min(bm, counts[e] - r), 0);
         slot += counts[e];
     }
     if (threadIdx.x == 0) *num_tiles = total_tiles;
@@ -206,7 +207,9 @@ __global__ void assign_slots(const int32_t* ids, int64_t i_s0, int k, int64_t pa
     slot_of_pair[p] = slot;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 // Pairs in expert order (token_of_slot, slot_of_pair, tile table) on the device, then
 // act = SwiGLU(gate_up GEMM), out = down GEMM (f32), and the deterministic combine into y.
@@ -228,23 +231,36 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorVi
 
     Tensor route = scratch(ctx, DType::I32, {2 * E + 1}); // counts | cursor | num_tiles
     Tensor tiles = scratch(ctx, DType::I32, {max_tiles, 4});
-    Tensor token_of_slot = scratch(ctx, DType::I32, {pairs}), slot_of_pair = scratch(ctx, DType::I32, {pairs});
+    Tensor token_of_slot = scratch(ctx, DType::I32, {pairs}),
+           slot_of_pair = scratch(ctx, DType::I32, {pairs});
     int32_t* counts = route.ptr<int32_t>();
     int32_t *cursor = counts + E, *num_tiles = counts + 2 * E;
     check(cudaMemsetAsync(counts, 0, size_t(E) * sizeof(int32_t), stream), "moe counts");
     const unsigned pair_blocks = unsigned((pairs + 255) / 256);
-    count_pairs<<<pair_blocks, 256, 0, stream>>>(ids.ptr<int32_t>(), ids.stride[0], k, pairs, counts);
+    count_pairs<<<pair_blocks, 256, 0, stream>>>(ids.ptr<int32_t>(), ids.stride[0], k, pairs,
+                                                 counts);
     check_launch("count_pairs");
     plan_tiles<<<1, 1024, 0, stream>>>(counts, int(E), bm, cursor, tiles.ptr<int32_t>(), num_tiles);
     check_launch("plan_tiles");
-    assign_slots<<<pair_blocks, 256, 0, stream>>>(ids.ptr<int32_t>(), ids.stride[0], k, pairs, cursor,
-                                                 token_of_slot.ptr<int32_t>(), slot_of_pair.ptr<int32_t>());
+    assign_slots<<<pair_blocks, 256, 0, stream>>>(ids.ptr<int32_t>(), ids.stride[0], k, pairs,
+                                                  cursor, token_of_slot.ptr<int32_t>(),
+                                                  slot_of_pair.ptr<int32_t>());
     check_launch("assign_slots");
 
     Tensor act = scratch(ctx, x.dtype, {pairs, I}), out = scratch(ctx, DType::F32, {pairs, H});
-    GroupedGemm up{x.data, x.stride[0], token_of_slot.ptr<int32_t>(), gate_up.data, 2 * I * H, H, I,
-                   tiles.ptr<int32_t>(), num_tiles, max_tiles, act.view().data, I};
-    GroupedGemm dn{act.view().data, I, nullptr, down.data, H * I, I, H,
+    GroupedGemm up{x.data,
+                   x.stride[0],
+                   token_of_slot.ptr<int32_t>(),
+                   gate_up.data,
+                   2 * I * H,
+                   H,
+                   I,
+                   tiles.ptr<int32_t>(),
+                   num_tiles,
+                   max_tiles,
+                   act.view().data,
+                   I};
+    GroupedGemm dn{act.view().data,      I,         nullptr,   down.data,       H * I, I, H,
                    tiles.ptr<int32_t>(), num_tiles, max_tiles, out.view().data, H};
     if (tensor_cores) {
         grouped_gate_up_bf16(ctx, up, bm);
@@ -253,16 +269,18 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorVi
         grouped_gemm_cuda_cores(ctx, up, x.dtype, true);
         grouped_gemm_cuda_cores(ctx, dn, x.dtype, false);
     }
-    combine_kernel<T><<<unsigned(T_), 256, 0, stream>>>(out.ptr<float>(), slot_of_pair.ptr<int32_t>(),
-                                                        weights.ptr<float>(), weights.stride[0], k,
-                                                        H, y.ptr<T>(), y.stride[0]);
+    combine_kernel<T><<<unsigned(T_), 256, 0, stream>>>(
+        out.ptr<float>(), slot_of_pair.ptr<int32_t>(), weights.ptr<float>(), weights.stride[0], k,
+        H, y.ptr<T>(), y.stride[0]);
     check_launch("combine_kernel");
 }
 } // namespace
 
 // Every route runs on the device without host synchronisation (routing included), so each
 // shape is capturable; the signature keeps the shape for routes that might not be.
-bool moe_experts_capturable(int64_t /*pairs*/, int64_t /*H*/, int64_t /*I*/) { return true; }
+bool moe_experts_capturable(int64_t /*pairs*/, int64_t /*H*/, int64_t /*I*/) {
+    return true;
+}
 
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids) {

@@ -21,19 +21,21 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kThreads = 256; // 8 warps
 constexpr int kWarpsM = 2, kWarpsN = 4;
-constexpr int kBN = 128;                  // B rows per tile (gate_up: 64 gate + 64 up)
-constexpr int kBK = 64;                   // K per stage: 4 MMA k-steps per barrier
-constexpr int kStages = 3;                // 2 K tiles in flight; BM=128 fits 2 blocks per SM
-constexpr int kStride = kBK + 8;          // bf16 per smem row: 144-byte rows put the 8 rows
-                                          // of one ldmatrix phase on 8 distinct bank groups
-constexpr int kChunksPerRow = kBK / 8;    // 16-byte cp.async chunks per smem row
+constexpr int kBN = 128;               // B rows per tile (gate_up: 64 gate + 64 up)
+constexpr int kBK = 64;                // K per stage: 4 MMA k-steps per barrier
+constexpr int kStages = 3;             // 2 K tiles in flight; BM=128 fits 2 blocks per SM
+constexpr int kStride = kBK + 8;       // bf16 per smem row: 144-byte rows put the 8 rows
+                                       // of one ldmatrix phase on 8 distinct bank groups
+constexpr int kChunksPerRow = kBK / 8; // 16-byte cp.async chunks per smem row
 constexpr int kRowsPerPass = kThreads / kChunksPerRow; // rows one pass of the block loads
 
 template <int BM> constexpr int smem_bytes() {
     return kStages * (BM + kBN) * kStride * int(sizeof(bf16));
 }
 
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+__device__ __forceinline__ float silu(float g) {
+    return g / (1.0f + __expf(-g));
+}
 
 // Global sources of this thread's 16-byte chunks (fixed over K): A rows row0 + 32 i of the
 // tile, B rows row0 + 32 i; a null pointer zero-fills (rows past the tile or past N).
@@ -220,9 +222,10 @@ template <bool kFused> void launch_bm(const ExecContext& ctx, const GroupedGemm&
 }
 
 // The CUDA-core grouped GEMM (F32, or bf16 rows the tensor-core route cannot take): a block
-// computes a 32 x 32 output tile of one M-tile (kGroupedSimpleRows), thread (tx, ty) rows ty + 8 i of
-// column tx, in f32 with a fixed K order. Semantics as GroupedGemm (moe_grouped.h).
-template <typename T, bool kFused> __global__ void grouped_gemm_simple(GroupedGemm g, int n_blocks) {
+// computes a 32 x 32 output tile of one M-tile (kGroupedSimpleRows), thread (tx, ty) rows ty + 8 i
+// of column tx, in f32 with a fixed K order. Semantics as GroupedGemm (moe_grouped.h).
+template <typename T, bool kFused>
+__global__ void grouped_gemm_simple(GroupedGemm g, int n_blocks) {
     __shared__ float sA[32][33], sB[2][32][33]; // +1 column: conflict-free column reads
     const int t = int(blockIdx.x / unsigned(n_blocks)), nb = int(blockIdx.x % unsigned(n_blocks));
     if (t >= *g.num_tiles) return;
@@ -234,8 +237,8 @@ template <typename T, bool kFused> __global__ void grouped_gemm_simple(GroupedGe
     for (int i = 0; i < 4; ++i) {
         const int r = ty + 8 * i;
         const int64_t slot = int64_t(tile.y) + r;
-        a_row[i] = r >= tile.z ? nullptr
-                   : A + (g.a_row_of_slot ? g.a_row_of_slot[slot] : slot) * g.a_s0;
+        a_row[i] =
+            r >= tile.z ? nullptr : A + (g.a_row_of_slot ? g.a_row_of_slot[slot] : slot) * g.a_s0;
     }
     float acc[2][4] = {};
     for (int64_t k0 = 0; k0 < g.K; k0 += 32) {
@@ -262,17 +265,20 @@ template <typename T, bool kFused> __global__ void grouped_gemm_simple(GroupedGe
         if (r >= tile.z || n >= g.N) continue;
         const int64_t o = (int64_t(tile.y) + r) * g.out_s0 + n;
         if constexpr (kFused)
-            static_cast<T*>(g.out)[o] = from_float<T>(acc[0][i] / (1.0f + __expf(-acc[0][i])) * acc[1][i]);
+            static_cast<T*>(g.out)[o] =
+                from_float<T>(acc[0][i] / (1.0f + __expf(-acc[0][i])) * acc[1][i]);
         else
             static_cast<float*>(g.out)[o] = acc[0][i];
     }
 }
 
-template <typename T, bool kFused> void launch_simple(const ExecContext& ctx, const GroupedGemm& g) {
+template <typename T, bool kFused>
+void launch_simple(const ExecContext& ctx, const GroupedGemm& g) {
     const int n_blocks = int((g.N + 31) / 32);
-    require(g.max_tiles * n_blocks < (int64_t(1) << 31), "moe_experts: too many pairs for one grid");
-    grouped_gemm_simple<T, kFused><<<unsigned(g.max_tiles * n_blocks), 256, 0, stream_of(ctx)>>>(
-        g, n_blocks);
+    require(g.max_tiles * n_blocks < (int64_t(1) << 31),
+            "moe_experts: too many pairs for one grid");
+    grouped_gemm_simple<T, kFused>
+        <<<unsigned(g.max_tiles * n_blocks), 256, 0, stream_of(ctx)>>>(g, n_blocks);
     check_launch("grouped_gemm_simple");
 }
 
