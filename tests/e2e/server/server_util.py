@@ -107,6 +107,17 @@ class Server:
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
+    def wait_metric_down(self, name, at_most, timeout=10):
+        """A gauge once it is <= at_most (or its value at the timeout): gauges settle just after
+        the responses that end the work, since a client can read its last bytes first."""
+        end = time.time() + timeout
+        while time.time() < end:
+            v = self.metric(name)
+            if v <= at_most:
+                return v
+            time.sleep(0.05)
+        return self.metric(name)
+
     def wait_metric(self, name, at_least, timeout=10):
         end = time.time() + timeout
         while time.time() < end:

@@ -778,7 +778,7 @@ class Concurrency(ServerTest):
                 self.assertEqual(status, 200, data[:200])
                 if kind != "messages" or not data.startswith(b"event:"):
                     json.loads(data)
-        self.assertEqual(SERVER.metric("ninfer_requests_in_flight"), 0)
+        self.assertEqual(SERVER.wait_metric_down("ninfer_requests_in_flight", 0), 0)
 
 
 if __name__ == "__main__":

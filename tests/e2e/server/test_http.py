@@ -132,7 +132,7 @@ class Cancellation(unittest.TestCase):
         after = SERVER.wait_metric('ninfer_generations_finished_total{reason="cancelled"}',
                                    before + 1)
         self.assertGreaterEqual(after, before + 1)
-        self.assertLess(SERVER.metric("ninfer_requests_in_flight"), 1)
+        self.assertLess(SERVER.wait_metric_down("ninfer_requests_in_flight", 0), 1)
 
     def test_plain_disconnect_cancels(self):
         before = SERVER.metric('ninfer_generations_finished_total{reason="cancelled"}')
