@@ -1,9 +1,6 @@
 // ninfer render: the exact prompt a model's chat template makes of a conversation.
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "core/error.h"
@@ -26,14 +23,8 @@ struct RenderOptions {
 // --model (its template, or --template with its special tokens) or --template alone.
 text::ChatTemplate load(const RenderOptions& o) {
     require(!o.model_dir.empty() || !o.template_file.empty(), "give --model or --template");
-    if (!o.model_dir.empty())
-        return text::ChatTemplate::from_model_dir(o.model_dir, o.template_file);
-    std::ifstream in(o.template_file, std::ios::binary);
-    if (!std::filesystem::is_regular_file(o.template_file) || !in)
-        fail(ErrorCategory::Io, "cannot read template ", o.template_file);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return text::ChatTemplate(s.str());
+    if (o.model_dir.empty()) return text::ChatTemplate::from_file(o.template_file);
+    return text::ChatTemplate::from_model_dir(o.model_dir, o.template_file);
 }
 
 text::ChatOptions options(const RenderOptions& o) {

@@ -98,7 +98,7 @@ std::string random_hex(int n) {
 std::string render_chat(const ModelContext& m, const ChatJob& job) {
     text::ChatOptions opt;
     opt.variables = m.template_defaults;
-    for (const auto& [key, value] : job.template_vars.items()) opt.variables[key] = value;
+    opt.variables.update(job.template_vars); // the request's own settings win
     opt.add_generation_prompt = job.add_generation_prompt;
     const Json tools = job.tool_choice.kind == ToolChoice::Kind::None ? Json() : job.tools;
     try {

@@ -45,6 +45,13 @@ ChatTemplate::ChatTemplate(const std::string& source, nlohmann::ordered_json spe
     impl_ = std::move(impl);
 }
 
+ChatTemplate ChatTemplate::from_file(const std::filesystem::path& file,
+                                     nlohmann::ordered_json special_tokens) {
+    if (!std::filesystem::is_regular_file(file))
+        fail(ErrorCategory::Io, "chat template ", file.string(), ": not a file");
+    return ChatTemplate(read_file(file), std::move(special_tokens));
+}
+
 ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir,
                                           const std::filesystem::path& template_file) {
     const auto config_path = dir / "tokenizer_config.json";
@@ -57,11 +64,7 @@ ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir,
         }
     }
     const nlohmann::ordered_json specials = special_tokens_of(config);
-    if (!template_file.empty()) {
-        if (!std::filesystem::is_regular_file(template_file))
-            fail(ErrorCategory::Io, "chat template ", template_file.string(), ": not a file");
-        return ChatTemplate(read_file(template_file), specials);
-    }
+    if (!template_file.empty()) return from_file(template_file, specials);
     if (std::filesystem::exists(dir / "chat_template.jinja"))
         return ChatTemplate(read_file(dir / "chat_template.jinja"), specials);
     if (config.contains("chat_template")) {

@@ -23,6 +23,10 @@ public:
     // `special_tokens` holds bos_token, eos_token, ... as HF passes them (may be empty).
     explicit ChatTemplate(const std::string& source,
                           nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object());
+    // A template file (no special tokens). Io error when it is not a readable file.
+    static ChatTemplate
+    from_file(const std::filesystem::path& file,
+              nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object());
     // DIR/chat_template.jinja, else the chat_template of DIR/tokenizer_config.json (a string, or
     // the entry named "default" of a list). Io error when the directory has none.
     // `template_file`, when given, replaces the model's template (vLLM's --chat-template); the

@@ -86,12 +86,22 @@ class Inspection(unittest.TestCase):
         self.assertIn(b"Unexpected message role", out.stderr)
 
 
-def model_with_template(name, template_file):
-    """A copy of the tiny model whose chat_template.jinja (which wins over tokenizer_config.json)
-    is one of tests/text/templates."""
+def model_copy(name, generation_config=None):
+    """A fresh copy of the tiny model in the work dir, with another generation_config.json when
+    one is given."""
     model = os.path.join(WORK, name)
     shutil.rmtree(model, ignore_errors=True)
     shutil.copytree(MODEL, model)
+    if generation_config is not None:
+        with open(os.path.join(model, "generation_config.json"), "w") as f:
+            json.dump(generation_config, f)
+    return model
+
+
+def model_with_template(name, template_file):
+    """A copy of the tiny model whose chat_template.jinja (which wins over tokenizer_config.json)
+    is one of tests/text/templates."""
+    model = model_copy(name)
     shutil.copy(os.path.join(ROOT, "tests", "text", "templates", template_file),
                 os.path.join(model, "chat_template.jinja"))
     return model
@@ -207,11 +217,7 @@ class Run(unittest.TestCase):
         ref = self.ids_for(False)
         ids = [t["id"] for t in ref["tokens"]]
         k = next(i for i in range(1, len(ids)) if ids[i] not in ids[:i])
-        model = os.path.join(WORK, "tiny_chat_stop")
-        shutil.rmtree(model, ignore_errors=True)
-        shutil.copytree(MODEL, model)
-        with open(os.path.join(model, "generation_config.json"), "w") as f:
-            json.dump({"eos_token_id": [ids[k]]}, f)
+        model = model_copy("tiny_chat_stop", {"eos_token_id": [ids[k]]})
         out = ninfer("run", "--prompt", "Hello there", "--no-thinking", *self.SAMPLING, model=model)
         m = STATS.search(out.stderr.decode())
         self.assertEqual(m.group(3), "stop")
@@ -249,11 +255,7 @@ class Run(unittest.TestCase):
         implicit = ids("--seed", "5")
         self.assertEqual(implicit, ids("--seed", "5", "--temperature", "1.0", "--top-k", "20",
                                        "--top-p", "0.95"))
-        model = os.path.join(WORK, "tiny_chat_no_sample")
-        shutil.rmtree(model, ignore_errors=True)
-        shutil.copytree(MODEL, model)
-        with open(os.path.join(model, "generation_config.json"), "w") as f:
-            json.dump({"eos_token_id": [298, 296], "do_sample": False}, f)
+        model = model_copy("tiny_chat_no_sample", {"eos_token_id": [298, 296], "do_sample": False})
         self.assertEqual(ids("--seed", "5", model=model), ids("--greedy", model=model))
 
     def test_bad_arguments_are_clear_errors(self):

@@ -107,25 +107,22 @@ class Server:
                 total += float(line.rsplit(" ", 1)[1])
         return total
 
-    def wait_metric_down(self, name, at_most, timeout=10):
-        """A gauge once it is <= at_most (or its value at the timeout): gauges settle just after
-        the responses that end the work, since a client can read its last bytes first."""
+    def _wait_metric(self, name, settled, timeout):
         end = time.time() + timeout
         while time.time() < end:
             v = self.metric(name)
-            if v <= at_most:
+            if settled(v):
                 return v
             time.sleep(0.05)
         return self.metric(name)
 
+    def wait_metric_down(self, name, at_most, timeout=10):
+        """A gauge once it is <= at_most (or its value at the timeout): gauges settle just after
+        the responses that end the work, since a client can read its last bytes first."""
+        return self._wait_metric(name, lambda v: v <= at_most, timeout)
+
     def wait_metric(self, name, at_least, timeout=10):
-        end = time.time() + timeout
-        while time.time() < end:
-            v = self.metric(name)
-            if v >= at_least:
-                return v
-            time.sleep(0.05)
-        return self.metric(name)
+        return self._wait_metric(name, lambda v: v >= at_least, timeout)
 
 
 def split_reasoning(raw, starts_in_reasoning):
