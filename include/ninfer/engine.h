@@ -29,10 +29,23 @@ struct EngineOptions {
     int threads = 0;             // CPU threads (0: all cores)
     int prefill_chunk = 512;     // most prompt tokens of one sequence in one step
     int max_batch_tokens = 2048; // most rows (prompt + decode) in one step
-    int max_sequences = 8;       // sequences resident at once (GDN state slots)
+    // Sequences resident at once (GDN state slots). 0: from memory (CUDA: what the KV and state
+    // budget holds, up to 256; CPU: 16).
+    int max_sequences = 0;
     int max_context = 0;         // longest sequence (0: min(max_position_embeddings, 32768))
     int kv_block_size = 16;      // tokens per KV block
-    int64_t kv_cache_tokens = 0; // KV capacity in tokens (0: max_sequences * max_context)
+    // KV capacity in tokens. 0: from memory (CUDA: gpu_memory_utilization; CPU: max_sequences *
+    // max_context).
+    int64_t kv_cache_tokens = 0;
+    // Share of the device's memory the engine may hold in all (weights, KV, state, snapshots,
+    // workspace), as vLLM's --gpu-memory-utilization. CUDA only.
+    double gpu_memory_utilization = 0.9;
+    // Prefix cache: full KV blocks shared across requests by content, with GDN state snapshots
+    // at the end of every prompt and generation and every snapshot_stride tokens.
+    bool prefix_cache = true;
+    int snapshot_stride = 0;        // tokens, a multiple of kv_block_size (0: the default, 512)
+    int prefix_cache_snapshots = 0; // device snapshot slots (0: from memory)
+    double prefix_cache_host_gb = 0; // host memory for snapshots evicted from the device
 };
 
 struct SamplingOptions {
@@ -75,6 +88,9 @@ struct GenerationRequest {
     // a logits row per prompt token (a [prefill_chunk, vocab] F32 buffer). With
     // max_new_tokens == 0 the request only scores its prompt and ends with Length.
     bool prompt_logprobs = false;
+    // Scheduling priority: lower runs first (as vLLM's `priority`); equal priorities run in
+    // arrival order. Under memory pressure the lowest priority, newest request is preempted.
+    int priority = 0;
 };
 
 struct TokenLogprob {
@@ -98,6 +114,8 @@ struct RequestTimings {
     double decode_s = 0;      // first token -> finish
     int prompt_tokens = 0;
     int generated_tokens = 0;
+    int cached_tokens = 0; // prompt tokens served from the prefix cache (first admission)
+    int preemptions = 0;   // times the request was preempted and later recomputed
 };
 
 // What a request produced since the last read.
@@ -156,6 +174,15 @@ struct EngineStats {
     int64_t kv_blocks_total = 0;
     int64_t state_slots_used = 0; // of state_slots_total
     int64_t state_slots_total = 0;
+    int64_t kv_blocks_cached = 0; // unreferenced blocks kept for the prefix cache (evictable)
+    int64_t snapshots_device = 0; // GDN snapshots held on the device, of snapshots_device_total
+    int64_t snapshots_device_total = 0;
+    int64_t snapshots_host = 0;         // snapshots moved to host memory
+    int64_t prefix_query_tokens = 0;    // prompt tokens looked up in the prefix cache (total)
+    int64_t prefix_hit_tokens = 0;      // of those, served from the cache (total)
+    int64_t preemptions = 0;            // total
+    int64_t max_batch_tokens = 0;       // the step's row budget
+    int64_t kv_capacity_tokens = 0;     // kv_blocks_total * block size
 };
 
 class Engine {
