@@ -1,5 +1,7 @@
 #include "ops/memory.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -100,6 +102,12 @@ std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function
 void synchronize(const ExecContext& ctx) {
     if (ctx.device.is_cpu()) return;
     cuda::synchronize(ctx);
+}
+
+DeviceMemory device_memory(const ExecContext& ctx) {
+    if (!ctx.device.is_cpu()) return cuda::device_memory(ctx);
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    return {int64_t(sysconf(_SC_AVPHYS_PAGES)) * page, int64_t(sysconf(_SC_PHYS_PAGES)) * page};
 }
 
 void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,

@@ -41,6 +41,12 @@ public:
 std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body);
 // Waits until the device has finished the work queued on ctx (no-op on the CPU).
 void synchronize(const ExecContext& ctx);
+// Free and total bytes of ctx's device, after its queued work and with the allocator's cached
+// free blocks returned (CUDA); on the CPU, the physical memory available and installed.
+struct DeviceMemory {
+    int64_t free = 0, total = 0;
+};
+DeviceMemory device_memory(const ExecContext& ctx);
 // dst[i] = mean + stddev * philox_normal(seed, i) (core/philox.h), rounded to dst's dtype
 // (F32 or BF16): the same stream on every device (up to the last bits of logf/cosf), for
 // random-weight models at true size.

@@ -17,17 +17,24 @@ struct DecodeGraphs::Slot {
 };
 
 DecodeGraphs::DecodeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
-                           int32_t block_size, int32_t max_blocks_per_seq, int32_t max_context)
-    : ctx_(ctx), model_(model), block_size_(block_size), max_blocks_(max_blocks_per_seq),
-      max_context_(max_context) {}
+                           const Layout& layout)
+    : ctx_(ctx), model_(model), layout_(layout) {}
+
+int32_t DecodeGraphs::bucket_for(int32_t seqs) {
+    int32_t b = 1;
+    while (b < seqs) b *= 2;
+    return b;
+}
 
 DecodeGraphs::~DecodeGraphs() = default;
 
 bool DecodeGraphs::eligible(const StepPlan& plan) const {
-    if (plan.entries.empty() || plan.logit_seqs.size() != plan.entries.size()) return false;
+    const int32_t S = int32_t(plan.entries.size());
+    if (S == 0 || plan.logit_seqs.size() != plan.entries.size() || S > layout_.max_seqs)
+        return false;
     for (const auto& e : plan.entries)
-        if (e.rows != 1 || int32_t(e.seq->blocks.size()) > max_blocks_) return false;
-    return model_.capturable(ctx_, int64_t(plan.entries.size()));
+        if (e.rows != 1 || int32_t(e.seq->blocks.size()) > layout_.max_blocks_per_seq) return false;
+    return model_.capturable(ctx_, bucket_for(S));
 }
 
 DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S) {
@@ -43,10 +50,10 @@ DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S) {
     s.d_row_begin = i32(S + 1);
     s.d_pos_begin = i32(S);
     s.d_slots = i32(S);
-    s.d_table = i32(int64_t(S) * max_blocks_);
+    s.d_table = i32(int64_t(S) * layout_.max_blocks_per_seq);
     s.d_rows = i32(S);
     s.logits = Tensor::empty(a, DType::F32, {S, model_.config().vocab_size});
-    s.table.assign(size_t(S) * size_t(max_blocks_), 0);
+    s.table.assign(size_t(S) * size_t(layout_.max_blocks_per_seq), 0);
     s.row_begin.resize(size_t(S) + 1);
     s.rows.resize(size_t(S));
     for (int32_t i = 0; i <= S; ++i) s.row_begin[size_t(i)] = i;
@@ -56,13 +63,13 @@ DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S) {
     q.num_seqs = S;
     q.num_rows = S;
     q.max_rows_per_seq = 1;
-    q.max_context = max_context_;
-    q.block_table_stride = max_blocks_;
-    q.block_size = block_size_;
+    q.max_context = layout_.max_context;
+    q.block_table_stride = layout_.max_blocks_per_seq;
+    q.block_size = layout_.block_size;
     q.row_begin = s.d_row_begin.view();
     q.pos_begin = s.d_pos_begin.view();
     q.state_slot = s.d_slots.view();
-    q.block_table = s.d_table.view().reshape({S, max_blocks_});
+    q.block_table = s.d_table.view().reshape({S, layout_.max_blocks_per_seq});
     s.batch.tokens = s.d_tokens.view();
     s.batch.positions = s.d_positions.view();
     s.batch.logit_rows = s.d_rows.view();
@@ -81,13 +88,23 @@ void DecodeGraphs::fill(Slot& s, const StepPlan& plan) {
     s.pos_begin.clear();
     s.slots.clear();
     std::fill(s.table.begin(), s.table.end(), 0);
+    const int32_t live = int32_t(plan.entries.size());
     for (int32_t i = 0; i < S; ++i) {
+        const int64_t row = int64_t(i) * layout_.max_blocks_per_seq;
+        if (i >= live) { // padding: its own state row and KV block
+            s.tokens.push_back(0);
+            s.positions.push_back(0);
+            s.pos_begin.push_back(0);
+            s.slots.push_back(layout_.padding_row);
+            s.table[size_t(row)] = layout_.padding_block;
+            continue;
+        }
         const Sequence& seq = *plan.entries[size_t(i)].seq;
         s.tokens.push_back(seq.tokens[size_t(seq.cached)]);
         s.positions.push_back(int32_t(seq.cached));
         s.pos_begin.push_back(int32_t(seq.cached));
         s.slots.push_back(seq.slot);
-        std::copy(seq.blocks.begin(), seq.blocks.end(), s.table.begin() + int64_t(i) * max_blocks_);
+        std::copy(seq.blocks.begin(), seq.blocks.end(), s.table.begin() + row);
     }
     auto host = [](std::vector<int32_t>& v) {
         return TensorView::contiguous(v.data(), DType::I32, Device::cpu(), {int64_t(v.size())});
@@ -106,7 +123,8 @@ void DecodeGraphs::fill(Slot& s, const StepPlan& plan) {
 }
 
 TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& caches) {
-    Slot& s = slot_for(int32_t(plan.entries.size()));
+    const int32_t live = int32_t(plan.entries.size());
+    Slot& s = slot_for(bucket_for(live));
     fill(s, plan);
     if (s.generation != model_.scratch_generation()) { // new size, or the scratch moved
         s.graph.reset();
@@ -121,7 +139,7 @@ TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& cach
         if (!s.graph) s.graph = ops::capture_graph(ctx_, forward);
         s.graph->launch(ctx_);
     }
-    return s.logits.view();
+    return s.logits.view().narrow(0, 0, live);
 }
 
 } // namespace ninfer::runtime

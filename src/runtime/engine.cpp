@@ -1,24 +1,17 @@
-// Engine: loads the model, owns the pools and runs the step loop on its own thread.
+// Engine: loads the model, plans memory, builds the pools and the scheduler, and serves the
+// public API. The step loop is in engine_step.cpp.
 #include "ninfer/engine.h"
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
+#include <cstdio>
 #include <random>
-#include <thread>
 
 #include "core/error.h"
 #include "io/hf_config.h"
 #include "io/model_files.h"
-#include "model/qwen3_5.h"
-#include "ops/logits.h"
 #include "ops/memory.h"
-#include "runtime/decode_graphs.h"
-#include "runtime/kv_pool.h"
-#include "runtime/sampler.h"
-#include "runtime/sequence.h"
-#include "runtime/state_pool.h"
-#include "runtime/step_plan.h"
+#include "runtime/engine_impl.h"
 
 namespace ninfer {
 
@@ -30,6 +23,12 @@ namespace {
 // default KV pool of a real model fits on the CPU.
 constexpr int64_t kDefaultMaxContext = 32768;
 constexpr int kMaxTopLogprobs = 20;
+// Prefix-cache snapshots every this many prompt tokens by default: one GDN state copy (63 MB on
+// the 35B, ~20 us at H200 bandwidth) per 512 prefilled tokens costs under 0.1% of the prefill.
+constexpr int kDefaultSnapshotStride = 512;
+// CUDA memory kept out of the plan for what is allocated after it: the decode graphs' and the
+// sampler's [rows, vocab] F32 buffers at the largest bucket, and the graphs themselves.
+constexpr int64_t kGraphReserveBytes = int64_t(512) << 20;
 
 Device parse_device(const std::string& name) {
     if (name == "cpu") return Device::cpu();
@@ -67,8 +66,19 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
     return model::Qwen35Model::load(o.model_dir, ctx);
 }
 
-double seconds(Clock::duration d) {
-    return std::chrono::duration<double>(d).count();
+void validate_options(const EngineOptions& o) {
+    require(o.prefill_chunk >= 1, "prefill_chunk must be >= 1");
+    require(o.max_batch_tokens >= 1, "max_batch_tokens must be >= 1");
+    require(o.max_sequences >= 0, "max_sequences must be >= 0 (0: from memory)");
+    require(o.kv_block_size >= 1, "kv_block_size must be >= 1");
+    require(o.kv_cache_tokens >= 0, "kv_cache_tokens must be >= 0 (0: from memory)");
+    require(std::isfinite(o.gpu_memory_utilization) && o.gpu_memory_utilization > 0 &&
+                o.gpu_memory_utilization <= 1,
+            "gpu_memory_utilization must be in (0, 1]");
+    require(o.snapshot_stride >= 0, "snapshot_stride must be >= 0");
+    require(o.prefix_cache_snapshots >= 0, "prefix_cache_snapshots must be >= 0");
+    require(std::isfinite(o.prefix_cache_host_gb) && o.prefix_cache_host_gb >= 0,
+            "prefix_cache_host_gb must be >= 0");
 }
 
 void validate_sampling(const SamplingOptions& s) {
@@ -86,49 +96,8 @@ void validate_sampling(const SamplingOptions& s) {
 
 } // namespace
 
-struct Engine::Impl {
-    // Declared first so it is destroyed last: device memory is freed in order on this stream.
-    std::shared_ptr<void> stream;
-    EngineOptions options;
-    ops::ExecContext ctx;
-    std::unique_ptr<model::Qwen35Model> model;
-    ModelInfo info;
-    std::unique_ptr<runtime::KvPool> kv;
-    std::unique_ptr<runtime::StatePool> states;
-    std::unique_ptr<runtime::Sampler> sampler;
-    std::unique_ptr<runtime::DecodeGraphs> graphs; // CUDA only
-    runtime::StepBuffers buffers;
-
-    std::mutex mutex;
-    std::condition_variable wake;
-    std::deque<std::unique_ptr<Sequence>> waiting; // guarded by mutex
-    bool stopping = false;                         // guarded by mutex
-    std::vector<std::unique_ptr<Sequence>> active; // engine thread only
-    std::atomic<uint64_t> next_id{1};
-    std::atomic<int64_t> n_waiting{0}, n_active{0}, kv_used{0}, slots_used{0}; // for stats()
-    std::thread thread;
-
-    explicit Impl(const EngineOptions& o);
-    ~Impl();
-    void loop();
-    void admit();
-    void validate(const GenerationRequest& request) const;
-    std::unique_ptr<Sequence> make_sequence(GenerationRequest request, RequestStream& out);
-    void drop_cancelled();
-    void step();
-    void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
-    void accept_token(Sequence& seq, const runtime::SampleOutput& out);
-    void score_prompts(const runtime::StepPlan& plan, const TensorView& rows);
-    void fail_active(const std::string& message);
-    bool constrain(Sequence& seq);
-    void publish_stats();
-};
-
 Engine::Impl::Impl(const EngineOptions& o) : options(o) {
-    require(o.prefill_chunk >= 1, "prefill_chunk must be >= 1");
-    require(o.max_batch_tokens >= 1, "max_batch_tokens must be >= 1");
-    require(o.max_sequences >= 1, "max_sequences must be >= 1");
-    require(o.kv_block_size >= 1, "kv_block_size must be >= 1");
+    validate_options(o);
     ctx.device = parse_device(o.device);
     ctx.dtype = parse_dtype(o.dtype, ctx.device);
     ctx.cpu_mode = o.cpu_reference ? ops::CpuMode::Reference : ops::CpuMode::Fast;
@@ -149,25 +118,110 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
             " exceeds the model's max_position_embeddings ", c.max_position_embeddings);
     info.max_context =
         o.max_context > 0 ? o.max_context : std::min(c.max_position_embeddings, kDefaultMaxContext);
-    const int64_t kv_tokens =
-        o.kv_cache_tokens > 0 ? o.kv_cache_tokens : int64_t(o.max_sequences) * info.max_context;
-    const int64_t blocks = (kv_tokens + o.kv_block_size - 1) / o.kv_block_size;
-    const DType dt = ctx.dtype;
-    kv = std::make_unique<runtime::KvPool>(model->cache_spec(), blocks, o.kv_block_size, ctx.device,
-                                           dt);
-    states =
-        std::make_unique<runtime::StatePool>(model->cache_spec(), o.max_sequences, ctx.device, dt);
+    plan_memory();
+    const int64_t row_bytes = runtime::StatePool::bytes_per_row(model->cache_spec(), ctx.dtype);
+    const int32_t host_buffers =
+        o.prefix_cache && row_bytes > 0
+            ? int32_t(std::min<double>(o.prefix_cache_host_gb * double(1 << 30) / double(row_bytes),
+                                       1 << 20))
+            : 0;
+    cache = std::make_unique<runtime::CacheStore>(ctx, model->cache_spec(), memory, host_buffers);
+    blocks = std::make_unique<runtime::BlockManager>(memory.kv_blocks, o.kv_block_size);
+    if (o.prefix_cache)
+        snapshots = std::make_unique<runtime::SnapshotCache>(*blocks, cache->snapshot_rows(),
+                                                             host_buffers);
+    runtime::SchedulerConfig sc;
+    sc.max_sequences = memory.sequences;
+    sc.max_batch_tokens = o.max_batch_tokens;
+    sc.prefill_chunk = o.prefill_chunk;
+    const int64_t stride = o.snapshot_stride > 0 ? o.snapshot_stride : kDefaultSnapshotStride;
+    sc.snapshot_stride = (stride + o.kv_block_size - 1) / o.kv_block_size * o.kv_block_size;
+    scheduler = std::make_unique<runtime::Scheduler>(sc, *blocks, snapshots.get());
     sampler = std::make_unique<runtime::Sampler>(ctx);
-    if (!ctx.device.is_cpu() && o.cuda_graphs)
-        graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, o.kv_block_size,
-                                                         int32_t(kv->blocks_for(info.max_context)),
-                                                         int32_t(info.max_context));
+    if (!ctx.device.is_cpu() && o.cuda_graphs) {
+        runtime::DecodeGraphs::Layout layout;
+        layout.block_size = o.kv_block_size;
+        layout.max_blocks_per_seq = int32_t(blocks->blocks_for(info.max_context));
+        layout.max_context = int32_t(info.max_context);
+        layout.max_seqs = memory.sequences;
+        layout.padding_row = cache->padding_row();
+        layout.padding_block = cache->padding_block();
+        graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, layout);
+    }
     if (!ctx.device.is_cpu()) { // the calling thread goes back to the default stream
         ops::ExecContext unbound = ctx;
         unbound.stream = nullptr;
         ops::bind_device(unbound);
     }
+    publish_stats();
     thread = std::thread([this] { loop(); });
+}
+
+// Sizes the pools. On CUDA the budget is the device's memory times gpu_memory_utilization, less
+// what is in use once the weights are loaded and a profile forward of the largest step has
+// allocated its workspace.
+void Engine::Impl::plan_memory() {
+    const model::CacheSpec spec = model->cache_spec();
+    runtime::MemoryPlanInput in;
+    in.kv_bytes_per_token = runtime::KvPool::bytes_per_token(spec, ctx.dtype);
+    in.state_bytes_per_row = runtime::StatePool::bytes_per_row(spec, ctx.dtype);
+    in.max_context = info.max_context;
+    in.block_size = options.kv_block_size;
+    in.sequences = options.max_sequences;
+    in.kv_tokens = options.kv_cache_tokens;
+    in.snapshots = options.prefix_cache_snapshots;
+    in.prefix_cache = options.prefix_cache;
+    if (!ctx.device.is_cpu()) {
+        profile_workspace();
+        const ops::DeviceMemory m = ops::device_memory(ctx);
+        const int64_t allowed = int64_t(double(m.total) * options.gpu_memory_utilization);
+        const int64_t in_use = m.total - m.free;
+        in.budget_bytes = allowed - in_use - kGraphReserveBytes;
+        if (in.budget_bytes <= 0)
+            fail(ErrorCategory::OutOfMemory, "cuda:", ctx.device.index, ": ",
+                 double(in_use) / double(1 << 30), " GiB are in use after loading the model, ",
+                 "and --gpu-memory-utilization ", options.gpu_memory_utilization, " allows ",
+                 double(allowed) / double(1 << 30),
+                 " GiB: nothing is left for the KV cache; raise --gpu-memory-utilization or "
+                 "lower --max-batch-tokens");
+    }
+    memory = runtime::plan_memory(in);
+}
+
+// One forward of the largest step the scheduler can plan (max_batch_tokens rows in chunks of
+// prefill_chunk) over throwaway pools, so the workspace is allocated before memory is planned.
+int64_t Engine::Impl::profile_workspace() {
+    const int64_t total = options.max_batch_tokens, chunk = options.prefill_chunk;
+    const int64_t seqs = std::min<int64_t>((total + chunk - 1) / chunk, 256);
+    runtime::MemoryPlan tmp;
+    tmp.block_size = options.kv_block_size;
+    tmp.sequences = int32_t(seqs);
+    tmp.kv_blocks = seqs * ((chunk + tmp.block_size - 1) / tmp.block_size);
+    runtime::CacheStore store(ctx, model->cache_spec(), tmp, 0);
+    std::vector<std::unique_ptr<Sequence>> owned;
+    runtime::StepPlan step;
+    int64_t left = total;
+    int32_t next_block = 0;
+    for (int64_t s = 0; s < seqs && left > 0; ++s) {
+        auto seq = std::make_unique<Sequence>();
+        const int64_t rows = std::min(left, chunk);
+        seq->tokens.assign(size_t(rows), 0);
+        seq->slot = int32_t(s);
+        for (int64_t b = 0; b < (rows + tmp.block_size - 1) / tmp.block_size; ++b)
+            seq->blocks.push_back(next_block++);
+        store.run({{runtime::CacheOp::Kind::ZeroSlot, -1, seq->slot}});
+        step.entries.push_back({seq.get(), rows});
+        step.logit_seqs.push_back(seq.get());
+        left -= rows;
+        owned.push_back(std::move(seq));
+    }
+    runtime::StepBuffers scratch;
+    model::ForwardBatch batch =
+        runtime::build_forward_batch(ctx, step, options.kv_block_size, scratch);
+    TensorView logits = scratch.logits_view(ctx, step.logit_seqs.size(), info.vocab_size);
+    model->forward(ctx, batch, store.views(), logits);
+    ops::synchronize(ctx);
+    return model->scratch_bytes();
 }
 
 Engine::Impl::~Impl() {
@@ -179,225 +233,6 @@ Engine::Impl::~Impl() {
     if (thread.joinable()) thread.join();
 }
 
-void Engine::Impl::loop() {
-    ops::bind_device(ctx);
-    ops::set_cpu_threads(options.threads); // OpenMP thread counts are per calling thread
-    for (;;) {
-        {
-            std::unique_lock lock(mutex);
-            wake.wait(lock, [&] { return stopping || !waiting.empty() || !active.empty(); });
-            if (stopping) break;
-        }
-        try {
-            admit();
-            drop_cancelled();
-            if (!active.empty()) step();
-        } catch (const std::exception& e) {
-            fail_active(e.what());
-        }
-        publish_stats();
-    }
-    std::lock_guard lock(mutex);
-    for (auto& seq : active) finish(*seq, FinishReason::Cancelled);
-    for (auto& seq : waiting) finish(*seq, FinishReason::Cancelled);
-    active.clear();
-    waiting.clear();
-}
-
-void Engine::Impl::admit() {
-    std::lock_guard lock(mutex);
-    while (!waiting.empty()) {
-        Sequence& seq = *waiting.front();
-        if (seq.stream->cancel_requested) {
-            finish(seq, FinishReason::Cancelled);
-            waiting.pop_front();
-            continue;
-        }
-        const int64_t need = kv->blocks_for(
-            std::min<int64_t>(seq.prompt_length() + seq.request.max_new_tokens, info.max_context));
-        if (states->free_slots() == 0 || kv->free_blocks() < need) break; // first come first served
-        seq.slot = states->acquire(ctx);
-        seq.blocks = kv->allocate(need);
-        active.push_back(std::move(waiting.front()));
-        waiting.pop_front();
-    }
-}
-
-void Engine::Impl::publish_stats() {
-    {
-        std::lock_guard lock(mutex);
-        n_waiting = int64_t(waiting.size());
-    }
-    n_active = int64_t(active.size());
-    kv_used = kv->num_blocks() - kv->free_blocks();
-    slots_used = options.max_sequences - states->free_slots();
-}
-
-// Fills seq.allowed from its request's constraint; false (the request ended) when the
-// constraint failed or allows nothing.
-bool Engine::Impl::constrain(Sequence& seq) {
-    std::string error;
-    try {
-        seq.allowed.assign(size_t(info.token_limit), 0);
-        seq.request.constraint->allowed(seq.allowed);
-        if (std::find(seq.allowed.begin(), seq.allowed.end(), uint8_t(1)) != seq.allowed.end())
-            return true;
-        error = "the token constraint allows no token";
-    } catch (const std::exception& e) {
-        error = concat("token constraint failed: ", e.what());
-    }
-    finish(seq, FinishReason::Error, error);
-    return false;
-}
-
-void Engine::Impl::drop_cancelled() {
-    for (auto& seq : active)
-        if (seq->stream->cancel_requested) finish(*seq, FinishReason::Cancelled);
-    std::erase_if(active, [](const auto& s) { return s->slot < 0; });
-}
-
-void Engine::Impl::step() {
-    runtime::StepPlan plan =
-        runtime::plan_step(active, options.prefill_chunk, options.max_batch_tokens);
-    if (plan.entries.empty()) return;
-    const auto now = Clock::now();
-    for (const auto& e : plan.entries)
-        if (!e.seq->has_scheduled) {
-            e.seq->has_scheduled = true;
-            e.seq->scheduled = now;
-        }
-    model::CacheViews caches{kv->k_views(), kv->v_views(), states->conv_views(),
-                             states->recurrent_views()};
-    TensorView logits;
-    const int64_t sample_rows = int64_t(plan.logit_seqs.size());
-    if (graphs && plan.scored.empty() && graphs->eligible(plan)) {
-        logits = graphs->run(plan, caches);
-    } else {
-        model::ForwardBatch batch =
-            runtime::build_forward_batch(ctx, plan, kv->block_size(), buffers);
-        logits =
-            buffers.logits_view(ctx, size_t(sample_rows + plan.scored_rows()), info.vocab_size);
-        model->forward(ctx, batch, caches, logits);
-    }
-    if (!plan.scored.empty())
-        score_prompts(plan, logits.narrow(0, sample_rows, plan.scored_rows()));
-    for (const auto& e : plan.entries) e.seq->cached += e.rows;
-    std::vector<runtime::SampleInput> inputs;
-    std::vector<uint8_t> live; // rows whose constraint allows some token
-    for (Sequence* seq : plan.logit_seqs) {
-        const bool masked = seq->request.constraint != nullptr && seq->request.max_new_tokens > 0;
-        live.push_back(!masked || constrain(*seq));
-        inputs.push_back({&seq->request.sampling, seq->seed, int64_t(seq->tokens.size()),
-                          seq->request.top_logprobs, &seq->prompt_set, &seq->output_counts,
-                          masked && live.back() ? &seq->allowed : nullptr});
-    }
-    std::vector<runtime::SampleOutput> outs =
-        sampler->sample(logits.narrow(0, 0, sample_rows), info.token_limit, inputs);
-    for (size_t i = 0; i < outs.size(); ++i) {
-        Sequence& seq = *plan.logit_seqs[i];
-        if (seq.request.max_new_tokens == 0) // a prompt-scoring request: no token wanted
-            finish(seq, FinishReason::Length);
-        else if (live[i])
-            accept_token(seq, outs[i]);
-    }
-    std::erase_if(active, [](const auto& s) { return s->slot < 0; });
-}
-
-// The log-probability of the prompt token after each scored row: its logit minus the row's
-// log-sum-exp (the full softmax of the raw logits, as for generated tokens).
-void Engine::Impl::score_prompts(const runtime::StepPlan& plan, const TensorView& rows) {
-    const int64_t R = rows.size(0);
-    Tensor lse = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {R});
-    ops::logprobs_top_k(ctx, rows, info.token_limit, lse.view(), TensorView(), TensorView());
-    std::vector<float> lse_h(size_t(R), 0.0f), one(1);
-    ops::download(ctx, lse.view(),
-                  TensorView::contiguous(lse_h.data(), DType::F32, Device::cpu(), {R}));
-    int64_t r = 0;
-    for (const auto& sc : plan.scored) {
-        Sequence& seq = *plan.entries[sc.entry].seq;
-        std::vector<TokenLogprob> scores;
-        for (int64_t i = 0; i < sc.count; ++i, ++r) {
-            const int32_t id = seq.tokens[size_t(seq.cached + i + 1)];
-            ops::download(ctx, rows.narrow(0, r, 1).narrow(1, id, 1).reshape({1}),
-                          TensorView::contiguous(one.data(), DType::F32, Device::cpu(), {1}));
-            scores.push_back({id, one[0] - lse_h[size_t(r)]});
-        }
-        {
-            std::lock_guard lock(seq.stream->mutex);
-            auto& pending = seq.stream->pending_prompt;
-            pending.insert(pending.end(), scores.begin(), scores.end());
-        }
-        seq.stream->ready.notify_all();
-    }
-}
-
-void Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out) {
-    if (out.non_finite) {
-        finish(seq, FinishReason::Error,
-               concat("non-finite logits at position ", seq.tokens.size(),
-                      ": the request was stopped"));
-        return;
-    }
-    const int32_t id = out.token.id;
-    if (seq.request.constraint) {
-        try {
-            seq.request.constraint->accept(id);
-        } catch (const std::exception& e) {
-            finish(seq, FinishReason::Error, concat("token constraint failed: ", e.what()));
-            return;
-        }
-    }
-    seq.tokens.push_back(id);
-    ++seq.generated;
-    ++seq.output_counts[id];
-    if (!seq.has_first_token) {
-        seq.has_first_token = true;
-        seq.first_token = Clock::now();
-    }
-    {
-        std::lock_guard lock(seq.stream->mutex);
-        seq.stream->pending.push_back(out.token);
-    }
-    seq.stream->ready.notify_all();
-    if (seq.stop_ids.count(id))
-        finish(seq, FinishReason::Stop);
-    else if (seq.generated >= seq.request.max_new_tokens ||
-             int64_t(seq.tokens.size()) >= info.max_context)
-        finish(seq, FinishReason::Length);
-}
-
-void Engine::Impl::finish(Sequence& seq, FinishReason reason, const std::string& error) {
-    if (seq.slot >= 0) {
-        states->release(seq.slot);
-        kv->release(seq.blocks);
-        seq.blocks.clear();
-        seq.slot = -1;
-    }
-    const auto now = Clock::now();
-    RequestTimings t;
-    t.prompt_tokens = int(seq.prompt_length());
-    t.generated_tokens = int(seq.generated);
-    if (seq.has_scheduled) t.queued_s = seconds(seq.scheduled - seq.submitted);
-    if (seq.has_first_token) {
-        t.first_token_s = seconds(seq.first_token - seq.submitted);
-        t.prefill_s = seconds(seq.first_token - seq.scheduled);
-        t.decode_s = seconds(now - seq.first_token);
-    }
-    {
-        std::lock_guard lock(seq.stream->mutex);
-        seq.stream->finished = true;
-        seq.stream->reason = reason;
-        seq.stream->error = error;
-        seq.stream->timings = t;
-    }
-    seq.stream->ready.notify_all();
-}
-
-void Engine::Impl::fail_active(const std::string& message) {
-    for (auto& seq : active) finish(*seq, FinishReason::Error, message);
-    active.clear();
-}
-
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 Engine::~Engine() = default;
 
@@ -406,22 +241,16 @@ const ModelInfo& Engine::model_info() const {
 }
 
 EngineStats Engine::stats() const {
-    EngineStats s;
-    s.waiting = impl_->n_waiting;
-    s.active = impl_->n_active;
-    s.kv_blocks_used = impl_->kv_used;
-    s.kv_blocks_total = impl_->kv->num_blocks();
-    s.state_slots_used = impl_->slots_used;
-    s.state_slots_total = impl_->options.max_sequences;
-    return s;
+    std::lock_guard lock(impl_->stats_mutex);
+    return impl_->published;
 }
 
 MemoryStats Engine::memory_stats() const {
-    return {impl_->model->weight_bytes(), impl_->kv->bytes(), impl_->states->bytes(),
-            impl_->model->scratch_bytes()};
+    return {impl_->model->weight_bytes(), impl_->cache->kv().bytes(),
+            impl_->cache->states().bytes(), impl_->model->scratch_bytes()};
 }
 
-// Raises InvalidArgument (or OutOfMemory for a request no cache could hold) without side effects.
+// Raises InvalidArgument without side effects.
 void Engine::Impl::validate(const GenerationRequest& request) const {
     require(!request.prompt.empty(), "the prompt must hold at least one token");
     for (int32_t id : request.prompt)
@@ -433,11 +262,6 @@ void Engine::Impl::validate(const GenerationRequest& request) const {
     require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
             "top_logprobs must be in [0, ", kMaxTopLogprobs, "]");
     validate_sampling(request.sampling);
-    const int64_t blocks_needed = kv->blocks_for(std::min<int64_t>(
-        int64_t(request.prompt.size()) + request.max_new_tokens, info.max_context));
-    if (blocks_needed > kv->num_blocks())
-        fail(ErrorCategory::OutOfMemory, "the request needs ", blocks_needed,
-             " KV blocks; the cache holds ", kv->num_blocks());
 }
 
 // A validated request as a sequence for the waiting queue, or nullptr when it is already
@@ -481,8 +305,11 @@ std::vector<RequestStream> Engine::submit_all(std::vector<GenerationRequest> req
             queued.push_back(std::move(seq));
     {
         std::lock_guard lock(impl_->mutex);
-        for (auto& seq : queued) impl_->waiting.push_back(std::move(seq));
-        impl_->n_waiting = int64_t(impl_->waiting.size());
+        for (auto& seq : queued) impl_->incoming.push_back(std::move(seq));
+    }
+    {
+        std::lock_guard lock(impl_->stats_mutex);
+        impl_->published.waiting += int64_t(queued.size());
     }
     impl_->wake.notify_all();
     return streams;

@@ -1,5 +1,6 @@
-// KvPool: the paged KV cache of every full-attention layer. Fixed-size blocks of block_size
-// tokens, handed out by a free list with reference counts (shared prefixes retain blocks).
+// KvPool: the device tensors of the paged KV cache of every full-attention layer: num_blocks
+// blocks of block_size tokens ([NB, bs, nKV, D] per layer and K/V). Which block holds what is
+// the scheduler's business (scheduler/block_manager.h).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "model/qwen3_5.h"
+#include "ops/exec_context.h"
 
 namespace ninfer::runtime {
 
@@ -16,15 +18,12 @@ public:
            DType dtype);
 
     int32_t block_size() const { return block_size_; }
-    int64_t num_blocks() const { return int64_t(ref_counts_.size()); }
-    int64_t free_blocks() const { return int64_t(free_.size()); }
-    int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+    int64_t num_blocks() const { return num_blocks_; }
+    // Bytes of one token's K and V over every attention layer.
+    static int64_t bytes_per_token(const model::CacheSpec& spec, DType dtype);
 
-    // Takes n blocks (each with one reference); raises OutOfMemory when fewer are free.
-    std::vector<int32_t> allocate(int64_t n);
-    void retain(int32_t block);
-    // Drops one reference from each block; blocks reaching zero return to the free list.
-    void release(const std::vector<int32_t>& blocks);
+    // Block dst = block src in every layer's K and V.
+    void copy_block(const ops::ExecContext& ctx, int32_t src, int32_t dst) const;
 
     int64_t bytes() const;
     const std::vector<TensorView>& k_views() const { return k_views_; }
@@ -32,10 +31,9 @@ public:
 
 private:
     int32_t block_size_;
+    int64_t num_blocks_;
     std::vector<Tensor> k_, v_;
     std::vector<TensorView> k_views_, v_views_;
-    std::vector<int32_t> free_;
-    std::vector<int32_t> ref_counts_;
 };
 
 } // namespace ninfer::runtime

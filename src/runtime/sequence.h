@@ -40,9 +40,15 @@ struct Sequence {
     uint64_t seed = 0;
     std::vector<int32_t> tokens; // prompt, then generated tokens
     int64_t cached = 0;          // leading tokens already in the KV cache and GDN state
-    int32_t slot = -1;           // GDN state slot
-    std::vector<int32_t> blocks; // KV blocks, reserved for the whole request at admission
+    int32_t slot = -1;           // GDN state slot (-1: not resident)
+    std::vector<int32_t> blocks; // KV blocks covering at least tokens[0, cached), grown per step
     int64_t generated = 0;
+    uint64_t arrival = 0;        // submission order (ties of priority run in this order)
+    int64_t step_rows = 0;       // rows scheduled in the current step (scheduler only)
+    int64_t cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission
+    int preemptions = 0;
+    bool admitted_once = false;
+    bool done = false; // finished: the scheduler drops it
     std::unordered_set<int32_t> stop_ids;
     std::unordered_set<int32_t> prompt_set;             // for repetition penalties
     std::unordered_map<int32_t, int32_t> output_counts; // for penalties

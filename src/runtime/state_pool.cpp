@@ -5,18 +5,24 @@
 
 namespace ninfer::runtime {
 
-StatePool::StatePool(const model::CacheSpec& spec, int32_t slots, Device device, DType conv_dtype) {
-    require(slots > 0, "StatePool: need at least one slot");
+StatePool::StatePool(const model::CacheSpec& spec, int32_t rows, Device device, DType conv_dtype)
+    : rows_(rows) {
+    require(rows > 0, "StatePool: need at least one row");
     Allocator& a = ops::device_allocator(device);
     for (int64_t l = 0; l < spec.gdn_layers; ++l) {
         conv_.push_back(
-            Tensor::empty(a, conv_dtype, {slots, spec.conv_channels, spec.conv_history}));
+            Tensor::empty(a, conv_dtype, {rows, spec.conv_channels, spec.conv_history}));
         recurrent_.push_back(Tensor::empty(
-            a, DType::F32, {slots, spec.value_heads, spec.key_head_dim, spec.value_head_dim}));
+            a, DType::F32, {rows, spec.value_heads, spec.key_head_dim, spec.value_head_dim}));
         conv_views_.push_back(conv_.back().view());
         recurrent_views_.push_back(recurrent_.back().view());
     }
-    in_use_.assign(size_t(slots), false);
+}
+
+int64_t StatePool::bytes_per_row(const model::CacheSpec& spec, DType conv_dtype) {
+    return spec.gdn_layers *
+           (spec.conv_channels * spec.conv_history * dtype_size(conv_dtype) +
+            spec.value_heads * spec.key_head_dim * spec.value_head_dim * dtype_size(DType::F32));
 }
 
 int64_t StatePool::bytes() const {
@@ -26,28 +32,42 @@ int64_t StatePool::bytes() const {
     return n;
 }
 
-int32_t StatePool::free_slots() const {
-    int32_t n = 0;
-    for (bool used : in_use_) n += !used;
-    return n;
+int64_t StatePool::row_bytes() const {
+    return bytes() / rows_;
 }
 
-int32_t StatePool::acquire(const ops::ExecContext& ctx) {
-    for (size_t s = 0; s < in_use_.size(); ++s) {
-        if (in_use_[s]) continue;
-        in_use_[s] = true;
-        for (const TensorView& v : conv_views_) ops::fill_zero(ctx, v.narrow(0, int64_t(s), 1));
-        for (const TensorView& v : recurrent_views_)
-            ops::fill_zero(ctx, v.narrow(0, int64_t(s), 1));
-        return int32_t(s);
+std::vector<TensorView> StatePool::row_views(int32_t row) const {
+    require(row >= 0 && row < rows_, "StatePool: row ", row, " outside [0, ", rows_, ")");
+    std::vector<TensorView> out;
+    for (const TensorView& v : conv_views_) out.push_back(v.narrow(0, row, 1));
+    for (const TensorView& v : recurrent_views_) out.push_back(v.narrow(0, row, 1));
+    return out;
+}
+
+void StatePool::zero_row(const ops::ExecContext& ctx, int32_t row) const {
+    for (const TensorView& v : row_views(row)) ops::fill_zero(ctx, v);
+}
+
+void StatePool::copy_row(const ops::ExecContext& ctx, int32_t src, int32_t dst) const {
+    const std::vector<TensorView> from = row_views(src), to = row_views(dst);
+    for (size_t i = 0; i < from.size(); ++i) ops::copy(ctx, from[i], to[i]);
+}
+
+void StatePool::download_row(const ops::ExecContext& ctx, int32_t row, uint8_t* host) const {
+    for (const TensorView& v : row_views(row)) {
+        ops::download(ctx, v, TensorView::contiguous(host, v.dtype, Device::cpu(), v.shape.data(), v.ndim));
+        host += v.nbytes();
     }
-    fail(ErrorCategory::OutOfMemory, "no free GDN state slot (", in_use_.size(), " in use)");
 }
 
-void StatePool::release(int32_t slot) {
-    require(slot >= 0 && slot < num_slots() && in_use_[size_t(slot)],
-            "StatePool: release of a free slot ", slot);
-    in_use_[size_t(slot)] = false;
+void StatePool::upload_row(const ops::ExecContext& ctx, const uint8_t* host, int32_t row) const {
+    for (const TensorView& v : row_views(row)) {
+        ops::upload(ctx,
+                    TensorView::contiguous(const_cast<uint8_t*>(host), v.dtype, Device::cpu(),
+                                           v.shape.data(), v.ndim),
+                    v);
+        host += v.nbytes();
+    }
 }
 
 } // namespace ninfer::runtime

@@ -1,5 +1,7 @@
-// StatePool: GDN conv and recurrent state for every GDN layer, one slot per resident sequence.
-// A slot is zeroed when acquired, so a new sequence starts from the empty state.
+// StatePool: the device tensors of the GDN conv and recurrent state of every GDN layer, in rows
+// ([rows, C, K-1] and [rows, Hv, dk, dv] per layer). The engine lays out sequence slots, the
+// decode-graph padding row and prefix-cache snapshot rows in it; a row moves as a whole (zero,
+// copy to another row, to or from a host buffer).
 #pragma once
 
 #include <cstdint>
@@ -13,22 +15,29 @@ namespace ninfer::runtime {
 
 class StatePool {
 public:
-    StatePool(const model::CacheSpec& spec, int32_t slots, Device device, DType conv_dtype);
+    StatePool(const model::CacheSpec& spec, int32_t rows, Device device, DType conv_dtype);
 
-    int32_t num_slots() const { return int32_t(in_use_.size()); }
-    int32_t free_slots() const;
-    // A free slot, zeroed; raises OutOfMemory when none is free.
-    int32_t acquire(const ops::ExecContext& ctx);
-    void release(int32_t slot);
+    int32_t num_rows() const { return rows_; }
+    // Bytes of one row over every layer.
+    static int64_t bytes_per_row(const model::CacheSpec& spec, DType conv_dtype);
+    int64_t row_bytes() const;
+
+    void zero_row(const ops::ExecContext& ctx, int32_t row) const;
+    void copy_row(const ops::ExecContext& ctx, int32_t src, int32_t dst) const;
+    // host: row_bytes() bytes, the layers' conv then recurrent rows in order.
+    void download_row(const ops::ExecContext& ctx, int32_t row, uint8_t* host) const;
+    void upload_row(const ops::ExecContext& ctx, const uint8_t* host, int32_t row) const;
 
     int64_t bytes() const;
     const std::vector<TensorView>& conv_views() const { return conv_views_; }
     const std::vector<TensorView>& recurrent_views() const { return recurrent_views_; }
 
 private:
+    std::vector<TensorView> row_views(int32_t row) const;
+
+    int32_t rows_;
     std::vector<Tensor> conv_, recurrent_;
     std::vector<TensorView> conv_views_, recurrent_views_;
-    std::vector<bool> in_use_;
 };
 
 } // namespace ninfer::runtime

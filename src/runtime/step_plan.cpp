@@ -25,36 +25,6 @@ TensorView stage(const ops::ExecContext& ctx, const std::vector<int32_t>& host, 
 
 } // namespace
 
-StepPlan plan_step(const std::vector<std::unique_ptr<Sequence>>& active, int64_t prefill_chunk,
-                   int64_t max_rows) {
-    StepPlan plan;
-    int64_t budget = max_rows;
-    std::vector<int64_t> rows(active.size(), 0);
-    for (size_t i = 0; i < active.size() && budget > 0; ++i)
-        if (active[i]->pending_rows() == 1) {
-            rows[i] = 1;
-            --budget;
-        }
-    for (size_t i = 0; i < active.size() && budget > 0; ++i) {
-        const int64_t pending = active[i]->pending_rows();
-        if (pending <= 1) continue;
-        rows[i] = std::min({pending, prefill_chunk, budget});
-        budget -= rows[i];
-    }
-    for (size_t i = 0; i < active.size(); ++i) {
-        if (rows[i] == 0) continue;
-        Sequence* seq = active[i].get();
-        plan.entries.push_back({seq, rows[i]});
-        if (seq->cached + rows[i] == int64_t(seq->tokens.size())) plan.logit_seqs.push_back(seq);
-        if (seq->request.prompt_logprobs) { // rows of prompt positions p <= n - 2 score p + 1
-            const int64_t count =
-                std::min(seq->cached + rows[i], seq->prompt_length() - 1) - seq->cached;
-            if (count > 0) plan.scored.push_back({plan.entries.size() - 1, count});
-        }
-    }
-    return plan;
-}
-
 int64_t StepPlan::scored_rows() const {
     int64_t n = 0;
     for (const auto& s : scored) n += s.count;

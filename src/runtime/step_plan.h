@@ -1,5 +1,5 @@
-// One engine step: which rows of which sequences run (decode rows first, then prompt chunks,
-// within the row budget), and the ForwardBatch that describes them to the model.
+// One engine step as the scheduler plans it: which rows of which sequences run, and the
+// ForwardBatch that describes them to the model.
 #pragma once
 
 #include <memory>
@@ -30,12 +30,6 @@ struct StepPlan {
     std::vector<ScoreEntry> scored;    // their logit rows follow the logit_seqs' rows
     int64_t scored_rows() const;
 };
-
-// Decode rows (one pending token) come first so long prompts never stall running requests;
-// prompt chunks of at most prefill_chunk rows fill the rest of the budget in admission order.
-// Logit rows: one per logit_seqs entry (in order), then the scored prompt rows.
-StepPlan plan_step(const std::vector<std::unique_ptr<Sequence>>& active, int64_t prefill_chunk,
-                   int64_t max_rows);
 
 // Device buffers reused from step to step.
 struct StepBuffers {

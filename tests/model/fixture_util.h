@@ -112,8 +112,9 @@ inline std::vector<float> logits_by_schedule(const ops::ExecContext& ctx, model:
     runtime::StatePool states(m.cache_spec(), 2, ctx.device, ctx.dtype);
     runtime::Sequence seq;
     seq.tokens = tokens;
-    seq.slot = states.acquire(ctx);
-    seq.blocks = kv.allocate(kv.blocks_for(int64_t(tokens.size())));
+    seq.slot = 0;
+    states.zero_row(ctx, 0);
+    for (int32_t b = 0; b < int32_t((tokens.size() + 15) / 16); ++b) seq.blocks.push_back(b);
     runtime::StepBuffers buffers;
     Allocator& alloc = ops::device_allocator(ctx.device);
     std::vector<float> out;

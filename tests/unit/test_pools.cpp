@@ -1,4 +1,4 @@
-// runtime KvPool, StatePool, plan_step and build_forward_batch on hand-built sequences.
+// runtime KvPool, BlockManager, StatePool and build_forward_batch on hand-built sequences.
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -6,6 +6,7 @@
 #include <set>
 
 #include "runtime/kv_pool.h"
+#include "runtime/scheduler/block_manager.h"
 #include "runtime/sequence.h"
 #include "runtime/state_pool.h"
 #include "runtime/step_plan.h"
@@ -14,6 +15,7 @@
 namespace ninfer::test {
 namespace {
 
+using runtime::BlockManager;
 using runtime::KvPool;
 using runtime::Sequence;
 using runtime::StatePool;
@@ -37,10 +39,9 @@ model::CacheSpec small_spec() {
 
 // ---- KvPool -----------------------------------------------------------------------------------
 
-TEST(KvPool, ShapesAndBlockArithmetic) {
+TEST(KvPool, Shapes) {
     KvPool pool(small_spec(), 10, 16, Device::cpu(), DType::BF16);
     EXPECT_EQ(pool.num_blocks(), 10);
-    EXPECT_EQ(pool.free_blocks(), 10);
     EXPECT_EQ(pool.block_size(), 16);
     ASSERT_EQ(pool.k_views().size(), 2u);
     ASSERT_EQ(pool.v_views().size(), 2u);
@@ -49,10 +50,8 @@ TEST(KvPool, ShapesAndBlockArithmetic) {
         EXPECT_EQ(v.dtype, DType::BF16);
     }
     EXPECT_NE(pool.k_views()[0].data, pool.v_views()[0].data);
-    EXPECT_EQ(pool.blocks_for(0), 0);
-    EXPECT_EQ(pool.blocks_for(1), 1);
-    EXPECT_EQ(pool.blocks_for(16), 1);
-    EXPECT_EQ(pool.blocks_for(17), 2);
+    EXPECT_EQ(KvPool::bytes_per_token(small_spec(), DType::BF16), 2 * 2 * 2 * 4 * 2);
+    EXPECT_EQ(pool.bytes(), 10 * 16 * KvPool::bytes_per_token(small_spec(), DType::BF16));
 }
 
 TEST(KvPool, RejectsEmptyPools) {
@@ -60,8 +59,57 @@ TEST(KvPool, RejectsEmptyPools) {
     EXPECT_TRUE(raises([] { KvPool(small_spec(), 4, 0, Device::cpu(), DType::F32); }, {"KvPool"}));
 }
 
-TEST(KvPool, AllocatesLowIdsFirstAndReusesReleasedBlocks) {
-    KvPool pool(small_spec(), 6, 4, Device::cpu(), DType::F32);
+TEST(KvPool, CopyBlockCopiesEveryLayerAndNothingElse) {
+    KvPool pool(small_spec(), 4, 2, Device::cpu(), DType::F32);
+    auto views = pool.k_views();
+    views.insert(views.end(), pool.v_views().begin(), pool.v_views().end());
+    for (size_t l = 0; l < views.size(); ++l)
+        for (int64_t i = 0; i < views[l].numel(); ++i)
+            views[l].ptr<float>()[i] = float(l * 1000 + size_t(i));
+    pool.copy_block(kCpu, 1, 3);
+    const int64_t per_block = 2 * 2 * 4;
+    for (size_t l = 0; l < views.size(); ++l)
+        for (int64_t i = 0; i < views[l].numel(); ++i) {
+            const int64_t block = i / per_block;
+            const int64_t src = block == 3 ? i - 2 * per_block : i;
+            ASSERT_EQ(views[l].ptr<float>()[i], float(l * 1000 + size_t(src))) << l << " " << i;
+        }
+    EXPECT_TRUE(raises([&] { pool.copy_block(kCpu, 0, 4); }, {"block"}));
+}
+
+// ---- BlockManager -----------------------------------------------------------------------------
+
+TEST(BlockManager, BlockArithmetic) {
+    BlockManager pool(10, 16);
+    EXPECT_EQ(pool.num_blocks(), 10);
+    EXPECT_EQ(pool.free_blocks(), 10);
+    EXPECT_EQ(pool.blocks_for(0), 0);
+    EXPECT_EQ(pool.blocks_for(1), 1);
+    EXPECT_EQ(pool.blocks_for(16), 1);
+    EXPECT_EQ(pool.blocks_for(17), 2);
+    EXPECT_TRUE(raises([] { BlockManager(0, 16); }, {"BlockManager"}));
+}
+
+TEST(BlockManager, CacheReferencesMakeBlocksReclaimable) {
+    BlockManager pool(4, 4);
+    const std::vector<int32_t> got = pool.allocate(2);
+    pool.retain(got[0], /*cache=*/true);
+    EXPECT_EQ(pool.cache_only_blocks(), 0); // the sequence still holds it
+    pool.release({got[0]});
+    EXPECT_EQ(pool.cache_only_blocks(), 1); // only the cache: reclaimable
+    EXPECT_EQ(pool.free_blocks(), 2);
+    pool.retain(got[0]); // a new sequence shares it
+    EXPECT_EQ(pool.cache_only_blocks(), 0);
+    pool.release({got[0]});
+    EXPECT_TRUE(raises([&] { pool.release({got[0]}); }, {"sequence reference"}));
+    pool.release({got[0]}, /*cache=*/true);
+    EXPECT_EQ(pool.cache_only_blocks(), 0);
+    EXPECT_EQ(pool.free_blocks(), 3);
+    EXPECT_TRUE(raises([&] { pool.release({got[1]}, true); }, {"cache"}));
+}
+
+TEST(BlockManager, AllocatesLowIdsFirstAndReusesReleasedBlocks) {
+    BlockManager pool(6, 4);
     EXPECT_EQ(pool.allocate(3), (std::vector<int32_t>{0, 1, 2}));
     EXPECT_TRUE(pool.allocate(0).empty());
     EXPECT_EQ(pool.free_blocks(), 3);
@@ -72,8 +120,8 @@ TEST(KvPool, AllocatesLowIdsFirstAndReusesReleasedBlocks) {
     EXPECT_EQ(pool.free_blocks(), 0);
 }
 
-TEST(KvPool, ExhaustionIsOutOfMemoryAndAllocatesNothing) {
-    KvPool pool(small_spec(), 4, 4, Device::cpu(), DType::F32);
+TEST(BlockManager, ExhaustionIsOutOfMemoryAndAllocatesNothing) {
+    BlockManager pool(4, 4);
     EXPECT_TRUE(raises([&] { pool.allocate(5); }, {"5"}, ErrorCategory::OutOfMemory));
     EXPECT_EQ(pool.free_blocks(), 4);
     std::vector<int32_t> all = pool.allocate(4);
@@ -83,8 +131,8 @@ TEST(KvPool, ExhaustionIsOutOfMemoryAndAllocatesNothing) {
     EXPECT_EQ(pool.free_blocks(), 4);
 }
 
-TEST(KvPool, RetainKeepsABlockUntilTheLastRelease) {
-    KvPool pool(small_spec(), 4, 4, Device::cpu(), DType::F32);
+TEST(BlockManager, RetainKeepsABlockUntilTheLastRelease) {
+    BlockManager pool(4, 4);
     const int32_t b = pool.allocate(1)[0];
     pool.retain(b);
     pool.retain(b);
@@ -95,8 +143,8 @@ TEST(KvPool, RetainKeepsABlockUntilTheLastRelease) {
     EXPECT_EQ(pool.free_blocks(), 4);
 }
 
-TEST(KvPool, RejectsReleaseAndRetainOfFreeBlocks) {
-    KvPool pool(small_spec(), 4, 4, Device::cpu(), DType::F32);
+TEST(BlockManager, RejectsReleaseAndRetainOfFreeBlocks) {
+    BlockManager pool(4, 4);
     EXPECT_TRUE(raises([&] { pool.release({0}); }, {"release", "0"}));
     EXPECT_TRUE(raises([&] { pool.retain(1); }, {"retain", "1"}));
     EXPECT_TRUE(raises([&] { pool.release({-1}); }, {"release"}));
@@ -108,9 +156,9 @@ TEST(KvPool, RejectsReleaseAndRetainOfFreeBlocks) {
     EXPECT_EQ(pool.free_blocks(), 4);
 }
 
-TEST(KvPool, RandomCyclesLeakNothing) {
+TEST(BlockManager, RandomCyclesLeakNothing) {
     const int64_t N = 37;
-    KvPool pool(small_spec(), N, 8, Device::cpu(), DType::F32);
+    BlockManager pool(N, 8);
     std::mt19937 gen(7);
     std::vector<std::vector<int32_t>> holders; // each holds one reference to each of its blocks
     std::map<int32_t, int> refs;
@@ -189,50 +237,44 @@ bool slot_is(const StatePool& pool, int32_t slot, float value) {
 
 TEST(StatePool, Shapes) {
     StatePool pool(small_spec(), 3, Device::cpu(), DType::BF16);
-    EXPECT_EQ(pool.num_slots(), 3);
-    EXPECT_EQ(pool.free_slots(), 3);
+    EXPECT_EQ(pool.num_rows(), 3);
     ASSERT_EQ(pool.conv_views().size(), 3u);
     ASSERT_EQ(pool.recurrent_views().size(), 3u);
     EXPECT_EQ(dims_of(pool.conv_views()[0]), (std::vector<int64_t>{3, 6, 3}));
     EXPECT_EQ(pool.conv_views()[0].dtype, DType::BF16);
     EXPECT_EQ(dims_of(pool.recurrent_views()[2]), (std::vector<int64_t>{3, 2, 3, 4}));
     EXPECT_EQ(pool.recurrent_views()[2].dtype, DType::F32);
-    EXPECT_TRUE(raises([] { StatePool(small_spec(), 0, Device::cpu(), DType::F32); }, {"slot"}));
+    EXPECT_EQ(pool.row_bytes(), StatePool::bytes_per_row(small_spec(), DType::BF16));
+    EXPECT_EQ(pool.row_bytes(), 3 * (6 * 3 * 2 + 2 * 3 * 4 * 4));
+    EXPECT_TRUE(raises([] { StatePool(small_spec(), 0, Device::cpu(), DType::F32); }, {"row"}));
 }
 
-TEST(StatePool, AcquireZeroesOnlyTheAcquiredSlot) {
+TEST(StatePool, ZeroAndCopyTouchOnlyTheirRows) {
     StatePool pool(small_spec(), 3, Device::cpu(), DType::BF16);
-    const int32_t a = pool.acquire(kCpu);
-    EXPECT_EQ(a, 0);
     for (int32_t s = 0; s < 3; ++s) fill_slot(pool, s, 1.5f + float(s));
-    pool.release(a);
-    EXPECT_EQ(pool.acquire(kCpu), a); // the lowest free slot again
-    EXPECT_TRUE(slot_is(pool, a, 0.0f));
+    pool.zero_row(kCpu, 0);
+    EXPECT_TRUE(slot_is(pool, 0, 0.0f));
     EXPECT_TRUE(slot_is(pool, 1, 2.5f)); // untouched
     EXPECT_TRUE(slot_is(pool, 2, 3.5f));
-    const int32_t b = pool.acquire(kCpu);
-    EXPECT_EQ(b, 1);
-    EXPECT_TRUE(slot_is(pool, b, 0.0f));
-    EXPECT_TRUE(slot_is(pool, 2, 3.5f));
+    pool.copy_row(kCpu, 2, 1);
+    EXPECT_TRUE(slot_is(pool, 1, 3.5f));
+    EXPECT_TRUE(slot_is(pool, 0, 0.0f));
+    EXPECT_TRUE(raises([&] { pool.zero_row(kCpu, 3); }, {"row"}));
+    EXPECT_TRUE(raises([&] { pool.copy_row(kCpu, -1, 0); }, {"row"}));
 }
 
-TEST(StatePool, ExhaustionAndRelease) {
-    StatePool pool(small_spec(), 2, Device::cpu(), DType::F32);
-    EXPECT_EQ(pool.acquire(kCpu), 0);
-    EXPECT_EQ(pool.acquire(kCpu), 1);
-    EXPECT_EQ(pool.free_slots(), 0);
-    EXPECT_TRUE(raises([&] { pool.acquire(kCpu); }, {"slot"}, ErrorCategory::OutOfMemory));
-    pool.release(1);
-    EXPECT_EQ(pool.free_slots(), 1);
-    EXPECT_EQ(pool.acquire(kCpu), 1);
-    pool.release(0);
-    EXPECT_TRUE(raises([&] { pool.release(0); }, {"release", "0"}));
-    EXPECT_TRUE(raises([&] { pool.release(-1); }, {"release"}));
-    EXPECT_TRUE(raises([&] { pool.release(2); }, {"release"}));
-    EXPECT_EQ(pool.free_slots(), 1);
+TEST(StatePool, HostRoundTripRestoresARow) {
+    StatePool pool(small_spec(), 2, Device::cpu(), DType::BF16);
+    fill_slot(pool, 0, 4.25f);
+    std::vector<uint8_t> host(size_t(pool.row_bytes()));
+    pool.download_row(kCpu, 0, host.data());
+    pool.zero_row(kCpu, 0);
+    pool.upload_row(kCpu, host.data(), 1);
+    EXPECT_TRUE(slot_is(pool, 1, 4.25f));
+    EXPECT_TRUE(slot_is(pool, 0, 0.0f));
 }
 
-// ---- plan_step --------------------------------------------------------------------------------
+// ---- build_forward_batch ----------------------------------------------------------------------
 
 // A sequence with `length` tokens (ids base, base + 1, ...) of which `cached` are cached.
 std::unique_ptr<Sequence> make_seq(int64_t length, int64_t cached, int32_t base = 0,
@@ -248,84 +290,6 @@ std::unique_ptr<Sequence> make_seq(int64_t length, int64_t cached, int32_t base 
 
 using Active = std::vector<std::unique_ptr<Sequence>>;
 
-// The plan as (index in active, rows) pairs, and the logit sequences as indexes.
-std::vector<std::pair<int, int64_t>> rows_of(const StepPlan& plan, const Active& active) {
-    std::vector<std::pair<int, int64_t>> out;
-    for (const auto& e : plan.entries)
-        for (size_t i = 0; i < active.size(); ++i)
-            if (active[i].get() == e.seq) out.push_back({int(i), e.rows});
-    return out;
-}
-std::vector<int> logits_of(const StepPlan& plan, const Active& active) {
-    std::vector<int> out;
-    for (const Sequence* s : plan.logit_seqs)
-        for (size_t i = 0; i < active.size(); ++i)
-            if (active[i].get() == s) out.push_back(int(i));
-    return out;
-}
-using Rows = std::vector<std::pair<int, int64_t>>;
-
-TEST(PlanStep, DecodeRowsComeBeforePromptChunks) {
-    Active active;
-    active.push_back(make_seq(10, 0)); // prompt, 10 pending
-    active.push_back(make_seq(6, 5));  // decode
-    active.push_back(make_seq(9, 8));  // decode
-    StepPlan plan = runtime::plan_step(active, 8, 4);
-    EXPECT_EQ(rows_of(plan, active), (Rows{{0, 2}, {1, 1}, {2, 1}}));
-    EXPECT_EQ(logits_of(plan, active), (std::vector<int>{1, 2}));
-}
-
-TEST(PlanStep, PromptChunksAreCappedByPrefillChunk) {
-    Active active;
-    active.push_back(make_seq(10, 0));
-    active.push_back(make_seq(5, 0));
-    active.push_back(make_seq(7, 4)); // 3 pending: its last chunk
-    StepPlan plan = runtime::plan_step(active, 4, 100);
-    EXPECT_EQ(rows_of(plan, active), (Rows{{0, 4}, {1, 4}, {2, 3}}));
-    EXPECT_EQ(logits_of(plan, active), std::vector<int>{2});
-}
-
-TEST(PlanStep, RowBudgetIsFilledInAdmissionOrder) {
-    Active active;
-    active.push_back(make_seq(10, 0));
-    active.push_back(make_seq(10, 0));
-    active.push_back(make_seq(10, 0));
-    EXPECT_EQ(rows_of(runtime::plan_step(active, 8, 12), active), (Rows{{0, 8}, {1, 4}}));
-    EXPECT_EQ(rows_of(runtime::plan_step(active, 8, 8), active), (Rows{{0, 8}}));
-    EXPECT_EQ(rows_of(runtime::plan_step(active, 16, 25), active),
-              (Rows{{0, 10}, {1, 10}, {2, 5}}));
-    StepPlan all = runtime::plan_step(active, 16, 30);
-    EXPECT_EQ(logits_of(all, active), (std::vector<int>{0, 1, 2}));
-}
-
-TEST(PlanStep, DecodesBeyondTheBudgetWait) {
-    Active active;
-    for (int i = 0; i < 5; ++i) active.push_back(make_seq(3, 2));
-    active.push_back(make_seq(4, 0));
-    StepPlan plan = runtime::plan_step(active, 8, 3);
-    EXPECT_EQ(rows_of(plan, active), (Rows{{0, 1}, {1, 1}, {2, 1}}));
-    EXPECT_EQ(logits_of(plan, active), (std::vector<int>{0, 1, 2}));
-}
-
-TEST(PlanStep, FinishedSequencesAreSkipped) {
-    Active active;
-    active.push_back(make_seq(4, 4)); // nothing pending
-    active.push_back(make_seq(5, 0));
-    StepPlan plan = runtime::plan_step(active, 5, 16);
-    EXPECT_EQ(rows_of(plan, active), (Rows{{1, 5}}));
-    EXPECT_EQ(logits_of(plan, active), std::vector<int>{1});
-    EXPECT_TRUE(runtime::plan_step(Active{}, 8, 8).entries.empty());
-}
-
-TEST(PlanStep, LogitsOnlyWhenTheLastRowEndsTheTokens) {
-    Active active;
-    active.push_back(make_seq(5, 0));
-    EXPECT_EQ(logits_of(runtime::plan_step(active, 4, 16), active), std::vector<int>{});
-    EXPECT_EQ(logits_of(runtime::plan_step(active, 5, 16), active), std::vector<int>{0});
-    EXPECT_EQ(logits_of(runtime::plan_step(active, 8, 3), active), std::vector<int>{});
-}
-
-// ---- build_forward_batch ----------------------------------------------------------------------
 
 std::vector<int32_t> ints(const TensorView& v) {
     std::vector<int32_t> out;
@@ -376,7 +340,9 @@ TEST(ForwardBatch, BuffersAreReusedAcrossSteps) {
     active.push_back(make_seq(40, 0, 0, 0, {0, 1, 2, 3, 4}));
     active.push_back(make_seq(3, 2, 50, 1, {9}));
     runtime::StepBuffers buffers;
-    StepPlan big = runtime::plan_step(active, 32, 64);
+    StepPlan big;
+    big.entries = {{active[0].get(), 32}, {active[1].get(), 1}};
+    big.logit_seqs = {active[1].get()};
     model::ForwardBatch first = runtime::build_forward_batch(kCpu, big, 8, buffers);
     EXPECT_EQ(first.seqs.num_rows, 33);
     EXPECT_EQ(first.seqs.block_table_stride, 5);
@@ -387,7 +353,9 @@ TEST(ForwardBatch, BuffersAreReusedAcrossSteps) {
     Active one;
     one.push_back(make_seq(5, 4, 60, 3, {6, 7}));
     one.push_back(std::move(active[1]));
-    StepPlan small = runtime::plan_step(one, 32, 64);
+    StepPlan small;
+    small.entries = {{one[0].get(), 1}, {one[1].get(), 1}};
+    small.logit_seqs = {one[0].get(), one[1].get()};
     model::ForwardBatch second = runtime::build_forward_batch(kCpu, small, 8, buffers);
     EXPECT_EQ(ints(second.tokens), (std::vector<int32_t>{64, 77}));
     EXPECT_EQ(ints(second.positions), (std::vector<int32_t>{4, 3}));
@@ -402,7 +370,9 @@ TEST(ForwardBatch, FromAPlannedStep) {
     Active active;
     active.push_back(make_seq(12, 0, 10, 0, {0, 1}));
     active.push_back(make_seq(6, 5, 40, 1, {2}));
-    StepPlan plan = runtime::plan_step(active, 8, 6); // decode 1 row, prompt 5 rows
+    StepPlan plan; // prompt 5 rows, then a decode row
+    plan.entries = {{active[0].get(), 5}, {active[1].get(), 1}};
+    plan.logit_seqs = {active[1].get()};
     runtime::StepBuffers buffers;
     model::ForwardBatch b = runtime::build_forward_batch(kCpu, plan, 8, buffers);
     EXPECT_EQ(ints(b.tokens), (std::vector<int32_t>{10, 11, 12, 13, 14, 45}));

@@ -22,6 +22,7 @@ void download(const ExecContext& ctx, const TensorView& src, const TensorView& d
 void fill_zero(const ExecContext& ctx, const TensorView& dst);
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 void synchronize(const ExecContext& ctx);
+DeviceMemory device_memory(const ExecContext& ctx);
 void bind_device(const ExecContext& ctx);
 std::shared_ptr<void> create_stream(Device device);
 std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body);

@@ -20,6 +20,7 @@ void download(const ExecContext&, const TensorView&, const TensorView&) { no_cud
 void fill_zero(const ExecContext&, const TensorView&) { no_cuda("fill_zero"); }
 void copy(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("copy"); }
 void synchronize(const ExecContext&) { no_cuda("synchronize"); }
+DeviceMemory device_memory(const ExecContext&) { no_cuda("device_memory"); }
 void bind_device(const ExecContext&) { no_cuda("bind_device"); }
 std::shared_ptr<void> create_stream(Device) { no_cuda("create_stream"); }
 std::unique_ptr<Graph> capture_graph(const ExecContext&, const std::function<void()>&) {

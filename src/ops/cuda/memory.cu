@@ -293,6 +293,18 @@ void synchronize(const ExecContext& ctx) {
     check(cudaStreamSynchronize(stream_of(ctx)), "synchronize");
 }
 
+// Freed allocations stay in the default pool (unlimited release threshold): trim it first, so
+// `free` counts them as free.
+DeviceMemory device_memory(const ExecContext& ctx) {
+    check(cudaStreamSynchronize(stream_of(ctx)), "device_memory: synchronize");
+    cudaMemPool_t pool;
+    check(cudaDeviceGetDefaultMemPool(&pool, ctx.device.index), "cudaDeviceGetDefaultMemPool");
+    check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+    size_t free_bytes = 0, total_bytes = 0;
+    check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    return {int64_t(free_bytes), int64_t(total_bytes)};
+}
+
 void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
                  float stddev) {
     const int64_t n = dst.numel();

@@ -1,0 +1,73 @@
+// Engine::Impl: what the engine thread owns. engine.cpp builds it (model, memory plan, pools,
+// scheduler) and serves the public API; engine_step.cpp runs the step loop.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "model/qwen3_5.h"
+#include "ninfer/engine.h"
+#include "ops/exec_context.h"
+#include "runtime/cache_store.h"
+#include "runtime/decode_graphs.h"
+#include "runtime/memory_plan.h"
+#include "runtime/sampler.h"
+#include "runtime/scheduler/scheduler.h"
+#include "runtime/sequence.h"
+#include "runtime/step_plan.h"
+
+namespace ninfer {
+
+struct Engine::Impl {
+    // Declared first so it is destroyed last: device memory is freed in order on this stream.
+    std::shared_ptr<void> stream;
+    EngineOptions options;
+    ops::ExecContext ctx;
+    std::unique_ptr<model::Qwen35Model> model;
+    ModelInfo info;
+    runtime::MemoryPlan memory;
+    std::unique_ptr<runtime::CacheStore> cache;
+    std::unique_ptr<runtime::BlockManager> blocks;
+    std::unique_ptr<runtime::SnapshotCache> snapshots; // null: prefix cache off
+    std::unique_ptr<runtime::Scheduler> scheduler;
+    std::unique_ptr<runtime::Sampler> sampler;
+    std::unique_ptr<runtime::DecodeGraphs> graphs; // CUDA only
+    runtime::StepBuffers buffers;
+
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::unique_ptr<runtime::Sequence>> incoming; // guarded by mutex
+    bool stopping = false;                                   // guarded by mutex
+    std::atomic<uint64_t> next_id{1};
+    uint64_t next_arrival = 0; // engine thread only
+    std::thread thread;
+
+    mutable std::mutex stats_mutex;
+    EngineStats published; // guarded by stats_mutex
+
+    explicit Impl(const EngineOptions& o);
+    ~Impl();
+    void plan_memory();
+    int64_t profile_workspace();
+    void loop();
+    void take_incoming();
+    void validate(const GenerationRequest& request) const;
+    std::unique_ptr<runtime::Sequence> make_sequence(GenerationRequest request,
+                                                     RequestStream& out);
+    void drop_cancelled();
+    void step();
+    void finish(runtime::Sequence& seq, FinishReason reason, const std::string& error = {});
+    void accept_token(runtime::Sequence& seq, const runtime::SampleOutput& out);
+    void sample(const runtime::StepPlan& plan, const TensorView& logits);
+    void score_prompts(const runtime::StepPlan& plan, const TensorView& rows);
+    void fail_all(const std::string& message);
+    bool constrain(runtime::Sequence& seq);
+    void publish_stats();
+    bool has_work() const;
+};
+
+} // namespace ninfer

@@ -1,0 +1,261 @@
+// The engine thread: takes submitted requests, asks the scheduler for each step, runs its cache
+// ops and the forward, samples, streams tokens and ends requests.
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/logits.h"
+#include "ops/memory.h"
+#include "runtime/engine_impl.h"
+
+namespace ninfer {
+
+using runtime::Sequence;
+
+namespace {
+
+double seconds(Clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+}
+
+} // namespace
+
+bool Engine::Impl::has_work() const {
+    return !scheduler->running().empty() || !scheduler->waiting().empty();
+}
+
+void Engine::Impl::loop() {
+    ops::bind_device(ctx);
+    ops::set_cpu_threads(options.threads); // OpenMP thread counts are per calling thread
+    for (;;) {
+        {
+            std::unique_lock lock(mutex);
+            wake.wait(lock, [&] { return stopping || !incoming.empty() || has_work(); });
+            if (stopping) break;
+        }
+        try {
+            take_incoming();
+            drop_cancelled();
+            if (has_work()) step();
+        } catch (const std::exception& e) {
+            fail_all(e.what());
+        }
+        publish_stats();
+    }
+    take_incoming();
+    for (const auto* list : {&scheduler->running(), &scheduler->waiting()})
+        for (const auto& seq : *list) finish(*seq, FinishReason::Cancelled);
+    scheduler->collect();
+}
+
+void Engine::Impl::take_incoming() {
+    std::deque<std::unique_ptr<Sequence>> taken;
+    {
+        std::lock_guard lock(mutex);
+        taken.swap(incoming);
+    }
+    for (auto& seq : taken) {
+        seq->arrival = next_arrival++;
+        scheduler->add(std::move(seq));
+    }
+}
+
+void Engine::Impl::publish_stats() {
+    EngineStats s;
+    s.waiting = int64_t(scheduler->waiting().size());
+    {
+        std::lock_guard lock(mutex);
+        s.waiting += int64_t(incoming.size());
+    }
+    s.active = int64_t(scheduler->running().size());
+    s.kv_blocks_total = blocks->num_blocks();
+    s.kv_blocks_used = blocks->used_blocks();
+    s.kv_blocks_cached = blocks->cache_only_blocks();
+    s.state_slots_total = memory.sequences;
+    s.state_slots_used = memory.sequences - scheduler->free_slots();
+    if (snapshots) {
+        s.snapshots_device = snapshots->on_device();
+        s.snapshots_device_total = snapshots->device_capacity();
+        s.snapshots_host = snapshots->on_host();
+    }
+    const runtime::SchedulerStats& st = scheduler->stats();
+    s.prefix_query_tokens = st.prefix_query_tokens;
+    s.prefix_hit_tokens = st.prefix_hit_tokens;
+    s.preemptions = st.preemptions;
+    s.max_batch_tokens = options.max_batch_tokens;
+    s.kv_capacity_tokens = memory.kv_tokens();
+    std::lock_guard lock(stats_mutex);
+    published = s;
+}
+
+// Fills seq.allowed from its request's constraint; false (the request ended) when the
+// constraint failed or allows nothing.
+bool Engine::Impl::constrain(Sequence& seq) {
+    std::string error;
+    try {
+        seq.allowed.assign(size_t(info.token_limit), 0);
+        seq.request.constraint->allowed(seq.allowed);
+        if (std::find(seq.allowed.begin(), seq.allowed.end(), uint8_t(1)) != seq.allowed.end())
+            return true;
+        error = "the token constraint allows no token";
+    } catch (const std::exception& e) {
+        error = concat("token constraint failed: ", e.what());
+    }
+    finish(seq, FinishReason::Error, error);
+    return false;
+}
+
+void Engine::Impl::drop_cancelled() {
+    for (const auto* list : {&scheduler->running(), &scheduler->waiting()})
+        for (const auto& seq : *list)
+            if (seq->stream->cancel_requested) finish(*seq, FinishReason::Cancelled);
+    scheduler->collect();
+}
+
+void Engine::Impl::step() {
+    runtime::Scheduler::Step st = scheduler->schedule();
+    cache->run(st.setup);
+    const runtime::StepPlan& plan = st.plan;
+    if (plan.entries.empty()) return;
+    const auto now = Clock::now();
+    for (const auto& e : plan.entries)
+        if (!e.seq->has_scheduled) {
+            e.seq->has_scheduled = true;
+            e.seq->scheduled = now;
+        }
+    TensorView logits;
+    const int64_t sample_rows = int64_t(plan.logit_seqs.size());
+    if (graphs && plan.scored.empty() && graphs->eligible(plan)) {
+        logits = graphs->run(plan, cache->views());
+    } else {
+        model::ForwardBatch batch =
+            runtime::build_forward_batch(ctx, plan, options.kv_block_size, buffers);
+        logits =
+            buffers.logits_view(ctx, size_t(sample_rows + plan.scored_rows()), info.vocab_size);
+        model->forward(ctx, batch, cache->views(), logits);
+    }
+    if (!plan.scored.empty())
+        score_prompts(plan, logits.narrow(0, sample_rows, plan.scored_rows()));
+    cache->run(scheduler->after_forward(plan));
+    sample(plan, logits.narrow(0, 0, sample_rows));
+    scheduler->collect();
+}
+
+void Engine::Impl::sample(const runtime::StepPlan& plan, const TensorView& logits) {
+    std::vector<runtime::SampleInput> inputs;
+    std::vector<uint8_t> live; // rows whose constraint allows some token
+    for (Sequence* seq : plan.logit_seqs) {
+        const bool masked = seq->request.constraint != nullptr && seq->request.max_new_tokens > 0;
+        live.push_back(!masked || constrain(*seq));
+        inputs.push_back({&seq->request.sampling, seq->seed, int64_t(seq->tokens.size()),
+                          seq->request.top_logprobs, &seq->prompt_set, &seq->output_counts,
+                          masked && live.back() ? &seq->allowed : nullptr});
+    }
+    std::vector<runtime::SampleOutput> outs = sampler->sample(logits, info.token_limit, inputs);
+    for (size_t i = 0; i < outs.size(); ++i) {
+        Sequence& seq = *plan.logit_seqs[i];
+        if (seq.request.max_new_tokens == 0) // a prompt-scoring request: no token wanted
+            finish(seq, FinishReason::Length);
+        else if (live[i])
+            accept_token(seq, outs[i]);
+    }
+}
+
+// The log-probability of the prompt token after each scored row: its logit minus the row's
+// log-sum-exp (the full softmax of the raw logits, as for generated tokens).
+void Engine::Impl::score_prompts(const runtime::StepPlan& plan, const TensorView& rows) {
+    const int64_t R = rows.size(0);
+    Tensor lse = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {R});
+    ops::logprobs_top_k(ctx, rows, info.token_limit, lse.view(), TensorView(), TensorView());
+    std::vector<float> lse_h(size_t(R), 0.0f), one(1);
+    ops::download(ctx, lse.view(),
+                  TensorView::contiguous(lse_h.data(), DType::F32, Device::cpu(), {R}));
+    int64_t r = 0;
+    for (const auto& sc : plan.scored) {
+        Sequence& seq = *plan.entries[sc.entry].seq;
+        std::vector<TokenLogprob> scores;
+        for (int64_t i = 0; i < sc.count; ++i, ++r) {
+            const int32_t id = seq.tokens[size_t(seq.cached + i + 1)];
+            ops::download(ctx, rows.narrow(0, r, 1).narrow(1, id, 1).reshape({1}),
+                          TensorView::contiguous(one.data(), DType::F32, Device::cpu(), {1}));
+            scores.push_back({id, one[0] - lse_h[size_t(r)]});
+        }
+        {
+            std::lock_guard lock(seq.stream->mutex);
+            auto& pending = seq.stream->pending_prompt;
+            pending.insert(pending.end(), scores.begin(), scores.end());
+        }
+        seq.stream->ready.notify_all();
+    }
+}
+
+void Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out) {
+    if (out.non_finite) {
+        finish(seq, FinishReason::Error,
+               concat("non-finite logits at position ", seq.tokens.size(),
+                      ": the request was stopped"));
+        return;
+    }
+    const int32_t id = out.token.id;
+    if (seq.request.constraint) {
+        try {
+            seq.request.constraint->accept(id);
+        } catch (const std::exception& e) {
+            finish(seq, FinishReason::Error, concat("token constraint failed: ", e.what()));
+            return;
+        }
+    }
+    seq.tokens.push_back(id);
+    ++seq.generated;
+    ++seq.output_counts[id];
+    if (!seq.has_first_token) {
+        seq.has_first_token = true;
+        seq.first_token = Clock::now();
+    }
+    {
+        std::lock_guard lock(seq.stream->mutex);
+        seq.stream->pending.push_back(out.token);
+    }
+    seq.stream->ready.notify_all();
+    if (seq.stop_ids.count(id))
+        finish(seq, FinishReason::Stop);
+    else if (seq.generated >= seq.request.max_new_tokens ||
+             int64_t(seq.tokens.size()) >= info.max_context)
+        finish(seq, FinishReason::Length);
+}
+
+// Ends a request: a resident sequence leaves its state to the prefix cache (unless it failed)
+// and frees its slot and blocks; the stream gets the reason and the timings.
+void Engine::Impl::finish(Sequence& seq, FinishReason reason, const std::string& error) {
+    if (seq.done) return;
+    if (seq.slot >= 0)
+        cache->run(scheduler->finish(seq, reason != FinishReason::Error));
+    seq.done = true;
+    const auto now = Clock::now();
+    RequestTimings t;
+    t.prompt_tokens = int(seq.prompt_length());
+    t.generated_tokens = int(seq.generated);
+    t.cached_tokens = int(seq.cached_tokens);
+    t.preemptions = seq.preemptions;
+    if (seq.has_scheduled) t.queued_s = seconds(seq.scheduled - seq.submitted);
+    if (seq.has_first_token) {
+        t.first_token_s = seconds(seq.first_token - seq.submitted);
+        t.prefill_s = seconds(seq.first_token - seq.scheduled);
+        t.decode_s = seconds(now - seq.first_token);
+    }
+    {
+        std::lock_guard lock(seq.stream->mutex);
+        seq.stream->finished = true;
+        seq.stream->reason = reason;
+        seq.stream->error = error;
+        seq.stream->timings = t;
+    }
+    seq.stream->ready.notify_all();
+}
+
+void Engine::Impl::fail_all(const std::string& message) {
+    for (const auto* list : {&scheduler->running(), &scheduler->waiting()})
+        for (const auto& seq : *list) finish(*seq, FinishReason::Error, message); // no snapshot
+    scheduler->collect();
+}
+
+} // namespace ninfer

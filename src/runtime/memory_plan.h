@@ -1,0 +1,44 @@
+// Memory planning: how many sequence slots, prefix-cache snapshot rows and KV blocks the
+// engine allocates. On CUDA the budget is what --gpu-memory-utilization leaves after the
+// weights and the workspace of the largest step (measured by a profile forward); explicit
+// counts are honoured and checked against it. A configuration that cannot fit is an error
+// that says what to change.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ninfer::runtime {
+
+struct MemoryPlanInput {
+    int64_t budget_bytes = -1;     // KV + state + snapshots; -1: unbounded (CPU)
+    int64_t kv_bytes_per_token = 0;
+    int64_t state_bytes_per_row = 0;
+    int64_t max_context = 0;
+    int32_t block_size = 16;
+    int32_t sequences = 0;         // requested (0: from memory)
+    int64_t kv_tokens = 0;         // requested (0: from memory)
+    int32_t snapshots = 0;         // requested device snapshot rows (0: from memory)
+    bool prefix_cache = true;
+};
+
+struct MemoryPlan {
+    int32_t sequences = 0;     // sequence slots
+    int32_t snapshot_rows = 0; // device snapshot rows (0 without the prefix cache)
+    int64_t kv_blocks = 0;     // KV blocks for sequences (the padding block comes on top)
+    int64_t kv_tokens() const;
+    int32_t block_size = 16;
+};
+
+// The largest number of sequences a plan gives when none is requested.
+inline constexpr int32_t kMaxAutoSequences = 256;
+// CPU defaults (no budget): slots, and KV for this many full contexts.
+inline constexpr int32_t kCpuSequences = 16;
+inline constexpr int32_t kCpuFullContexts = 8;
+
+MemoryPlan plan_memory(const MemoryPlanInput& in);
+
+// "2,048 sequences, ..." for the startup log.
+std::string describe(const MemoryPlan& plan, int64_t max_context);
+
+} // namespace ninfer::runtime
