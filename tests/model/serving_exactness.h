@@ -1,0 +1,153 @@
+// Exactness of the serving core, shared by the CPU (tests/model) and CUDA (tests/cuda) suites,
+// in the style of SGLang's cold-versus-hit tests: a request gives the same greedy tokens and
+// logprobs alone on a server without prefix cache (cold), served from the prefix cache (prompts
+// ending 1, 2 and 15 tokens past a snapshot, the same prompt again, a follow-up chat turn),
+// batched with others in any position, and preempted and recomputed; seeded sampling gives the
+// same tokens cold and hot. Logprobs may differ only as two schedules of one engine do (the
+// prefill is cut at other points): `logprob_tol` is that preset.
+#pragma once
+
+#include <cmath>
+
+#include "model/fixture_util.h"
+
+namespace ninfer::test {
+
+// logprob_tol for comparing token ids only.
+inline constexpr double kIdsOnly = -1;
+
+struct Generated {
+    std::vector<GeneratedToken> tokens;
+    RequestTimings timings;
+};
+
+inline Generated run_one(Engine& engine, const GenerationRequest& r) {
+    RequestUpdate last;
+    Generated g;
+    g.tokens = generate(engine, r, &last);
+    g.timings = last.timings;
+    return g;
+}
+
+inline void expect_same_output(const std::vector<GeneratedToken>& got,
+                               const std::vector<GeneratedToken>& want, double logprob_tol,
+                               const std::string& what) {
+    ASSERT_EQ(ids_of(got), ids_of(want)) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i].logprob)) << what << " step " << i;
+        if (logprob_tol < 0) continue;
+        EXPECT_NEAR(got[i].logprob, want[i].logprob, logprob_tol) << what << " step " << i;
+        ASSERT_EQ(got[i].top_logprobs.size(), want[i].top_logprobs.size()) << what;
+        for (size_t k = 0; k < got[i].top_logprobs.size(); ++k)
+            EXPECT_NEAR(got[i].top_logprobs[k].logprob, want[i].top_logprobs[k].logprob,
+                        logprob_tol)
+                << what << " step " << i << " alternative " << k;
+    }
+}
+
+inline std::vector<int32_t> prefix_of(const std::vector<int32_t>& t, size_t n) {
+    return std::vector<int32_t>(t.begin(), t.begin() + int64_t(std::min(n, t.size())));
+}
+
+// The long prompt of a fixture, extended with its own tokens to at least n.
+inline std::vector<int32_t> long_prompt(const Fixture& f, size_t n) {
+    std::vector<int32_t> p = f.cases.back().prompt;
+    for (size_t i = 0; p.size() < n; ++i) p.push_back(p[i]);
+    return p;
+}
+
+// options: the device and dtype; the prefix cache and snapshot stride are set here.
+inline void check_prefix_cache_exactness(EngineOptions options, const Fixture& f,
+                                         double logprob_tol) {
+    options.model_dir = f.dir;
+    options.kv_block_size = 16;
+    options.snapshot_stride = 32;
+    options.prefill_chunk = 48;
+    EngineOptions cold_options = options;
+    cold_options.prefix_cache = false;
+    Engine cold(cold_options), hot(options);
+    const std::vector<int32_t> base = long_prompt(f, 200);
+    // Warm the cache with a 64-token prompt (snapshots at 32 and 63).
+    run_one(hot, greedy_request(prefix_of(base, 64), 4));
+    for (size_t past : {1, 2, 15}) {
+        const auto prompt = prefix_of(base, 64 + past);
+        const Generated want = run_one(cold, greedy_request(prompt, 8));
+        const Generated got = run_one(hot, greedy_request(prompt, 8));
+        EXPECT_GT(got.timings.cached_tokens, 0) << f.name << " +" << past;
+        EXPECT_EQ(want.timings.cached_tokens, 0);
+        expect_same_output(got.tokens, want.tokens, logprob_tol,
+                           f.name + " prompt 64+" + std::to_string(past));
+        // The same prompt again: served from its own prompt snapshot (all but the last token).
+        const Generated again = run_one(hot, greedy_request(prompt, 8));
+        EXPECT_EQ(again.timings.cached_tokens, int(prompt.size()) - 1) << f.name;
+        expect_same_output(again.tokens, want.tokens, logprob_tol, f.name + " again");
+    }
+    // A chat turn: turn 2 = turn 1 + its answer + new tokens resumes from turn 1's end.
+    const auto turn1 = prefix_of(base, 37);
+    const Generated answer = run_one(hot, greedy_request(turn1, 6));
+    std::vector<int32_t> turn2 = turn1;
+    for (const auto& t : answer.tokens) turn2.push_back(t.id);
+    for (size_t i = 0; i < 5; ++i) turn2.push_back(base[100 + i]);
+    const Generated want2 = run_one(cold, greedy_request(turn2, 8));
+    const Generated got2 = run_one(hot, greedy_request(turn2, 8));
+    EXPECT_EQ(got2.timings.cached_tokens, int(turn1.size() + answer.tokens.size()) - 1) << f.name;
+    expect_same_output(got2.tokens, want2.tokens, logprob_tol, f.name + " turn 2");
+    // Seeded sampling: the same tokens cold and hot.
+    GenerationRequest sampled = greedy_request(turn2, 8);
+    sampled.sampling.greedy = false;
+    sampled.sampling.temperature = 0.8f;
+    sampled.sampling.top_k = 20;
+    sampled.sampling.seed = 1234;
+    EXPECT_EQ(ids_of(run_one(hot, sampled).tokens), ids_of(run_one(cold, sampled).tokens))
+        << f.name << " seeded sampling";
+}
+
+// Several requests at once, in every order, equal their solo runs; then again on a pool so small
+// that requests are preempted and recomputed.
+inline void check_batching_and_preemption(EngineOptions options, const Fixture& f,
+                                          double logprob_tol) {
+    options.model_dir = f.dir;
+    options.kv_block_size = 16;
+    options.prefill_chunk = 32;
+    options.max_batch_tokens = 64;
+    const std::vector<int32_t> base = long_prompt(f, 200);
+    std::vector<std::vector<int32_t>> prompts = {prefix_of(base, 40), f.cases.front().prompt,
+                                                 prefix_of(base, 71), prefix_of(base, 17)};
+    EngineOptions solo_options = options;
+    solo_options.prefix_cache = false;
+    Engine solo(solo_options);
+    std::vector<Generated> want;
+    for (const auto& p : prompts) want.push_back(run_one(solo, greedy_request(p, 40)));
+    for (int pass = 0; pass < 2; ++pass) {
+        EngineOptions o = options;
+        if (pass == 1) { // 12 blocks: four requests growing to ~100 tokens do not fit at once
+            o.max_context = 160;
+            o.kv_cache_tokens = 12 * 16;
+        }
+        Engine engine(o);
+        for (int rotation = 0; rotation < 2; ++rotation) {
+            std::vector<GenerationRequest> requests;
+            for (size_t i = 0; i < prompts.size(); ++i)
+                requests.push_back(greedy_request(prompts[(i + rotation) % prompts.size()], 40));
+            std::vector<RequestStream> streams = engine.submit_all(requests);
+            int preemptions = 0;
+            for (size_t i = 0; i < streams.size(); ++i) {
+                std::vector<GeneratedToken> got;
+                RequestUpdate u;
+                while (streams[i].next(u)) {
+                    got.insert(got.end(), u.tokens.begin(), u.tokens.end());
+                    if (u.finished) preemptions += u.timings.preemptions;
+                }
+                const size_t which = (i + rotation) % prompts.size();
+                expect_same_output(got, want[which].tokens, logprob_tol,
+                                   f.name + (pass ? " preempted" : " batched") + " request " +
+                                       std::to_string(which) + " at " + std::to_string(i));
+            }
+            if (pass == 1) {
+                EXPECT_GT(preemptions, 0) << f.name << ": nothing was preempted";
+            }
+        }
+    }
+}
+
+} // namespace ninfer::test

@@ -1,0 +1,39 @@
+// The serving core's exactness on the CPU (serving_exactness.h): prefix-cache hits, batching
+// and preemption give the solo greedy tokens and logprobs, on every HF fixture. The logprobs are
+// compared on the reference ops (FP64 accumulation, every row computed alone): the fast path's
+// BLAS picks other kernels for other row counts, so its logprobs move with the batch by more
+// than a schedule preset; its greedy tokens are compared too.
+#include "model/serving_exactness.h"
+
+namespace ninfer::test {
+namespace {
+
+class ServingExactness : public ::testing::TestWithParam<Fixture> {};
+
+EngineOptions reference() {
+    EngineOptions o;
+    o.cpu_reference = true;
+    return o;
+}
+
+TEST_P(ServingExactness, PrefixCacheHitsEqualColdRunsReference) {
+    check_prefix_cache_exactness(reference(), GetParam(), kLogprobScheduleAbs);
+}
+
+TEST_P(ServingExactness, BatchedAndPreemptedRequestsEqualSoloRunsReference) {
+    check_batching_and_preemption(reference(), GetParam(), kLogprobScheduleAbs);
+}
+
+TEST_P(ServingExactness, PrefixCacheHitsEqualColdRunsFastTokens) {
+    check_prefix_cache_exactness(EngineOptions{}, GetParam(), kIdsOnly);
+}
+
+TEST_P(ServingExactness, BatchedAndPreemptedRequestsEqualSoloRunsFastTokens) {
+    check_batching_and_preemption(EngineOptions{}, GetParam(), kIdsOnly);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ServingExactness, ::testing::ValuesIn(load_fixtures()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+} // namespace
+} // namespace ninfer::test
