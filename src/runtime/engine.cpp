@@ -134,7 +134,10 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     sc.max_sequences = memory.sequences;
     sc.max_batch_tokens = o.max_batch_tokens;
     sc.prefill_chunk = o.prefill_chunk;
-    const int64_t stride = o.snapshot_stride > 0 ? o.snapshot_stride : kDefaultSnapshotStride;
+    // Chunks end on stride boundaries: by default the stride never cuts a prefill chunk.
+    const int64_t stride = o.snapshot_stride > 0
+                               ? o.snapshot_stride
+                               : std::max<int64_t>(kDefaultSnapshotStride, o.prefill_chunk);
     sc.snapshot_stride = (stride + o.kv_block_size - 1) / o.kv_block_size * o.kv_block_size;
     scheduler = std::make_unique<runtime::Scheduler>(sc, *blocks, snapshots.get());
     sampler = std::make_unique<runtime::Sampler>(ctx);

@@ -9,12 +9,27 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "ninfer/engine.h"
 #include "ops/exec_context.h"
 #include "ops/memory.h"
 #include "ops/op_test_util.h"
 #include "ops/seq_batch.h"
 
 namespace ninfer::test {
+
+// Engine options for a CUDA test. ctest runs several tests at once on one GPU, so an engine takes
+// small fixed pools out of the memory that is free, not a share of the whole device.
+inline EngineOptions cuda_engine_options(const std::string& dtype = "auto") {
+    EngineOptions o;
+    o.device = "cuda";
+    o.dtype = dtype;
+    o.gpu_memory_utilization = 1.0;
+    o.max_context = 4096;
+    o.max_sequences = 16;
+    o.kv_cache_tokens = 16384;
+    o.prefix_cache_snapshots = 16;
+    return o;
+}
 
 inline const ops::ExecContext kCpuRef = ops::ExecContext::cpu(ops::CpuMode::Reference);
 

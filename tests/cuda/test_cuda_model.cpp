@@ -16,10 +16,8 @@ inline constexpr double kBf16VsHfFactor = 2.0;
 inline constexpr double kBf16LogitsFloor = 3e-2;
 
 EngineOptions cuda_options(const std::string& dir, const char* dtype) {
-    EngineOptions o;
+    EngineOptions o = cuda_engine_options(dtype);
     o.model_dir = dir;
-    o.device = "cuda";
-    o.dtype = dtype;
     return o;
 }
 
@@ -128,11 +126,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFixtures, ::testing::ValuesIn(load_fixtur
                          [](const auto& p) { return p.param.name; });
 
 TEST(CudaRandomWeights, TinyConfigRunsAndStaysFinite) {
-    EngineOptions o;
+    EngineOptions o = cuda_engine_options();
     o.config_file = load_fixtures().front().dir + "/config.json";
     o.random_weights = true;
     o.random_seed = 5;
-    o.device = "cuda";
     Engine engine(o);
     RequestUpdate last;
     auto tokens = generate(engine, greedy_request({1, 2, 3, 4, 5}, 16), &last);

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# On a GPU host after tools/gpu/check.sh has built build-gpu: the serving benchmark
+# (bench/serve/bench_serve.py) against `ninfer serve` on random weights of a config (1k/128
+# random prompts and 128/1024 decode-heavy, swept over concurrency) and on the demo model
+# (multi-turn chat, prefix-cache hit rate), plus the batch-1 `ninfer bench` in the same run.
+#   bash tools/gpu/serve_bench.sh [random|decode|multiturn|batch1|all]...   JSON and logs in $OUT
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out}
+mkdir -p "$out"
+bin=build-gpu/apps/ninfer/ninfer
+config=${CONFIG:-configs/qwen3.6-35b-a3b.json}
+port=8321
+parts=${*:-all}
+export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu/openblas-openmp:$PWD/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+log() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
+want() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
+
+server_pid=""
+start_server() { # args: name, serve flags...
+    local name=$1; shift
+    $bin serve --port $port --device cuda --no-log-requests "$@" > "$out/serve_$name.log" 2>&1 &
+    server_pid=$!
+    python3 bench/serve/bench_serve.py --base-url http://127.0.0.1:$port --wait-for-server 600 \
+        --workload random --num-prompts 1 --input-len 8 --output-len 2 --quiet > /dev/null 2>&1
+    grep -E "ninfer:" "$out/serve_$name.log" | tee -a "$out/summary.txt"
+}
+stop_server() { kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; }
+bench() { # args: output name, bench_serve flags...
+    local name=$1; shift
+    timeout ${BENCH_TIMEOUT:-400} python3 bench/serve/bench_serve.py --base-url http://127.0.0.1:$port \
+        --quiet -o "$out/$name.json" "$@" 2>> "$out/bench_serve.txt"
+    python3 - "$out/$name.json" <<'PY' | tee -a "$out/summary.txt"
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no json:", e); sys.exit(0)
+for r in j["runs"]:
+    print(f'{j["workload"]} C={r["concurrency"]}: {r.get("completed")} ok {r.get("failed")} failed, '
+          f'total {r["total_token_throughput"]:.0f} tok/s, output {r["output_throughput"]:.0f} tok/s, '
+          f'TTFT p50 {r["median_ttft_ms"]:.0f} p99 {r["p99_ttft_ms"]:.0f} ms, ITL p50 {r["median_itl_ms"]:.1f} '
+          f'p99 {r["p99_itl_ms"]:.1f} ms, hit rate {r.get("prefix_cache_hit_rate")}, after first turn {r.get("prefix_cache_hit_rate_after_first_turn")}')
+PY
+}
+
+if want batch1; then
+    log "ninfer bench batch 1 ($config)"
+    timeout 300 $bin bench --config "$config" --random-weights --device cuda -n 128 --pg 2048,256 \
+        -r 3 --warmup 1 -o json > "$out/bench_batch1.json" 2> "$out/bench_batch1.err"
+    python3 -c "
+import json,sys; j=json.load(open('$out/bench_batch1.json'))
+for r in j['results']:
+    if 'decode_tok_s' in r: print(' ', r['test'], 'decode %.1f tok/s (%.1f%% roofline)' % (r['decode_tok_s']['mean'], 100*r['decode_roofline_fraction']['mean']))
+" | tee -a "$out/summary.txt"
+fi
+
+if want random || want decode; then
+    log "serve $config (random weights)"
+    start_server random --random-weights --config "$config" --tokenizer models/ninfer-demo \
+        --max-batch-tokens ${MAX_BATCH_TOKENS:-8192} --prefill-chunk ${PREFILL_CHUNK:-2048}
+    if want random; then
+        for c in ${RANDOM_CONCURRENCY:-1:16 8:64 32:128 64:256 128:512 256:1000}; do
+            bench random_c${c%%:*} --workload random --concurrency ${c%%:*} --num-prompts ${c##*:} --seed 1
+        done
+    fi
+    if want decode; then
+        for c in ${DECODE_CONCURRENCY:-64:64 256:256}; do
+            bench decode_c${c%%:*} --workload decode --concurrency ${c%%:*} --num-prompts ${c##*:} --seed 2
+        done
+    fi
+    curl -s http://127.0.0.1:$port/metrics | grep -E "^ninfer_(prefix|kv|preempt|state)" > "$out/metrics_random.txt"
+    stop_server
+fi
+
+if want multiturn; then
+    log "serve the demo model (multi-turn)"
+    start_server demo --model models/ninfer-demo
+    bench multiturn --workload multiturn --concurrency 16 --num-conversations 16 --turns 8 \
+        --input-len 48 --output-len 128 --system-prompt-words 64 \
+        --chat-template-kwargs '{"enable_thinking": false}' --seed 3
+    curl -s http://127.0.0.1:$port/metrics | grep -E "^ninfer_(prefix|kv|preempt|state)" > "$out/metrics_demo.txt"
+    stop_server
+fi
+log "done"
