@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine_flags.h"
 #include "io/hf_config.h"
 #include "model/param_count.h"
 #include "ninfer/engine.h"
@@ -191,8 +192,13 @@ int bench(BenchOptions o) {
     const std::vector<Test> tests = make_tests(o);
     int longest = 0, largest_chunk = o.engine.prefill_chunk;
     for (const Test& t : tests) longest = std::max(longest, t.prompt + t.gen);
+    // Batch 1: one sequence, the KV of the longest test (not sized from memory), and no prefix
+    // cache, so repetitions and tests whose random prompts share a start all compute in full.
     o.engine.max_context = longest + 1;
     o.engine.max_sequences = 1;
+    o.engine.prefix_cache = false; // repetitions must not be served from the cache
+    o.engine.kv_cache_tokens = o.engine.max_context;
+    o.engine.prefix_cache = false;
     o.engine.max_batch_tokens = std::max(largest_chunk, 1);
     const io::ModelConfig c = io::load_hf_config(
         o.engine.config_file.empty() ? o.engine.model_dir : o.engine.config_file);
@@ -245,19 +251,12 @@ int bench(BenchOptions o) {
 Action add_bench_command(CLI::App& app) {
     auto o = std::make_shared<BenchOptions>();
     app.add_option("--model", o->engine.model_dir, "HF checkpoint directory");
-    app.add_option("--config", o->engine.config_file, "HF config.json (with --random-weights)");
-    app.add_flag("--random-weights", o->engine.random_weights,
-                 "Deterministic random weights made on the device");
     app.add_option("-p,--prompts", o->prompts, "Prefill tests: prompt lengths, comma separated");
     app.add_option("-n,--gen", o->gens, "Decode tests: generated tokens, comma separated");
     app.add_option("--pg", o->pg, "Prefill then decode: PROMPT,GEN (repeatable)");
     app.add_option("-r,--reps", o->reps, "Measured repetitions")->check(CLI::PositiveNumber);
     app.add_option("--warmup", o->warmup, "Unmeasured runs first")->check(CLI::NonNegativeNumber);
-    app.add_option("--prefill-chunk", o->engine.prefill_chunk, "Prompt tokens per step")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
-    app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
-    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
+    add_engine_options(app, o->engine, kRandomWeightFlags | kDeviceFlags | kPrefillFlag);
     app.add_option("-o,--output", o->output, "table or json")
         ->check(CLI::IsMember({"table", "json"}));
     return [o] {

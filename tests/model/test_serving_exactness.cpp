@@ -17,11 +17,11 @@ EngineOptions reference() {
 }
 
 TEST_P(ServingExactness, PrefixCacheHitsEqualColdRunsReference) {
-    check_prefix_cache_exactness(reference(), GetParam(), kLogprobScheduleAbs);
+    check_prefix_cache_exactness(reference(), GetParam(), {kLogprobScheduleAbs, 0});
 }
 
 TEST_P(ServingExactness, BatchedAndPreemptedRequestsEqualSoloRunsReference) {
-    check_batching_and_preemption(reference(), GetParam(), kLogprobScheduleAbs);
+    check_batching_and_preemption(reference(), GetParam(), {kLogprobScheduleAbs, 0});
 }
 
 TEST_P(ServingExactness, PrefixCacheHitsEqualColdRunsFastTokens) {

@@ -76,9 +76,15 @@ fi
 if want multiturn; then
     log "serve the demo model (multi-turn)"
     start_server demo --model models/ninfer-demo
-    bench multiturn --workload multiturn --concurrency 16 --num-conversations 16 --turns 8 \
-        --input-len 48 --output-len 128 --system-prompt-words 64 \
-        --chat-template-kwargs '{"enable_thinking": false}' --seed 3
+    # Qwen3.6's template drops past turns' (empty) think blocks unless preserve_thinking is set:
+    # then a turn re-renders exactly what the model generated and resumes from its end.
+    for variant in plain preserve; do
+        kwargs='{"enable_thinking": false}'
+        [ $variant = preserve ] && kwargs='{"enable_thinking": false, "preserve_thinking": true}'
+        bench multiturn_$variant --workload multiturn --concurrency 16 --num-conversations 16 \
+            --turns 8 --input-len 48 --output-len 128 --system-prompt-words 64 \
+            --chat-template-kwargs "$kwargs" --seed 3
+    done
     curl -s http://127.0.0.1:$port/metrics | grep -E "^ninfer_(prefix|kv|preempt|state)" > "$out/metrics_demo.txt"
     stop_server
 fi
