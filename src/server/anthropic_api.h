@@ -29,6 +29,9 @@ using SseEvent = std::pair<std::string, nlohmann::ordered_json>;
 class AnthropicStream {
 public:
     AnthropicStream(std::string id, std::string model, bool parallel_tool_use);
+    // message_start counts the whole prompt as input_tokens (the engine has not looked the
+    // prefix cache up yet); message_delta carries the final usage, cache reads split off, as
+    // Anthropic's cumulative message_delta usage does.
     std::vector<SseEvent> start(int input_tokens);
     std::vector<SseEvent> events(const std::vector<ChoiceEvent>& events);
     std::vector<SseEvent> finish(const Generation& g);

@@ -6,11 +6,14 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-json usage(int input, int output) {
-    return {{"input_tokens", input},
+// Anthropic's split of the prompt: input_tokens are those not read from the cache,
+// cache_read_input_tokens those that were (the prefix cache is automatic: nothing is written on
+// request, so cache_creation_input_tokens is 0); the prompt is their sum.
+json usage(int prompt, int cached, int output) {
+    return {{"input_tokens", prompt - cached},
             {"output_tokens", output},
             {"cache_creation_input_tokens", 0},
-            {"cache_read_input_tokens", 0}};
+            {"cache_read_input_tokens", cached}};
 }
 
 } // namespace
@@ -45,7 +48,7 @@ json anthropic_response(const std::string& id, const std::string& model, const G
             {"content", content},
             {"stop_reason", anthropic_stop_reason(r, !r.tool_calls.empty())},
             {"stop_sequence", r.stop_string.empty() ? json() : json(r.stop_string)},
-            {"usage", usage(g.prompt_tokens(), g.completion_tokens())}};
+            {"usage", usage(g.prompt_tokens(), g.cached_tokens(), g.completion_tokens())}};
 }
 
 AnthropicStream::AnthropicStream(std::string id, std::string model, bool parallel)
@@ -59,7 +62,7 @@ std::vector<SseEvent> AnthropicStream::start(int input_tokens) {
                 {"content", json::array()},
                 {"stop_reason", nullptr},
                 {"stop_sequence", nullptr},
-                {"usage", usage(input_tokens, 0)}};
+                {"usage", usage(input_tokens, 0, 0)}}; // the cache is not looked up yet
     return {{"message_start", {{"type", "message_start"}, {"message", msg}}},
             {"ping", {{"type", "ping"}}}};
 }
@@ -120,12 +123,13 @@ std::vector<SseEvent> AnthropicStream::finish(const Generation& g) {
     const ChoiceResult& r = g.result(0);
     if (index_ < 0) open(out, "text", {{"type", "text"}, {"text", ""}});
     close(out);
-    out.push_back({"message_delta",
-                   {{"type", "message_delta"},
-                    {"delta",
-                     {{"stop_reason", anthropic_stop_reason(r, tool_use_)},
-                      {"stop_sequence", r.stop_string.empty() ? json() : json(r.stop_string)}}},
-                    {"usage", {{"output_tokens", g.completion_tokens()}}}}});
+    out.push_back(
+        {"message_delta",
+         {{"type", "message_delta"},
+          {"delta",
+           {{"stop_reason", anthropic_stop_reason(r, tool_use_)},
+            {"stop_sequence", r.stop_string.empty() ? json() : json(r.stop_string)}}},
+          {"usage", usage(g.prompt_tokens(), g.cached_tokens(), g.completion_tokens())}}});
     out.push_back({"message_stop", {{"type", "message_stop"}}});
     return out;
 }

@@ -191,6 +191,20 @@ int Generation::prompt_tokens() const {
     return n;
 }
 
+int Generation::cached_tokens() const {
+    int total = 0;
+    for (size_t p = 0; p < spec_.prompts.size(); ++p) {
+        int least = 0;
+        for (int i = 0; i < spec_.n; ++i) {
+            const int cached =
+                choices_[p * size_t(spec_.n) + size_t(i)]->result.timings.cached_tokens;
+            least = i == 0 ? cached : std::min(least, cached);
+        }
+        total += least;
+    }
+    return total;
+}
+
 int Generation::completion_tokens() const {
     int n = 0;
     for (const auto& c : choices_) n += c->result.completion_tokens;

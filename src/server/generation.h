@@ -72,6 +72,9 @@ public:
     int choices() const { return int(choices_.size()); }
     const ChoiceResult& result(int index) const;
     int prompt_tokens() const; // over the prompts (not multiplied by n)
+    // Prompt tokens served from the prefix cache, counted as prompt_tokens is: per prompt the
+    // least over its n choices (RequestTimings::cached_tokens), summed over the prompts.
+    int cached_tokens() const;
     int completion_tokens() const;
     int reasoning_tokens() const;
     double ttft_s() const; // submit to the first token of any choice (-1: none yet)

@@ -20,6 +20,11 @@ void gauge(std::string& out, const std::string& name, double v, const std::strin
     out += name + " " + num(v) + "\n";
 }
 
+void counter(std::string& out, const std::string& name, uint64_t v, const std::string& help) {
+    header(out, name, "counter", help);
+    out += name + " " + std::to_string(v) + "\n";
+}
+
 } // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -60,10 +65,11 @@ void Metrics::finished(const std::string& reason) {
     ++finished_[reason];
 }
 
-void Metrics::tokens(int prompt, int completion) {
+void Metrics::tokens(int prompt, int completion, int cached) {
     std::lock_guard lock(mutex_);
     prompt_tokens_ += uint64_t(prompt);
     generation_tokens_ += uint64_t(completion);
+    cached_tokens_ += uint64_t(cached);
 }
 
 void Metrics::ttft(double s) {
@@ -96,10 +102,10 @@ std::string Metrics::render(const EngineStats& e, const MemoryStats& m, int64_t 
         out += std::string("ninfer_generations_finished_total{reason=\"") + r + "\"} " +
                std::to_string(it == finished_.end() ? 0 : it->second) + "\n";
     }
-    header(out, "ninfer_prompt_tokens_total", "counter", "Prompt tokens processed");
-    out += "ninfer_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
-    header(out, "ninfer_generation_tokens_total", "counter", "Tokens generated");
-    out += "ninfer_generation_tokens_total " + std::to_string(generation_tokens_) + "\n";
+    counter(out, "ninfer_prompt_tokens_total", prompt_tokens_, "Prompt tokens processed");
+    counter(out, "ninfer_prompt_tokens_cached_total", cached_tokens_,
+            "Prompt tokens served from the prefix cache (usage cached_tokens)");
+    counter(out, "ninfer_generation_tokens_total", generation_tokens_, "Tokens generated");
     ttft_.render(out, "ninfer_time_to_first_token_seconds", "Time to first token");
     itl_.render(out, "ninfer_inter_token_latency_seconds", "Time between generated tokens");
     duration_.render(out, "ninfer_request_duration_seconds", "Generation request duration");
@@ -116,6 +122,23 @@ std::string Metrics::render(const EngineStats& e, const MemoryStats& m, int64_t 
           "Fraction of the KV cache in use");
     gauge(out, "ninfer_state_slots_used", double(e.state_slots_used), "GDN state slots in use");
     gauge(out, "ninfer_state_slots_total", double(e.state_slots_total), "GDN state slots");
+    counter(out, "ninfer_prefix_cache_queries_tokens_total", uint64_t(e.prefix_query_tokens),
+            "Prompt tokens looked up in the prefix cache");
+    counter(out, "ninfer_prefix_cache_hits_tokens_total", uint64_t(e.prefix_hit_tokens),
+            "Prompt tokens found in the prefix cache");
+    gauge(out, "ninfer_prefix_cache_hit_rate",
+          e.prefix_query_tokens > 0 ? double(e.prefix_hit_tokens) / double(e.prefix_query_tokens)
+                                    : 0.0,
+          "Fraction of the prompt tokens looked up that the prefix cache held");
+    gauge(out, "ninfer_kv_blocks_cached", double(e.kv_blocks_cached),
+          "Unreferenced KV blocks kept for the prefix cache (evictable)");
+    header(out, "ninfer_prefix_snapshots", "gauge", "GDN state snapshots held, by memory tier");
+    out += "ninfer_prefix_snapshots{tier=\"device\"} " + std::to_string(e.snapshots_device) + "\n";
+    out += "ninfer_prefix_snapshots{tier=\"host\"} " + std::to_string(e.snapshots_host) + "\n";
+    gauge(out, "ninfer_prefix_snapshots_total_slots", double(e.snapshots_device_total),
+          "GDN state snapshot slots on the device");
+    counter(out, "ninfer_preemptions_total", uint64_t(e.preemptions),
+            "Requests preempted under memory pressure (recomputed later)");
     header(out, "ninfer_memory_bytes", "gauge", "Device memory held by the engine");
     out += "ninfer_memory_bytes{kind=\"weights\"} " + std::to_string(m.weights) + "\n";
     out += "ninfer_memory_bytes{kind=\"kv_cache\"} " + std::to_string(m.kv_cache) + "\n";

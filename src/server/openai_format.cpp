@@ -73,7 +73,7 @@ json openai_usage(const Generation& g) {
     return {{"prompt_tokens", prompt},
             {"completion_tokens", completion},
             {"total_tokens", prompt + completion},
-            {"prompt_tokens_details", {{"cached_tokens", 0}}},
+            {"prompt_tokens_details", {{"cached_tokens", g.cached_tokens()}}},
             {"completion_tokens_details", {{"reasoning_tokens", g.reasoning_tokens()}}}};
 }
 

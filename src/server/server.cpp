@@ -85,6 +85,7 @@ void Server::Impl::log(const httplib::Request& req, const httplib::Response& res
             line["n"] = rec.n;
         }
         if (rec.prompt_tokens >= 0) line["prompt_tokens"] = rec.prompt_tokens;
+        if (rec.cached_tokens >= 0) line["cached_tokens"] = rec.cached_tokens;
         if (rec.completion_tokens >= 0) line["completion_tokens"] = rec.completion_tokens;
         if (rec.ttft_s >= 0) line["ttft_s"] = rec.ttft_s;
         if (!rec.finish.empty()) line["finish_reason"] = rec.finish;

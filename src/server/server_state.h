@@ -38,6 +38,7 @@ struct RequestRecord {
     bool stream = false;
     int n = 0;
     int prompt_tokens = -1, completion_tokens = -1;
+    int cached_tokens = -1; // of prompt_tokens, served from the prefix cache
     double ttft_s = -1;
     std::string finish;
     std::string error;

@@ -79,6 +79,7 @@ void wait_generation(ServerState& s, Generation& g, ConnectionProbe& probe) {
 void record_generation(ServerState& s, const Generation& g) {
     RequestRecord& rec = current_record();
     rec.prompt_tokens = g.prompt_tokens();
+    rec.cached_tokens = g.cached_tokens();
     rec.completion_tokens = g.completion_tokens();
     rec.ttft_s = g.ttft_s();
     rec.finish.clear();
@@ -93,7 +94,7 @@ void record_generation(ServerState& s, const Generation& g) {
                                               {"content", r.content},
                                               {"tool_calls", r.tool_calls.size()}});
     }
-    s.metrics.tokens(g.prompt_tokens(), g.completion_tokens());
+    s.metrics.tokens(g.prompt_tokens(), g.completion_tokens(), rec.cached_tokens);
     if (g.ttft_s() >= 0) s.metrics.ttft(g.ttft_s());
     s.metrics.duration(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - rec.start).count());
