@@ -211,6 +211,7 @@ ChatJob parse_anthropic(const Json& b, bool for_count) {
     g.stop = string_list(b, "stop_sequences", 16);
     std::erase(g.stop, std::string());
     g.stream = opt_bool(b, "stream").value_or(false);
+    g.priority = parse_priority(b); // an extension, as for OpenAI
     job.tools = parse_tools(b);
     parse_tool_choice(b, job);
     parse_thinking(b, job);

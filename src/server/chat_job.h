@@ -33,6 +33,7 @@ struct GenOptions {
     int top_logprobs = 0;
     bool stream = false;
     bool include_usage = false;
+    int priority = 0; // scheduling: lower runs first (vLLM's extension)
 };
 
 struct ToolChoice {

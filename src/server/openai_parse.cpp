@@ -34,6 +34,7 @@ void parse_gen_options(const Json& b, GenOptions& g, bool chat) {
         }
     }
     g.ignore_eos = opt_bool(b, "ignore_eos").value_or(false);
+    g.priority = parse_priority(b);
     g.n = int(opt_int(b, "n", 1, kMaxChoices).value_or(1));
     const int64_t min_tokens = chat ? 1 : 0;
     g.max_tokens = opt_int(b, "max_tokens", min_tokens, INT32_MAX);

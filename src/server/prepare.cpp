@@ -33,6 +33,7 @@ void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longe
     spec.base.sampling = resolve_sampling(g.sampling, m.defaults);
     spec.base.stop_token_ids = g.stop_token_ids;
     spec.base.ignore_eos = g.ignore_eos;
+    spec.base.priority = g.priority;
     spec.base.top_logprobs = g.logprobs ? g.top_logprobs : 0;
     spec.logprobs = g.logprobs;
     spec.n = g.n;

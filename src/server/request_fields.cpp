@@ -121,6 +121,10 @@ std::vector<std::string> string_list(const Json& obj, const char* key, size_t ma
     return out;
 }
 
+int parse_priority(const Json& obj) {
+    return int(opt_int(obj, "priority", -kMaxPriority, kMaxPriority).value_or(0));
+}
+
 void reject_field(const Json& obj, const char* key, const char* why) {
     const Json* v = field(obj, key);
     if (!v) return;

@@ -36,6 +36,11 @@ std::string req_string(const Json& obj, const char* key);
 // A string or an array of strings (at most max_items).
 std::vector<std::string> string_list(const Json& obj, const char* key, size_t max_items);
 
+// `priority` (an extension of both APIs, as vLLM's: lower runs first): an integer within
+// +-kMaxPriority, 0 when absent.
+constexpr int64_t kMaxPriority = 1000000;
+int parse_priority(const Json& obj);
+
 // 400 "`key` is not supported: why" when the field is present and not null/false/empty.
 void reject_field(const Json& obj, const char* key, const char* why);
 

@@ -1,6 +1,6 @@
 // The server's schema translation without HTTP: OpenAI and Anthropic request parsing
 // (validation, messages into template input, tools, tool_choice, thinking), error shapes, the
-// stream event builders, the forced-text constraint and the Prometheus rendering.
+// stream event builders, the forced-text constraint, the Prometheus rendering and `priority`.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -103,6 +103,43 @@ TEST(OpenAIParse, CompletionPrompts) {
     EXPECT_TRUE(ids.gen.logprobs);
     EXPECT_EQ(ids.gen.top_logprobs, 0);
     EXPECT_EQ(*ids.gen.max_tokens, 16); // the OpenAI default
+}
+
+std::string param_of(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const ApiError& e) {
+        return e.param();
+    }
+    return "(accepted)";
+}
+
+TEST(Priority, AllEndpointsValidateIt) {
+    EXPECT_EQ(
+        parse_openai_chat(body(R"({"messages": [{"role": "user"}], "priority": -5})")).gen.priority,
+        -5);
+    EXPECT_EQ(parse_openai_chat(body(R"({"messages": [{"role": "user"}]})")).gen.priority, 0);
+    EXPECT_EQ(parse_openai_completion(body(R"({"prompt": "x", "priority": 1000000})")).gen.priority,
+              1000000);
+    EXPECT_EQ(parse_anthropic(body(R"({"messages": [{"role": "user", "content": "q"}],
+        "max_tokens": 1, "priority": 3})"),
+                              false)
+                  .gen.priority,
+              3);
+    for (const char* bad : {"\"1\"", "1.5", "true", "[1]", "{}", "1000001", "-2e6"}) {
+        const std::string chat =
+            std::string(R"({"messages": [{"role": "user"}], "priority": )") + bad + "}";
+        EXPECT_EQ(param_of([&] { parse_openai_chat(body(chat.c_str())); }), "priority") << bad;
+        const std::string completion = std::string(R"({"prompt": "x", "priority": )") + bad + "}";
+        EXPECT_EQ(param_of([&] { parse_openai_completion(body(completion.c_str())); }), "priority")
+            << bad;
+        const std::string messages =
+            std::string(R"({"messages": [{"role": "user", "content": "q"}], "max_tokens": 1,
+                "priority": )") +
+            bad + "}";
+        EXPECT_EQ(param_of([&] { parse_anthropic(body(messages.c_str()), false); }), "priority")
+            << bad;
+    }
 }
 
 TEST(AnthropicParse, BlocksToolsThinking) {
@@ -261,13 +298,34 @@ TEST(Metrics, PrometheusText) {
     Metrics m;
     m.request("/v1/chat/completions", 200);
     m.finished("cancelled");
-    m.tokens(10, 5);
+    m.tokens(10, 5, 4);
+    m.tokens(3, 1);
     m.ttft(0.2);
     m.inter_token(2, 0.02);
     EngineStats e;
     e.kv_blocks_total = 10;
     e.kv_blocks_used = 5;
+    e.kv_blocks_cached = 3;
+    e.prefix_query_tokens = 200;
+    e.prefix_hit_tokens = 50;
+    e.snapshots_device = 6;
+    e.snapshots_device_total = 64;
+    e.snapshots_host = 2;
+    e.preemptions = 7;
     const std::string text = m.render(e, MemoryStats{}, 1, 12);
+    for (const char* line :
+         {"ninfer_prompt_tokens_total 13", "ninfer_prompt_tokens_cached_total 4",
+          "ninfer_prefix_cache_queries_tokens_total 200",
+          "ninfer_prefix_cache_hits_tokens_total 50", "ninfer_prefix_cache_hit_rate 0.25",
+          "ninfer_kv_blocks_cached 3", "ninfer_prefix_snapshots{tier=\"device\"} 6",
+          "ninfer_prefix_snapshots{tier=\"host\"} 2", "ninfer_prefix_snapshots_total_slots 64",
+          "ninfer_preemptions_total 7", "# TYPE ninfer_preemptions_total counter",
+          "# TYPE ninfer_prefix_cache_hit_rate gauge"})
+        EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line;
+    EXPECT_NE(Metrics()
+                  .render(EngineStats{}, MemoryStats{}, 0, 1)
+                  .find("ninfer_prefix_cache_hit_rate 0\n"),
+              std::string::npos); // no lookups yet: 0, not NaN
     EXPECT_NE(
         text.find("ninfer_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1"),
         std::string::npos);
