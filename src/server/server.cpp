@@ -174,7 +174,10 @@ void Server::Impl::configure() {
 Server::Server(ModelContext model, ServerOptions options) : impl_(std::make_unique<Impl>()) {
     require(model.engine && model.tokenizer && model.chat_template && !model.names.empty(),
             "server: incomplete model context");
-    require(options.max_queue >= 0 && options.max_sequences >= 1, "server: bad queue limits");
+    if (options.max_sequences == 0)
+        options.max_sequences = int(model.engine->stats().state_slots_total);
+    require(options.max_queue >= 0 && options.max_sequences >= 1, "server: bad queue limits (",
+            options.max_sequences, " sequences, ", options.max_queue, " queued)");
     impl_->state.model = std::move(model);
     impl_->state.options = std::move(options);
     impl_->state.capacity = impl_->state.options.max_sequences + impl_->state.options.max_queue;

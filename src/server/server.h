@@ -17,8 +17,8 @@ struct ServerOptions {
     int port = 8000;                   // 0: any free port (see Server::port())
     std::vector<std::string> api_keys; // empty: no authentication
     size_t max_body_bytes = 8u << 20;  // larger bodies get 413
-    int max_queue = 64;                // sequences waiting beyond the engine's max_sequences
-    int max_sequences = 8;             // the engine's resident sequences
+    int max_queue = 64;                // sequences waiting beyond the engine's slots
+    int max_sequences = 0;             // the engine's slots (0: its stats' state_slots_total)
     double keepalive_s = 10;           // SSE keep-alive interval while nothing is generated
     double shutdown_grace_s = 30;      // in-flight requests may finish this long on SIGTERM
     bool log_requests = true;          // one JSON line per request on stderr

@@ -25,7 +25,7 @@ struct ServerState {
     ServerOptions options;
     Metrics metrics;
     std::atomic<int64_t> in_flight{0}; // admitted sequences
-    int64_t capacity = 0;              // max_sequences + max_queue
+    int64_t capacity = 0;              // the engine's state slots + max_queue
     std::atomic<bool> draining{false}; // shutting down: no new generations
     std::atomic<bool> cancel_all{false};
 };
