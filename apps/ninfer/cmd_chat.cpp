@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "default_model.h"
+#include "engine_flags.h"
 #include "sampling_flags.h"
 #include "text_generation.h"
 
@@ -123,10 +124,10 @@ Action add_chat_command(CLI::App& app) {
     app.add_option("--max-new", o->max_new, "Most tokens per answer")
         ->check(CLI::NonNegativeNumber);
     add_sampling_options(app, o->sampling, /*all_penalties=*/true);
-    app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
-    app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
-    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
-    app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
+    // the prefix cache serves each turn the conversation's earlier turns
+    add_engine_options(app, o->engine,
+                       kDeviceFlags | kContextFlag | kPrefillFlag | kMemoryFlags |
+                           kPrefixCacheFlags);
     return [o] {
         o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
         return chat(*o);

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "default_model.h"
+#include "engine_flags.h"
 #include "ninfer/engine.h"
 #include "text/tokenizer.h"
 
@@ -101,12 +102,7 @@ Action add_perplexity_command(CLI::App& app) {
     app.add_option("--context", o->context, "Tokens per window")->check(CLI::PositiveNumber);
     app.add_option("--chunks", o->chunks, "Score only the first N windows (0: all)")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
-    app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
-    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
-    app.add_option("--prefill-chunk", o->engine.prefill_chunk, "Prompt tokens per step")
-        ->check(CLI::PositiveNumber);
-    app.add_flag("--reference", o->engine.cpu_reference, "Use the CPU reference ops (slow)");
+    add_engine_options(app, o->engine, kDeviceFlags | kPrefillFlag | kReferenceFlag | kMemoryFlags);
     return [o] { return perplexity(*o); };
 }
 

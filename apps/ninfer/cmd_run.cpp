@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "default_model.h"
+#include "engine_flags.h"
 #include "ninfer/engine.h"
 #include "sampling_flags.h"
 #include "text_generation.h"
@@ -122,12 +123,8 @@ Action add_run_command(CLI::App& app) {
     app.add_flag("--json", o->json, "Print one JSON object with ids and logprobs");
     app.add_option("--top-logprobs", o->top_logprobs, "Alternatives per token in --json output");
     app.add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
-    app.add_option("--device", o->engine.device, "cpu (cuda with the CUDA backend)");
-    app.add_option("--prefill-chunk", o->engine.prefill_chunk, "Prompt tokens per step")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
-    app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
-    app.add_flag("--reference", o->engine.cpu_reference, "Use the CPU reference ops (slow)");
+    add_engine_options(app, o->engine,
+                       kDeviceFlags | kContextFlag | kPrefillFlag | kReferenceFlag | kMemoryFlags);
     return [o, ids] {
         o->prompt_ids_given = ids->count() > 0;
         o->engine.model_dir = model_dir_or_default(o->engine.model_dir);

@@ -1,0 +1,73 @@
+#include "engine_flags.h"
+
+#include <CLI/CLI.hpp>
+
+namespace ninfer::app {
+
+void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
+    if (flags & kRandomWeightFlags) {
+        app.add_flag("--random-weights", o.random_weights,
+                     "Deterministic random weights made on the device (with --config)");
+        app.add_option("--config", o.config_file, "HF config.json (with --random-weights)");
+        app.add_option("--seed", o.random_seed, "Seed of the random weights");
+    }
+    if (flags & kDeviceFlags) {
+        app.add_option("--device", o.device, "cpu, cuda or cuda:N");
+        app.add_option("--dtype", o.dtype, "auto, bf16 or f32");
+        app.add_option("--threads", o.threads, "CPU threads (0: all)")
+            ->check(CLI::NonNegativeNumber);
+    }
+    if (flags & kContextFlag)
+        app.add_option("--max-context", o.max_context, "Longest sequence in tokens")
+            ->check(CLI::NonNegativeNumber);
+    if (flags & kPrefillFlag)
+        app.add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens per step")
+            ->check(CLI::PositiveNumber);
+    if (flags & kReferenceFlag)
+        app.add_flag("--reference", o.cpu_reference, "Use the CPU reference ops (slow)");
+    if (flags & kBatchFlags) {
+        app.add_option("--max-sequences", o.max_sequences, "Sequences run at once (0: from memory)")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--max-batch-tokens", o.max_batch_tokens,
+                       "Most rows (prompt and decode tokens) in one step")
+            ->check(CLI::PositiveNumber);
+    }
+    if (flags & kMemoryFlags) {
+        app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                       "Share of the GPU's memory the engine may hold, in (0, 1]")
+            ->check(CLI::Validator(
+                [](std::string& s) -> std::string {
+                    double v = 0;
+                    size_t used = 0;
+                    try {
+                        v = std::stod(s, &used);
+                    } catch (const std::exception&) {
+                        used = 0;
+                    }
+                    if (used != s.size() || !(v > 0 && v <= 1))
+                        return "must be a number in (0, 1], got " + s;
+                    return {};
+                },
+                "(0, 1]"));
+        app.add_option("--kv-cache-tokens", o.kv_cache_tokens,
+                       "KV cache capacity in tokens (0: from memory)")
+            ->check(CLI::NonNegativeNumber);
+    }
+    if (flags & kPrefixCacheFlags) {
+        app.add_flag("!--no-prefix-cache", o.prefix_cache,
+                     "Do not share prompt prefixes (KV blocks and state snapshots) across "
+                     "requests");
+        app.add_option("--snapshot-stride", o.snapshot_stride,
+                       "Tokens between GDN state snapshots in long prompts, a multiple of the KV "
+                       "block size (0: 512)")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--prefix-cache-snapshots", o.prefix_cache_snapshots,
+                       "GDN state snapshot slots on the device (0: from memory)")
+            ->check(CLI::NonNegativeNumber);
+        app.add_option("--prefix-cache-host-gb", o.prefix_cache_host_gb,
+                       "Host memory (GB) for snapshots evicted from the device (0: none)")
+            ->check(CLI::NonNegativeNumber);
+    }
+}
+
+} // namespace ninfer::app

@@ -1,0 +1,27 @@
+// Engine flags shared by the subcommands: each takes the groups that make sense for it, with
+// one spelling and one help text everywhere.
+#pragma once
+
+#include "ninfer/engine.h"
+
+namespace CLI {
+class App;
+}
+
+namespace ninfer::app {
+
+enum EngineFlags : unsigned {
+    kDeviceFlags = 1u << 0,       // --device, --dtype, --threads
+    kContextFlag = 1u << 1,       // --max-context
+    kPrefillFlag = 1u << 2,       // --prefill-chunk
+    kReferenceFlag = 1u << 3,     // --reference
+    kBatchFlags = 1u << 4,        // --max-sequences, --max-batch-tokens
+    kMemoryFlags = 1u << 5,       // --gpu-memory-utilization, --kv-cache-tokens
+    kPrefixCacheFlags = 1u << 6,  // --no-prefix-cache, --snapshot-stride,
+                                  // --prefix-cache-snapshots, --prefix-cache-host-gb
+    kRandomWeightFlags = 1u << 7, // --random-weights, --config, --seed
+};
+
+void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags);
+
+} // namespace ninfer::app
