@@ -1,6 +1,8 @@
-// ninfer serve: the OpenAI- and Anthropic-compatible HTTP server (src/server) on one model.
-// SIGINT/SIGTERM stop it gracefully: no new requests, in-flight ones finish within the grace
-// period (then are cancelled), exit status 0.
+// ninfer serve: the OpenAI- and Anthropic-compatible HTTP server (src/server) on one model, or
+// on random weights of a config (--random-weights --config FILE) with the text side (tokenizer,
+// chat template, generation_config.json) from --tokenizer DIR. SIGINT/SIGTERM stop it
+// gracefully: no new requests, in-flight ones finish within the grace period (then are
+// cancelled), exit status 0.
 #include <pthread.h>
 #include <signal.h>
 
@@ -14,6 +16,9 @@
 #include "commands.h"
 #include "core/error.h"
 #include "default_model.h"
+#include "engine_flags.h"
+#include "io/hf_config.h"
+#include "io/model_files.h"
 #include "server/server.h"
 
 namespace ninfer::app {
@@ -28,7 +33,49 @@ struct ServeOptions {
     int64_t default_max_tokens = 4096;
     std::string template_kwargs; // --chat-template-kwargs: a JSON object
     std::string template_file;   // --chat-template: replaces the model's template
+    std::string text_dir;        // --tokenizer: tokenizer, chat template, generation_config.json
 };
+
+// With --random-weights: the tokenizer directory (--tokenizer, else the demo model's).
+std::string random_weights_text_dir(const ServeOptions& o) {
+    require(!o.engine.config_file.empty(), "--random-weights needs --config FILE (an HF config)");
+    require(o.engine.model_dir.empty(), "--random-weights takes --config FILE, not --model");
+    if (!o.text_dir.empty()) return o.text_dir;
+    try {
+        return default_model_dir();
+    } catch (const Error& e) {
+        fail(ErrorCategory::Io, "--random-weights without --tokenizer DIR uses the demo model's ",
+             "tokenizer, which was not found: ", e.what());
+    }
+}
+
+// Every id of the tokenizer must be a token of the model (ids beyond the tokenizer that the
+// model generates read as U+FFFD).
+void check_vocab(const text::Tokenizer& tok, const std::string& dir, int64_t vocab,
+                 const std::string& model) {
+    require(tok.vocab_size() <= vocab, "the tokenizer of ", dir, " has ", tok.vocab_size(),
+            " token ids, more than the vocabulary of ", model, " (", vocab,
+            "); give --tokenizer DIR with a tokenizer that fits it");
+}
+
+// One line on what the engine holds once built.
+void print_engine(const EngineOptions& o, const EngineStats& st) {
+    std::string cache = "off";
+    if (o.prefix_cache) {
+        cache = "on (" + std::to_string(st.snapshots_device_total) + " snapshot slots";
+        if (o.prefix_cache_host_gb > 0) {
+            char host[64];
+            std::snprintf(host, sizeof host, ", %.3g GB host", o.prefix_cache_host_gb);
+            cache += host;
+        }
+        cache += ")";
+    }
+    std::fprintf(stderr,
+                 "ninfer: engine: KV capacity %lld tokens, %lld sequence slots, %lld batch "
+                 "tokens, prefix cache %s\n",
+                 (long long)st.kv_capacity_tokens, (long long)st.state_slots_total,
+                 (long long)st.max_batch_tokens, cache.c_str());
+}
 
 // --chat-template-kwargs, checked before the model loads.
 nlohmann::ordered_json parse_template_kwargs(const std::string& text) {
@@ -75,23 +122,39 @@ int serve(ServeOptions& o) {
     so.api_keys = o.api_keys;
     if (!o.api_key_file.empty())
         for (auto& k : read_key_file(o.api_key_file)) so.api_keys.push_back(k);
-    so.max_sequences = o.engine.max_sequences;
-    const std::filesystem::path dir(o.engine.model_dir);
     const nlohmann::ordered_json template_defaults = parse_template_kwargs(o.template_kwargs);
-    Engine engine(o.engine);
+    const bool random = o.engine.random_weights;
+    const std::filesystem::path dir(o.text_dir);
     const text::Tokenizer tokenizer = text::Tokenizer::from_model_dir(dir);
     const text::ChatTemplate chat_template =
         text::ChatTemplate::from_model_dir(dir, o.template_file);
+    if (random)
+        check_vocab(tokenizer, o.text_dir, io::load_hf_config(o.engine.config_file).vocab_size,
+                    o.engine.config_file);
+    // Random weights: the config from --config, the token limit and EOS ids from the text
+    // directory, so sampled ids stay inside the tokenizer.
+    if (random) o.engine.model_dir = o.text_dir;
+    Engine engine(o.engine);
+    if (!random && o.text_dir != o.engine.model_dir)
+        check_vocab(tokenizer, o.text_dir, engine.model_info().token_limit, o.engine.model_dir);
+    print_engine(o.engine, engine.stats());
+    // The server admits the engine's state slots (from memory when --max-sequences is 0) plus
+    // --max-queue: so.max_sequences stays 0.
     server::ModelContext ctx;
     ctx.engine = &engine;
     ctx.tokenizer = &tokenizer;
     ctx.chat_template = &chat_template;
     ctx.names = o.names;
     if (ctx.names.empty())
-        ctx.names.push_back(std::filesystem::absolute(dir).lexically_normal().filename().string());
+        ctx.names.push_back(random ? std::filesystem::path(o.engine.config_file).stem().string()
+                                   : std::filesystem::absolute(o.engine.model_dir)
+                                         .lexically_normal()
+                                         .filename()
+                                         .string());
     if (ctx.names[0].empty()) ctx.names[0] = "model";
     ctx.created = int64_t(std::time(nullptr));
     ctx.defaults = server::read_sampling_defaults(dir);
+    if (random) ctx.extra_eos_ids = io::read_generation_eos(dir); // the engine has the config's
     ctx.default_max_tokens = o.default_max_tokens;
     ctx.template_defaults = template_defaults;
 
@@ -131,6 +194,10 @@ Action add_serve_command(CLI::App& app) {
     app.add_option("--model", o->engine.model_dir,
                    "HF checkpoint directory with tokenizer files and a chat template "
                    "(default: the embedded demo model, models/ninfer-demo)");
+    app.add_option("--tokenizer", o->text_dir,
+                   "Directory with tokenizer.json, tokenizer_config.json, the chat template and "
+                   "generation_config.json: the text side of --random-weights (default: the "
+                   "demo model's); with a model, replaces its own");
     app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1)");
     app.add_option("--port", o->server.port, "Port (0: any free port)")
         ->check(CLI::Range(0, 65535));
@@ -138,11 +205,12 @@ Action add_serve_command(CLI::App& app) {
                    "Require this key (Authorization: Bearer or x-api-key); repeatable");
     app.add_option("--api-key-file", o->api_key_file, "File with API keys, one per line");
     app.add_option("--served-model-name", o->names,
-                   "Model name(s) clients use (default: the model directory's name)");
+                   "Model name(s) clients use (default: the model directory's name, or the "
+                   "config file's stem with --random-weights)");
     app.add_option("--max-body-bytes", o->server.max_body_bytes, "Largest request body (413)")
         ->check(CLI::PositiveNumber);
     app.add_option("--max-queue", o->server.max_queue,
-                   "Sequences that may wait beyond --max-sequences; more get 429")
+                   "Sequences that may wait beyond the engine's slots; more get 429")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--default-max-tokens", o->default_max_tokens,
                    "max_tokens when a request gives none (capped by the context)")
@@ -166,17 +234,17 @@ Action add_serve_command(CLI::App& app) {
         ->check(CLI::PositiveNumber);
     app.add_flag("--log-content", o->server.log_content, "Log prompts and outputs");
     app.add_flag("!--no-log-requests", o->server.log_requests, "No per-request log lines");
-    app.add_option("--device", o->engine.device, "cpu, cuda or cuda:N");
-    app.add_option("--dtype", o->engine.dtype, "auto, bf16 or f32");
-    app.add_option("--threads", o->engine.threads, "CPU threads (0: all)");
-    app.add_option("--max-context", o->engine.max_context, "Longest sequence in tokens");
-    app.add_option("--max-sequences", o->engine.max_sequences, "Sequences run at once")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--prefill-chunk", o->engine.prefill_chunk, "Prompt tokens per step")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--kv-cache-tokens", o->engine.kv_cache_tokens, "KV cache capacity in tokens");
+    add_engine_options(app, o->engine,
+                       kRandomWeightFlags | kDeviceFlags | kContextFlag | kPrefillFlag |
+                           kBatchFlags | kMemoryFlags | kPrefixCacheFlags);
     return [o] {
-        o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
+        if (o->engine.random_weights) {
+            o->text_dir = random_weights_text_dir(*o);
+        } else {
+            require(o->engine.config_file.empty(), "--config needs --random-weights");
+            o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
+            if (o->text_dir.empty()) o->text_dir = o->engine.model_dir;
+        }
         return serve(*o);
     };
 }

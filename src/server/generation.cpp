@@ -112,7 +112,10 @@ bool Generation::drain(Choice& c, RequestStream::Wait w, RequestUpdate& u,
             r.tokens.push_back(t);
         }
         const bool reasoning = !c.raw && c.parser.in_reasoning();
-        append_delta(ev.delta, c.push(c.detok.push(t.id)));
+        // an id beyond the tokenizer (random weights with a smaller tokenizer): U+FFFD
+        const bool known = t.id < tokenizer_->vocab_size();
+        append_delta(ev.delta,
+                     c.push(known ? c.detok.push(t.id) : c.detok.finish() + "\xEF\xBF\xBD"));
         if (reasoning) ++r.reasoning_tokens;
         if (c.stopped()) {
             c.text_stopped = true;

@@ -10,8 +10,14 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// A token's bytes; an id beyond the tokenizer (random weights with a smaller tokenizer) reads
+// as U+FFFD, as in the text.
+std::string bytes_of(const text::Tokenizer& tok, int32_t id) {
+    return id < tok.vocab_size() ? tok.token_bytes(id) : std::string("\xEF\xBF\xBD");
+}
+
 json token_entry(const text::Tokenizer& tok, int32_t id, float logprob) {
-    const std::string& b = tok.token_bytes(id);
+    const std::string b = bytes_of(tok, id);
     json bytes = json::array();
     for (unsigned char c : b) bytes.push_back(int(c));
     return {{"token", text::utf8_lossy(b)}, {"logprob", logprob}, {"bytes", bytes}};
@@ -33,12 +39,12 @@ json completion_logprobs(const text::Tokenizer& tok, const std::vector<Generated
                          size_t& offset) {
     json toks = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
     for (const auto& t : tokens) {
-        const std::string s = text::utf8_lossy(tok.token_bytes(t.id));
+        const std::string s = text::utf8_lossy(bytes_of(tok, t.id));
         toks.push_back(s);
         lps.push_back(t.logprob);
         json top = json::object();
         for (const auto& alt : t.top_logprobs)
-            top[text::utf8_lossy(tok.token_bytes(alt.id))] = alt.logprob;
+            top[text::utf8_lossy(bytes_of(tok, alt.id))] = alt.logprob;
         tops.push_back(top);
         offs.push_back(offset);
         offset += s.size();

@@ -32,6 +32,9 @@ void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longe
     spec.base.max_new_tokens = int(std::min(wanted, room));
     spec.base.sampling = resolve_sampling(g.sampling, m.defaults);
     spec.base.stop_token_ids = g.stop_token_ids;
+    if (!g.ignore_eos)
+        spec.base.stop_token_ids.insert(spec.base.stop_token_ids.end(), m.extra_eos_ids.begin(),
+                                        m.extra_eos_ids.end());
     spec.base.ignore_eos = g.ignore_eos;
     spec.base.priority = g.priority;
     spec.base.top_logprobs = g.logprobs ? g.top_logprobs : 0;
@@ -131,7 +134,7 @@ PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::
                           job.tool_choice.kind != ToolChoice::Kind::None;
     if (po.parse_tool_calls) po.tools = job.tools;
     po.id_prefix = id_prefix;
-    std::vector<int32_t> stop_ids = job.gen.stop_token_ids;
+    std::vector<int32_t> stop_ids = p.spec.base.stop_token_ids;
     if (!job.gen.ignore_eos)
         for (int32_t id : m.engine->model_info().eos_token_ids) stop_ids.push_back(id);
     ConstraintPlan plan = constraint_plan(m, job, po.starts_in_reasoning, stop_ids);
