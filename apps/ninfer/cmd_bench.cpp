@@ -198,7 +198,6 @@ int bench(BenchOptions o) {
     o.engine.max_sequences = 1;
     o.engine.prefix_cache = false; // repetitions must not be served from the cache
     o.engine.kv_cache_tokens = o.engine.max_context;
-    o.engine.prefix_cache = false;
     o.engine.max_batch_tokens = std::max(largest_chunk, 1);
     const io::ModelConfig c = io::load_hf_config(
         o.engine.config_file.empty() ? o.engine.model_dir : o.engine.config_file);
