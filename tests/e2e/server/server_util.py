@@ -27,10 +27,11 @@ SPECIAL = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<
 class Server:
     """A `ninfer serve` process; its stderr (the request log) is collected line by line."""
 
-    def __init__(self, *extra, key=KEY):
+    def __init__(self, *extra, key=KEY, model=MODEL):
+        """`model` None: no --model (e.g. with --random-weights)."""
         defaults = {"--threads": "1", "--max-sequences": "4", "--max-queue": "8",
                     "--keep-alive-timeout": "1"}
-        args = [NINFER, "serve", "--model", MODEL, "--port", "0", *extra]
+        args = [NINFER, "serve", *(["--model", model] if model else []), "--port", "0", *extra]
         for option, value in defaults.items():
             if option not in extra:
                 args += [option, value]

@@ -218,18 +218,19 @@ class WrongTypes(ServerTest):
         "tools": ARR + [[5], [{"type": "function"}]], "tool_choice": ["sometimes", 5, [], True],
         "parallel_tool_calls": BOOL, "response_format": OBJ + [{"type": 5}],
         "chat_template_kwargs": OBJ, "reasoning_effort": STR, "continue_final_message": BOOL,
-        "ignore_eos": BOOL, "modalities": [5, {}, [5]], "logit_bias": ["x", 5, True]}
+        "ignore_eos": BOOL, "modalities": [5, {}, [5]], "logit_bias": ["x", 5, True],
+        "priority": INT}
     COMPLETION_FIELDS = {
         "model": STR, "prompt": [5, {}, True, [1.5], ["a", 2], [[1], "a"], [-1]],
         "temperature": NUM, "top_p": NUM, "top_k": INT, "seed": INT, "stop": STRS, "n": INT,
         "max_tokens": INT, "stream": BOOL, "logprobs": INT, "echo": BOOL, "best_of": INT,
-        "suffix": [5, [], {}], "ignore_eos": BOOL, "presence_penalty": NUM}
+        "suffix": [5, [], {}], "ignore_eos": BOOL, "presence_penalty": NUM, "priority": INT}
     MESSAGES_FIELDS = {
         "model": STR, "messages": ARR + ["hi"], "system": [5, {}, True, [5]],
         "max_tokens": INT, "temperature": NUM, "top_p": NUM, "top_k": INT, "seed": INT,
         "stop_sequences": STRS, "stream": BOOL, "tools": ARR + [[5]],
         "tool_choice": ["auto", 5, [], {"type": 5}], "thinking": OBJ + [{"type": 5}],
-        "output_config": ["x", 5, True]}
+        "output_config": ["x", 5, True], "priority": INT}
 
     def sweep(self, path, fields, named):
         for name, values in fields.items():
@@ -250,7 +251,7 @@ class WrongTypes(ServerTest):
         self.sweep(MESSAGES, self.MESSAGES_FIELDS, False)
         self.sweep(COUNT, {k: v for k, v in self.MESSAGES_FIELDS.items()
                            if k not in ("max_tokens", "stream", "temperature", "top_p",
-                                        "top_k", "seed", "stop_sequences")}, False)
+                                        "top_k", "seed", "stop_sequences", "priority")}, False)
 
     def test_message_parts(self):
         for msg in [{"role": "user", "content": 5}, {"role": "user", "content": {}},
@@ -448,12 +449,14 @@ class AbsurdParameters(ServerTest):
         "repetition_penalty": [0, -1, 101], "n": [0, -1, 17, 1000, 2 ** 40],
         "top_logprobs": [-1, 21, 100], "seed": [2 ** 64, 1e300],
         "stop": [["s"] * 17, ["s"] * 1000], "stop_token_ids": [[-1], [10 ** 9], [2 ** 31]],
-        "logit_bias": [{"5": 10}]}
+        "logit_bias": [{"5": 10}], "priority": [10 ** 6 + 1, -10 ** 6 - 1, 2 ** 63, 1e300]}
     COMPLETION_BAD = {"max_tokens": [-1, 10 ** 12], "logprobs": [-1, 21, 100],
+                      "priority": [10 ** 6 + 1, 2 ** 64],
                       "n": [0, 17], "best_of": [0, 3, 100], "suffix": ["tail"],
                       "prompt": [[], [[]], "", [-1], [10 ** 9], ["x"] * 65]}
     MESSAGES_BAD = {"max_tokens": [-1, 10 ** 12, 1e12, 1.5], "temperature": [-1, 1e9],
                     "top_p": [1.5, 0], "top_k": [-1, 2 ** 31], "stop_sequences": [["s"] * 1000],
+                    "priority": [-10 ** 7, 1.5, "1"],
                     "thinking": [{"type": "enabled", "budget_tokens": 0},
                                  {"type": "enabled", "budget_tokens": -1},
                                  {"type": "enabled"}, {"type": "sometimes"}],
@@ -493,7 +496,8 @@ class AbsurdParameters(ServerTest):
                       {"seed": -2 ** 63}, {"seed": 2 ** 63 - 1}, {"n": 16, "stream": True},
                       {"n": 16, "logprobs": True, "top_logprobs": 20},
                       {"stop": ["", "a"]}, {"presence_penalty": 2, "frequency_penalty": -2,
-                                             "repetition_penalty": 100}]:
+                                             "repetition_penalty": 100},
+                      {"priority": 10 ** 6}, {"priority": -10 ** 6}, {"priority": 3.0}]:
             with self.subTest(extra=extra):
                 status, _, data = post(CHAT, dict(BASE[CHAT], **extra))
                 self.assertEqual(status, 200, data[:300])

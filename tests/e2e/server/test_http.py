@@ -2,12 +2,13 @@
 """`ninfer serve` over raw HTTP: auth on every route but /health, error shapes and statuses
 (400/401/404/413/422/429/503), limits, disconnect cancellation (seen in /metrics and the
 request log), SSE keep-alives, metrics, the request log, tokenize/detokenize, /openapi.json,
-graceful SIGTERM."""
+graceful SIGTERM, serving random weights (--random-weights --config, --tokenizer)."""
 import http.client
 import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -16,7 +17,7 @@ import unittest
 import openai
 
 sys.path.insert(0, os.path.dirname(__file__))
-from server_util import KEY, Server  # noqa: E402
+from server_util import KEY, MODEL, NINFER, ROOT, Server  # noqa: E402
 
 SERVER = None
 USER = [{"role": "user", "content": "hi"}]
@@ -174,12 +175,17 @@ class Observability(unittest.TestCase):
                      "ninfer_inter_token_latency_seconds_count", "ninfer_queue_depth",
                      "ninfer_kv_cache_usage_ratio", "ninfer_state_slots_used",
                      "ninfer_prompt_tokens_total", "ninfer_generation_tokens_total",
-                     'ninfer_memory_bytes{kind="weights"}']:
+                     'ninfer_memory_bytes{kind="weights"}', "ninfer_prompt_tokens_cached_total",
+                     "ninfer_prefix_cache_hit_rate", "ninfer_prefix_cache_queries_tokens_total",
+                     "ninfer_prefix_cache_hits_tokens_total", "ninfer_kv_blocks_cached",
+                     'ninfer_prefix_snapshots{tier="device"}',
+                     'ninfer_prefix_snapshots{tier="host"}',
+                     "ninfer_prefix_snapshots_total_slots", "ninfer_preemptions_total"]:
             self.assertIn(name, text)
         rec = [r for r in SERVER.log_records() if r["endpoint"] == "/v1/chat/completions"
                and r["status"] == 200][-1]
-        for key in ["id", "prompt_tokens", "completion_tokens", "ttft_s", "duration_s",
-                    "finish_reason"]:
+        for key in ["id", "prompt_tokens", "cached_tokens", "completion_tokens", "ttft_s",
+                    "duration_s", "finish_reason"]:
             self.assertIn(key, rec)
         self.assertNotIn("content", rec)  # no text without --log-content
 
@@ -221,6 +227,56 @@ class Lifecycle(unittest.TestCase):
             self.assertTrue(logged and "prompt" in logged[0]["content"])
         finally:
             s.stop()
+
+
+class RandomWeights(unittest.TestCase):
+    CONFIG = os.path.join(MODEL, "config.json")
+
+    def test_config_with_a_tokenizer_dir(self):
+        s = Server("--random-weights", "--config", self.CONFIG, "--tokenizer", MODEL,
+                   "--seed", "3", "--max-context", "512", model=None)
+        try:
+            self.assertEqual([m["id"] for m in s.request("GET", "/v1/models")[2]["data"]],
+                             ["config"])  # the config file's stem
+            body = {"messages": USER, "max_tokens": 8, "temperature": 0, "logprobs": True}
+            status, _, one = s.request("POST", "/v1/chat/completions", body)
+            self.assertEqual(status, 200, one)
+            self.assertEqual(s.request("POST", "/v1/chat/completions", body)[2]["choices"],
+                             one["choices"])  # deterministic weights, greedy
+            status, _, m = s.request("POST", "/v1/messages", {"messages": USER,
+                                                              "max_tokens": 4})
+            self.assertEqual((status, m["type"]), (200, "message"))
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_demo_tokenizer_by_default(self):
+        # the demo model's own config: its 8,192-id tokenizer fits
+        demo = os.path.join(ROOT, "models", "ninfer-demo")
+        s = Server("--random-weights", "--config", os.path.join(demo, "config.json"),
+                   "--max-context", "512", "--served-model-name", "rand", model=None)
+        try:
+            status, _, r = s.request("POST", "/v1/completions", {"prompt": "def f(x):",
+                                                                 "max_tokens": 6})
+            self.assertEqual(status, 200, r)
+            self.assertIsInstance(r["choices"][0]["text"], str)
+            self.assertEqual(s.request("GET", "/v1/models")[2]["data"][0]["id"], "rand")
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_bad_combinations_fail_clearly(self):
+        for args, says in [
+                # the demo tokenizer (8,192 ids) does not fit the fixture's 320-token vocabulary
+                (["--random-weights", "--config", self.CONFIG], "--tokenizer"),
+                (["--random-weights"], "--config"),
+                (["--random-weights", "--config", self.CONFIG, "--model", MODEL], "--model"),
+                (["--model", MODEL, "--config", self.CONFIG], "--random-weights"),
+                (["--model", MODEL, "--gpu-memory-utilization", "0"], "gpu-memory-utilization"),
+                (["--model", MODEL, "--gpu-memory-utilization", "1.5"],
+                 "gpu-memory-utilization")]:
+            run = subprocess.run([NINFER, "serve", "--port", "0", *args], capture_output=True,
+                                 text=True, timeout=60)
+            self.assertNotEqual(run.returncode, 0, args)
+            self.assertIn(says, run.stderr, args)
 
 
 if __name__ == "__main__":

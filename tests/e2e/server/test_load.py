@@ -77,8 +77,9 @@ def outcome(path, body, status, raw):
             assert r["type"] == "message" and r["role"] == "assistant", r
             assert r["id"].startswith("msg_"), r
             blocks = "".join(b.get("text", "") + b.get("thinking", "") for b in r["content"])
-            return blocks, r["stop_reason"], r["usage"]["input_tokens"], \
-                r["usage"]["output_tokens"]
+            u = r["usage"]  # input_tokens: the prompt tokens not read from the prefix cache
+            return blocks, r["stop_reason"], u["input_tokens"] + u["cache_read_input_tokens"], \
+                u["output_tokens"]
         assert len(r["choices"]) == 1 and r["choices"][0]["index"] == 0, r
         c = r["choices"][0]
         if path == CHAT:
@@ -119,8 +120,11 @@ def outcome(path, body, status, raw):
                 raise AssertionError(f"unexpected event {e}")
         assert open_block is None and finished == sorted(finished), events
         final = datas[-2]
+        # message_start counts the whole prompt; message_delta splits off the cache reads
+        prompt = final["usage"]["input_tokens"] + final["usage"]["cache_read_input_tokens"]
+        assert start["usage"]["input_tokens"] == prompt, (start, final)
         return "".join(parts[i] for i in sorted(parts)), final["delta"]["stop_reason"], \
-            start["usage"]["input_tokens"], final["usage"]["output_tokens"]
+            prompt, final["usage"]["output_tokens"]
 
     assert frames[-1][1] == "[DONE]", frames[-3:]
     chunks = [json.loads(d) for _, d in frames[:-1]]
