@@ -29,6 +29,10 @@ TEST_P(CudaServing, F32BatchedAndPreemptedRequestsEqualSoloRuns) {
     check_batching_and_preemption(on_cuda("f32"), GetParam(), kIdsOnly);
 }
 
+TEST_P(CudaServing, F32HostTierSnapshotsEqualColdRuns) {
+    check_host_tier(on_cuda("f32"), GetParam(), {kLogprobScheduleAbs, 0});
+}
+
 TEST_P(CudaServing, Bf16PrefixCacheHitsGiveTheColdFirstToken) {
     check_prefix_cache_exactness(on_cuda("bf16"), GetParam(), kBf16FirstToken);
 }

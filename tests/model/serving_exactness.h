@@ -114,6 +114,31 @@ inline void check_prefix_cache_exactness(EngineOptions options, const Fixture& f
                        {-1, logprob_tol.steps}, f.name + " seeded sampling");
 }
 
+// One device snapshot row and a host tier: a second conversation pushes the first one's snapshot
+// to host memory, and the first conversation's next turn is restored from there.
+inline void check_host_tier(EngineOptions options, const Fixture& f, Comparison cmp) {
+    options.model_dir = f.dir;
+    options.prefix_cache_snapshots = 1;
+    options.prefix_cache_host_gb = 0.25;
+    options.snapshot_stride = 4096; // no stride snapshots: only prompt and turn ends
+    EngineOptions cold_options = options;
+    cold_options.prefix_cache = false;
+    Engine cold(cold_options), hot(options);
+    const std::vector<int32_t> base = long_prompt(f, 200);
+    const auto first = prefix_of(base, 50);
+    const Generated answer = run_one(hot, greedy_request(first, 5));
+    std::vector<int32_t> other(base.begin() + 100, base.begin() + 140);
+    run_one(hot, greedy_request(other, 5)); // takes the device row: the first goes to the host
+    EXPECT_GT(hot.stats().snapshots_host, 0) << f.name;
+    std::vector<int32_t> turn2 = first;
+    for (const auto& t : answer.tokens) turn2.push_back(t.id);
+    turn2.push_back(base[60]);
+    const Generated want = run_one(cold, greedy_request(turn2, 8));
+    const Generated got = run_one(hot, greedy_request(turn2, 8));
+    EXPECT_EQ(got.timings.cached_tokens, int(first.size() + answer.tokens.size()) - 1) << f.name;
+    expect_same_output(got.tokens, want.tokens, cmp, f.name + " from the host tier");
+}
+
 // Several requests at once, in every order, equal their solo runs; then again on a pool so small
 // that requests are preempted and recomputed.
 inline void check_batching_and_preemption(EngineOptions options, const Fixture& f,

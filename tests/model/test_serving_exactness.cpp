@@ -24,6 +24,10 @@ TEST_P(ServingExactness, BatchedAndPreemptedRequestsEqualSoloRunsReference) {
     check_batching_and_preemption(reference(), GetParam(), {kLogprobScheduleAbs, 0});
 }
 
+TEST_P(ServingExactness, HostTierSnapshotsEqualColdRunsReference) {
+    check_host_tier(reference(), GetParam(), {kLogprobScheduleAbs, 0});
+}
+
 TEST_P(ServingExactness, PrefixCacheHitsEqualColdRunsFastTokens) {
     check_prefix_cache_exactness(EngineOptions{}, GetParam(), kIdsOnly);
 }
