@@ -171,7 +171,7 @@ bool attention_prep_fused_fits(const TensorView& q_in, const TensorView& k_in,
                                const TensorView& k_norm, int64_t rotary_dim, const TensorView& q,
                                const TensorView& k_cache, const TensorView& v_cache) {
     const int64_t D = q_in.size(2), heads = q_in.size(1) + 2 * k_in.size(1);
-    return fused_routes_enabled() && D % kLaneDims == 0 && D <= kMaxDim &&
+    return fused_routes_enabled("attention_prep") && D % kLaneDims == 0 && D <= kMaxDim &&
            rotary_dim % (2 * kLaneDims) == 0 && heads <= int64_t(kMaxGridY) * kWarps &&
            heads_aligned(q_in) && heads_aligned(k_in) && heads_aligned(v_in) && heads_aligned(q) &&
            aligned16(q_norm.data) && aligned16(k_norm.data) && aligned16(k_cache.data) &&

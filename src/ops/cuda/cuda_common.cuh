@@ -179,7 +179,9 @@ int sm_count(const ExecContext& ctx);
 // Whether the fused routes (rms_norm_linear's normalising GEMV, gdn_core's one kernel,
 // moe_block's two, attention_prep's one) are taken; NINFER_FUSED=0 runs their op compositions
 // instead, for an A/B.
-bool fused_routes_enabled();
+// The fused kernels are on unless NINFER_FUSED=0 (all off) or NINFER_FUSED_OFF lists this route
+// (comma-separated: rms_norm_linear, gdn_core, attention_prep, moe_block): A/B and bisection.
+bool fused_routes_enabled(const char* route);
 
 // Whether launch_pdl asks for programmatic serialisation: the device is sm_90+ and NINFER_PDL is
 // not "0" (the switch exists to measure the gain: `NINFER_PDL=0 ninfer bench ...`).

@@ -249,7 +249,7 @@ template <typename T> void launch_decode(const ExecContext& ctx, const DecodeArg
 bool gdn_core_fused_fits(const SeqBatch& batch, const TensorView& conv_w,
                          const TensorView& recurrent_state, int64_t Hk) {
     const int64_t Hv = recurrent_state.size(1);
-    return fused_routes_enabled() && batch.max_rows_per_seq <= 1 && conv_w.size(1) == kConvK &&
+    return fused_routes_enabled("gdn_core") && batch.max_rows_per_seq <= 1 && conv_w.size(1) == kConvK &&
            recurrent_state.size(2) == kD && recurrent_state.size(3) == kD &&
            Hv / Hk <= kMaxCluster && clusters_supported();
 }

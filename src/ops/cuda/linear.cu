@@ -120,7 +120,7 @@ bool rms_norm_linear_fused(const ExecContext& ctx, const TensorView& x, const Te
                            float eps, const TensorView& w, const TensorView& y,
                            const TensorView& h) {
     // The fused kernel's block 0 writes h while other blocks still read x: no overlap at all.
-    if (!fused_routes_enabled() || !gemv_preferred(x.size(0), w.nbytes()) ||
+    if (!fused_routes_enabled("rms_norm_linear") || !gemv_preferred(x.size(0), w.nbytes()) ||
         !rms_norm_linear_gemv_fits(x, norm_w, w, h) || overlaps(h, x))
         return false;
     rms_norm_linear_gemv(ctx, x, norm_w, eps, w, y, h);

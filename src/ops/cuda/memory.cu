@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -30,12 +31,16 @@ int sm_count(const ExecContext& ctx) {
     return it->second;
 }
 
-bool fused_routes_enabled() {
+bool fused_routes_enabled(const char* route) {
     static const bool enabled = [] {
         const char* env = std::getenv("NINFER_FUSED");
         return !(env && std::strcmp(env, "0") == 0);
     }();
-    return enabled;
+    static const std::string off = [] {
+        const char* env = std::getenv("NINFER_FUSED_OFF");
+        return "," + std::string(env ? env : "") + ",";
+    }();
+    return enabled && off.find("," + std::string(route) + ",") == std::string::npos;
 }
 
 bool pdl_enabled() {

@@ -326,7 +326,7 @@ bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const TensorView&
                            const TensorView& experts_down, const TensorView& shared_gate_up,
                            const TensorView& shared_down) {
     const int64_t H = h.size(1), I = experts_down.size(2), Is = shared_down.size(1);
-    return fused_routes_enabled() && h.size(0) * top_k <= kDecodeMaxPairs && top_k <= kMaxTopK &&
+    return fused_routes_enabled("moe_block") && h.size(0) * top_k <= kDecodeMaxPairs && top_k <= kMaxTopK &&
            experts_gate_up.size(0) <= 32 * kMaxExpertsPerLane && H % kElems == 0 &&
            I % kElems == 0 && Is % kElems == 0 && h.stride[0] % kElems == 0 && aligned16(h.data) &&
            aligned16(experts_gate_up.data) && aligned16(experts_down.data) &&
