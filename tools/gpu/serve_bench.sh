@@ -58,7 +58,8 @@ fi
 if want random || want decode; then
     log "serve $config (random weights)"
     start_server random --random-weights --config "$config" --tokenizer models/ninfer-demo \
-        --max-batch-tokens ${MAX_BATCH_TOKENS:-8192} --prefill-chunk ${PREFILL_CHUNK:-2048}
+        --max-batch-tokens ${MAX_BATCH_TOKENS:-8192} --prefill-chunk ${PREFILL_CHUNK:-2048} \
+        ${SERVE_FLAGS:-}
     if want random; then
         for c in ${RANDOM_CONCURRENCY:-1:16 8:64 32:128 64:256 128:512 256:1000}; do
             bench random_c${c%%:*} --workload random --concurrency ${c%%:*} --num-prompts ${c##*:} --seed 1
