@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -36,11 +35,19 @@ bool fused_routes_enabled(const char* route) {
         const char* env = std::getenv("NINFER_FUSED");
         return !(env && std::strcmp(env, "0") == 0);
     }();
-    static const std::string off = [] {
-        const char* env = std::getenv("NINFER_FUSED_OFF");
-        return "," + std::string(env ? env : "") + ",";
-    }();
-    return enabled && off.find("," + std::string(route) + ",") == std::string::npos;
+    if (!enabled) return false;
+    static const char* off = std::getenv("NINFER_FUSED_OFF");
+    if (!off) return true;
+    // A comma-separated list: the route is off when one item equals it.
+    const size_t n = std::strlen(route);
+    for (const char* p = off; *p;) {
+        const char* end = std::strchr(p, ',');
+        const size_t len = end ? size_t(end - p) : std::strlen(p);
+        if (len == n && std::strncmp(p, route, n) == 0) return false;
+        if (!end) break;
+        p = end + 1;
+    }
+    return true;
 }
 
 bool pdl_enabled() {
