@@ -120,6 +120,11 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
         o.max_context > 0 ? o.max_context : std::min(c.max_position_embeddings, kDefaultMaxContext);
     plan_memory();
     const int64_t row_bytes = runtime::StatePool::bytes_per_row(model->cache_spec(), ctx.dtype);
+    const ops::DeviceMemory host = ops::device_memory(ops::ExecContext::cpu());
+    if (o.prefix_cache_host_gb * double(1 << 30) > double(host.total))
+        fail(ErrorCategory::OutOfMemory, "--prefix-cache-host-gb ", o.prefix_cache_host_gb,
+             " exceeds this machine's memory (", double(host.total) / double(1 << 30),
+             " GiB): lower it");
     const int32_t host_buffers =
         o.prefix_cache && row_bytes > 0
             ? int32_t(std::min<double>(o.prefix_cache_host_gb * double(1 << 30) / double(row_bytes),
