@@ -21,6 +21,7 @@ ApiStyle style_of(const std::string& path) {
 std::string endpoint_of(const std::string& path) {
     static const char* known[] = {"/v1/chat/completions",
                                   "/v1/completions",
+                                  "/v1/responses",
                                   "/v1/messages",
                                   "/v1/messages/count_tokens",
                                   "/v1/models",
@@ -37,8 +38,9 @@ std::string endpoint_of(const std::string& path) {
 
 // The methods a known path answers (nullptr: not a route).
 const char* allowed_methods(const std::string& path) {
-    static const char* posts[] = {"/v1/chat/completions",      "/v1/completions", "/v1/messages",
-                                  "/v1/messages/count_tokens", "/tokenize",       "/detokenize"};
+    static const char* posts[] = {"/v1/chat/completions", "/v1/completions",
+                                  "/v1/responses",        "/v1/messages",
+                                  "/v1/messages/count_tokens", "/tokenize", "/detokenize"};
     static const char* gets[] = {"/v1/models", "/health", "/metrics", "/openapi.json"};
     for (const char* p : posts)
         if (path == p) return "POST";
@@ -168,6 +170,7 @@ void Server::Impl::configure() {
         [this](const httplib::Request& req, const httplib::Response& res) { log(req, res); });
     add_openai_routes(http, state);
     add_anthropic_routes(http, state);
+    add_responses_routes(http, state);
     add_misc_routes(http, state);
 }
 

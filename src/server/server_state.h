@@ -94,6 +94,7 @@ void set_json(httplib::Response& res, const nlohmann::ordered_json& body);
 // Route registration (routes_*.cpp).
 void add_openai_routes(httplib::Server& http, ServerState& s);
 void add_anthropic_routes(httplib::Server& http, ServerState& s);
+void add_responses_routes(httplib::Server& http, ServerState& s);
 void add_misc_routes(httplib::Server& http, ServerState& s);
 
 // Runs a handler body after the API key check (401), turning exceptions into error responses
