@@ -17,9 +17,27 @@ nlohmann::ordered_json parameter_schema(const nlohmann::ordered_json& tools,
         for (const char* k : keys)
             if (f.contains(k) && f[k].is_object() && f[k].contains("properties") &&
                 f[k]["properties"].is_object() && f[k]["properties"].contains(param))
-                return f[k]["properties"][param];
+                return resolve_ref(f[k], f[k]["properties"][param]);
     }
     return nullptr;
+}
+
+nlohmann::ordered_json resolve_ref(const nlohmann::ordered_json& root,
+                                   nlohmann::ordered_json schema) {
+    for (int hop = 0; hop < 16; ++hop) {
+        if (!schema.is_object() || !schema.contains("$ref") || !schema["$ref"].is_string())
+            return schema;
+        const std::string ref = schema["$ref"].get<std::string>();
+        if (ref.empty() || ref[0] != '#') return schema;
+        try {
+            const nlohmann::ordered_json::json_pointer ptr(ref.substr(1));
+            if (!root.contains(ptr)) return schema;
+            schema = root.at(ptr);
+        } catch (const nlohmann::json::exception&) {
+            return schema;
+        }
+    }
+    return schema;
 }
 
 namespace {
@@ -30,7 +48,9 @@ std::string lower(std::string s) {
     return s;
 }
 
-std::string schema_type(const nlohmann::ordered_json& schema) {
+} // namespace
+
+std::string parser_type(const nlohmann::ordered_json& schema) {
     if (!schema.is_object()) return "";
     const auto& t = schema.contains("type") ? schema["type"] : nlohmann::ordered_json();
     if (t.is_string()) return lower(t.get<std::string>());
@@ -41,6 +61,13 @@ std::string schema_type(const nlohmann::ordered_json& schema) {
         return "object";
     return "";
 }
+
+bool parser_keeps_text(const std::string& type) {
+    return type == "string" || type == "str" || type == "text" || type == "varchar" ||
+           type == "char" || type == "enum" || type.empty();
+}
+
+namespace {
 
 bool starts_with_any(const std::string& s, std::initializer_list<const char*> prefixes) {
     for (const char* p : prefixes)
@@ -71,28 +98,51 @@ nlohmann::ordered_json parse_number(const std::string& raw, bool integer) {
     return raw;
 }
 
-} // namespace
-
-nlohmann::ordered_json typed_value(const std::string& raw, const nlohmann::ordered_json& schema) {
-    if (lower(raw) == "null") return nullptr;
-    if (schema.is_null()) return raw;
-    const std::string type = schema_type(schema);
-    if (type == "string" || type == "str" || type == "text" || type == "varchar" ||
-        type == "char" || type == "enum" || type.empty())
-        return raw;
-    if (starts_with_any(type, {"int", "uint", "long", "short", "unsigned"}))
-        return parse_number(raw, true);
-    if (starts_with_any(type, {"num", "float", "double"})) return parse_number(raw, false);
-    if (type == "boolean" || type == "bool" || type == "binary") {
-        const std::string l = lower(raw);
-        if (l == "true" || l == "false") return l == "true";
-        return raw;
-    }
+nlohmann::ordered_json as_json_or_text(const std::string& raw) {
     try {
         return nlohmann::ordered_json::parse(raw);
     } catch (const nlohmann::json::exception&) {
         return raw;
     }
+}
+
+// A text-typed value with an enum/const: the text, or the member its JSON spells.
+nlohmann::ordered_json enum_member(const std::string& raw, const nlohmann::ordered_json& schema) {
+    nlohmann::ordered_json members = nlohmann::ordered_json::array();
+    if (schema.contains("enum") && schema["enum"].is_array()) members = schema["enum"];
+    if (schema.contains("const")) members.push_back(schema["const"]);
+    if (members.empty()) return raw;
+    for (const auto& m : members)
+        if (m.is_string() && m.get<std::string>() == raw) return raw;
+    const auto v = nlohmann::ordered_json::parse(raw, nullptr, false);
+    if (!v.is_discarded())
+        for (const auto& m : members)
+            if (!m.is_string() && m == v) return v;
+    return raw;
+}
+
+} // namespace
+
+nlohmann::ordered_json typed_value(const std::string& raw, const nlohmann::ordered_json& schema) {
+    if (lower(raw) == "null") return nullptr;
+    if (schema.is_null()) return raw;
+    const std::string type = parser_type(schema);
+    if (parser_keeps_text(type))
+        return schema.is_object() ? enum_member(raw, schema) : nlohmann::ordered_json(raw);
+    if (starts_with_any(type, {"int", "uint", "long", "short", "unsigned"})) {
+        auto v = parse_number(raw, true);
+        return v.is_string() ? as_json_or_text(raw) : v;
+    }
+    if (starts_with_any(type, {"num", "float", "double"})) {
+        auto v = parse_number(raw, false);
+        return v.is_string() ? as_json_or_text(raw) : v;
+    }
+    if (type == "boolean" || type == "bool" || type == "binary") {
+        const std::string l = lower(raw);
+        if (l == "true" || l == "false") return l == "true";
+        return as_json_or_text(raw);
+    }
+    return as_json_or_text(raw);
 }
 
 std::string dumps(const nlohmann::ordered_json& value) {
