@@ -31,6 +31,7 @@ struct ServeOptions {
     std::string api_key_file;
     std::vector<std::string> names;
     int64_t default_max_tokens = 4096;
+    int reasoning_budget = -1;
     std::string template_kwargs; // --chat-template-kwargs: a JSON object
     std::string template_file;   // --chat-template: replaces the model's template
     std::string text_dir;        // --tokenizer: tokenizer, chat template, generation_config.json
@@ -156,6 +157,7 @@ int serve(ServeOptions& o) {
     ctx.defaults = server::read_sampling_defaults(dir);
     if (random) ctx.extra_eos_ids = io::read_generation_eos(dir); // the engine has the config's
     ctx.default_max_tokens = o.default_max_tokens;
+    ctx.default_reasoning_budget = o.reasoning_budget;
     ctx.template_defaults = template_defaults;
 
     server::Server srv(ctx, so);
@@ -212,6 +214,10 @@ Action add_serve_command(CLI::App& app) {
     app.add_option("--max-queue", o->server.max_queue,
                    "Sequences that may wait beyond the engine's slots; more get 429")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--reasoning-budget", o->reasoning_budget,
+                   "Reasoning tokens before </think> is forced when a request sets no budget "
+                   "(-1: unlimited)")
+        ->check(CLI::Range(-1, 1 << 30));
     app.add_option("--default-max-tokens", o->default_max_tokens,
                    "max_tokens when a request gives none (capped by the context)")
         ->check(CLI::PositiveNumber);

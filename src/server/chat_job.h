@@ -50,7 +50,10 @@ struct ChatJob {
     Json template_vars = Json::object(); // chat_template_kwargs (enable_thinking, ...)
     bool continue_final = false;         // the last (assistant) message is continued
     bool add_generation_prompt = true;   // (when not continuing)
-    int reasoning_budget = 0;            // 0: unlimited
+    // Reasoning tokens before </think> is forced (Anthropic thinking.budget_tokens, OpenAI
+    // reasoning_effort); unset: the server's --reasoning-budget, and for structured output
+    // (a forced tool call, response_format) at most max_tokens minus a reserve (prepare.h).
+    std::optional<int> reasoning_budget;
     // response_format: none, any JSON object (json_object), or a JSON schema.
     enum class Format { Text, JsonObject, JsonSchema };
     Format format = Format::Text;

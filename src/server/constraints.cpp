@@ -14,9 +14,12 @@ class PlanConstraint final : public TokenConstraint {
 public:
     PlanConstraint(const text::Tokenizer& tok, ConstraintPlan plan)
         : tok_(&tok), plan_(std::move(plan)) {
-        forced_after_reasoning_ = !plan_.literals.empty() || plan_.tail != nullptr;
-        if (plan_.starts_in_reasoning) {
+        forced_after_reasoning_ =
+            !plan_.literals.empty() || plan_.tail != nullptr || plan_.tool_tail != nullptr;
+        if (plan_.starts_in_reasoning && plan_.reasoning_budget != 0) {
             phase_ = Phase::Reasoning;
+        } else if (plan_.starts_in_reasoning) {
+            start_literals(std::string("\n") + std::string(kThinkEnd) + "\n\n");
         } else {
             start_literals("");
         }
@@ -51,7 +54,7 @@ public:
             if (recent_.find(kThinkEnd) != std::string::npos) {
                 // After the model's own close the Qwen format puts "\n\n" before the answer.
                 start_literals(forced_after_reasoning_ ? "\n\n" : "");
-            } else if (plan_.reasoning_budget > 0 && reasoning_tokens_ >= plan_.reasoning_budget) {
+            } else if (plan_.reasoning_budget >= 0 && reasoning_tokens_ >= plan_.reasoning_budget) {
                 start_literals(std::string("\n") + std::string(kThinkEnd) + "\n\n");
             }
             return;
@@ -78,6 +81,11 @@ private:
     void start_literals(const std::string& prefix) {
         literals_.clear();
         done_.clear();
+        if (plan_.tool_tail) { // the tool call constraint forces the prefix itself
+            plan_.tail = plan_.tool_tail(prefix, plan_.max_tokens - reasoning_tokens_);
+            phase_ = Phase::Tail;
+            return;
+        }
         if (plan_.literals.empty()) {
             if (!prefix.empty()) literals_.push_back(prefix);
         } else {

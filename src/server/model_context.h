@@ -22,6 +22,7 @@ struct ModelContext {
     int64_t created = 0;            // unix time the model was loaded (GET /v1/models)
     SamplingParams defaults;        // generation_config.json sampling fields
     int64_t default_max_tokens = 4096;
+    int default_reasoning_budget = -1; // serve --reasoning-budget (-1: unlimited)
     // Stop ids besides the engine's EOS ids (unless a request ignores EOS): with random weights,
     // those of the tokenizer directory's generation_config.json.
     std::vector<int32_t> extra_eos_ids;

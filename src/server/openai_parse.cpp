@@ -241,6 +241,7 @@ ChatJob parse_openai_chat(const Json& b) {
         if ((*effort == "none" || *effort == "minimal") &&
             !job.template_vars.contains("enable_thinking"))
             job.template_vars["enable_thinking"] = false;
+        if (auto budget = reasoning_effort_budget(*effort)) job.reasoning_budget = *budget;
     }
     job.continue_final = opt_bool(b, "continue_final_message").value_or(false);
     if (job.continue_final && job.messages.back()["role"] != "assistant")

@@ -10,6 +10,7 @@
 // Defined by src/server/CMakeLists.txt when ninfer_text builds the JSON grammar.
 #ifdef NINFER_HAVE_JSON_CONSTRAINT
 #include "text/json_constraint.h"
+#include "text/tool_call_constraint.h"
 #endif
 
 namespace ninfer::server {
@@ -69,23 +70,88 @@ std::shared_ptr<TokenConstraint> json_tail(const ModelContext& m, const ChatJob&
 #endif
 }
 
+bool forces_tool(const ChatJob& job) {
+    return job.tool_choice.kind == ToolChoice::Kind::Required ||
+           job.tool_choice.kind == ToolChoice::Kind::Named;
+}
+
+// The tools a forced call may name.
+nlohmann::ordered_json forced_tools(const ChatJob& job) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& tool : job.tools)
+        if (job.tool_choice.kind == ToolChoice::Kind::Required ||
+            tool["function"]["name"].get<std::string>() == job.tool_choice.name)
+            out.push_back(nlohmann::ordered_json::parse(tool.dump()));
+    return out;
+}
+
+// The whole tool call of tool_choice required/named (text/tool_call_constraint.h).
+std::shared_ptr<TokenConstraint> tool_tail(const ModelContext& m,
+                                           const nlohmann::ordered_json& tools, bool parallel,
+                                           const std::vector<int32_t>& end_ids,
+                                           const std::string& lead, int tokens_left) {
+#ifdef NINFER_HAVE_JSON_CONSTRAINT
+    text::ToolCallConstraintOptions o;
+    o.parallel = parallel;
+    o.lead = lead;
+    o.max_tokens = std::max(tokens_left, 1);
+    try {
+        return text::make_tool_call_constraint(tools, *m.tokenizer, end_ids, o);
+    } catch (const Error& e) {
+        throw ApiError(400, std::string("tools: ") + e.what(), "tools");
+    }
+#else
+    (void)m, (void)tools, (void)parallel, (void)end_ids, (void)lead, (void)tokens_left;
+    throw ApiError(400, "forced tool calls are not available in this build", "tool_choice");
+#endif
+}
+
+} // namespace
+
+int reasoning_budget(const ModelContext& m, const ChatJob& job, int max_tokens, int answer_min) {
+    int budget = job.reasoning_budget ? *job.reasoning_budget : m.default_reasoning_budget;
+    if (forces_tool(job) || job.format != ChatJob::Format::Text) {
+        const int reserve =
+            std::min(max_tokens, std::max(structured_reserve(max_tokens),
+                                          answer_min > 0 ? answer_min + kAnswerSlack : 0));
+        const int room = std::max(0, max_tokens - reserve);
+        budget = budget < 0 ? room : std::min(budget, room);
+    }
+    return budget;
+}
+
+int structured_reserve(int max_tokens) {
+    return std::min(kStructuredReserveMax, max_tokens / 2);
+}
+
+namespace {
+
 // The constraint plan of a chat job: forced tool call, JSON output, reasoning budget.
 ConstraintPlan constraint_plan(const ModelContext& m, const ChatJob& job, bool in_reasoning,
-                               const std::vector<int32_t>& stop_ids) {
+                               const std::vector<int32_t>& stop_ids, int max_tokens) {
     ConstraintPlan plan;
     plan.starts_in_reasoning = in_reasoning;
-    plan.reasoning_budget = in_reasoning ? job.reasoning_budget : 0;
+    plan.max_tokens = max_tokens;
     plan.stop_ids = stop_ids;
-    const auto& kind = job.tool_choice.kind;
-    if (kind == ToolChoice::Kind::Required || kind == ToolChoice::Kind::Named) {
-        for (const auto& tool : job.tools) {
-            const std::string name = tool["function"]["name"].get<std::string>();
-            if (kind == ToolChoice::Kind::Named && name != job.tool_choice.name) continue;
-            plan.literals.push_back("<tool_call>\n<function=" + name + ">\n");
-        }
+    int answer_min = 0;
+    if (forces_tool(job)) {
+        const ModelContext* mc = &m;
+        const auto tools = forced_tools(job);
+        const bool parallel = job.parallel_tool_calls;
+        // Built once up front so that schema errors are a 400 before anything runs.
+        (void)tool_tail(m, tools, parallel, stop_ids, "", max_tokens);
+#ifdef NINFER_HAVE_JSON_CONSTRAINT
+        text::ToolCallConstraintOptions o;
+        o.lead = "\n</think>\n\n";
+        answer_min = text::min_tool_call_tokens(tools, *m.tokenizer, stop_ids, o);
+#endif
+        plan.tool_tail = [mc, tools, parallel, stop_ids](const std::string& lead, int left) {
+            return tool_tail(*mc, tools, parallel, stop_ids, lead, left);
+        };
     } else if (job.format != ChatJob::Format::Text) {
         plan.tail = json_tail(m, job, stop_ids);
     }
+    plan.reasoning_budget = in_reasoning ? reasoning_budget(m, job, max_tokens, answer_min) : -1;
     return plan;
 }
 
@@ -137,7 +203,8 @@ PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::
     std::vector<int32_t> stop_ids = p.spec.base.stop_token_ids;
     if (!job.gen.ignore_eos)
         for (int32_t id : m.engine->model_info().eos_token_ids) stop_ids.push_back(id);
-    ConstraintPlan plan = constraint_plan(m, job, po.starts_in_reasoning, stop_ids);
+    ConstraintPlan plan =
+        constraint_plan(m, job, po.starts_in_reasoning, stop_ids, p.spec.base.max_new_tokens);
     if (plan.active()) {
         const text::Tokenizer* tok = m.tokenizer;
         p.spec.constraint = [tok, plan] { return make_plan_constraint(*tok, plan); };

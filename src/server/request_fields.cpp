@@ -133,4 +133,11 @@ void reject_field(const Json& obj, const char* key, const char* why) {
     bad_param(key, std::string("'") + key + "' is not supported: " + why);
 }
 
+std::optional<int> reasoning_effort_budget(const std::string& effort) {
+    if (effort == "low") return 512;
+    if (effort == "medium") return 2048;
+    if (effort == "high") return 8192;
+    return std::nullopt;
+}
+
 } // namespace ninfer::server

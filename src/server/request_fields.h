@@ -41,6 +41,10 @@ std::vector<std::string> string_list(const Json& obj, const char* key, size_t ma
 constexpr int64_t kMaxPriority = 1000000;
 int parse_priority(const Json& obj);
 
+// The reasoning budget of an OpenAI reasoning_effort: low 512, medium 2048, high 8192 tokens
+// (none/minimal turn thinking off instead; other values: no budget).
+std::optional<int> reasoning_effort_budget(const std::string& effort);
+
 // 400 "`key` is not supported: why" when the field is present and not null/false/empty.
 void reject_field(const Json& obj, const char* key, const char* why);
 
