@@ -1,5 +1,6 @@
 // ninfer: one binary, many subcommands (run, info; chat, serve, bench arrive with their issues).
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -7,7 +8,26 @@
 #include "commands.h"
 #include "ninfer/error.h"
 
+#include <unistd.h>
+
+namespace {
+
+// Passive OpenMP waits unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT): an idle worker
+// sleeps instead of spinning for up to 300k iterations after every parallel region, so it does
+// not take the core from the server's HTTP threads, the tokenizer or other processes (tests and
+// benchmarks run side by side on few cores). libgomp reads the variable once, in a constructor
+// that runs before main, and has no call to change it later: so the process sets it and executes
+// itself again (same pid and arguments; about a millisecond). If that fails it runs as it is.
+void ensure_passive_omp_wait(char** argv) {
+    if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
+    ensure_passive_omp_wait(argv);
     CLI::App app{"ninfer: inference engine for Qwen3.5 / Qwen3.6 / Qwen3.8 hybrid models"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "ninfer 0.1.0");

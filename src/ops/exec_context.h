@@ -26,7 +26,9 @@ struct ExecContext {
     bool reference() const { return cpu_mode == CpuMode::Reference; }
 };
 
-// Sets the thread count of the CPU backend (OpenMP loops and OpenBLAS); n <= 0 keeps all cores.
+// Sets the thread count of the CPU backend (OpenMP loops and OpenBLAS). n <= 0: OMP_NUM_THREADS
+// when the user set it, else default_cpu_threads() (ops/cpu/threads.h: the CPUs this process may
+// use, by affinity and cgroup quota, less a spare core when that is the whole machine).
 void set_cpu_threads(int n);
 
 } // namespace ninfer::ops
