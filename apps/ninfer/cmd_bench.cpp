@@ -209,6 +209,7 @@ int bench(BenchOptions o) {
     if (o.engine.dtype == "f32") ctx.dtype = DType::F32;
     ops::bind_device(ctx);
     const bool gpu = !ctx.device.is_cpu();
+    if (!gpu) ops::set_cpu_threads(o.engine.threads); // the ceilings with the engine's threads
     const double copy_bw =
         ops::measure_copy_bandwidth(ctx, gpu ? (int64_t(1) << 31) : (int64_t(1) << 28), 5);
     const double gemm = ops::measure_gemm_flops(ctx, gpu ? 8192 : 1024, 5);

@@ -68,7 +68,15 @@ std::string default_model_dir() {
 }
 
 std::string model_dir_or_default(const std::string& given) {
-    return given.empty() ? default_model_dir() : given;
+    if (given.empty()) return default_model_dir();
+    std::error_code ec;
+    const fs::file_status st = fs::status(given, ec);
+    if (!fs::exists(st)) fail(ErrorCategory::Io, "--model ", given, ": no such directory");
+    if (fs::is_directory(st) && !is_model_dir(given))
+        fail(ErrorCategory::Io, "--model ", given,
+             ": not a model directory (no config.json; a Hugging Face checkpoint directory holds "
+             "config.json, the *.safetensors weights and the tokenizer files)");
+    return given;
 }
 
 } // namespace ninfer::app

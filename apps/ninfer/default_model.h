@@ -19,7 +19,8 @@ inline constexpr const char* kDefaultModelName = "ninfer-demo";
 // Raises ninfer::Error (Io) naming every place it looked at when none holds the model.
 std::string default_model_dir();
 
-// `given` when it is not empty, else default_model_dir().
+// `given` when it is not empty (it must exist and, when a directory, hold a config.json: else an
+// Io error naming --model), else default_model_dir().
 std::string model_dir_or_default(const std::string& given);
 
 } // namespace ninfer::app

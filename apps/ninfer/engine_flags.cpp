@@ -3,6 +3,29 @@
 #include <CLI/CLI.hpp>
 
 namespace ninfer::app {
+namespace {
+
+// --device checked when the command line is parsed, so that the first error names the flag and
+// the problem (an unknown name, or CUDA in a build without it) rather than an internal call.
+std::string check_device(const std::string& name) {
+    const bool cuda = name == "cuda" || name.rfind("cuda:", 0) == 0;
+    if (name != "cpu" && !cuda)
+        return "unknown device '" + name + "' (expected cpu, cuda or cuda:N)";
+    if (name.rfind("cuda:", 0) == 0) {
+        const std::string index = name.substr(5);
+        if (index.empty() || index.size() > 3 ||
+            index.find_first_not_of("0123456789") != std::string::npos)
+            return "device '" + name + "': expected cuda:N, N a GPU index";
+    }
+#ifndef NINFER_HAS_CUDA
+    if (cuda)
+        return "this build of ninfer has no CUDA backend (it was built without CUDA: rebuild with "
+               "nvcc installed and -DNINFER_CUDA=ON, or use --device cpu)";
+#endif
+    return {};
+}
+
+} // namespace
 
 void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
     if (flags & kRandomWeightFlags) {
@@ -12,9 +35,12 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_option("--seed", o.random_seed, "Seed of the random weights");
     }
     if (flags & kDeviceFlags) {
-        app.add_option("--device", o.device, "cpu, cuda or cuda:N");
+        app.add_option("--device", o.device, "cpu, cuda or cuda:N")
+            ->check(CLI::Validator(check_device, "DEVICE"));
         app.add_option("--dtype", o.dtype, "auto, bf16 or f32");
-        app.add_option("--threads", o.threads, "CPU threads (0: all)")
+        app.add_option("--threads", o.threads,
+                       "CPU threads (0: the CPUs this process may use, less one when that is the "
+                       "whole machine)")
             ->check(CLI::NonNegativeNumber);
     }
     if (flags & kContextFlag)

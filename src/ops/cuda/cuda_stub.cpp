@@ -7,7 +7,11 @@ namespace ninfer::ops::cuda {
 namespace {
 
 [[noreturn]] void no_cuda(const char* what) {
-    fail(ErrorCategory::Unsupported, what, ": this build of ninfer has no CUDA backend");
+    // The user asked for a CUDA device: name that, and how to get one; the op only at the end.
+    fail(ErrorCategory::Unsupported,
+         "a CUDA device needs a CUDA build, and this build of ninfer has no CUDA backend (built "
+         "without CUDA: rebuild with nvcc installed and -DNINFER_CUDA=ON, or use --device cpu; "
+         "from ", what, ")");
 }
 
 } // namespace
