@@ -1,10 +1,13 @@
 // ninfer chat: interactive multi-turn chat in the terminal. Line editing and history come from
 // libedit (BSD); Ctrl-C stops the current answer and returns to the prompt. Commands: /reset
-// (forget the conversation), /exit. Without a terminal on stdin, every line is one user turn.
+// (forget the conversation), /exit, /help. Without a terminal on stdin, every line is one user
+// turn (commands included). A one-line banner and the commands' notes go to stderr, the answers
+// to stdout.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <editline/readline.h>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <unistd.h>
@@ -13,6 +16,7 @@
 #include "core/error.h"
 #include "default_model.h"
 #include "engine_flags.h"
+#include "ops/cpu/threads.h"
 #include "sampling_flags.h"
 #include "text_generation.h"
 
@@ -50,6 +54,26 @@ bool read_line(bool tty, std::string& line) {
     return true;
 }
 
+constexpr const char* kHelp = "commands:\n"
+                              "  /reset  forget the conversation (keeps --system)\n"
+                              "  /exit   quit (also /quit, or Ctrl-D)\n"
+                              "  /help   this list\n"
+                              "Ctrl-C stops an answer; any other line is your message.\n";
+
+// The banner: "ninfer chat: NAME (DIR) on cpu, N threads; /help for commands, /exit to quit"
+void print_banner(const ChatOptions& o) {
+    namespace fs = std::filesystem;
+    fs::path dir = fs::path(o.engine.model_dir).lexically_normal();
+    if (dir.filename().empty()) dir = dir.parent_path();
+    std::string where = o.engine.device;
+    if (o.engine.device == "cpu") {
+        const int n = ops::cpu_threads();
+        where += ", " + std::to_string(n) + (n == 1 ? " thread" : " threads");
+    }
+    std::fprintf(stderr, "ninfer chat: %s (%s) on %s; /help for commands, /exit to quit\n",
+                 dir.filename().string().c_str(), o.engine.model_dir.c_str(), where.c_str());
+}
+
 // The tools the model may call in every turn: an OpenAI "tools" array, bare or in an object.
 nlohmann::ordered_json read_tools_file(const std::string& path) {
     std::ifstream in(path);
@@ -76,6 +100,7 @@ int chat(const ChatOptions& o) {
     if (!o.text.system.empty())
         conv.messages.push_back({{"role", "system"}, {"content", o.text.system}});
     const size_t base = conv.messages.size();
+    print_banner(o);
     GenerationRequest request;
     request.max_new_tokens = o.max_new;
     request.sampling = resolve_sampling_flags(o.sampling, o.engine.model_dir);
@@ -84,6 +109,16 @@ int chat(const ChatOptions& o) {
         if (line == "/reset") {
             conv.messages.erase(conv.messages.begin() + long(base), conv.messages.end());
             std::fputs("(conversation cleared)\n", stderr);
+            continue;
+        }
+        if (line == "/help" || line == "/?") {
+            std::fputs(kHelp, stderr);
+            continue;
+        }
+        // A lone "/word" is a mistyped command rather than a message.
+        if (line.size() > 1 && line[0] == '/' &&
+            line.find_first_of(" \t/", 1) == std::string::npos) {
+            std::fprintf(stderr, "unknown command %s (/help lists the commands)\n", line.c_str());
             continue;
         }
         if (line.empty()) continue;

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "default_model.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/param_count.h"
@@ -116,9 +117,11 @@ void print_text(const nlohmann::json& j) {
                                           : human(double(it.value().get<long long>())).c_str());
 }
 
-int info(const InfoOptions& o) {
-    require(o.model_dir.empty() != o.config_file.empty(),
-            "give exactly one of --model or --config");
+int info(InfoOptions o) {
+    require(o.model_dir.empty() || o.config_file.empty(),
+            "give one of --model or --config, not both");
+    // Neither: the demo model, as `ninfer run` uses it.
+    if (o.config_file.empty()) o.model_dir = model_dir_or_default(o.model_dir);
     io::ModelConfig c;
     int64_t mtp_layers = 0, checkpoint_bytes = 0;
     if (!o.model_dir.empty()) {
@@ -143,7 +146,7 @@ int info(const InfoOptions& o) {
 
 Action add_info_command(CLI::App& app) {
     auto o = std::make_shared<InfoOptions>();
-    app.add_option("--model", o->model_dir, "HF checkpoint directory");
+    app.add_option("--model", o->model_dir, "HF checkpoint directory (default: the demo model)");
     app.add_option("--config", o->config_file, "An HF config.json (no weights needed)");
     app.add_option("--context", o->context, "Context length for the memory estimate");
     app.add_flag("--json", o->json, "Print JSON");
