@@ -5,8 +5,15 @@
 # noise; they equal HF transformers' output token for token).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup_debian.sh
-bash tools/build.sh > /dev/null
+# Progress goes to stderr, one line per stage plus ninja's [done/total] lines; the answer to stdout.
+step() { printf '==> %s\n' "$*" >&2; }
+step "1/3 dependencies (tools/setup_debian.sh: apt packages, Python venv)"
+bash tools/setup_debian.sh >&2
+# Only the binary: the tests (tools/run_tests.sh) build the rest.
+step "2/3 building ninfer into build/ (Release; the first build takes a few minutes)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+cmake --build build --target ninfer -j "$(nproc 2>/dev/null || echo 2)" >&2
+step "3/3 generating on the CPU"
 if [ -f models/ninfer-demo/config.json ]; then
     exec ./build/apps/ninfer/ninfer run --no-thinking --max-new 200 --temperature 0.6 \
         --top-p 0.95 --top-k 20 --seed 1 \

@@ -2,8 +2,9 @@
 """CLI checks with the real binary (stdlib only): `ninfer run --json` reproduces the HF reference
 of every fixture (ids identical, top-5 logprobs within tolerance, any --prefill-chunk), the
 default model is found through NINFER_MODEL (or reported as missing), `ninfer perplexity` scores
-its windows independently of the prefill chunk, and `ninfer info --config` reports the published
-parameter counts of the real configs."""
+its windows independently of the prefill chunk, `ninfer info --config` reports the published
+parameter counts of the real configs (and `info` alone the default model), `chat` lists its
+commands, and common user errors name the flag at fault rather than an internal function."""
 import json
 import math
 import os
@@ -55,7 +56,43 @@ class RunJson(unittest.TestCase):
         out = subprocess.run([NINFER, "run", "--model", "/nonexistent", "--prompt-ids", "1"],
                              capture_output=True, text=True)
         self.assertEqual(out.returncode, 1)
-        self.assertIn("/nonexistent", out.stderr)
+        self.assertIn("--model /nonexistent: no such directory", out.stderr)
+        out = subprocess.run([NINFER, "run", "--model", ROOT, "--prompt-ids", "1"],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("not a model directory (no config.json", out.stderr)
+
+
+class UserErrors(unittest.TestCase):
+    """The first error a user sees names the flag and the problem, not an internal call."""
+    MODEL = os.path.join(ROOT, "tests", "fixtures_text", "tiny_chat")
+    INTERNAL = ("create_stream", "bind_device", "allocator", "parse_device")
+
+    def run_cli(self, *args):
+        return subprocess.run([NINFER, "run", "--model", self.MODEL, "--prompt-ids", "1",
+                               "--max-new", "1", *args], capture_output=True, text=True)
+
+    def test_unknown_device(self):
+        for device in ("gpu", "cuda:x", "cuda:"):
+            with self.subTest(device=device):
+                out = self.run_cli("--device", device)
+                self.assertNotEqual(out.returncode, 0)
+                self.assertIn("--device", out.stderr)
+                self.assertIn(device, out.stderr)
+                for name in self.INTERNAL:
+                    self.assertNotIn(name, out.stderr)
+
+    def test_cuda_on_a_cpu_only_build(self):
+        out = self.run_cli("--device", "cuda")
+        if "no CUDA backend" not in out.stderr:
+            self.skipTest("this build has the CUDA backend")
+        self.assertNotEqual(out.returncode, 0)
+        first = out.stderr.splitlines()[0]
+        self.assertTrue(first.startswith("--device: this build of ninfer has no CUDA backend"),
+                        out.stderr)
+        self.assertIn("-DNINFER_CUDA=ON", first)
+        for name in self.INTERNAL:
+            self.assertNotIn(name, out.stderr)
 
 
 class DefaultModel(unittest.TestCase):
@@ -85,6 +122,47 @@ class DefaultModel(unittest.TestCase):
         else:
             self.assertEqual(default.returncode, 1)
             self.assertIn("looked in", default.stderr)
+
+    def test_info_without_model(self):
+        """`info` alone describes the default model, as `run` uses it."""
+        model = os.path.join(FIXTURES, sorted(os.listdir(FIXTURES))[0])
+        via_env = self.run_cli(model, "info", "--json")
+        self.assertEqual(via_env.returncode, 0, via_env.stderr)
+        given = self.run_cli(None, "info", "--json", "--model", model)
+        self.assertEqual(given.returncode, 0, given.stderr)
+        self.assertEqual(json.loads(via_env.stdout), json.loads(given.stdout))
+        demo = os.path.join(ROOT, "models", "ninfer-demo")
+        if os.path.isfile(os.path.join(demo, "config.json")):
+            default = self.run_cli(None, "info", "--json")
+            self.assertEqual(default.returncode, 0, default.stderr)
+            self.assertEqual(json.loads(default.stdout),
+                             json.loads(self.run_cli(None, "info", "--json", "--model",
+                                                     demo).stdout))
+        both = self.run_cli(None, "info", "--model", model, "--config", "x.json")
+        self.assertEqual(both.returncode, 1)
+        self.assertIn("not both", both.stderr)
+
+
+class Chat(unittest.TestCase):
+    """`chat` without a terminal reads one turn per line; commands work there too."""
+    MODEL = os.path.join(ROOT, "tests", "fixtures_text", "tiny_chat")
+
+    def chat(self, text):
+        return subprocess.run([NINFER, "chat", "--model", self.MODEL], input=text,
+                              capture_output=True, text=True, timeout=120)
+
+    def test_banner_and_help(self):
+        out = self.chat("/help\n/bogus\n/reset\n/exit\nnot read\n")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout, "")  # no turn was generated
+        lines = out.stderr.splitlines()
+        self.assertTrue(lines[0].startswith("ninfer chat: tiny_chat ("), out.stderr)
+        self.assertIn(" on cpu, ", lines[0])
+        self.assertIn("/help for commands", lines[0])
+        for command in ("/reset", "/exit", "/help"):
+            self.assertTrue(any(l.strip().startswith(command) for l in lines), out.stderr)
+        self.assertIn("unknown command /bogus", out.stderr)
+        self.assertIn("(conversation cleared)", out.stderr)
 
 
 class DemoModel(unittest.TestCase):
