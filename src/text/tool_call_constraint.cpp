@@ -1,6 +1,7 @@
 #include "text/tool_call_constraint.h"
 
 #include <algorithm>
+#include <bitset>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -88,6 +89,8 @@ struct Grammar {
     int open_first = -1, open_next = -1, term = -1;
     std::shared_ptr<const TokenTrie> trie;
     AddedTexts added; // non-special added tokens (<tool_call>, ...): allowed in fixed text
+    std::vector<uint8_t> raw_plain;    // by id: plain text in a raw value (see allowed())
+    std::vector<int32_t> with_newline; // ids whose bytes hold a newline
     std::vector<int32_t> end_ids;
     bool parallel = true;
 
@@ -178,19 +181,51 @@ public:
             json_mask(mask, room);
             return;
         }
-        if (s_.mode == State::Mode::Lit)
+        auto try_token = [&](int32_t id) {
+            if (size_t(id) >= mask.size() || mask[size_t(id)]) return;
+            State t = s_;
+            if (!feed(t, tok.token_bytes(id))) return;
+            if (bounded_ && cost(t) > room) return;
+            mask[size_t(id)] = 1;
+        };
+        const auto& root = trie.nodes[0];
+        if (s_.mode == State::Mode::Lit) {
             for (const auto& [id, content] : g_->added) {
                 State t = s_;
                 if (size_t(id) >= mask.size() || !feed(t, content)) continue;
                 if (bounded_ && cost(t) > room) continue;
                 mask[size_t(id)] = 1;
             }
+            // Only the tokens whose first byte continues a candidate.
+            std::bitset<256> first;
+            const LitSet& ls = set(s_);
+            for (uint32_t i = s_.lo; i < s_.hi; ++i)
+                if (ls[i].text.size() > s_.pos && lit_valid(s_, ls[i]))
+                    first.set(uint8_t(ls[i].text[s_.pos]));
+            for (uint32_t k = root.first_child; k < root.first_child + root.n_children; ++k) {
+                const auto& n = trie.nodes[k];
+                if (!first.test(n.byte)) continue;
+                for (uint32_t i = n.tok_begin; i < n.tok_end; ++i) try_token(trie.order[i]);
+            }
+            return;
+        }
+        // Raw text: tokens of plain text (no tag or newline bytes, whole code points) are
+        // allowed by their length alone when even the longest keeps room to finish (not those
+        // that may go on with a terminator begun by a newline, or may make the value "null").
+        const Param& p = g_->fns[size_t(s_.fn)].params[size_t(s_.param)];
+        const int ub = (s_.cps >= p.min_len ? 0 : int(p.min_len - s_.cps)) +
+                       g_->sets[size_t(g_->term)][0].cost[0] + g_->finish_cost(s_.fn, s_.seen);
+        const bool fast = s_.utf8 == 0 && (!bounded_ || ub <= room);
         for (int32_t id : trie.order) {
-            if (size_t(id) >= mask.size() || mask[size_t(id)]) continue;
-            State t = s_;
-            if (!feed(t, tok.token_bytes(id))) continue;
-            if (bounded_ && cost(t) > room) continue;
-            mask[size_t(id)] = 1;
+            const std::string& b = tok.token_bytes(id);
+            if (fast && g_->raw_plain[size_t(id)] && !(s_.k > 0 && uint8_t(b[0]) == kTerm[s_.k]) &&
+                s_.bytes + b.size() > 4) {
+                if (size_t(id) < mask.size() &&
+                    uint64_t(s_.cps) + trie.id_chars[size_t(id)] <= p.max_len)
+                    mask[size_t(id)] = 1;
+                continue;
+            }
+            try_token(id);
         }
     }
 
@@ -459,9 +494,13 @@ private:
         }
         s_.jm->fill_mask(trie, mask.data(), mask.size());
         if (!s_.jm->can_end()) return;
-        for (int32_t id : trie.order) { // tokens with a newline: the value ends at it
+        for (int32_t id : g_->with_newline) { // the value ends at the newline
             const std::string& b = tok.token_bytes(id);
-            if (size_t(id) >= mask.size() || b.find('\n') == std::string::npos) continue;
+            if (size_t(id) >= mask.size()) continue;
+            // from the newline on, the token must spell the terminator (or begin it)
+            const std::string_view from = std::string_view(b).substr(b.find('\n'));
+            const size_t n = std::min(from.size(), kTerm.size());
+            if (from.substr(0, n) != kTerm.substr(0, n)) continue;
             State t = s_;
             if (!feed(t, b)) continue;
             if (bounded_ && cost(t) > room) continue;
@@ -568,6 +607,20 @@ std::shared_ptr<ToolCallConstraint> build(const OJson& tools, const Tokenizer& t
     g->trie = TokenTrie::get(tok);
     for (const auto& a : tok.added_tokens())
         if (!a.special && !a.content.empty()) g->added.push_back({a.id, a.content});
+    g->raw_plain.assign(size_t(tok.vocab_size()), 0);
+    for (int32_t id : g->trie->order) {
+        const std::string& b = tok.token_bytes(id);
+        uint8_t u = 0;
+        bool plain = true;
+        for (char ch : b) {
+            const uint8_t c = uint8_t(ch);
+            if (c == 0 || c == '<' || c == '>' || c == '=' || c == '\n') plain = false;
+            u = u == kUtf8Invalid ? u : utf8_step(u, c);
+            if (!plain) break;
+        }
+        g->raw_plain[size_t(id)] = plain && u == 0;
+        if (b.find('\n') != std::string::npos) g->with_newline.push_back(id);
+    }
     g->end_ids = std::move(end_ids);
     g->parallel = opt.parallel;
     LitSet first, next;

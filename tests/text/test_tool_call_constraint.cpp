@@ -6,6 +6,8 @@
 // the length bound (max_tokens) and the lead text are checked too.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "json_test_util.h"
@@ -57,8 +59,9 @@ struct Walk {
 
 // A random walk: each step a uniformly random allowed token (the end token with a small bias
 // so that parallel walks end). The mask is checked against accept() on a sample of tokens.
-Walk walk(const ojson& tools, const ToolCallConstraintOptions& o, uint64_t seed, int max_steps) {
-    const auto& tok = json_test::tiny();
+Walk walk(const ojson& tools, const ToolCallConstraintOptions& o, uint64_t seed, int max_steps,
+          const ninfer::text::Tokenizer& tok = json_test::tiny(), double* mask_ms = nullptr,
+          double* total_ms = nullptr) {
     const int32_t end = tok.token_id("<|im_end|>").value();
     auto c = make_tool_call_constraint(tools, tok, {end}, o);
     std::mt19937_64 rng(seed);
@@ -67,7 +70,13 @@ Walk walk(const ojson& tools, const ToolCallConstraintOptions& o, uint64_t seed,
     Walk w;
     for (; w.tokens < max_steps; ++w.tokens) {
         mask.assign(size_t(tok.vocab_size()), 0);
+        const auto t0 = std::chrono::steady_clock::now();
         c->allowed(mask);
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        if (mask_ms) *mask_ms = std::max(*mask_ms, ms);
+        if (total_ms) *total_ms += ms;
         std::vector<int32_t> all;
         for (int32_t id = 0; id < int32_t(mask.size()); ++id)
             if (mask[size_t(id)]) all.push_back(id);
@@ -242,6 +251,30 @@ TEST(ToolCallConstraint, RejectsUnwritableSchemas) {
       {"name": "f", "parameters": {"type": "object", "properties": {}, "required": ["y"]}}}])"),
                                            tok, {end}, {}),
                  ninfer::Error);
+}
+
+// The real Qwen3.5/3.6 vocabulary (<tool_call> is an added token there): the walks validate
+// too; prints the slowest mask (no timing assertion).
+TEST(ToolCallConstraint, QwenVocabularyWalks) {
+    const auto* tok = json_test::qwen();
+    if (!tok) GTEST_SKIP() << "no Qwen tokenizer";
+    const ojson tools = ojson::parse(kTools);
+    double slowest = 0, total = 0;
+    int masks = 0;
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+        ToolCallConstraintOptions o;
+        o.parallel = seed % 2 == 0;
+        o.lead = "\n\n";
+        o.max_tokens = 120;
+        const Walk w = walk(tools, o, seed, 400, *tok, &slowest, &total);
+        masks += w.tokens;
+        ASSERT_FALSE(::testing::Test::HasFailure());
+        ASSERT_TRUE(w.ended);
+        EXPECT_LE(w.tokens, o.max_tokens);
+        check_calls(tools, w.text.substr(2), {"get_weather", "add", "ping"});
+    }
+    std::printf("[bench] Qwen vocabulary: tool-call masks %.2f ms on average, slowest %.2f ms\n",
+                total / std::max(masks, 1), slowest);
 }
 
 } // namespace
