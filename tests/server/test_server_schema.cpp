@@ -10,6 +10,8 @@
 #include "server/constraints.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/prepare.h"
+#include "text/tool_call_constraint.h"
 
 namespace ninfer::server {
 namespace {
@@ -292,6 +294,79 @@ TEST(Constraints, ForcedLiteralAfterReasoning) {
     std::fill(mask.begin(), mask.end(), 0);
     c->allowed(mask); // free afterwards
     EXPECT_EQ(mask[298], 1);
+}
+
+TEST(Budgets, ReasoningEffortServerDefaultAndStructuredReserve) {
+    auto chat =
+        [](const char* extra) {
+            return parse_openai_chat(body((std::string(R"({"messages": [{"role": "user",
+            "content": "q"}])") + extra + "}")
+                                              .c_str()));
+        };
+    EXPECT_EQ(chat(R"(, "reasoning_effort": "low")").reasoning_budget, 512);
+    EXPECT_EQ(chat(R"(, "reasoning_effort": "medium")").reasoning_budget, 2048);
+    EXPECT_EQ(chat(R"(, "reasoning_effort": "high")").reasoning_budget, 8192);
+    const ChatJob none = chat(R"(, "reasoning_effort": "none")");
+    EXPECT_FALSE(none.reasoning_budget);
+    EXPECT_EQ(none.template_vars["enable_thinking"], false);
+    ModelContext m;
+    const ChatJob plain = chat("");
+    EXPECT_EQ(reasoning_budget(m, plain, 4096), -1); // unlimited by default
+    m.default_reasoning_budget = 300;
+    EXPECT_EQ(reasoning_budget(m, plain, 4096), 300);
+    EXPECT_EQ(reasoning_budget(m, chat(R"(, "reasoning_effort": "low")"), 4096), 512);
+    m.default_reasoning_budget = -1;
+    // Structured output: at most max_tokens minus the reserve (half, at most 1024), and for a
+    // forced tool at least the shortest call plus the slack.
+    const ChatJob js = chat(R"(, "response_format": {"type": "json_object"})");
+    EXPECT_EQ(reasoning_budget(m, js, 256), 128);
+    EXPECT_EQ(reasoning_budget(m, js, 8192), 8192 - 1024);
+    ChatJob js_budget = chat(R"(, "response_format": {"type": "json_object"},
+        "reasoning_effort": "high")");
+    EXPECT_EQ(reasoning_budget(m, js_budget, 4096), 4096 - 1024);
+    EXPECT_EQ(reasoning_budget(m, js_budget, 100000), 8192);
+    const ChatJob forced = chat(R"(, "tools": [{"type": "function", "function": {"name": "f"}}],
+        "tool_choice": "required")");
+    EXPECT_EQ(reasoning_budget(m, forced, 256, 150), 256 - 150 - kAnswerSlack);
+    EXPECT_EQ(reasoning_budget(m, forced, 100, 150), 0);
+}
+
+TEST(Constraints, BudgetZeroClosesReasoningThenWholeToolCall) {
+    const auto dir = std::filesystem::path(NINFER_TEXT_FIXTURES) / "tiny_chat";
+    const text::Tokenizer tok = text::Tokenizer::from_model_dir(dir);
+    const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(R"([{"type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties":
+        {"n": {"type": "integer"}}, "required": ["n"]}}}])");
+    ConstraintPlan plan;
+    plan.starts_in_reasoning = true;
+    plan.reasoning_budget = 0;
+    plan.max_tokens = 200;
+    plan.stop_ids = {298};
+    plan.tool_tail = [&](const std::string& lead, int left) {
+        text::ToolCallConstraintOptions o;
+        o.lead = lead;
+        o.max_tokens = left;
+        o.parallel = false;
+        return text::make_tool_call_constraint(tools, tok, {298}, o);
+    };
+    auto c = make_plan_constraint(tok, plan);
+    std::vector<uint8_t> mask(size_t(tok.vocab_size()), 0);
+    std::string out;
+    int step = 0;
+    for (; step < 200; ++step) {
+        std::fill(mask.begin(), mask.end(), 0);
+        c->allowed(mask);
+        int chosen = -1;
+        for (size_t id = 0; id < mask.size(); ++id)
+            if (mask[id]) chosen = int(id); // the last allowed token
+        ASSERT_GE(chosen, 0);
+        c->accept(chosen);
+        if (chosen == 298) break;
+        out += tok.token_bytes(chosen);
+    }
+    EXPECT_LT(step, 200);
+    EXPECT_EQ(out.rfind("\n</think>\n\n<tool_call>\n<function=f>\n<parameter=n>\n", 0), 0u) << out;
+    EXPECT_NE(out.find("\n</parameter>\n</function>\n</tool_call>"), std::string::npos) << out;
 }
 
 TEST(Metrics, PrometheusText) {
