@@ -164,6 +164,28 @@ class Chat(unittest.TestCase):
         self.assertIn("unknown command /bogus", out.stderr)
         self.assertIn("(conversation cleared)", out.stderr)
 
+    def test_passive_omp_wait_by_default(self):
+        """Without OMP_WAIT_POLICY ninfer re-executes itself with PASSIVE; a user's value stays."""
+        for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+            env = dict(os.environ)
+            env.pop("OMP_WAIT_POLICY", None)
+            env.pop("GOMP_SPINCOUNT", None)
+            if given:
+                env["OMP_WAIT_POLICY"] = given
+            with self.subTest(given=given):
+                p = subprocess.Popen([NINFER, "chat", "--model", self.MODEL], env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+                try:
+                    banner = p.stderr.readline()  # printed once the model is loaded
+                    with open(f"/proc/{p.pid}/environ", "rb") as f:
+                        environ = f.read().split(b"\0")
+                finally:
+                    out, err = p.communicate("/exit\n", timeout=60)
+                self.assertEqual(p.returncode, 0, err)
+                self.assertTrue(banner.startswith("ninfer chat: "), banner + err)
+                self.assertIn(f"OMP_WAIT_POLICY={expected}".encode(), environ)
+
 
 class DemoModel(unittest.TestCase):
     """The shipped demo model reproduces HF's greedy continuations (models/ninfer-demo/
