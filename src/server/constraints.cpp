@@ -4,6 +4,9 @@
 #include <string_view>
 
 #include "core/error.h"
+#ifdef NINFER_HAVE_JSON_CONSTRAINT
+#include "text/json_constraint.h"
+#endif
 
 namespace ninfer::server {
 namespace {
@@ -46,6 +49,7 @@ public:
     }
 
     void accept(int32_t id) override {
+        ++used_;
         switch (phase_) {
         case Phase::Reasoning: {
             ++reasoning_tokens_;
@@ -62,7 +66,7 @@ public:
         case Phase::Literal:
             done_ += bytes(id);
             if (std::find(literals_.begin(), literals_.end(), done_) != literals_.end())
-                phase_ = Phase::Tail;
+                start_tail();
             return;
         case Phase::Tail:
             if (plan_.tail) plan_.tail->accept(id);
@@ -91,7 +95,19 @@ private:
         } else {
             for (const auto& l : plan_.literals) literals_.push_back(prefix + l);
         }
-        phase_ = literals_.empty() ? Phase::Tail : Phase::Literal;
+        if (literals_.empty())
+            start_tail();
+        else
+            phase_ = Phase::Literal;
+    }
+
+    // The tail learns the tokens left of max_tokens (a JSON value then closes in time).
+    void start_tail() {
+        phase_ = Phase::Tail;
+#ifdef NINFER_HAVE_JSON_CONSTRAINT
+        if (auto* b = dynamic_cast<text::BoundedConstraint*>(plan_.tail.get()))
+            if (plan_.max_tokens > 0) b->set_tokens_left(std::max(1, plan_.max_tokens - used_));
+#endif
     }
 
     // Tokens whose bytes keep the output a prefix of some literal.
@@ -116,6 +132,7 @@ private:
     bool forced_after_reasoning_ = false;
     Phase phase_ = Phase::Tail;
     int reasoning_tokens_ = 0;
+    int used_ = 0;                      // tokens accepted
     std::string recent_;                // last bytes of the reasoning (finds "</think>")
     std::vector<std::string> literals_; // candidates of the literal phase
     std::string done_;                  // bytes of the literal phase so far

@@ -1,6 +1,8 @@
 #include "text/json_constraint.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "core/error.h"
 #include "text/json_matcher.h"
@@ -9,14 +11,38 @@
 namespace ninfer::text {
 namespace {
 
-class JsonConstraint final : public TokenConstraint {
+constexpr int kCloseMargin = 24;
+
+class JsonConstraint final : public BoundedConstraint {
 public:
     JsonConstraint(std::shared_ptr<const json::Grammar> grammar,
                    std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> end_ids)
         : matcher_(std::move(grammar)), trie_(std::move(trie)), end_ids_(std::move(end_ids)) {}
 
+    void set_tokens_left(int tokens) override {
+        left_ = tokens;
+        bounded_ = tokens > 0;
+        if (bounded_) {
+            const auto close = json::greedy_completion(matcher_);
+            if (!close || int(close->size()) + 1 > left_) bounded_ = false; // cannot fit
+        }
+    }
+
     void allowed(std::vector<uint8_t>& mask) override {
-        if (!ended_) matcher_.fill_mask(*trie_, mask.data(), mask.size());
+        std::optional<std::string> close;
+        if (bounded_ && !ended_) close = json::greedy_completion(matcher_);
+        if (close && int(close->size()) + 1 + kCloseMargin >= left_) {
+            // closing: only tokens along the greedy completion
+            const Tokenizer& tok = trie_->tokenizer;
+            for (int32_t id : trie_->order) {
+                const std::string& b = tok.token_bytes(id);
+                if (size_t(id) < mask.size() && b.size() <= close->size() &&
+                    close->compare(0, b.size(), b) == 0)
+                    mask[size_t(id)] = 1;
+            }
+        } else if (!ended_) {
+            matcher_.fill_mask(*trie_, mask.data(), mask.size());
+        }
         if (ended_ || matcher_.can_end()) {
             for (int32_t id : end_ids_)
                 if (size_t(id) < mask.size()) mask[size_t(id)] = 1;
@@ -27,6 +53,7 @@ public:
     }
 
     void accept(int32_t id) override {
+        --left_;
         const bool end = std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
         if (ended_ || end) {
             require(end, "JSON constraint: token ", id, " after the end of the JSON value");
@@ -47,6 +74,8 @@ private:
     std::shared_ptr<const TokenTrie> trie_;
     std::vector<int32_t> end_ids_;
     bool ended_ = false;
+    int left_ = 0;
+    bool bounded_ = false;
 };
 
 } // namespace

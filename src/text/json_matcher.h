@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -116,6 +118,12 @@ private:
     uint8_t* mask_ = nullptr;
     size_t mask_size_ = 0;
 };
+
+// A short completion of the matcher's text to a complete value, found greedily (closing quotes
+// and brackets first, then the shortest literals and digits, then any printable byte): the
+// same state always gives the same text, and the text after its first byte is the completion
+// of the state after that byte. nullopt when none is found within `max_steps` bytes.
+std::optional<std::string> greedy_completion(Matcher m, int max_steps = 128);
 
 namespace detail {
 enum class Step : uint8_t { Continue, Closed, Ended, Dead };

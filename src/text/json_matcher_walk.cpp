@@ -133,4 +133,26 @@ void Matcher::fill_mask(const TokenTrie& trie, uint8_t* mask, size_t size) {
     scratch_.clear();
 }
 
+std::optional<std::string> greedy_completion(Matcher m, int max_steps) {
+    static const std::string order = [] {
+        std::string o = "\"]}0el,:uarsntf";
+        for (int c = 'a'; c <= 'z'; ++c) o += char(c);
+        for (int c = 32; c < 127; ++c) o += char(c);
+        return o;
+    }();
+    std::string out;
+    for (int step = 0; step < max_steps; ++step) {
+        if (m.can_end()) return out;
+        bool moved = false;
+        for (char c : order)
+            if (m.advance(uint8_t(c))) {
+                out += c;
+                moved = true;
+                break;
+            }
+        if (!moved) return std::nullopt;
+    }
+    return std::nullopt;
+}
+
 } // namespace ninfer::text::json

@@ -115,28 +115,8 @@ struct Grammar {
     }
 };
 
-// A greedy closing of a JSON value (a completion that exists; empty when already complete);
-// nullopt when none was found within the step limit.
-std::optional<std::string> greedy_close(json::Matcher m) {
-    static const std::string order = [] {
-        std::string o = "\"]}0el,:uarsntf";
-        for (int c = 'a'; c <= 'z'; ++c) o += char(c);
-        for (int c = 32; c < 127; ++c) o += char(c);
-        return o;
-    }();
-    std::string out;
-    for (int step = 0; step < 128; ++step) {
-        if (m.can_end()) return out;
-        bool moved = false;
-        for (char c : order)
-            if (m.advance(uint8_t(c))) {
-                out += c;
-                moved = true;
-                break;
-            }
-        if (!moved) return std::nullopt;
-    }
-    return std::nullopt;
+std::optional<std::string> greedy_close(const json::Matcher& m) {
+    return json::greedy_completion(m);
 }
 
 struct State {

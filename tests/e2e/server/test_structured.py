@@ -202,6 +202,20 @@ class Budgets(unittest.TestCase):
         self.assertEqual(r.content[0].type, "thinking")
         self.assertTrue(any(b.type == "text" for b in r.content), r)
 
+    def test_json_schema_every_seed_validates_with_thinking(self):
+        schema = {"type": "object", "properties": {
+            "name": {"type": "string"}, "age": {"type": "integer", "minimum": 0},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "role": {"enum": ["admin", "user"]}},
+            "required": ["name", "age", "tags", "role"], "additionalProperties": False}
+        for seed in SEEDS:
+            r, n = self.reasoning(max_tokens=256, seed=seed,
+                                  response_format={"type": "json_schema", "json_schema": {
+                                      "name": "person", "schema": schema}})
+            c = r.choices[0]
+            self.assertEqual(c.finish_reason, "stop", c)
+            self.assertTrue(validates(schema, json.loads(c.message.content)), c.message.content)
+
     def test_structured_default_leaves_room(self):
         schema = {"type": "object", "properties": {"ok": {"type": "boolean"}},
                   "required": ["ok"], "additionalProperties": False}
