@@ -255,3 +255,28 @@ TEST(OutputParser, PromptOpensReasoning) {
     EXPECT_FALSE(prompt_opens_reasoning(
         "<|im_start|>user\n<think>?</think><|im_end|>\n<|im_start|>assistant\n"));
 }
+
+TEST(OutputParser, TypesByResolvedRefsEnumsAndJsonFallbacks) {
+    ParserOptions o;
+    o.tools = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {
+          "mode": {"$ref": "#/$defs/mode"}, "n": {"$ref": "#/$defs/n"},
+          "x": {"type": ["number", "boolean"]}, "s": {"type": "string"}},
+        "$defs": {"mode": {"enum": ["fast", 3, true]}, "n": {"type": "integer"}}}}}])");
+    auto args = [&](const std::string& params) {
+        OutputParser p(o);
+        p.push("<tool_call>\n<function=f>\n" + params + "</function>\n</tool_call>");
+        p.finish();
+        return json::parse(p.tool_calls().at(0).arguments);
+    };
+    auto param = [](const char* k, const char* v) {
+        return std::string("<parameter=") + k + ">\n" + v + "\n</parameter>\n";
+    };
+    EXPECT_EQ(args(param("mode", "fast"))["mode"], "fast");
+    EXPECT_EQ(args(param("mode", "3"))["mode"], 3); // a non-string member spelled as JSON
+    EXPECT_EQ(args(param("mode", "true"))["mode"], true);
+    EXPECT_EQ(args(param("n", "42"))["n"], 42);     // the $ref's type
+    EXPECT_EQ(args(param("x", "true"))["x"], true); // not a number: tried as JSON
+    EXPECT_EQ(args(param("x", "2.5"))["x"], 2.5);
+    EXPECT_EQ(args(param("s", "3"))["s"], "3");
+}
