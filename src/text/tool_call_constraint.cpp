@@ -4,6 +4,7 @@
 #include <bitset>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string_view>
 
@@ -83,14 +84,47 @@ std::vector<int> spell_costs(const TokenTrie& trie, const AddedTexts& added,
     return c;
 }
 
+// Per vocabulary (cached per trie, as the trie is per tokenizer).
+struct VocabInfo {
+    std::vector<uint8_t> raw_plain;    // by id: plain text in a raw value (see allowed())
+    std::vector<int32_t> with_newline; // ids whose bytes hold a newline
+};
+
+std::shared_ptr<const VocabInfo> vocab_info(const std::shared_ptr<const TokenTrie>& trie) {
+    static std::mutex mu;
+    static std::vector<std::pair<std::weak_ptr<const TokenTrie>, std::shared_ptr<const VocabInfo>>>
+        cache;
+    std::lock_guard<std::mutex> lock(mu);
+    std::erase_if(cache, [](const auto& e) { return e.first.expired(); });
+    for (const auto& [t, info] : cache)
+        if (t.lock() == trie) return info;
+    auto v = std::make_shared<VocabInfo>();
+    const Tokenizer& tok = trie->tokenizer;
+    v->raw_plain.assign(size_t(tok.vocab_size()), 0);
+    for (int32_t id : trie->order) {
+        const std::string& b = tok.token_bytes(id);
+        uint8_t u = 0;
+        bool plain = true;
+        for (char ch : b) {
+            const uint8_t c = uint8_t(ch);
+            if (c == 0 || c == '<' || c == '>' || c == '=' || c == '\n') plain = false;
+            u = u == kUtf8Invalid ? u : utf8_step(u, c);
+            if (!plain) break;
+        }
+        v->raw_plain[size_t(id)] = plain && u == 0;
+        if (b.find('\n') != std::string::npos) v->with_newline.push_back(id);
+    }
+    cache.emplace_back(trie, v);
+    return v;
+}
+
 struct Grammar {
     std::vector<Function> fns;
     std::vector<LitSet> sets;
     int open_first = -1, open_next = -1, term = -1;
     std::shared_ptr<const TokenTrie> trie;
     AddedTexts added; // non-special added tokens (<tool_call>, ...): allowed in fixed text
-    std::vector<uint8_t> raw_plain;    // by id: plain text in a raw value (see allowed())
-    std::vector<int32_t> with_newline; // ids whose bytes hold a newline
+    std::shared_ptr<const VocabInfo> vocab;
     std::vector<int32_t> end_ids;
     bool parallel = true;
 
@@ -198,8 +232,8 @@ public:
         const bool fast = s_.utf8 == 0 && (!bounded_ || ub <= room);
         for (int32_t id : trie.order) {
             const std::string& b = tok.token_bytes(id);
-            if (fast && g_->raw_plain[size_t(id)] && !(s_.k > 0 && uint8_t(b[0]) == kTerm[s_.k]) &&
-                s_.bytes + b.size() > 4) {
+            if (fast && g_->vocab->raw_plain[size_t(id)] &&
+                !(s_.k > 0 && uint8_t(b[0]) == kTerm[s_.k]) && s_.bytes + b.size() > 4) {
                 if (size_t(id) < mask.size() &&
                     uint64_t(s_.cps) + trie.id_chars[size_t(id)] <= p.max_len)
                     mask[size_t(id)] = 1;
@@ -474,7 +508,7 @@ private:
         }
         s_.jm->fill_mask(trie, mask.data(), mask.size());
         if (!s_.jm->can_end()) return;
-        for (int32_t id : g_->with_newline) { // the value ends at the newline
+        for (int32_t id : g_->vocab->with_newline) { // the value ends at the newline
             const std::string& b = tok.token_bytes(id);
             if (size_t(id) >= mask.size()) continue;
             // from the newline on, the token must spell the terminator (or begin it)
@@ -587,20 +621,7 @@ std::shared_ptr<ToolCallConstraint> build(const OJson& tools, const Tokenizer& t
     g->trie = TokenTrie::get(tok);
     for (const auto& a : tok.added_tokens())
         if (!a.special && !a.content.empty()) g->added.push_back({a.id, a.content});
-    g->raw_plain.assign(size_t(tok.vocab_size()), 0);
-    for (int32_t id : g->trie->order) {
-        const std::string& b = tok.token_bytes(id);
-        uint8_t u = 0;
-        bool plain = true;
-        for (char ch : b) {
-            const uint8_t c = uint8_t(ch);
-            if (c == 0 || c == '<' || c == '>' || c == '=' || c == '\n') plain = false;
-            u = u == kUtf8Invalid ? u : utf8_step(u, c);
-            if (!plain) break;
-        }
-        g->raw_plain[size_t(id)] = plain && u == 0;
-        if (b.find('\n') != std::string::npos) g->with_newline.push_back(id);
-    }
+    g->vocab = vocab_info(g->trie);
     g->end_ids = std::move(end_ids);
     g->parallel = opt.parallel;
     LitSet first, next;

@@ -273,6 +273,12 @@ TEST(ToolCallConstraint, QwenVocabularyWalks) {
         EXPECT_LE(w.tokens, o.max_tokens);
         check_calls(tools, w.text.substr(2), {"get_weather", "add", "ping"});
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t end = tok->token_id("<|im_end|>").value();
+    make_tool_call_constraint(tools, *tok, {end}, {});
+    std::printf("[bench] Qwen vocabulary: constraint built in %.2f ms\n",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
     std::printf("[bench] Qwen vocabulary: tool-call masks %.2f ms on average, slowest %.2f ms\n",
                 total / std::max(masks, 1), slowest);
 }
