@@ -77,12 +77,14 @@ void print_banner(const ChatOptions& o) {
 // The tools the model may call in every turn: an OpenAI "tools" array, bare or in an object.
 nlohmann::ordered_json read_tools_file(const std::string& path) {
     std::ifstream in(path);
-    if (!in) fail(ErrorCategory::Io, path, ": cannot open");
+    if (!in) fail(ErrorCategory::Io, "--tools ", path, ": cannot open");
     const auto j = nlohmann::ordered_json::parse(in, nullptr, false);
-    require(!j.is_discarded(), path, ": not valid JSON");
+    require(!j.is_discarded(), "--tools ", path, ": not valid JSON");
     const auto& tools = j.is_object() && j.contains("tools") ? j["tools"] : j;
-    require(tools.is_array(), path, ": expected an array of tools or {\"tools\": [...]}");
-    for (const auto& t : tools) require(t.is_object(), path, ": every tool must be an object");
+    require(tools.is_array(), "--tools ", path,
+            ": expected an array of tools or {\"tools\": [...]}");
+    for (const auto& t : tools)
+        require(t.is_object(), "--tools ", path, ": every tool must be an object");
     return tools;
 }
 

@@ -31,7 +31,7 @@ struct PerplexityOptions {
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) fail(ErrorCategory::Io, path, ": cannot open");
+    if (!in) fail(ErrorCategory::Io, "--file ", path, ": cannot open");
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 

@@ -80,10 +80,14 @@ int tokenize(const TokenizeOptions& o) {
         return 0;
     }
     const std::string input((std::istreambuf_iterator<char>(std::cin)), {});
-    if (o.detokenize)
-        std::cout << tok.decode(parse_id_array(nlohmann::json::parse(input)), o.skip_special);
-    else
+    if (!o.detokenize) {
         std::cout << nlohmann::json(tok.encode(input, !o.no_special)).dump() << std::endl;
+        return 0;
+    }
+    const auto j = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
+    require(!j.is_discarded(),
+            "--detokenize: stdin is not JSON (expected an array of token ids, e.g. [5974, 309])");
+    std::cout << tok.decode(parse_id_array(j), o.skip_special);
     return 0;
 }
 

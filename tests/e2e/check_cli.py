@@ -82,6 +82,21 @@ class UserErrors(unittest.TestCase):
                 for name in self.INTERNAL:
                     self.assertNotIn(name, out.stderr)
 
+    def test_files_and_stdin_name_the_flag(self):
+        out = subprocess.run([NINFER, "tokenize", "--model", self.MODEL, "--detokenize"],
+                             input="[1,", capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("--detokenize: stdin is not JSON", out.stderr)
+        self.assertNotIn("json.exception", out.stderr)
+        out = subprocess.run([NINFER, "perplexity", "--model", self.MODEL, "--file",
+                              "/nonexistent.txt"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("--file /nonexistent.txt: cannot open", out.stderr)
+        out = subprocess.run([NINFER, "chat", "--model", self.MODEL, "--tools", "/nonexistent"],
+                             input="", capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("--tools /nonexistent: cannot open", out.stderr)
+
     def test_cuda_on_a_cpu_only_build(self):
         out = self.run_cli("--device", "cuda")
         if "no CUDA backend" not in out.stderr:
