@@ -26,7 +26,7 @@ struct EngineOptions {
     std::string dtype = "auto";  // weights and activations: auto (CPU f32, CUDA bf16), bf16, f32
     bool cpu_reference = false;  // run the CPU reference ops (FP64 oracle; slow)
     bool cuda_graphs = true;     // replay decode steps as CUDA graphs (CUDA devices)
-    int threads = 0;             // CPU threads (0: all cores)
+    int threads = 0;             // CPU threads (0: the CPUs this process may use, one left free)
     int prefill_chunk = 512;     // most prompt tokens of one sequence in one step
     int max_batch_tokens = 2048; // most rows (prompt + decode) in one step
     // Sequences resident at once (GDN state slots). 0: from memory (CUDA: what the KV and state

@@ -114,7 +114,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     info.token_limit = has_dir ? io::read_token_limit(o.model_dir, c.vocab_size) : c.vocab_size;
     if (has_dir) info.eos_token_ids = io::read_generation_eos(o.model_dir);
     if (info.eos_token_ids.empty()) info.eos_token_ids = c.eos_token_ids;
-    require(o.max_context <= c.max_position_embeddings, "max_context ", o.max_context,
+    require(o.max_context <= c.max_position_embeddings, "--max-context ", o.max_context,
             " exceeds the model's max_position_embeddings ", c.max_position_embeddings);
     info.max_context =
         o.max_context > 0 ? o.max_context : std::min(c.max_position_embeddings, kDefaultMaxContext);
