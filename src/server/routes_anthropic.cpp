@@ -36,19 +36,7 @@ void messages(ServerState& s, const httplib::Request& req, httplib::Response& re
     auto sse = std::make_shared<SseJob>();
     sse->generation = g;
     sse->admission = admission;
-    for (const auto& [event, data] : stream->start(input_tokens))
-        sse->opening.push_back(sse_event(event, data));
-    sse->frames = [stream](const std::vector<ChoiceEvent>& events) {
-        std::vector<std::string> out;
-        for (const auto& [event, data] : stream->events(events))
-            out.push_back(sse_event(event, data));
-        return out;
-    };
-    sse->finish = [stream](const Generation& gen) {
-        std::vector<std::string> out;
-        for (const auto& [event, data] : stream->finish(gen)) out.push_back(sse_event(event, data));
-        return out;
-    };
+    stream_named_events(*sse, stream, stream->start(input_tokens));
     sse->error = [](const ApiError& e) {
         return sse_event("error", error_body(ApiStyle::Anthropic, e));
     };

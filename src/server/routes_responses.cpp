@@ -40,19 +40,7 @@ void responses(ServerState& s, const httplib::Request& req, httplib::Response& r
     auto sse = std::make_shared<SseJob>();
     sse->generation = g;
     sse->admission = admission;
-    for (const auto& [event, data] : stream->start())
-        sse->opening.push_back(sse_event(event, data));
-    sse->frames = [stream](const std::vector<ChoiceEvent>& events) {
-        std::vector<std::string> out;
-        for (const auto& [event, data] : stream->events(events))
-            out.push_back(sse_event(event, data));
-        return out;
-    };
-    sse->finish = [stream](const Generation& gen) {
-        std::vector<std::string> out;
-        for (const auto& [event, data] : stream->finish(gen)) out.push_back(sse_event(event, data));
-        return out;
-    };
+    stream_named_events(*sse, stream, stream->start());
     sse->error = [stream](const ApiError& e) {
         const auto [event, data] = stream->error(e.status(), e.what(), e.param());
         return sse_event(event, data);

@@ -87,6 +87,25 @@ void send_sse(ServerState& s, const httplib::Request& req, httplib::Response& re
 std::string sse_data(const nlohmann::ordered_json& data);
 std::string sse_event(const std::string& event, const nlohmann::ordered_json& data);
 
+// Named-event streams (Anthropic messages, Responses): `opening` first, then the frames and the
+// end of a stream object whose events(events) and finish(generation) return (event name, data)
+// pairs.
+template <class Stream>
+void stream_named_events(
+    SseJob& sse, std::shared_ptr<Stream> stream,
+    const std::vector<std::pair<std::string, nlohmann::ordered_json>>& opening) {
+    auto frames = [](const std::vector<std::pair<std::string, nlohmann::ordered_json>>& events) {
+        std::vector<std::string> out;
+        for (const auto& [event, data] : events) out.push_back(sse_event(event, data));
+        return out;
+    };
+    sse.opening = frames(opening);
+    sse.frames = [stream, frames](const std::vector<ChoiceEvent>& events) {
+        return frames(stream->events(events));
+    };
+    sse.finish = [stream, frames](const Generation& gen) { return frames(stream->finish(gen)); };
+}
+
 // Sets an error response in the API's shape.
 void set_error(httplib::Response& res, ApiStyle style, const ApiError& e);
 void set_json(httplib::Response& res, const nlohmann::ordered_json& body);
