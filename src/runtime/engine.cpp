@@ -198,7 +198,7 @@ void Engine::Impl::plan_memory() {
 
 // One forward of the largest step the scheduler can plan (max_batch_tokens rows in chunks of
 // prefill_chunk) over throwaway pools, so the workspace is allocated before memory is planned.
-int64_t Engine::Impl::profile_workspace() {
+void Engine::Impl::profile_workspace() {
     const int64_t total = options.max_batch_tokens, chunk = options.prefill_chunk;
     const int64_t seqs = std::min<int64_t>((total + chunk - 1) / chunk, 256);
     runtime::MemoryPlan tmp;
@@ -229,7 +229,6 @@ int64_t Engine::Impl::profile_workspace() {
     TensorView logits = scratch.logits_view(ctx, step.logit_seqs.size(), info.vocab_size);
     model->forward(ctx, batch, store.views(), logits);
     ops::synchronize(ctx);
-    return model->scratch_bytes();
 }
 
 Engine::Impl::~Impl() {

@@ -52,7 +52,7 @@ struct Engine::Impl {
     explicit Impl(const EngineOptions& o);
     ~Impl();
     void plan_memory();
-    int64_t profile_workspace();
+    void profile_workspace();
     void loop();
     void take_incoming();
     void validate(const GenerationRequest& request) const;

@@ -94,8 +94,8 @@ bool Scheduler::grow(Sequence& seq, int64_t tokens, int64_t& budget) {
 bool Scheduler::admit_head(int64_t& budget, CacheOps& ops) {
     Sequence& seq = *waiting_.front();
     Sequence* worst = worst_running();
-    const bool may_preempt = worst && runs_before(seq, *worst) && worst->request.priority !=
-                                                                       seq.request.priority;
+    // Only a strictly better priority preempts: equal ones keep arrival order.
+    const bool may_preempt = worst && seq.request.priority < worst->request.priority;
     if (free_slots_.empty()) {
         if (!may_preempt) return false;
         preempt(*worst, budget);

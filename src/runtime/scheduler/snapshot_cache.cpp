@@ -87,8 +87,7 @@ void SnapshotCache::erase(uint64_t id) {
         free_host_.push_back(s.host_buffer);
     }
     blocks_.release(s.blocks, /*cache=*/true);
-    const uint64_t key = key_of(s.tokens.data(), s.length());
-    const auto range = by_key_.equal_range(key);
+    const auto range = by_key_.equal_range(s.key);
     for (auto it = range.first; it != range.second; ++it)
         if (it->second == id) {
             by_key_.erase(it);
@@ -149,6 +148,7 @@ void SnapshotCache::insert(const int32_t* tokens, int64_t p, const std::vector<i
     for (int32_t b : s.blocks) blocks_.retain(b, /*cache=*/true);
     s.device_row = take_device_row(ops);
     s.last_use = ++clock_;
+    s.key = key;
     ops.push_back({CacheOp::Kind::CopySlot, slot, s.device_row});
     const uint64_t id = next_id_++;
     device_lru_.emplace(s.last_use, id);

@@ -32,6 +32,7 @@ struct Snapshot {
     int32_t device_row = -1;     // a state-pool row, or
     int32_t host_buffer = -1;    // a host buffer
     uint64_t last_use = 0;
+    uint64_t key = 0; // the index key of the prefix (depth and chained block hash)
     int64_t length() const { return int64_t(tokens.size()); }
 };
 
