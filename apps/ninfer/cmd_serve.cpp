@@ -155,7 +155,6 @@ int serve(ServeOptions& o) {
     if (ctx.names[0].empty()) ctx.names[0] = "model";
     ctx.created = int64_t(std::time(nullptr));
     ctx.defaults = server::read_sampling_defaults(dir);
-    if (random) ctx.extra_eos_ids = io::read_generation_eos(dir); // the engine has the config's
     ctx.default_max_tokens = o.default_max_tokens;
     ctx.default_reasoning_budget = o.reasoning_budget;
     ctx.template_defaults = template_defaults;

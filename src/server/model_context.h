@@ -23,9 +23,6 @@ struct ModelContext {
     SamplingParams defaults;        // generation_config.json sampling fields
     int64_t default_max_tokens = 4096;
     int default_reasoning_budget = -1; // serve --reasoning-budget (-1: unlimited)
-    // Stop ids besides the engine's EOS ids (unless a request ignores EOS): with random weights,
-    // those of the tokenizer directory's generation_config.json.
-    std::vector<int32_t> extra_eos_ids;
     // Chat-template variables every request starts from (serve --chat-template-kwargs); a
     // request's chat_template_kwargs, reasoning_effort or thinking settings override them.
     nlohmann::ordered_json template_defaults = nlohmann::ordered_json::object();

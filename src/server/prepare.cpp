@@ -33,9 +33,6 @@ void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longe
     spec.base.max_new_tokens = int(std::min(wanted, room));
     spec.base.sampling = resolve_sampling(g.sampling, m.defaults);
     spec.base.stop_token_ids = g.stop_token_ids;
-    if (!g.ignore_eos)
-        spec.base.stop_token_ids.insert(spec.base.stop_token_ids.end(), m.extra_eos_ids.begin(),
-                                        m.extra_eos_ids.end());
     spec.base.ignore_eos = g.ignore_eos;
     spec.base.priority = g.priority;
     spec.base.top_logprobs = g.logprobs ? g.top_logprobs : 0;
