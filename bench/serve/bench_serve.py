@@ -290,20 +290,12 @@ def random_words(rng, n):
 def run_single_turn(args, model, clients, prompts, stop):
     """Sends the prompts with at most len(clients) in flight; returns the results in order."""
     results = [None] * len(prompts)
-    lock = threading.Lock()
-    next_index = [0]
 
-    def worker(client):
-        while not stop.is_set():
-            with lock:
-                i = next_index[0]
-                next_index[0] += 1
-            if i >= len(prompts):
-                return
-            results[i] = client.stream("/v1/completions", completion_body(args, model, prompts[i]),
-                                       chat=False)
+    def send(client, i):
+        results[i] = client.stream("/v1/completions", completion_body(args, model, prompts[i]),
+                                   chat=False)
 
-    run_threads(worker, clients)
+    run_queue(clients, len(prompts), stop, send)
     return [r for r in results if r is not None]
 
 
@@ -314,6 +306,30 @@ def run_multiturn(args, model, clients, conversations, stop):
     results = [[] for _ in users]
     skipped = [0]
     lock = threading.Lock()
+
+    def converse(client, i):
+        messages = [{"role": "system", "content": system}] if system else []
+        for turn, text in enumerate(users[i]):
+            if stop.is_set():
+                return
+            messages.append({"role": "user", "content": text})
+            r = client.stream("/v1/chat/completions", chat_body(args, model, messages),
+                              chat=True, turn=turn)
+            results[i].append(r)
+            if not r.ok:
+                with lock:
+                    skipped[0] += len(users[i]) - turn - 1
+                break
+            messages.append({"role": "assistant", "content": r.content})
+
+    run_queue(clients, len(users), stop, converse)
+    return [r for conv in results for r in conv], skipped[0]
+
+
+def run_queue(clients, count, stop, work):
+    """work(client, i) for i in range(count): each client takes the next index when it is done,
+    so at most len(clients) run at once; stops early once `stop` is set."""
+    lock = threading.Lock()
     next_index = [0]
 
     def worker(client):
@@ -321,27 +337,10 @@ def run_multiturn(args, model, clients, conversations, stop):
             with lock:
                 i = next_index[0]
                 next_index[0] += 1
-            if i >= len(users):
+            if i >= count:
                 return
-            messages = [{"role": "system", "content": system}] if system else []
-            for turn, text in enumerate(users[i]):
-                if stop.is_set():
-                    return
-                messages.append({"role": "user", "content": text})
-                r = client.stream("/v1/chat/completions", chat_body(args, model, messages),
-                                  chat=True, turn=turn)
-                results[i].append(r)
-                if not r.ok:
-                    with lock:
-                        skipped[0] += len(users[i]) - turn - 1
-                    break
-                messages.append({"role": "assistant", "content": r.content})
+            work(client, i)
 
-    run_threads(worker, clients)
-    return [r for conv in results for r in conv], skipped[0]
-
-
-def run_threads(worker, clients):
     threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in clients]
     for t in threads:
         t.start()
