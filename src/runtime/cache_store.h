@@ -26,7 +26,6 @@ public:
     std::vector<int32_t> snapshot_rows() const;
     // The padding block: the last block, never handed to a sequence.
     int32_t padding_block() const { return int32_t(kv_->num_blocks() - 1); }
-    int32_t host_buffers() const { return host_buffers_; }
 
     void run(const CacheOps& ops);
 

@@ -78,10 +78,4 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
     return plan;
 }
 
-std::string describe(const MemoryPlan& plan, int64_t max_context) {
-    return concat(plan.kv_tokens(), " KV tokens (", plan.kv_blocks, " blocks of ", plan.block_size,
-                  "), ", plan.sequences, " sequence slots, ", plan.snapshot_rows,
-                  " prefix-cache snapshot slots, context ", max_context);
-}
-
 } // namespace ninfer::runtime

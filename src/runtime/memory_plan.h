@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace ninfer::runtime {
 
@@ -37,8 +36,5 @@ inline constexpr int32_t kCpuSequences = 16;
 inline constexpr int32_t kCpuFullContexts = 8;
 
 MemoryPlan plan_memory(const MemoryPlanInput& in);
-
-// "2,048 sequences, ..." for the startup log.
-std::string describe(const MemoryPlan& plan, int64_t max_context);
 
 } // namespace ninfer::runtime

@@ -63,9 +63,4 @@ void BlockManager::release(const std::vector<int32_t>& blocks, bool cache) {
     }
 }
 
-int32_t BlockManager::ref_count(int32_t b) const {
-    require(b >= 0 && b < num_blocks(), "BlockManager: no block ", b);
-    return refs_[size_t(b)];
-}
-
 } // namespace ninfer::runtime

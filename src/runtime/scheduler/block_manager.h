@@ -29,7 +29,6 @@ public:
     // Drops one reference from each block (of the kind it was taken); blocks reaching zero
     // return to the free list.
     void release(const std::vector<int32_t>& blocks, bool cache = false);
-    int32_t ref_count(int32_t block) const;
 
 private:
     void check_held(int32_t block, const char* what) const;

@@ -55,7 +55,6 @@ public:
     // Drops the least recently used entry (either tier), returning its blocks; false when empty.
     bool evict_one();
 
-    int64_t size() const { return int64_t(entries_.size()); }
     int64_t on_device() const { return int64_t(device_lru_.size()); }
     int64_t on_host() const { return int64_t(host_lru_.size()); }
     int64_t device_capacity() const { return device_capacity_; }
