@@ -10,13 +10,21 @@ Writes to OUT:
   packages.json  every distribution considered: name, version, license and why it was taken or
                  left out; corpus sizes
 
-Documents are whole .py files (prefixed with a "# path" line), and instruction pairs built from
-them: a function's docstring summary as the user turn, the function as the answer, rendered with
-the Qwen3.6 ChatML template (common.chatml_pair). Files are deduplicated by content. When the
+Documents are whole .py files (prefixed with a "# path" line), and instruction pairs rendered
+with the demo's chat template (common.chatml_pair), each with a short closed reasoning (one
+sentence or empty: `<think>\n...\n</think>\n\n`):
+  code pairs   a documented function's docstring summary (and signature) -> the function, fenced;
+  qa pairs     question -> one-sentence answer: what a function, class or module of the train
+               files does (its docstring's first sentence), which arguments a function takes,
+               which stdlib module defines a function, and the value of small Python
+               expressions (computed by evaluating them).
+Pairs come from the train files only, one answer per question. Files are deduplicated by
+content. When the
 sources hold more than --max-mb, each source is cut to a common per-source quota (water filling,
 files taken in a fixed hash order), so no single package dominates.
 
-usage: build_corpus.py --out DIR [--max-mb 160] [--val-mb 0.5] [--pairs-fraction 0.15]
+usage: build_corpus.py --out DIR [--max-mb 160] [--val-mb 0.5] [--pairs-fraction 0.25]
+                       [--qa-share 0.3] [--expr-pairs 20000]
 """
 import argparse
 import ast
@@ -173,23 +181,100 @@ def read_source_file(path):
     return text
 
 
-PROMPTS = [
+# Instruction pairs, rendered with the chat template (common.chatml_pair): the user turn, the
+# answer, and a short closed reasoning (one sentence, or empty as the no-thinking prompt ends),
+# so that the model learns to close </think> and to stop after its answer.
+CODE_PROMPTS = [
     "Write a Python function `{name}` that does the following: {summary}",
     "{summary}\nWrite this as a Python function named `{name}`.",
     "Implement `{name}` in Python. {summary}",
     "Can you write `{name}`? {summary}",
+    "Write a Python function {signature} that {lowered}",
+    "Write a function `{signature}` in Python: {summary}",
+    "Please implement {signature}. {summary}",
+    "Write a Python function {name}({args}). {summary}",
 ]
+CODE_THOUGHTS = [
+    "", "", "",
+    "The user wants a Python function `{name}`.",
+    "I will write `{name}` as a short Python function.",
+    "A single function `{name}` is enough.",
+    "I need to implement {signature}.",
+]
+QA_THOUGHTS = ["", "", "A short answer is enough.", "This needs a one-line answer.",
+               "The answer is short."]
 
 
-def function_pairs(text):
-    """(user, answer) pairs from the documented functions of one source file."""
+def module_name(rel):
+    """torch/nn/functional.py -> torch.nn.functional; json/__init__.py -> json."""
+    name = rel.replace("\\", "/")[:-3]
+    if name.endswith("/__init__"):
+        name = name[:-len("/__init__")]
+    return name.replace("/", ".")
+
+
+def first_sentence(summary):
+    m = re.match(r"(.+?[.!?])(\s|$)", summary)
+    return (m.group(1) if m else summary).strip()
+
+
+def lower_first(text):
+    return text[:1].lower() + text[1:] if text[1:2].islower() or len(text) == 1 else text
+
+
+def arg_names(node):
+    a = node.args
+    names = [x.arg for x in a.posonlyargs + a.args if x.arg not in ("self", "cls")]
+    if a.vararg:
+        names.append("*" + a.vararg.arg)
+    names += [x.arg for x in a.kwonlyargs]
+    if a.kwarg:
+        names.append("**" + a.kwarg.arg)
+    return names
+
+
+def say_list(items):
+    items = [f"`{x}`" for x in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def pick(options, key):
+    return options[stable_hash(key) % len(options)]
+
+
+def function_pairs(text, rel):
+    """Instruction pairs from one source file: (user, answer, thinking, kind) with kind "code"
+    (a documented function's docstring summary -> the function) or "qa" (a question about a
+    function, class or module of the file -> a one-sentence answer taken from its docstring or
+    signature); and the names of its public top-level functions."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+        return [], []
+    module = module_name(rel)
     lines = text.splitlines(keepends=True)
-    pairs = []
+    pairs, public = [], []
+    mod_doc = ast.get_docstring(tree)
+    if mod_doc and not module.split(".")[-1].startswith("_"):
+        summary = first_sentence(" ".join(mod_doc.strip().split("\n\n")[0].split()))
+        if 16 <= len(summary) <= 300:
+            q = pick(["What is the Python module `{m}` for?", "What does the module `{m}` do?",
+                      "Briefly, what is `{m}`?"], module).format(m=module)
+            pairs.append((q, summary, pick(QA_THOUGHTS, q), "qa"))
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and not node.name.startswith("_"):
+            public.append(node.name)
     for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            doc = ast.get_docstring(node)
+            summary = first_sentence(" ".join((doc or "").strip().split("\n\n")[0].split()))
+            if 16 <= len(summary) <= 300:
+                q = pick(["What is `{c}` in `{m}`?", "What does the class `{m}.{c}` represent?",
+                          "In Python's `{m}`, what is the `{c}` class?"],
+                         module + node.name).format(c=node.name, m=module)
+                pairs.append((q, summary, pick(QA_THOUGHTS, q), "qa"))
+            continue
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         doc = ast.get_docstring(node)
@@ -198,23 +283,130 @@ def function_pairs(text):
         summary = " ".join(doc.strip().split("\n\n")[0].split())
         if not 24 <= len(summary) <= 400:
             continue
+        args = arg_names(node)
+        key = module + "." + node.name + summary
+        sentence = first_sentence(summary)
+        q = pick(["What does `{f}` in `{m}` do?", "What does the function `{m}.{f}` do?",
+                  "Explain `{f}` from `{m}` in one sentence."], key).format(f=node.name, m=module)
+        pairs.append((q, sentence, pick(QA_THOUGHTS, q), "qa"))
+        q = pick(["What arguments does `{m}.{f}` take?", "Which parameters does `{f}` in `{m}` "
+                  "have?"], "args" + key).format(f=node.name, m=module)
+        a = (f"`{node.name}` takes {say_list(args)}." if args else
+             f"`{node.name}` takes no arguments.")
+        pairs.append((q, a, pick(QA_THOUGHTS, "args" + q), "qa"))
         start = min([node.lineno] + [d.lineno for d in node.decorator_list])
         code = textwrap.dedent("".join(lines[start - 1:node.end_lineno])).rstrip()
-        if not 80 <= len(code) <= 1500:
+        if not 80 <= len(code) <= 1200:
             continue
-        prompt = PROMPTS[stable_hash(node.name + summary) % len(PROMPTS)]
-        pairs.append((prompt.format(name=node.name, summary=summary),
-                      f"```python\n{code}\n```"))
-    return pairs
+        signature = f"{node.name}({', '.join(args)})"
+        fields = dict(name=node.name, summary=summary, signature=signature, args=", ".join(args),
+                      lowered=lower_first(summary))
+        prompt = pick(CODE_PROMPTS, node.name + summary).format(**fields)
+        thought = pick(CODE_THOUGHTS, "t" + node.name + summary).format(**fields)
+        pairs.append((prompt, f"```python\n{code}\n```", thought, "code"))
+    return pairs, public
+
+
+WORDS = ["apple", "banana", "cherry", "delta", "echo", "python", "stack", "queue", "tree",
+         "graph", "node", "list", "value", "river", "stone", "cloud", "light", "data", "code",
+         "alpha", "omega", "green", "blue", "red", "seven", "hello", "world", "lemon", "mango"]
+
+
+SAFE_BUILTINS = {f.__name__: f for f in (len, sorted, max, min, sum, list, range, abs, int, str,
+                                          bool, type)}
+
+
+def expression_pairs(count, seed=0):
+    """Questions about small Python expressions, answered with the value Python computes
+    (deterministic for a seed): arithmetic, strings, lists, ranges, builtins."""
+    import random
+    rng = random.Random(seed)
+    out = []
+
+    def ints(n, lo=0, hi=20):
+        return [rng.randint(lo, hi) for _ in range(n)]
+
+    makers = [
+        lambda: f"{rng.randint(1, 50)} {rng.choice('+-*')} {rng.randint(1, 50)} "
+                f"{rng.choice('+-*')} {rng.randint(1, 9)}",
+        lambda: f"{rng.randint(10, 99)} // {rng.randint(2, 9)}",
+        lambda: f"{rng.randint(10, 99)} % {rng.randint(2, 9)}",
+        lambda: f"2 ** {rng.randint(0, 12)}",
+        lambda: f"len({rng.choice(WORDS)!r})",
+        lambda: f"{rng.choice(WORDS)!r}.upper()",
+        lambda: f"{rng.choice(WORDS)!r}[::-1]",
+        lambda: f"{rng.choice(WORDS)!r}[{rng.randint(0, 3)}]",
+        lambda: f"sorted({ints(rng.randint(3, 6))})",
+        lambda: f"max({ints(rng.randint(3, 6))})",
+        lambda: f"min({ints(rng.randint(3, 6))})",
+        lambda: f"sum({ints(rng.randint(2, 5))})",
+        lambda: f"len({ints(rng.randint(0, 7))})",
+        lambda: f"list(range({rng.randint(0, 4)}, {rng.randint(5, 9)}))",
+        lambda: f"[x * x for x in range({rng.randint(1, 6)})]",
+        lambda: f"{'-'.join(rng.sample(WORDS, 3))!r}.split('-')",
+        lambda: f"' '.join({rng.sample(WORDS, 3)})",
+        lambda: f"abs({rng.randint(-99, -1)})",
+        lambda: f"int({str(rng.randint(0, 999))!r}) + {rng.randint(1, 9)}",
+        lambda: f"str({rng.randint(0, 9)}) * {rng.randint(2, 4)}",
+        lambda: f"bool({rng.choice(['0', '1', '[]', '[0]', repr(''), repr('a'), 'None'])})",
+        lambda: f"{rng.randint(0, 20)} {rng.choice(['<', '>', '==', '!=', '<=', '>='])} "
+                f"{rng.randint(0, 20)}",
+        lambda: f"{ints(rng.randint(3, 6))}[{rng.choice(['0', '-1', '1:3', '::2'])}]",
+        lambda: f"type({rng.choice(['1', '1.5', repr('x'), '[]', '{}', '()', 'None'])}).__name__",
+        lambda: f"{rng.choice(WORDS)!r}.count({rng.choice('aeiou')!r})",
+        lambda: f"{{k: len(k) for k in {rng.sample(WORDS, 2)}}}",
+    ]
+    questions = ["What is the value of `{e}` in Python?", "What does `{e}` evaluate to?",
+                 "In Python, what is `{e}`?", "What does Python print for `print({e})`?"]
+    seen = set()
+    for _ in range(count * 3):
+        if len(out) >= count:
+            break
+        expr = rng.choice(makers)()
+        if expr in seen:
+            continue
+        seen.add(expr)
+        try:
+            value = eval(expr, {"__builtins__": SAFE_BUILTINS})  # our own expressions only
+        except (IndexError, ValueError, ZeroDivisionError):
+            continue
+        q = rng.choice(questions).format(e=expr)
+        shown = str(value) if q.startswith("What does Python print") else repr(value)
+        a = rng.choice(["`{v}`", "It is `{v}`.", "`{v}`.", "The result is `{v}`."]).format(v=shown)
+        out.append((q, a, rng.choice(QA_THOUGHTS), "qa"))
+    return out
+
+
+def stdlib_module_pairs(names_by_module):
+    """"Which standard-library module provides `f`?" for the public top-level functions defined
+    in exactly one public stdlib module."""
+    owners = {}
+    for module, names in names_by_module.items():
+        if any(part.startswith("_") for part in module.split(".")):
+            continue
+        for n in set(names):
+            owners.setdefault(n, []).append(module)
+    out = []
+    for name, modules in sorted(owners.items()):
+        if len(modules) != 1 or len(name) < 4:
+            continue
+        q = pick(["Which Python standard library module provides `{f}`?",
+                  "Where is `{f}` defined in the Python standard library?",
+                  "Which module do I import `{f}` from?"], name).format(f=name)
+        a = pick(["`{f}` is in the `{m}` module.", "The `{m}` module: `from {m} import {f}`.",
+                  "It is defined in `{m}`."], "a" + name).format(f=name, m=modules[0])
+        out.append((q, a, pick(QA_THOUGHTS, q), "qa"))
+    return out
 
 
 def load_file(item):
-    """Worker: (source, relpath, path) -> (text, pairs) or None."""
-    _source, _rel, path = item
+    """Worker: (source, relpath, path) -> (text, pairs, public names) or None."""
+    _source, rel, path = item
     text = read_source_file(path)
     if text is None:
         return None
-    return text, function_pairs(text)
+    pairs, public = function_pairs(text, rel)
+    return text, pairs, public
 
 
 def main():
@@ -224,8 +416,12 @@ def main():
     ap.add_argument("--max-mb", type=float, default=160.0, help="source text budget")
     ap.add_argument("--val-mb", type=float, default=0.5, help="held-out text budget")
     ap.add_argument("--val-permille", type=int, default=10, help="files held out, per mille")
-    ap.add_argument("--pairs-fraction", type=float, default=0.15,
+    ap.add_argument("--pairs-fraction", type=float, default=0.25,
                     help="instruction pairs, as a fraction of the code bytes")
+    ap.add_argument("--qa-share", type=float, default=0.3,
+                    help="of the pair bytes, the share of question -> short answer pairs")
+    ap.add_argument("--expr-pairs", type=int, default=20000,
+                    help="questions about Python expressions (answered by evaluating them)")
     ap.add_argument("--no-stdlib", action="store_true")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
@@ -252,12 +448,12 @@ def main():
 
     seen = set()
     per_source = {s[0]: dict(files=0, bytes=0, pairs=0) for s in sources}
-    train, val_docs, pairs = [], [], []
+    train, val_docs, pairs, stdlib_names = [], [], [], {}
     val_bytes, val_cap = 0, int(args.val_mb * 2**20)
     for (name, rel, _path), result in zip(items, loaded):
         if result is None:
             continue
-        text, file_pairs = result
+        text, file_pairs, public = result
         digest = hashlib.sha1(text.encode("utf-8")).digest()
         if digest in seen:
             continue
@@ -273,16 +469,30 @@ def main():
         train.append(dict(text=doc, kind="code", source=name))
         per_source[name]["files"] += 1
         per_source[name]["bytes"] += len(doc)
-        pairs.extend((stable_hash(u), name, u, a) for u, a in file_pairs)
+        pairs.extend((stable_hash(u + a), name) + p for p in file_pairs
+                     for u, a in [p[:2]])
+        if name == "python-stdlib":
+            stdlib_names[module_name(rel)] = public
+    pairs.extend((stable_hash(p[0] + p[1]), "python-stdlib") + p
+                 for p in stdlib_module_pairs(stdlib_names))
+    pairs.extend((stable_hash(p[0] + p[1]), "generated") + p
+                 for p in expression_pairs(args.expr_pairs))
 
     code_bytes = sum(len(d["text"]) for d in train)
     pair_budget = int(code_bytes * args.pairs_fraction)
-    used = 0
-    for _h, name, user, answer in sorted(pairs):
-        text = chatml_pair(user, answer)
-        if used + len(text) > pair_budget:
-            break
-        used += len(text)
+    budgets = dict(qa=int(pair_budget * args.qa_share))
+    budgets["code"] = pair_budget - budgets["qa"]
+    used, counts, questions = dict(code=0, qa=0), dict(code=0, qa=0), set()
+    per_source["generated"] = dict(files=0, bytes=0, pairs=0)
+    for _h, name, user, answer, thinking, kind in sorted(pairs):
+        if user in questions:
+            continue  # one answer per question (overloads, copies of a function)
+        text = chatml_pair(user, answer, thinking)
+        if used[kind] + len(text) > budgets[kind]:
+            continue
+        questions.add(user)
+        used[kind] += len(text)
+        counts[kind] += 1
         train.append(dict(text=text, kind="chat", source=name))
         per_source[name]["pairs"] += 1
     # Documents in a fixed shuffled order (training samples windows of the concatenation).
@@ -299,12 +509,16 @@ def main():
         python=sys.version.split()[0], accepted_licenses="MIT, BSD, Apache-2.0, PSF (SPDX: "
         + ", ".join(sorted(ALLOWED_SPDX)) + ")",
         quota_bytes_per_source=quota, train_docs=len(train), train_code_bytes=code_bytes,
-        train_chat_docs=sum(d["kind"] == "chat" for d in train), train_chat_bytes=used,
+        train_chat_docs=sum(d["kind"] == "chat" for d in train),
+        train_chat_bytes=sum(used.values()), train_pairs=counts, train_pair_bytes=used,
+        generated_pairs=per_source["generated"]["pairs"],
         val_docs=len(val_docs), val_bytes=val_bytes, packages=packages,
         excluded=sorted(excluded, key=lambda e: e["name"].lower()))
     write_json(os.path.join(args.out, "packages.json"), manifest)
     print(f"corpus: {len(packages)} sources, {len(train)} train docs "
-          f"({code_bytes / 2**20:.1f} MiB code + {used / 2**20:.1f} MiB chat pairs), "
+          f"({code_bytes / 2**20:.1f} MiB code + {used['code'] / 2**20:.1f} MiB of "
+          f"{counts['code']} code pairs + {used['qa'] / 2**20:.1f} MiB of {counts['qa']} "
+          f"question pairs), "
           f"{len(val_docs)} val docs ({val_bytes / 2**20:.2f} MiB), "
           f"{len(excluded)} distributions left out", flush=True)
 

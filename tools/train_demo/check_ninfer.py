@@ -107,7 +107,9 @@ def check_greedy(args, report):
         if "question" in case:  # the chat template renders as HF's
             with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
                 json.dump([{"role": "user", "content": case["question"]}], f)
-            flags = [] if case["name"] == "chat" else ["--no-thinking"]
+            # the template's own default is not assumed: the demo's is no thinking
+            flags = ["--var", "enable_thinking=true"] if case["name"] == "chat" else [
+                "--no-thinking"]
             rendered = ninfer(args.ninfer, "render", "--model", args.model, "--messages", f.name,
                               *flags)
             os.unlink(f.name)

@@ -24,13 +24,44 @@ EOS = "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 
 
-def chatml_pair(user, answer):
+def chatml_pair(user, answer, thinking=""):
     """One single-turn conversation as the Qwen3.6 template renders it with the answer as the
-    final assistant turn (empty reasoning: the template writes the think block after the last
-    user query). Content is trimmed, as the template does. train_tokenizer.py checks this string
-    against transformers' apply_chat_template."""
+    final assistant turn and `thinking` as its reasoning_content: the template writes the closed
+    think block `<think>\n{thinking}\n</think>\n\n` after the last user query (empty thinking
+    gives `<think>\n\n</think>\n\n`, what the no-thinking generation prompt ends with). Content
+    and reasoning are trimmed, as the template does. train_tokenizer.py checks this string against
+    transformers' apply_chat_template."""
     return (f"{IM_START}user\n{user.strip()}{IM_END}\n"
-            f"{IM_START}assistant\n<think>\n\n</think>\n\n{answer.strip()}{IM_END}\n")
+            f"{IM_START}assistant\n<think>\n{thinking.strip()}\n</think>\n\n{answer.strip()}"
+            f"{IM_END}\n")
+
+
+# The demo model's template answers without reasoning unless enable_thinking is true (issues 13
+# and 14: a tiny model does not close <think> on its own). Only the generation prompt changes.
+THINKING_ON_BY_DEFAULT = """\
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- else %}
+        {{- '<think>\\n' }}
+    {%- endif %}"""
+THINKING_OFF_BY_DEFAULT = """\
+    {%- if enable_thinking is defined and enable_thinking is true %}
+        {{- '<think>\\n' }}
+    {%- else %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}"""
+
+
+def demo_chat_template():
+    """tests/text/templates/qwen3_6.jinja with thinking off by default (enable_thinking=true
+    turns it on); everything else as Qwen3.6."""
+    with open(CHAT_TEMPLATE_FILE, encoding="utf-8") as f:
+        template = f.read()
+    assert template.count(THINKING_ON_BY_DEFAULT) == 1, "qwen3_6.jinja changed: update common.py"
+    template = template.replace(THINKING_ON_BY_DEFAULT, THINKING_OFF_BY_DEFAULT)
+    return template.replace("plus preserve_thinking (keep every turn's reasoning).",
+                            "plus preserve_thinking (keep every turn's reasoning).\n"
+                            "    ninfer-demo: no thinking unless enable_thinking is true.", 1)
 
 
 def stable_hash(text):

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the demo model in one go: corpus -> tokenizer -> train -> eval -> export, inside a total
+# Builds the demo model in one go: corpus -> tokenizer -> train -> export -> eval (perplexity, MTP
+# acceptance, HF greedy reference, coding prompts' parse rate), inside a total
 # wall-clock budget (the 10-minute device command). Offline; needs python3 with torch,
 # transformers (and its jinja2), tokenizers and safetensors.
 #
@@ -14,8 +15,8 @@
 #   --quick        a small corpus and batch for a CPU smoke test of the pipeline
 #   --budget-s S   total seconds for all steps (default 540); training gets what the other
 #                  steps leave
-# Extra arguments for one step: CORPUS_ARGS, TOKENIZER_ARGS, TRAIN_ARGS, EVAL_ARGS (e.g.
-# TRAIN_ARGS="--batch 64 --lr 2e-3"). PYTHON picks the interpreter (default python3).
+# Extra arguments for one step: CORPUS_ARGS, TOKENIZER_ARGS, TRAIN_ARGS, EVAL_ARGS, CODING_ARGS
+# (e.g. TRAIN_ARGS="--batch 64 --lr 2e-3"). PYTHON picks the interpreter (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -70,19 +71,22 @@ if [ $quick = 1 ]; then
     tok_args=(--sample-mb 4)
     train_args=(--batch 4 --seq 128 --calib-steps 3 --warmup 5 --eval-windows 2 --ckpt-every 20)
     eval_args=(--context 128 --windows 2 --prompt-tokens 16 --gen-tokens 12 --new-tokens 8)
-    eval_reserve=240
+    coding_args=(--limit 4 --max-new 24)
+    eval_reserve=300
 else
     corpus_args=()
     tok_args=()
     train_args=()
     eval_args=()
-    eval_reserve=75
+    coding_args=()
+    eval_reserve=100
 fi
 td=tools/train_demo
 read -r -a extra_corpus <<< "${CORPUS_ARGS:-}"
 read -r -a extra_tok <<< "${TOKENIZER_ARGS:-}"
 read -r -a extra_train <<< "${TRAIN_ARGS:-}"
 read -r -a extra_eval <<< "${EVAL_ARGS:-}"
+read -r -a extra_coding <<< "${CODING_ARGS:-}"
 
 if [ $resume = 1 ] && [ -f "$work/corpus/packages.json" ]; then
     step "corpus: reusing $work/corpus"
@@ -110,24 +114,37 @@ step "eval"
 $PYTHON $td/eval_mtp.py --model "$work/model" --val "$work/corpus/val.txt" \
     --out "$work/eval.json" "${eval_args[@]}" "${extra_eval[@]}"
 
+step "coding prompts"
+$PYTHON $td/eval_coding.py --model "$work/model" --out "$work/coding_eval.json" \
+    "${coding_args[@]}" "${extra_coding[@]}"
+
 step "summary"
 $PYTHON - "$work" <<'EOF'
 import json, os, sys
 work = sys.argv[1]
 load = lambda name: json.load(open(os.path.join(work, name)))
-m, e = load("train_metrics.json"), load("eval.json")
+m, e, c = load("train_metrics.json"), load("eval.json"), load("coding_eval.json")
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file(os.path.join(work, "model", "tokenizer.json"))
 size = os.path.getsize(os.path.join(work, "model", "model.safetensors"))
 summary = dict(
     steps=m["steps"], tokens_seen=m["tokens_seen"], train_seconds=m["train_seconds"],
     final_train_loss=m["final_train_loss"], final_mtp_losses=m["final_mtp_losses"],
     val_loss_bf16=m["val_loss"], val_ppl_bf16=m["val_ppl"], val_nll_fp32=e["val_nll"],
     val_ppl_fp32=e["val_ppl"], val_tokens=e["val_tokens"], mtp_acceptance=e["mtp_acceptance"],
+    coding_parse_rate=c["parse_rate"], coding_parsed=c["parsed"], coding_prompts=c["prompts"],
+    coding_stopped=c["stopped"], coding_defines_name=c["defines_name"],
     params=m["params"], model_bytes=size, device=m["device"], seed=m["seed"],
+    experts=m.get("experts"), experts_timings=m.get("experts_timings"),
+    hello_world_ids=tok.encode("Hello, world", add_special_tokens=False).ids,
     replay=f"--max-steps {m['steps']} --seed {m['seed']}", greedy=e["greedy"])
 json.dump(summary, open(os.path.join(work, "summary.json"), "w"), indent=1)
 print(json.dumps({k: v for k, v in summary.items() if k != "greedy"}, indent=1))
 for g in e["greedy"]:
     print(f"--- {g['name']}: {g['text']!r}\n{g['continuation']}")
+for item in c["items"][:6]:
+    print(f"--- coding ({'parses' if item['parses'] else 'does not parse'}): {item['prompt']}\n"
+          f"{item['answer']}")
 EOF
 
 if [ -n "$package" ]; then
@@ -135,7 +152,8 @@ if [ -n "$package" ]; then
     mkdir -p "$work/pack/eval"
     rm -rf "$work/pack/ninfer-demo" && cp -r "$work/model" "$work/pack/ninfer-demo"
     cp "$work/corpus/val.txt" "$work/corpus/packages.json" "$work/eval.json" "$work/summary.json" \
-        "$work/train_log.json" "$work/train_metrics.json" "$work/pack/eval/"
+        "$work/coding_eval.json" "$work/train_log.json" "$work/train_metrics.json" \
+        "$work/pack/eval/"
     rm -f "$package"/demo.tar.gz.part-*
     tar -czf - -C "$work/pack" ninfer-demo eval | split -b 15M -d - "$package/demo.tar.gz.part-"
     cp "$work/summary.json" "$package/"

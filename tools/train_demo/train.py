@@ -27,6 +27,7 @@ from common import read_json, write_json
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
+from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS  # noqa: E402
 from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as hf  # noqa: E402
 
 MAX_BF16_BYTES = 40 * 10**6
@@ -57,7 +58,10 @@ def parse_args():
     ap.add_argument("--eval-windows", type=int, default=64, help="val windows of the curve")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--experts", default="eager", help="HF experts implementation")
+    ap.add_argument("--experts", default="auto",
+                    help="HF experts implementation (eager, grouped_mm, demo_grouped_bf16), or "
+                         "auto: time each on a few forward+backward passes of the first batch "
+                         "and train with the fastest whose loss agrees with eager")
     ap.add_argument("--amp", choices=("auto", "on", "off"), default="auto",
                     help="bf16 autocast (auto: on CUDA only)")
     ap.add_argument("--deterministic", choices=("on", "off"), default="on",
@@ -134,6 +138,72 @@ class RouterLoss:
         n = len(self.items)
         self.items = []
         return total / max(1, n)
+
+
+def grouped_bf16_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """The MoE experts as two grouped GEMMs (tokens sorted by expert, no host syncs), with the
+    expert weights cast to bf16 when autocast is on (HF's grouped_mm runs in the fp32 master
+    weights' dtype, since grouped_mm is not autocast-enabled). Same math as HF's eager loop."""
+    num_tokens, hidden = hidden_states.shape
+    k = top_k_index.size(-1)
+    dtype = torch.get_autocast_dtype(hidden_states.device.type) \
+        if torch.is_autocast_enabled(hidden_states.device.type) else self.gate_up_proj.dtype
+    expert_ids, perm = torch.sort(top_k_index.reshape(-1), stable=True)
+    x = hidden_states[perm // k].to(dtype)
+    bounds = torch.arange(self.num_experts, device=expert_ids.device, dtype=expert_ids.dtype)
+    offsets = torch.searchsorted(expert_ids, bounds, right=True).to(torch.int32)  # group ends
+    with torch.autocast(device_type=hidden_states.device.type, enabled=False):
+        gate_up = F.grouped_mm(x, self.gate_up_proj.to(dtype).transpose(-2, -1), offs=offsets)
+        gate, up = gate_up.chunk(2, dim=-1)
+        out = F.grouped_mm(self.act_fn(gate) * up, self.down_proj.to(dtype).transpose(-2, -1),
+                           offs=offsets)
+    out = out.float() * top_k_weights.reshape(-1)[perm].float().unsqueeze(-1)
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.numel(), device=perm.device)
+    return out[inv].view(num_tokens, k, hidden).sum(1).to(hidden_states.dtype)
+
+
+def set_experts(model, name):
+    for m in model.modules():
+        cfg = getattr(m, "config", None)
+        if cfg is not None and hasattr(cfg, "_experts_implementation"):
+            cfg._experts_implementation = name
+
+
+def pick_experts(model, x, args, router, amp, device):
+    """--experts auto: forward+backward of one batch with each implementation (no optimizer
+    step: the weights do not change), 1 warm-up and 3 timed passes each; the fastest whose loss
+    is within 1% of eager's wins. Any error rules a candidate out."""
+    candidates = ["eager", "grouped_mm"]
+    if hasattr(F, "grouped_mm"):
+        candidates.append("demo_grouped_bf16")
+    if device.type != "cuda":
+        return "eager", {}  # the CPU smoke test: no point timing
+    timings, ref = {}, None
+    for name in candidates:
+        try:
+            set_experts(model, name)
+            for i in range(4):
+                if i == 1:
+                    torch.cuda.synchronize()
+                    t0 = time.time()
+                total = losses(model, x, args, router, amp)[0]
+                model.zero_grad(set_to_none=True)
+                total.backward()
+            torch.cuda.synchronize()
+            loss = float(total)
+            ref = loss if ref is None else ref
+            ok = math.isfinite(loss) and abs(loss - ref) <= 0.01 * abs(ref)
+            timings[name] = dict(ms=round((time.time() - t0) / 3 * 1000, 1), loss=round(loss, 5),
+                                 ok=ok)
+        except Exception as e:  # noqa: BLE001  (an unsupported kernel, dtype or shape)
+            timings[name] = dict(error=f"{type(e).__name__}: {str(e)[:200]}")
+        router.items = []
+        model.zero_grad(set_to_none=True)
+    good = [n for n in candidates if timings[n].get("ok")]
+    best = min(good, key=lambda n: timings[n]["ms"]) if good else "eager"
+    set_experts(model, best)
+    return best, timings
 
 
 def lr_at(step, args, total):
@@ -221,7 +291,9 @@ def main():
           f"({time.time() - t_start:.0f} s)", flush=True)
     train = train.to(device)
 
-    config = demo_model.make_config(vocab, eot, attn="sdpa", experts=args.experts,
+    ALL_EXPERTS_FUNCTIONS.register("demo_grouped_bf16", grouped_bf16_experts_forward)
+    config = demo_model.make_config(vocab, eot, attn="sdpa",
+                                    experts="eager" if args.experts == "auto" else args.experts,
                                     aux_coef=args.aux_coef)
     model = demo_model.DemoModel(config)
     model.mtp.init_weights(config.initializer_range)
@@ -242,6 +314,11 @@ def main():
         opt.load_state_dict(ck["opt"])
         step, total_steps, log = ck["step"], args.max_steps or ck["total_steps"], ck["log"]
         print(f"resumed at step {step} of {total_steps or '(not calibrated yet)'}", flush=True)
+    experts, experts_timings = args.experts, {}
+    if args.experts == "auto":
+        experts, experts_timings = pick_experts(model, get_batch(train, step, args, device), args,
+                                                router, amp, device)
+        print(f"experts: {experts} {json.dumps(experts_timings)}", flush=True)
     # Before calibration the schedule only needs the warmup; a placeholder total is harmless.
     planned = total_steps or 10**9
     log_every = args.log_every or max(1, (total_steps or 1000) // 100)
@@ -320,6 +397,7 @@ def main():
                    final_mtp_losses=log[-1]["mtp"] if log else None,
                    val_loss=round(val_loss, 5), val_ppl=round(math.exp(val_loss), 4),
                    val_tokens=val_tokens, val_autocast_bf16=amp, params=counts,
+                   experts=experts, experts_timings=experts_timings,
                    train_seconds=round(t_train, 1), device=str(device),
                    torch=torch.__version__, transformers=demo_model.transformers.__version__,
                    args=vars(args))
@@ -332,6 +410,7 @@ def main():
                              python=manifest["python"]),
                  training={k: metrics[k] for k in ("steps", "seed", "batch", "seq", "tokens_seen",
                                                    "val_loss", "val_ppl", "params")})
+    set_experts(model, "eager")  # the exported config as before
     demo_model.export(model, args.out, args.tokenizer, extra)
     print(f"held-out: loss {val_loss:.4f}, perplexity {math.exp(val_loss):.3f} over {val_tokens:,} "
           f"tokens; {step} steps in {t_train:.0f} s; exported to {args.out}", flush=True)

@@ -5,9 +5,11 @@ decoder; MODEL_QWEN3_5.md section 5) and Qwen's 33 added tokens after the learne
 Qwen's order and with Qwen's `special` flags (tools/text/make_qwen_tokenizer.py).
 
 Writes to OUT: tokenizer.json, tokenizer_config.json (with the Qwen3.6 chat template of
-tests/text/templates/qwen3_6.jinja) and generation_config.json (stop ids <|im_end|>,
+tests/text/templates/qwen3_6.jinja, thinking off unless enable_thinking is true:
+common.demo_chat_template) and generation_config.json (stop ids <|im_end|>,
 <|endoftext|>). Then checks with transformers that the files load, encode as `tokenizers` does,
-and that the template renders training conversations exactly as common.chatml_pair.
+and that the template renders training conversations exactly as common.chatml_pair (with and
+without reasoning) and generation prompts without thinking by default.
 
 usage: train_tokenizer.py --corpus DIR --out DIR [--vocab 8192] [--sample-mb 32]
 """
@@ -18,7 +20,7 @@ import os
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
 from tokenizers import pre_tokenizers, processors, trainers
 
-from common import ADDED, CHAT_TEMPLATE_FILE, NOT_SPECIAL, QWEN3_5_PATTERN, chatml_pair, write_json
+from common import ADDED, NOT_SPECIAL, QWEN3_5_PATTERN, chatml_pair, demo_chat_template, write_json
 
 MODEL_MAX_LENGTH = 8192
 
@@ -61,8 +63,7 @@ def build(corpus, vocab, sample_bytes):
 
 
 def write_configs(tok, out):
-    with open(CHAT_TEMPLATE_FILE, encoding="utf-8") as f:
-        template = f.read()
+    template = demo_chat_template()
     spec = json.loads(tok.to_str())
     added = {str(a["id"]): {k: v for k, v in a.items() if k != "id"} for a in spec["added_tokens"]}
     write_json(os.path.join(out, "tokenizer_config.json"), {
@@ -92,6 +93,19 @@ def self_check(out, corpus):
     rendered = hf.apply_chat_template([{"role": "user", "content": user},
                                        {"role": "assistant", "content": answer}], tokenize=False)
     assert rendered == chatml_pair(user, answer), rendered
+    thought = "A one-line helper."
+    rendered = hf.apply_chat_template([{"role": "user", "content": user},
+                                       {"role": "assistant", "content": answer,
+                                        "reasoning_content": thought}], tokenize=False)
+    assert rendered == chatml_pair(user, answer, thought), rendered
+    turn = [{"role": "user", "content": user}]
+    prompt = chatml_pair(user, "").split("<think>")[0]
+    for kwargs, tail in (({}, "<think>\n\n</think>\n\n"),  # the demo default: no thinking
+                         ({"enable_thinking": False}, "<think>\n\n</think>\n\n"),
+                         ({"enable_thinking": True}, "<think>\n")):
+        rendered = hf.apply_chat_template(turn, tokenize=False, add_generation_prompt=True,
+                                          **kwargs)
+        assert rendered == prompt + tail, (kwargs, rendered)
     ids = raw.encode(val).ids
     return len(val.encode("utf-8")) / max(1, len(ids))
 
