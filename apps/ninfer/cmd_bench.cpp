@@ -132,8 +132,18 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
     const int64_t limit = engine.model_info().token_limit;
     for (int w = 0; w < o.warmup; ++w) run_once(engine, t, limit, 1000 + uint64_t(w));
     std::vector<double> prefill, ttft, decode, roofline, tflops;
+    SpeculativeStats spec; // over the measured repetitions
     for (int r = 0; r < o.reps; ++r) {
         const RequestTimings tm = run_once(engine, t, limit, uint64_t(r));
+        spec.rounds += tm.speculative.rounds;
+        spec.drafted += tm.speculative.drafted;
+        spec.accepted += tm.speculative.accepted;
+        spec.drafted_at.resize(std::max(spec.drafted_at.size(), tm.speculative.drafted_at.size()));
+        spec.accepted_at.resize(spec.drafted_at.size());
+        for (size_t i = 0; i < tm.speculative.drafted_at.size(); ++i) {
+            spec.drafted_at[i] += tm.speculative.drafted_at[i];
+            spec.accepted_at[i] += tm.speculative.accepted_at[i];
+        }
         ttft.push_back(tm.first_token_s);
         if (t.prompt > 1) {
             prefill.push_back(t.prompt / tm.prefill_s);
@@ -162,6 +172,9 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
         j["decode_bytes_per_step"] = decode_bytes(c, p, elem, t.prompt + 0.5 * t.gen);
         j["decode_tok_s_runs"] = decode;
     }
+    if (!o.engine.speculative.empty())
+        j["speculative"] =
+            nlohmann::json::parse(speculative_json(o.engine.speculative, o.engine.draft_tokens, spec));
     return j;
 }
 
@@ -256,7 +269,7 @@ Action add_bench_command(CLI::App& app) {
     app.add_option("--pg", o->pg, "Prefill then decode: PROMPT,GEN (repeatable)");
     app.add_option("-r,--reps", o->reps, "Measured repetitions")->check(CLI::PositiveNumber);
     app.add_option("--warmup", o->warmup, "Unmeasured runs first")->check(CLI::NonNegativeNumber);
-    add_engine_options(app, o->engine, kRandomWeightFlags | kDeviceFlags | kPrefillFlag);
+    add_engine_options(app, o->engine, kRandomWeightFlags | kDeviceFlags | kPrefillFlag | kSpeculativeFlags);
     app.add_option("-o,--output", o->output, "table or json")
         ->check(CLI::IsMember({"table", "json"}));
     return [o] {

@@ -164,7 +164,7 @@ Action add_chat_command(CLI::App& app) {
     // the prefix cache serves each turn the conversation's earlier turns
     add_engine_options(app, o->engine,
                        kDeviceFlags | kContextFlag | kPrefillFlag | kMemoryFlags |
-                           kPrefixCacheFlags);
+                           kPrefixCacheFlags | kSpeculativeFlags);
     return [o] {
         o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
         return chat(*o);

@@ -95,6 +95,9 @@ int run(const RunOptions& o) {
         nlohmann::json out = {{"prompt_tokens", request.prompt.size()},
                               {"tokens", tokens},
                               {"finish_reason", finish_reason_name(last.reason)}};
+        if (!o.engine.speculative.empty())
+            out["speculative"] = nlohmann::json::parse(speculative_json(
+                o.engine.speculative, o.engine.draft_tokens, last.timings.speculative));
         std::cout << out.dump() << std::endl;
     } else {
         std::printf("\n");
@@ -124,7 +127,8 @@ Action add_run_command(CLI::App& app) {
     app.add_option("--top-logprobs", o->top_logprobs, "Alternatives per token in --json output");
     app.add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
     add_engine_options(app, o->engine,
-                       kDeviceFlags | kContextFlag | kPrefillFlag | kReferenceFlag | kMemoryFlags);
+                       kDeviceFlags | kContextFlag | kPrefillFlag | kReferenceFlag | kMemoryFlags |
+                           kSpeculativeFlags);
     return [o, ids] {
         o->prompt_ids_given = ids->count() > 0;
         o->engine.model_dir = model_dir_or_default(o->engine.model_dir);

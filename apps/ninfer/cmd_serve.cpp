@@ -241,7 +241,7 @@ Action add_serve_command(CLI::App& app) {
     app.add_flag("!--no-log-requests", o->server.log_requests, "No per-request log lines");
     add_engine_options(app, o->engine,
                        kRandomWeightFlags | kDeviceFlags | kContextFlag | kPrefillFlag |
-                           kBatchFlags | kMemoryFlags | kPrefixCacheFlags);
+                           kBatchFlags | kMemoryFlags | kPrefixCacheFlags | kSpeculativeFlags);
     return [o] {
         if (o->engine.random_weights) {
             o->text_dir = random_weights_text_dir(*o);

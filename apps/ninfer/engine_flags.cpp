@@ -1,6 +1,7 @@
 #include "engine_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 namespace ninfer::app {
 namespace {
@@ -28,6 +29,22 @@ std::string check_device(const std::string& name) {
 } // namespace
 
 void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
+    if (flags & kSpeculativeFlags) {
+        app.add_option("--spec", o.speculative,
+                       "Speculative decoding: mtp (the checkpoint's MTP head drafts; output is "
+                       "unchanged)")
+            ->check(CLI::IsMember({"mtp"}));
+        app.add_option("--draft-tokens", o.draft_tokens,
+                       "Draft tokens per round with --spec: 1..8, or auto (picked each step from "
+                       "the measured acceptance and step times; the default)")
+            ->transform(CLI::Validator(
+                [](std::string& s) -> std::string {
+                    if (s == "auto") s = "0";
+                    return {};
+                },
+                "K|auto"))
+            ->check(CLI::Range(0, kMaxDraftTokens));
+    }
     if (flags & kRandomWeightFlags) {
         app.add_flag("--random-weights", o.random_weights,
                      "Deterministic random weights made on the device (with --config)");
@@ -94,6 +111,26 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "Host memory (GB) for snapshots evicted from the device (0: none)")
             ->check(CLI::NonNegativeNumber);
     }
+}
+
+std::string speculative_json(const std::string& method, int draft_tokens,
+                             const SpeculativeStats& s) {
+    nlohmann::json per = nlohmann::json::array();
+    for (size_t i = 0; i < s.drafted_at.size(); ++i)
+        per.push_back(s.drafted_at[i] > 0 ? double(s.accepted_at[i]) / double(s.drafted_at[i])
+                                          : 0.0);
+    nlohmann::json out = {{"method", method},
+                          {"draft_tokens", draft_tokens > 0 ? nlohmann::json(draft_tokens)
+                                                            : nlohmann::json("auto")},
+                          {"rounds", s.rounds},
+                          {"drafted", s.drafted},
+                          {"accepted", s.accepted},
+                          {"acceptance_rate",
+                           s.drafted > 0 ? double(s.accepted) / double(s.drafted) : 0.0},
+                          {"tokens_per_round",
+                           s.rounds > 0 ? 1.0 + double(s.accepted) / double(s.rounds) : 0.0},
+                          {"accepted_per_position", per}};
+    return out.dump();
 }
 
 } // namespace ninfer::app

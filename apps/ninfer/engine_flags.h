@@ -20,8 +20,15 @@ enum EngineFlags : unsigned {
     kPrefixCacheFlags = 1u << 6,  // --no-prefix-cache, --snapshot-stride,
                                   // --prefix-cache-snapshots, --prefix-cache-host-gb
     kRandomWeightFlags = 1u << 7, // --random-weights, --config, --seed
+    kSpeculativeFlags = 1u << 8,  // --spec, --draft-tokens
 };
 
 void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags);
+
+// {"method", "draft_tokens", "rounds", "drafted", "accepted", "accepted_per_position"} as one
+// JSON object's text (accepted_per_position[i]: the share of rounds with at least i + 1 drafts
+// that accepted the first i + 1 of them).
+std::string speculative_json(const std::string& method, int draft_tokens,
+                             const SpeculativeStats& s);
 
 } // namespace ninfer::app

@@ -46,7 +46,16 @@ struct EngineOptions {
     int snapshot_stride = 0;        // tokens, a multiple of kv_block_size (0: the default, 512)
     int prefix_cache_snapshots = 0; // device snapshot slots (0: from memory)
     double prefix_cache_host_gb = 0; // host memory for snapshots evicted from the device
+    // Speculative decoding: "" (off) or "mtp" (the checkpoint's MTP head drafts, the model
+    // verifies; greedy output is unchanged and sampling keeps its distribution).
+    std::string speculative;
+    // Draft tokens per round with speculation: 1..8, or 0 (auto: chosen every step from the
+    // measured acceptance and step times, 0..kAutoMaxDraftTokens, off when it would not pay).
+    int draft_tokens = 0;
 };
+
+inline constexpr int kMaxDraftTokens = 8;
+inline constexpr int kAutoMaxDraftTokens = 6;
 
 struct SamplingOptions {
     bool greedy = false; // argmax (also when temperature <= 0)
@@ -107,6 +116,16 @@ struct GeneratedToken {
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason reason);
 
+// Speculative decoding counters (of one request, or of the engine).
+struct SpeculativeStats {
+    int64_t rounds = 0;  // verification rounds (steps that drafted)
+    int64_t drafted = 0; // draft tokens proposed
+    int64_t accepted = 0;
+    // Position i (0-based) of a round: drafted, and accepted (with every earlier draft).
+    std::vector<int64_t> drafted_at, accepted_at;
+    void record(int drafted_tokens, int accepted_tokens);
+};
+
 struct RequestTimings {
     double queued_s = 0;      // submit -> first scheduled
     double first_token_s = 0; // submit -> first token (TTFT)
@@ -116,6 +135,7 @@ struct RequestTimings {
     int generated_tokens = 0;
     int cached_tokens = 0; // prompt tokens served from the prefix cache (first admission)
     int preemptions = 0;   // times the request was preempted and later recomputed
+    SpeculativeStats speculative;
 };
 
 // What a request produced since the last read.
@@ -183,6 +203,9 @@ struct EngineStats {
     int64_t preemptions = 0;            // total
     int64_t max_batch_tokens = 0;       // the step's row budget
     int64_t kv_capacity_tokens = 0;     // kv_blocks_total * block size
+    std::string speculative;            // "" or the method ("mtp")
+    SpeculativeStats speculation;       // totals
+    int64_t draft_tokens = 0;           // the draft tokens of the latest step that drafted
 };
 
 class Engine {

@@ -14,6 +14,7 @@
 #include "ops/linear.h"
 #include "ops/memory.h"
 #include "ops/moe.h"
+#include "ops/rms_norm.h"
 
 namespace ninfer::model {
 namespace {
@@ -29,6 +30,7 @@ struct Qwen35Model::Scratch {
     int64_t capacity = 0;
     int64_t generation = 0;
     Tensor x, h, proj, conv_out, g, beta, core, q, k, attn, gate_up, act, router, selected;
+    Tensor mtp_in; // [T, 2H]: the MTP's [embedding | hidden] (allocated on first MTP use)
 
     void ensure(const io::ModelConfig& c, Device device, DType dt, int64_t rows) {
         if (rows <= capacity) return;
@@ -53,6 +55,13 @@ struct Qwen35Model::Scratch {
         act = Tensor::empty(a, dt, {T, inter});
         router = Tensor::empty(a, DType::F32, {T, c.num_experts + 1});
         selected = Tensor::empty(a, dt, {T, H});
+        mtp_in = Tensor();
+    }
+
+    TensorView mtp_input(Device device, DType dt, int64_t H, int64_t rows) {
+        if (!mtp_in.defined())
+            mtp_in = Tensor::empty(ops::device_allocator(device), dt, {capacity, 2 * H});
+        return mtp_in.view().narrow(0, 0, rows);
     }
 };
 
@@ -106,7 +115,7 @@ int64_t Qwen35Model::scratch_bytes() const {
     const Scratch& s = *scratch_;
     int64_t n = 0;
     for (const Tensor* t : {&s.x, &s.h, &s.proj, &s.conv_out, &s.g, &s.beta, &s.core, &s.q, &s.k,
-                            &s.attn, &s.gate_up, &s.act, &s.router, &s.selected})
+                            &s.attn, &s.gate_up, &s.act, &s.router, &s.selected, &s.mtp_in})
         if (t->defined()) n += t->view().nbytes();
     return n;
 }
@@ -121,8 +130,9 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::filesystem::path& dir,
     return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), ctx.device);
 }
 
-CacheSpec Qwen35Model::cache_spec() const {
+CacheSpec Qwen35Model::cache_spec(bool with_mtp) const {
     const io::ModelConfig& c = config_;
+    require(!with_mtp || has_mtp(), "this checkpoint has no MTP weights (mtp.*)");
     return {c.count_layers(LayerKind::FullAttention),
             c.num_kv_heads,
             c.head_dim,
@@ -131,7 +141,8 @@ CacheSpec Qwen35Model::cache_spec() const {
             c.linear_conv_kernel - 1,
             c.linear_num_value_heads,
             c.linear_key_head_dim,
-            c.linear_value_head_dim};
+            c.linear_value_head_dim,
+            with_mtp ? int64_t(weights_.mtp.layers.size()) : 0};
 }
 
 void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
@@ -224,11 +235,47 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
         }
         mlp_block(ctx, w, T);
     }
+    if (!batch.hidden_out.empty())
+        ops::rms_norm(ctx, s.x.view().narrow(0, 0, T), weights_.final_norm,
+                      float(c.rms_norm_eps), batch.hidden_out);
     // Only the requested rows go through the final norm and the head.
     TensorView selected = s.selected.view().narrow(0, 0, R);
     ops::embedding(ctx, batch.logit_rows, s.x.view().narrow(0, 0, T), selected); // row gather
     ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
                          weights_.lm_head, logits, s.h.view().narrow(0, 0, R));
+}
+
+void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& batch,
+                              const TensorView& hidden, const CacheViews& caches,
+                              const TensorView& draft_hidden, const TensorView& logits) {
+    const io::ModelConfig& c = config_;
+    const MtpWeights& m = weights_.mtp;
+    const int64_t T = batch.tokens.size(0), R = batch.logit_rows.size(0), H = c.hidden_size;
+    require(has_mtp(), "mtp_forward: this checkpoint has no MTP weights (mtp.*)");
+    require(T > 0, "mtp_forward: empty batch");
+    require(caches.mtp_k_cache.size() == m.layers.size(),
+            "mtp_forward: the KV pool holds no cache for the MTP layers");
+    require(hidden.size(0) == T && hidden.size(1) == H && draft_hidden.size(0) == T,
+            "mtp_forward: hidden rows do not match the batch");
+    scratch_->ensure(c, device_, ctx.dtype, std::max(T, R));
+    Scratch& s = *scratch_;
+    const float eps = float(c.rms_norm_eps);
+    TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
+    // u = fc([norm_e(embed(token)) | norm_h(hidden)]): the embedding half first.
+    TensorView in = s.mtp_input(device_, ctx.dtype, H, T);
+    ops::embedding(ctx, batch.tokens, weights_.embed, h);
+    ops::rms_norm(ctx, h, m.pre_fc_norm_embedding, eps, cols(in, 0, H));
+    ops::rms_norm(ctx, hidden, m.pre_fc_norm_hidden, eps, cols(in, H, H));
+    ops::linear(ctx, in, m.fc, x, /*accumulate=*/false);
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+        attention_layer(ctx, m.layers[i], batch, caches.mtp_k_cache[i], caches.mtp_v_cache[i]);
+        mlp_block(ctx, m.layers[i], T);
+    }
+    ops::rms_norm(ctx, x, m.norm, eps, draft_hidden);
+    if (R == 0) return;
+    TensorView selected = s.selected.view().narrow(0, 0, R);
+    ops::embedding(ctx, batch.logit_rows, draft_hidden, selected); // row gather
+    ops::linear(ctx, selected, weights_.lm_head, logits, /*accumulate=*/false);
 }
 
 } // namespace ninfer::model

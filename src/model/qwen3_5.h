@@ -24,6 +24,7 @@ struct CacheSpec {
     int64_t value_heads = 0;
     int64_t key_head_dim = 0;
     int64_t value_head_dim = 0;
+    int64_t mtp_layers = 0; // MTP layers with a KV cache of their own (0: MTP not run)
 };
 
 // Per-layer cache tensors, indexed by the layer's rank among layers of its kind.
@@ -31,6 +32,7 @@ struct CacheViews {
     std::vector<TensorView> k_cache, v_cache; // [NB, bs, nKV, D]
     std::vector<TensorView> conv_state;       // [slots, C, K-1]
     std::vector<TensorView> recurrent_state;  // [slots, Hv, dk, dv] F32
+    std::vector<TensorView> mtp_k_cache, mtp_v_cache; // [NB, bs, nKV, D]: the MTP layers' KV
 };
 
 // One forward call. All views are on the execution device.
@@ -39,6 +41,7 @@ struct ForwardBatch {
     TensorView positions; // [T] I32
     ops::SeqBatch seqs;
     TensorView logit_rows; // [R] I32: rows whose logits are wanted, in output order
+    TensorView hidden_out; // [T, H] or undefined: every row's final-normed hidden state
 };
 
 class Qwen35Model {
@@ -55,7 +58,9 @@ public:
 
     const io::ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
-    CacheSpec cache_spec() const;
+    // with_mtp: the KV of the MTP layers too (speculative decoding with the MTP head).
+    CacheSpec cache_spec(bool with_mtp = false) const;
+    bool has_mtp() const { return !weights_.mtp.layers.empty(); }
     // Device bytes of the weights, and of the activation scratch of the largest step so far.
     int64_t weight_bytes() const { return weight_bytes_; }
     int64_t scratch_bytes() const;
@@ -69,6 +74,16 @@ public:
     // selected rows: logits [R, V] F32 on the device.
     void forward(const ops::ExecContext& ctx, const ForwardBatch& batch, const CacheViews& caches,
                  const TensorView& logits);
+
+    // The MTP module (MODEL_QWEN3_5.md §3) over a ragged batch: row t takes the token
+    // batch.tokens[t] (the token after the hidden state's position) and hidden[t] (the target's
+    // final-normed hidden state, or the previous MTP output when chaining), runs at
+    // batch.positions[t] and appends to the MTP layer's KV (caches.mtp_*). Writes every row's
+    // draft hidden state (after mtp.norm) to draft_hidden [T, H] and the logits of the rows
+    // batch.logit_rows select (over draft_hidden) to logits [R, V] F32.
+    void mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& batch,
+                     const TensorView& hidden, const CacheViews& caches,
+                     const TensorView& draft_hidden, const TensorView& logits);
 
 private:
     struct Scratch;

@@ -5,7 +5,9 @@
 //   comes from conv_state[slot, c, K-1 - (pos_begin[s] - q)] (the last K-1 pre-conv inputs of the
 //   sequence; zeros at the start of a sequence). Tap j = K-1 multiplies the current token.
 //   x: [T, C] float, last dim contiguous    w: [C, K] float (conv1d.weight viewed [C, K])
-//   conv_state: [S_slots, C, K-1] float, read and updated in place to hold the last K-1 inputs
+//   conv_state: [S_slots, C, K-1] float, read and updated in place to hold the last K-1 inputs;
+//     with per-row snapshots (seq_batch.h) the history after each earlier row i also goes to
+//     state row snapshot_row[s] + i
 //   y: [T, C] float, rows contiguous; must not alias x
 // Numerics: f32 accumulation (f64 in CPU reference mode). Workspace: none.
 #pragma once

@@ -10,7 +10,9 @@
 //   for each row in order: S = exp(g) S;  u = beta (v - S^T k^);  S += k^ u^T;  out = S^T q^
 //   q, k: [T, Hk, dk] float, last dim contiguous (strided views into the conv output are fine)
 //   v: [T, Hv, dv] float, last dim contiguous     g, beta: [T, Hv] F32
-//   state: [S_slots, Hv, dk, dv] F32, read from and written back to each sequence's slot
+//   state: [S_slots, Hv, dk, dv] F32, read from and written back to each sequence's slot; with
+//     per-row snapshots (seq_batch.h) the state after each earlier row also goes to its
+//     snapshot row (such sequences always take the recurrence)
 //   out: [T, Hv, dv] float, contiguous
 // Algorithms: Recurrent (the loop above) and Chunked (the WY/UT form with chunk 64, equal in exact
 // arithmetic); Auto picks per sequence. CPU reference mode runs the recurrence in f64.
@@ -29,7 +31,8 @@
 //     model passes column ranges of in_proj's output)
 //   conv_w: [C, K] (K in [2, 9])  A_log, dt_bias: [Hv]  norm_w: [dv]: the activation dtype
 //   conv_state: [S_slots, C, K-1] activation dtype, recurrent_state: [S_slots, Hv, dk, dv] F32,
-//     both contiguous, read from and written back to each sequence's slot
+//     both contiguous, read from and written back to each sequence's slot (and, with per-row
+//     snapshots, the state after each earlier row to the snapshot rows: seq_batch.h)
 //   conv_out: [T, C] activation dtype, rows contiguous, must not alias qkv; g, beta: [T, Hv] F32:
 //     scratch, left unspecified (the fused CUDA route does not write them)
 //   core: [T, Hv, dv] activation dtype, contiguous: the output

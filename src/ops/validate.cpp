@@ -1,5 +1,7 @@
 #include "ops/validate.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace ninfer::ops {
@@ -78,6 +80,14 @@ void check_seq_batch(const char* op, const SeqBatch& b, int64_t rows, int64_t nu
             require(b.host_state_slot[s] >= 0 && b.host_state_slot[s] < num_slots, op,
                     ": sequence ", s, " state slot ", b.host_state_slot[s], " outside [0, ",
                     num_slots, ")");
+        if (b.has_snapshots() && b.host_snapshot_row[s] >= 0) {
+            require(b.rows(s) <= kMaxSnapshotRows, op, ": sequence ", s, " has ", b.rows(s),
+                    " rows; per-row snapshots allow at most ", kMaxSnapshotRows);
+            if (num_slots >= 0)
+                require(b.host_snapshot_row[s] + std::max(b.rows(s) - 1, 0) <= num_slots, op,
+                        ": sequence ", s, " snapshot rows from ", b.host_snapshot_row[s],
+                        " exceed the ", num_slots, " state rows");
+        }
         if (num_blocks >= 0) {
             int64_t context = int64_t(b.host_pos_begin[s]) + b.rows(s);
             int64_t needed = (context + b.block_size - 1) / b.block_size;

@@ -10,8 +10,8 @@ CacheStore::CacheStore(const ops::ExecContext& ctx, const model::CacheSpec& spec
       host_buffers_(host_buffers) {
     kv_ = std::make_unique<KvPool>(spec, plan.kv_blocks + 1, plan.block_size, ctx.device,
                                    ctx.dtype);
-    states_ = std::make_unique<StatePool>(spec, plan.sequences + 1 + plan.snapshot_rows,
-                                          ctx.device, ctx.dtype);
+    states_ = std::make_unique<StatePool>(
+        spec, plan.sequences + 1 + plan.snapshot_rows + plan.verify_rows, ctx.device, ctx.dtype);
     host_.resize(size_t(host_buffers));
 }
 
@@ -21,8 +21,18 @@ std::vector<int32_t> CacheStore::snapshot_rows() const {
     return rows;
 }
 
+int32_t CacheStore::verify_row_base() const {
+    return sequences_ + 1 + snapshot_rows_;
+}
+
 model::CacheViews CacheStore::views() const {
-    return {kv_->k_views(), kv_->v_views(), states_->conv_views(), states_->recurrent_views()};
+    const auto& k = kv_->k_views();
+    const auto& v = kv_->v_views();
+    const auto split = k.begin() + kv_->attention_layers();
+    const auto vsplit = v.begin() + kv_->attention_layers();
+    return {{k.begin(), split},         {v.begin(), vsplit},
+            states_->conv_views(),      states_->recurrent_views(),
+            {split, k.end()},           {vsplit, v.end()}};
 }
 
 uint8_t* CacheStore::host_buffer(int32_t index) {

@@ -1,6 +1,7 @@
 // CacheStore: the memory behind the scheduler's ids. The KV pool (sequence blocks plus one
 // padding block), the GDN state rows (sequence slots, one padding row for decode graphs, the
-// prefix cache's device snapshot rows) and the host snapshot buffers; it runs CacheOps.
+// prefix cache's device snapshot rows, the per-column rows of speculative verification) and the
+// host snapshot buffers; it runs CacheOps.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,8 @@ public:
     // Rows of the state pool: sequence slots [0, S), the padding row S, snapshots after it.
     int32_t padding_row() const { return sequences_; }
     std::vector<int32_t> snapshot_rows() const;
+    // Verification rows: [verify_row_base(), + plan.verify_rows), after the snapshot rows.
+    int32_t verify_row_base() const;
     // The padding block: the last block, never handed to a sequence.
     int32_t padding_block() const { return int32_t(kv_->num_blocks() - 1); }
 

@@ -9,7 +9,7 @@ namespace ninfer::runtime {
 struct DecodeGraphs::Slot {
     int32_t seqs = 0;
     std::vector<int32_t> tokens, positions, row_begin, pos_begin, slots, table, rows;
-    Tensor d_tokens, d_positions, d_row_begin, d_pos_begin, d_slots, d_table, d_rows, logits;
+    Tensor d_tokens, d_positions, d_row_begin, d_pos_begin, d_slots, d_table, d_rows, logits, hidden;
     model::ForwardBatch batch;
     std::unique_ptr<ops::Graph> graph;
     bool warmed = false;
@@ -53,6 +53,10 @@ DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S) {
     s.d_table = i32(int64_t(S) * layout_.max_blocks_per_seq);
     s.d_rows = i32(S);
     s.logits = Tensor::empty(a, DType::F32, {S, model_.config().vocab_size});
+    if (layout_.hidden_size > 0) {
+        s.hidden = Tensor::empty(a, ctx_.dtype, {S, layout_.hidden_size});
+        s.batch.hidden_out = s.hidden.view();
+    }
     s.table.assign(size_t(S) * size_t(layout_.max_blocks_per_seq), 0);
     s.row_begin.resize(size_t(S) + 1);
     s.rows.resize(size_t(S));
@@ -139,7 +143,13 @@ TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& cach
         if (!s.graph) s.graph = ops::capture_graph(ctx_, forward);
         s.graph->launch(ctx_);
     }
+    last_ = &s;
     return s.logits.view().narrow(0, 0, live);
+}
+
+TensorView DecodeGraphs::hidden(int32_t seqs) const {
+    return last_ && last_->hidden.defined() ? last_->hidden.view().narrow(0, 0, seqs)
+                                            : TensorView();
 }
 
 } // namespace ninfer::runtime

@@ -28,6 +28,7 @@ public:
         int32_t max_seqs = 1;      // the largest bucket covers this many sequences
         int32_t padding_row = 0;   // state row of padding sequences
         int32_t padding_block = 0; // KV block of padding sequences
+        int64_t hidden_size = 0;   // > 0: also write every row's final-normed hidden state
     };
     DecodeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model, const Layout& layout);
 
@@ -40,6 +41,8 @@ public:
     bool eligible(const StepPlan& plan) const;
     // Runs the step's forward; returns the logits [S, V] F32 (valid until the next call).
     TensorView run(const StepPlan& plan, const model::CacheViews& caches);
+    // With layout.hidden_size: the last run's hidden states [S, H] (valid until the next call).
+    TensorView hidden(int32_t seqs) const;
 
 private:
     struct Slot; // the buffers and graph of one sequence count
@@ -50,6 +53,7 @@ private:
     model::Qwen35Model& model_;
     Layout layout_;
     std::map<int32_t, std::unique_ptr<Slot>> slots_;
+    const Slot* last_ = nullptr;
 };
 
 } // namespace ninfer::runtime

@@ -12,6 +12,7 @@
 #include "io/model_files.h"
 #include "ops/memory.h"
 #include "runtime/engine_impl.h"
+#include "runtime/speculative/mtp_drafter.h"
 
 namespace ninfer {
 
@@ -79,7 +80,18 @@ void validate_options(const EngineOptions& o) {
     require(o.prefix_cache_snapshots >= 0, "prefix_cache_snapshots must be >= 0");
     require(std::isfinite(o.prefix_cache_host_gb) && o.prefix_cache_host_gb >= 0,
             "prefix_cache_host_gb must be >= 0");
+    require(o.speculative.empty() || o.speculative == "mtp", "unknown speculative method '",
+            o.speculative, "' (expected mtp)");
+    require(o.draft_tokens >= 0 && o.draft_tokens <= kMaxDraftTokens,
+            "--draft-tokens must be in [1, ", kMaxDraftTokens, "] or auto");
+    require(o.draft_tokens == 0 || !o.speculative.empty(),
+            "--draft-tokens needs a speculative method (--spec mtp)");
 }
+
+// Verification groups: sequences that may verify drafts in one step. Each holds draft-tokens
+// GDN state rows (64 MB each on the 35B); at larger batches speculation rarely pays, and
+// the others decode plainly.
+constexpr int32_t kVerifyGroups = 8;
 
 void validate_sampling(const SamplingOptions& s) {
     require(std::isfinite(s.temperature) && s.temperature >= 0, "temperature must be >= 0");
@@ -118,8 +130,14 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
             " exceeds the model's max_position_embeddings ", c.max_position_embeddings);
     info.max_context =
         o.max_context > 0 ? o.max_context : std::min(c.max_position_embeddings, kDefaultMaxContext);
+    const bool speculate = !o.speculative.empty();
+    if (speculate) {
+        require(model->has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
+        policy = std::make_unique<runtime::DraftPolicy>(o.draft_tokens, kAutoMaxDraftTokens);
+    }
     plan_memory();
-    const int64_t row_bytes = runtime::StatePool::bytes_per_row(model->cache_spec(), ctx.dtype);
+    const model::CacheSpec spec = model->cache_spec(speculate);
+    const int64_t row_bytes = runtime::StatePool::bytes_per_row(spec, ctx.dtype);
     const ops::DeviceMemory host = ops::device_memory(ops::ExecContext::cpu());
     if (o.prefix_cache_host_gb * double(1 << 30) > double(host.total))
         fail(ErrorCategory::OutOfMemory, "--prefix-cache-host-gb ", o.prefix_cache_host_gb,
@@ -130,7 +148,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
             ? int32_t(std::min<double>(o.prefix_cache_host_gb * double(1 << 30) / double(row_bytes),
                                        1 << 20))
             : 0;
-    cache = std::make_unique<runtime::CacheStore>(ctx, model->cache_spec(), memory, host_buffers);
+    cache = std::make_unique<runtime::CacheStore>(ctx, spec, memory, host_buffers);
     blocks = std::make_unique<runtime::BlockManager>(memory.kv_blocks, o.kv_block_size);
     if (o.prefix_cache)
         snapshots = std::make_unique<runtime::SnapshotCache>(*blocks, cache->snapshot_rows(),
@@ -144,8 +162,16 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
                                ? o.snapshot_stride
                                : std::max<int64_t>(kDefaultSnapshotStride, o.prefill_chunk);
     sc.snapshot_stride = (stride + o.kv_block_size - 1) / o.kv_block_size * o.kv_block_size;
-    scheduler = std::make_unique<runtime::Scheduler>(sc, *blocks, snapshots.get());
+    sc.max_context = info.max_context;
+    if (policy) {
+        sc.verify_groups = memory.verify_rows / policy->max_tokens();
+        verify_rows = {cache->verify_row_base(), policy->max_tokens()};
+        drafter = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache, o.kv_block_size,
+                                                        info.token_limit);
+    }
+    scheduler = std::make_unique<runtime::Scheduler>(sc, *blocks, snapshots.get(), policy.get());
     sampler = std::make_unique<runtime::Sampler>(ctx);
+    verifier = std::make_unique<runtime::Verifier>(ctx, *sampler, info.token_limit);
     if (!ctx.device.is_cpu() && o.cuda_graphs) {
         runtime::DecodeGraphs::Layout layout;
         layout.block_size = o.kv_block_size;
@@ -154,6 +180,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
         layout.max_seqs = memory.sequences;
         layout.padding_row = cache->padding_row();
         layout.padding_block = cache->padding_block();
+        layout.hidden_size = drafter ? c.hidden_size : 0;
         graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, layout);
     }
     if (!ctx.device.is_cpu()) { // the calling thread goes back to the default stream
@@ -169,7 +196,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
 // what is in use once the weights are loaded and a profile forward of the largest step has
 // allocated its workspace.
 void Engine::Impl::plan_memory() {
-    const model::CacheSpec spec = model->cache_spec();
+    const model::CacheSpec spec = model->cache_spec(policy != nullptr);
     runtime::MemoryPlanInput in;
     in.kv_bytes_per_token = runtime::KvPool::bytes_per_token(spec, ctx.dtype);
     in.state_bytes_per_row = runtime::StatePool::bytes_per_row(spec, ctx.dtype);
@@ -179,6 +206,7 @@ void Engine::Impl::plan_memory() {
     in.kv_tokens = options.kv_cache_tokens;
     in.snapshots = options.prefix_cache_snapshots;
     in.prefix_cache = options.prefix_cache;
+    if (policy) in.verify_rows = kVerifyGroups * policy->max_tokens();
     if (!ctx.device.is_cpu()) {
         profile_workspace();
         const ops::DeviceMemory m = ops::device_memory(ctx);
@@ -205,7 +233,7 @@ void Engine::Impl::profile_workspace() {
     tmp.block_size = options.kv_block_size;
     tmp.sequences = int32_t(seqs);
     tmp.kv_blocks = seqs * ((chunk + tmp.block_size - 1) / tmp.block_size);
-    runtime::CacheStore store(ctx, model->cache_spec(), tmp, 0);
+    runtime::CacheStore store(ctx, model->cache_spec(policy != nullptr), tmp, 0);
     std::vector<std::unique_ptr<Sequence>> owned;
     runtime::StepPlan step;
     int64_t left = total;
@@ -227,7 +255,17 @@ void Engine::Impl::profile_workspace() {
     model::ForwardBatch batch =
         runtime::build_forward_batch(ctx, step, options.kv_block_size, scratch);
     TensorView logits = scratch.logits_view(ctx, step.logit_seqs.size(), info.vocab_size);
-    model->forward(ctx, batch, store.views(), logits);
+    if (policy) { // the MTP's alignment forward over the same rows (its input buffer too)
+        const int64_t T = batch.tokens.size(0);
+        batch.hidden_out = runtime::hidden_view(ctx, scratch, T, model->config().hidden_size);
+        model->forward(ctx, batch, store.views(), logits);
+        Tensor out = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype,
+                                   {T, model->config().hidden_size});
+        batch.logit_rows = batch.logit_rows.narrow(0, 0, 0);
+        model->mtp_forward(ctx, batch, batch.hidden_out, store.views(), out.view(), TensorView());
+    } else {
+        model->forward(ctx, batch, store.views(), logits);
+    }
     ops::synchronize(ctx);
 }
 

@@ -18,6 +18,9 @@
 #include "runtime/sampler.h"
 #include "runtime/scheduler/scheduler.h"
 #include "runtime/sequence.h"
+#include "runtime/speculative/draft_policy.h"
+#include "runtime/speculative/drafter.h"
+#include "runtime/speculative/verifier.h"
 #include "runtime/step_plan.h"
 
 namespace ninfer {
@@ -37,6 +40,20 @@ struct Engine::Impl {
     std::unique_ptr<runtime::Sampler> sampler;
     std::unique_ptr<runtime::DecodeGraphs> graphs; // CUDA only
     runtime::StepBuffers buffers;
+    // Speculative decoding (null without --spec).
+    std::unique_ptr<runtime::DraftPolicy> policy;
+    std::unique_ptr<runtime::Drafter> drafter;
+    std::unique_ptr<runtime::Verifier> verifier;
+    runtime::VerifyRows verify_rows;
+    SpeculativeStats spec_totals;
+    int64_t last_draft_tokens = 0;
+    // Requests that ended during the step: finished once the step's state is committed.
+    struct Ending {
+        runtime::Sequence* seq;
+        FinishReason reason;
+        std::string error;
+    };
+    std::vector<Ending> endings;
 
     std::mutex mutex;
     std::condition_variable wake;
@@ -61,8 +78,11 @@ struct Engine::Impl {
     void drop_cancelled();
     void step();
     void finish(runtime::Sequence& seq, FinishReason reason, const std::string& error = {});
-    void accept_token(runtime::Sequence& seq, const runtime::SampleOutput& out);
-    void sample(const runtime::StepPlan& plan, const TensorView& logits);
+    void end_after_step(runtime::Sequence& seq, FinishReason reason, const std::string& error = {});
+    bool accept_token(runtime::Sequence& seq, const runtime::SampleOutput& out);
+    void run_forward(runtime::StepPlan& plan, TensorView& logits, TensorView& hidden);
+    runtime::CacheOps commit_verified(const runtime::StepPlan& plan) const;
+    void setup_speculation();
     void score_prompts(const runtime::StepPlan& plan, const TensorView& rows);
     void fail_all(const std::string& message);
     bool constrain(runtime::Sequence& seq);

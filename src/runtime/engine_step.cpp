@@ -83,12 +83,15 @@ void Engine::Impl::publish_stats() {
     s.preemptions = st.preemptions;
     s.max_batch_tokens = options.max_batch_tokens;
     s.kv_capacity_tokens = memory.kv_tokens();
+    s.speculative = options.speculative;
+    s.speculation = spec_totals;
+    s.draft_tokens = last_draft_tokens;
     std::lock_guard lock(stats_mutex);
     published = s;
 }
 
-// Fills seq.allowed from its request's constraint; false (the request ended) when the
-// constraint failed or allows nothing.
+// Fills seq.allowed from its request's constraint; false (the request ends after this step)
+// when the constraint failed or allows nothing.
 bool Engine::Impl::constrain(Sequence& seq) {
     std::string error;
     try {
@@ -100,7 +103,7 @@ bool Engine::Impl::constrain(Sequence& seq) {
     } catch (const std::exception& e) {
         error = concat("token constraint failed: ", e.what());
     }
-    finish(seq, FinishReason::Error, error);
+    end_after_step(seq, FinishReason::Error, error);
     return false;
 }
 
@@ -111,53 +114,99 @@ void Engine::Impl::drop_cancelled() {
     scheduler->collect();
 }
 
+namespace {
+
+// The engine's side of verification: sampling inputs and token commits.
+struct EngineSink : runtime::TokenSink {
+    Engine::Impl& impl;
+    explicit EngineSink(Engine::Impl& i) : impl(i) {}
+
+    std::optional<runtime::SampleInput> prepare(Sequence& seq, int64_t position) override {
+        const bool masked = seq.request.constraint != nullptr && seq.request.max_new_tokens > 0;
+        if (masked && !impl.constrain(seq)) return std::nullopt;
+        return runtime::SampleInput{&seq.request.sampling, seq.seed,          position,
+                                    seq.request.top_logprobs, &seq.prompt_set, &seq.output_counts,
+                                    masked ? &seq.allowed : nullptr};
+    }
+    bool accept(Sequence& seq, const runtime::SampleOutput& out) override {
+        if (seq.request.max_new_tokens == 0) { // a prompt-scoring request: no token wanted
+            impl.end_after_step(seq, FinishReason::Length);
+            return false;
+        }
+        return impl.accept_token(seq, out);
+    }
+};
+
+} // namespace
+
+void Engine::Impl::run_forward(runtime::StepPlan& plan, TensorView& logits, TensorView& hidden) {
+    const int64_t H = model->config().hidden_size;
+    if (graphs && plan.scored.empty() && graphs->eligible(plan)) {
+        logits = graphs->run(plan, cache->views());
+        if (drafter) hidden = graphs->hidden(int32_t(plan.entries.size()));
+        return;
+    }
+    model::ForwardBatch batch =
+        runtime::build_forward_batch(ctx, plan, options.kv_block_size, buffers, verify_rows);
+    if (drafter) {
+        hidden = runtime::hidden_view(ctx, buffers, batch.tokens.size(0), H);
+        batch.hidden_out = hidden;
+    }
+    logits = buffers.logits_view(ctx, size_t(plan.sample_rows() + plan.scored_rows()),
+                                 info.vocab_size);
+    model->forward(ctx, batch, cache->views(), logits);
+}
+
+// Rolls each verifying sequence's GDN state back to its committed rows: the state after row
+// committed - 1 is in its verification rows unless every row stayed.
+runtime::CacheOps Engine::Impl::commit_verified(const runtime::StepPlan& plan) const {
+    runtime::CacheOps ops;
+    for (const auto& e : plan.entries)
+        if (e.verify_group >= 0 && e.committed < e.rows && e.seq->slot >= 0)
+            ops.push_back({runtime::CacheOp::Kind::CopySlot,
+                           verify_rows.base + e.verify_group * verify_rows.per_group +
+                               int32_t(e.committed) - 1,
+                           e.seq->slot});
+    return ops;
+}
+
 void Engine::Impl::step() {
+    const auto started = Clock::now();
     runtime::Scheduler::Step st = scheduler->schedule();
     cache->run(st.setup);
-    const runtime::StepPlan& plan = st.plan;
+    runtime::StepPlan& plan = st.plan;
     if (plan.entries.empty()) return;
     const auto now = Clock::now();
-    for (const auto& e : plan.entries)
+    bool all_decode = true;
+    for (const auto& e : plan.entries) {
         if (!e.seq->has_scheduled) {
             e.seq->has_scheduled = true;
             e.seq->scheduled = now;
         }
-    TensorView logits;
-    const int64_t sample_rows = int64_t(plan.logit_seqs.size());
-    if (graphs && plan.scored.empty() && graphs->eligible(plan)) {
-        logits = graphs->run(plan, cache->views());
-    } else {
-        model::ForwardBatch batch =
-            runtime::build_forward_batch(ctx, plan, options.kv_block_size, buffers);
-        logits =
-            buffers.logits_view(ctx, size_t(sample_rows + plan.scored_rows()), info.vocab_size);
-        model->forward(ctx, batch, cache->views(), logits);
+        all_decode &= e.rows - int64_t(e.seq->drafts.size()) == 1;
     }
+    const bool drafting = plan.drafts();
+    if (drafting) drafter->propose(plan);
+    TensorView logits, hidden;
+    run_forward(plan, logits, hidden);
+    const int64_t sample_rows = plan.sample_rows();
     if (!plan.scored.empty())
         score_prompts(plan, logits.narrow(0, sample_rows, plan.scored_rows()));
+    EngineSink sink(*this);
+    verifier->run(plan, logits.narrow(0, 0, sample_rows), sink, policy.get(), spec_totals);
+    if (drafter) drafter->observe(plan, hidden);
+    cache->run(commit_verified(plan));
     cache->run(scheduler->after_forward(plan));
-    sample(plan, logits.narrow(0, 0, sample_rows));
+    for (const Ending& e : endings) finish(*e.seq, e.reason, e.error);
+    endings.clear();
+    if (policy) {
+        const int64_t k = drafting ? scheduler->draft_tokens() : 0;
+        if (drafting) last_draft_tokens = k;
+        if (all_decode)
+            policy->record_step(int64_t(plan.entries.size()), int(k),
+                                seconds(Clock::now() - started));
+    }
     scheduler->collect();
-}
-
-void Engine::Impl::sample(const runtime::StepPlan& plan, const TensorView& logits) {
-    std::vector<runtime::SampleInput> inputs;
-    std::vector<uint8_t> live; // rows whose constraint allows some token
-    for (Sequence* seq : plan.logit_seqs) {
-        const bool masked = seq->request.constraint != nullptr && seq->request.max_new_tokens > 0;
-        live.push_back(!masked || constrain(*seq));
-        inputs.push_back({&seq->request.sampling, seq->seed, int64_t(seq->tokens.size()),
-                          seq->request.top_logprobs, &seq->prompt_set, &seq->output_counts,
-                          masked && live.back() ? &seq->allowed : nullptr});
-    }
-    std::vector<runtime::SampleOutput> outs = sampler->sample(logits, info.token_limit, inputs);
-    for (size_t i = 0; i < outs.size(); ++i) {
-        Sequence& seq = *plan.logit_seqs[i];
-        if (seq.request.max_new_tokens == 0) // a prompt-scoring request: no token wanted
-            finish(seq, FinishReason::Length);
-        else if (live[i])
-            accept_token(seq, outs[i]);
-    }
 }
 
 // The log-probability of the prompt token after each scored row: its logit minus the row's
@@ -188,20 +237,22 @@ void Engine::Impl::score_prompts(const runtime::StepPlan& plan, const TensorView
     }
 }
 
-void Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out) {
+// Commits one sampled token to its sequence and stream; false when the request ends with it
+// (it is finished after the step).
+bool Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out) {
     if (out.non_finite) {
-        finish(seq, FinishReason::Error,
-               concat("non-finite logits at position ", seq.tokens.size(),
-                      ": the request was stopped"));
-        return;
+        end_after_step(seq, FinishReason::Error,
+                       concat("non-finite logits at position ", seq.tokens.size(),
+                              ": the request was stopped"));
+        return false;
     }
     const int32_t id = out.token.id;
     if (seq.request.constraint) {
         try {
             seq.request.constraint->accept(id);
         } catch (const std::exception& e) {
-            finish(seq, FinishReason::Error, concat("token constraint failed: ", e.what()));
-            return;
+            end_after_step(seq, FinishReason::Error, concat("token constraint failed: ", e.what()));
+            return false;
         }
     }
     seq.tokens.push_back(id);
@@ -216,11 +267,20 @@ void Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out)
         seq.stream->pending.push_back(out.token);
     }
     seq.stream->ready.notify_all();
-    if (seq.stop_ids.count(id))
-        finish(seq, FinishReason::Stop);
-    else if (seq.generated >= seq.request.max_new_tokens ||
-             int64_t(seq.tokens.size()) >= info.max_context)
-        finish(seq, FinishReason::Length);
+    if (seq.stop_ids.count(id)) {
+        end_after_step(seq, FinishReason::Stop);
+        return false;
+    }
+    if (seq.generated >= seq.request.max_new_tokens ||
+        int64_t(seq.tokens.size()) >= info.max_context) {
+        end_after_step(seq, FinishReason::Length);
+        return false;
+    }
+    return true;
+}
+
+void Engine::Impl::end_after_step(Sequence& seq, FinishReason reason, const std::string& error) {
+    endings.push_back({&seq, reason, error});
 }
 
 // Ends a request: a resident sequence leaves its state to the prefix cache (unless it failed)
@@ -236,6 +296,7 @@ void Engine::Impl::finish(Sequence& seq, FinishReason reason, const std::string&
     t.generated_tokens = int(seq.generated);
     t.cached_tokens = int(seq.cached_tokens);
     t.preemptions = seq.preemptions;
+    t.speculative = seq.spec;
     if (seq.has_scheduled) t.queued_s = seconds(seq.scheduled - seq.submitted);
     if (seq.has_first_token) {
         t.first_token_s = seconds(seq.first_token - seq.submitted);

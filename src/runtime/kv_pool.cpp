@@ -7,10 +7,10 @@ namespace ninfer::runtime {
 
 KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_size, Device device,
                DType dtype)
-    : block_size_(block_size), num_blocks_(num_blocks) {
+    : block_size_(block_size), num_blocks_(num_blocks), attention_layers_(spec.attention_layers) {
     require(block_size > 0 && num_blocks > 0, "KvPool: block size and count must be positive");
     Allocator& a = ops::device_allocator(device);
-    for (int64_t l = 0; l < spec.attention_layers; ++l) {
+    for (int64_t l = 0; l < spec.attention_layers + spec.mtp_layers; ++l) {
         k_.push_back(
             Tensor::empty(a, dtype, {num_blocks, block_size, spec.kv_heads, spec.head_dim}));
         v_.push_back(
@@ -21,7 +21,7 @@ KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_s
 }
 
 int64_t KvPool::bytes_per_token(const model::CacheSpec& spec, DType dtype) {
-    return 2 * spec.attention_layers * spec.kv_heads * spec.head_dim * dtype_size(dtype);
+    return 2 * (spec.attention_layers + spec.mtp_layers) * spec.kv_heads * spec.head_dim * dtype_size(dtype);
 }
 
 void KvPool::copy_block(const ops::ExecContext& ctx, int32_t src, int32_t dst) const {

@@ -1,4 +1,5 @@
-// KvPool: the device tensors of the paged KV cache of every full-attention layer: num_blocks
+// KvPool: the device tensors of the paged KV cache of every full-attention layer (then the MTP
+// layers', when speculation runs them; they share the block ids): num_blocks
 // blocks of block_size tokens ([NB, bs, nKV, D] per layer and K/V). Which block holds what is
 // the scheduler's business (scheduler/block_manager.h).
 #pragma once
@@ -19,6 +20,8 @@ public:
 
     int32_t block_size() const { return block_size_; }
     int64_t num_blocks() const { return num_blocks_; }
+    // Layers [0, attention_layers) are the model's; the MTP layers' follow.
+    int64_t attention_layers() const { return attention_layers_; }
     // Bytes of one token's K and V over every attention layer.
     static int64_t bytes_per_token(const model::CacheSpec& spec, DType dtype);
 
@@ -32,6 +35,7 @@ public:
 private:
     int32_t block_size_;
     int64_t num_blocks_;
+    int64_t attention_layers_;
     std::vector<Tensor> k_, v_;
     std::vector<TensorView> k_views_, v_views_;
 };

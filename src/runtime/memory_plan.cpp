@@ -35,8 +35,10 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
     const int64_t row = in.state_bytes_per_row, per_token = in.kv_bytes_per_token;
     const bool bounded = in.budget_bytes >= 0;
     const int64_t budget = bounded ? in.budget_bytes : 0;
+    // The verification rows come off the top: their count is fixed by the speculation settings.
+    const int64_t shared = std::max<int64_t>(budget - int64_t(in.verify_rows) * row, 0);
     auto rows_in = [&](double share) {
-        return row > 0 ? int64_t(double(budget) * share / double(row)) : int64_t(kMaxAutoSequences);
+        return row > 0 ? int64_t(double(shared) * share / double(row)) : int64_t(kMaxAutoSequences);
     };
     if (in.sequences > 0)
         plan.sequences = in.sequences;
@@ -51,7 +53,9 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
                 : (bounded ? int32_t(std::clamp<int64_t>(rows_in(kSnapshotShare), 1,
                                                          2 * int64_t(plan.sequences)))
                            : plan.sequences);
-    const int64_t state_bytes = (int64_t(plan.sequences) + 1 + plan.snapshot_rows) * row;
+    plan.verify_rows = in.verify_rows;
+    const int64_t state_bytes =
+        (int64_t(plan.sequences) + 1 + plan.snapshot_rows + plan.verify_rows) * row;
     const int64_t context_blocks = (in.max_context + in.block_size - 1) / in.block_size;
     if (in.kv_tokens > 0) {
         plan.kv_blocks = (in.kv_tokens + in.block_size - 1) / in.block_size;
@@ -66,10 +70,12 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
     if (bounded && state_bytes + kv_bytes > budget)
         fail(ErrorCategory::OutOfMemory, "the KV cache (", plan.kv_blocks * in.block_size,
              " tokens, ", gib(kv_bytes), ") and GDN state (", plan.sequences, " sequences + ",
-             plan.snapshot_rows, " snapshots, ", gib(state_bytes), ") need more than the ",
+             plan.snapshot_rows, " snapshots, ", plan.verify_rows, " verification rows, ",
+             gib(state_bytes), ") need more than the ",
              gib(budget),
              " left after the weights and workspace: lower --max-sequences, --kv-cache-tokens, "
-             "--prefix-cache-snapshots or --max-context, or raise --gpu-memory-utilization");
+             "--prefix-cache-snapshots, --draft-tokens or --max-context, or raise "
+             "--gpu-memory-utilization");
     if (plan.kv_blocks < context_blocks)
         fail(ErrorCategory::OutOfMemory, "the KV cache holds ", plan.kv_blocks * in.block_size,
              " tokens, less than one sequence of the context (", in.max_context,

@@ -19,12 +19,14 @@ struct MemoryPlanInput {
     int64_t kv_tokens = 0;         // requested (0: from memory)
     int32_t snapshots = 0;         // requested device snapshot rows (0: from memory)
     bool prefix_cache = true;
+    int32_t verify_rows = 0;       // state rows for speculative verification (fixed count)
 };
 
 struct MemoryPlan {
     int32_t sequences = 0;     // sequence slots
     int32_t snapshot_rows = 0; // device snapshot rows (0 without the prefix cache)
     int64_t kv_blocks = 0;     // KV blocks for sequences (the padding block comes on top)
+    int32_t verify_rows = 0;   // state rows for the per-column states of speculative verification
     int64_t kv_tokens() const;
     int32_t block_size = 16;
 };

@@ -45,6 +45,13 @@ struct Sequence {
     int64_t generated = 0;
     uint64_t arrival = 0;        // submission order (ties of priority run in this order)
     int64_t step_rows = 0;       // rows scheduled in the current step (scheduler only)
+    // Speculative decoding. drafts: this step's draft tokens after the anchor (sized by the
+    // scheduler, filled by the drafter; empty when the step does not speculate). draft_ready:
+    // the drafter's context reaches the last committed token, so the next step may speculate.
+    std::vector<int32_t> drafts;
+    bool draft_ready = false;
+    int32_t draft_row = -1; // drafter-private: its output row for this sequence
+    SpeculativeStats spec;
     int64_t cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission
     int preemptions = 0;
     bool admitted_once = false;

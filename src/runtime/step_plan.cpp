@@ -31,6 +31,25 @@ int64_t StepPlan::scored_rows() const {
     return n;
 }
 
+int64_t StepPlan::sample_rows() const {
+    int64_t n = 0;
+    for (const Sequence* s : logit_seqs) n += 1 + int64_t(s->drafts.size());
+    return n;
+}
+
+bool StepPlan::drafts() const {
+    for (const auto& e : entries)
+        if (!e.seq->drafts.empty()) return true;
+    return false;
+}
+
+TensorView hidden_view(const ops::ExecContext& ctx, StepBuffers& b, int64_t rows, int64_t hidden) {
+    if (!b.hidden.defined() || b.hidden.size(0) < rows)
+        b.hidden = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype,
+                                 {std::max<int64_t>(rows, 16), hidden});
+    return b.hidden.view().narrow(0, 0, rows);
+}
+
 TensorView StepBuffers::logits_view(const ops::ExecContext& ctx, size_t rows, int64_t vocab) {
     const int64_t r = int64_t(rows);
     if (!logits.defined() || logits.size(0) < r)
@@ -39,37 +58,36 @@ TensorView StepBuffers::logits_view(const ops::ExecContext& ctx, size_t rows, in
     return logits.view().narrow(0, 0, r);
 }
 
-model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepPlan& plan,
-                                        int32_t block_size, StepBuffers& b) {
-    const int32_t S = int32_t(plan.entries.size());
-    std::vector<int32_t> tokens, positions, logit_rows;
+model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vector<RowSpan>& spans,
+                                     const std::vector<int32_t>& logit_rows, int32_t block_size,
+                                     StepBuffers& b) {
+    const int32_t S = int32_t(spans.size());
+    std::vector<int32_t> tokens, positions;
     b.host_row_begin.assign(1, 0);
     b.host_pos_begin.clear();
     b.host_slots.clear();
+    b.host_snapshot_rows.clear();
+    bool snapshots = false;
     int32_t max_blocks = 1, max_rows = 0, max_context = 0;
-    for (const auto& e : plan.entries)
-        max_blocks = std::max(max_blocks, int32_t(e.seq->blocks.size()));
+    for (const auto& sp : spans) max_blocks = std::max(max_blocks, int32_t(sp.seq->blocks.size()));
     b.host_block_table.assign(size_t(S) * size_t(max_blocks), 0);
     for (int32_t s = 0; s < S; ++s) {
-        const StepEntry& e = plan.entries[size_t(s)];
-        const Sequence& seq = *e.seq;
-        for (int64_t i = 0; i < e.rows; ++i) {
-            tokens.push_back(seq.tokens[size_t(seq.cached + i)]);
-            positions.push_back(int32_t(seq.cached + i));
+        const RowSpan& sp = spans[size_t(s)];
+        const int64_t rows = int64_t(sp.tokens.size());
+        for (int64_t i = 0; i < rows; ++i) {
+            tokens.push_back(sp.tokens[size_t(i)]);
+            positions.push_back(int32_t(sp.pos_begin + i));
         }
         b.host_row_begin.push_back(int32_t(tokens.size()));
-        b.host_pos_begin.push_back(int32_t(seq.cached));
-        b.host_slots.push_back(seq.slot);
-        std::copy(seq.blocks.begin(), seq.blocks.end(),
+        b.host_pos_begin.push_back(int32_t(sp.pos_begin));
+        b.host_slots.push_back(sp.seq->slot);
+        b.host_snapshot_rows.push_back(sp.snapshot_row);
+        snapshots |= sp.snapshot_row >= 0;
+        std::copy(sp.seq->blocks.begin(), sp.seq->blocks.end(),
                   b.host_block_table.begin() + int64_t(s) * max_blocks);
-        if (seq.cached + e.rows == int64_t(seq.tokens.size()))
-            logit_rows.push_back(int32_t(tokens.size()) - 1);
-        max_rows = std::max(max_rows, int32_t(e.rows));
-        max_context = std::max(max_context, int32_t(seq.cached + e.rows));
+        max_rows = std::max(max_rows, int32_t(rows));
+        max_context = std::max(max_context, int32_t(sp.pos_begin + rows));
     }
-    for (const auto& sc : plan.scored)
-        for (int64_t i = 0; i < sc.count; ++i)
-            logit_rows.push_back(b.host_row_begin[sc.entry] + int32_t(i));
     model::ForwardBatch batch;
     const int64_t T = int64_t(tokens.size());
     batch.tokens = stage(ctx, tokens, b.tokens, {T});
@@ -90,7 +108,41 @@ model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepP
     q.pos_begin = stage(ctx, b.host_pos_begin, b.pos_begin, {S});
     q.state_slot = stage(ctx, b.host_slots, b.slots, {S});
     q.block_table = stage(ctx, b.host_block_table, b.block_table, {S, max_blocks});
+    if (snapshots) {
+        q.host_snapshot_row = b.host_snapshot_rows.data();
+        q.snapshot_row = stage(ctx, b.host_snapshot_rows, b.snapshot_rows, {S});
+    }
     return batch;
+}
+
+model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepPlan& plan,
+                                        int32_t block_size, StepBuffers& b,
+                                        const VerifyRows& verify) {
+    std::vector<RowSpan> spans;
+    std::vector<int32_t> logit_rows;
+    int32_t row = 0;
+    for (const StepEntry& e : plan.entries) {
+        const Sequence& seq = *e.seq;
+        RowSpan sp{&seq, seq.cached, {}, -1};
+        const int64_t own = e.rows - int64_t(seq.drafts.size()); // rows of committed tokens
+        for (int64_t i = 0; i < own; ++i) sp.tokens.push_back(seq.tokens[size_t(seq.cached + i)]);
+        sp.tokens.insert(sp.tokens.end(), seq.drafts.begin(), seq.drafts.end());
+        if (!seq.drafts.empty()) sp.snapshot_row = verify.base + e.verify_group * verify.per_group;
+        if (seq.cached + own == int64_t(seq.tokens.size())) // samples: its last 1 + drafts rows
+            for (int64_t i = own - 1; i < e.rows; ++i) logit_rows.push_back(row + int32_t(i));
+        row += int32_t(e.rows);
+        spans.push_back(std::move(sp));
+    }
+    int32_t begin = 0;
+    std::vector<int32_t> entry_begin;
+    for (const StepEntry& e : plan.entries) {
+        entry_begin.push_back(begin);
+        begin += int32_t(e.rows);
+    }
+    for (const auto& sc : plan.scored)
+        for (int64_t i = 0; i < sc.count; ++i)
+            logit_rows.push_back(entry_begin[sc.entry] + int32_t(i));
+    return build_rows_batch(ctx, spans, logit_rows, block_size, b);
 }
 
 } // namespace ninfer::runtime

@@ -10,8 +10,8 @@ namespace {
 
 template <typename Acc>
 void conv_sequence(const TensorView& x, const TensorView& w, const float* state_in,
-                   float* state_out, int64_t row0, int64_t rows, const TensorView& y,
-                   int64_t c_begin, int64_t c_end) {
+                   float* state_out, float* snapshots, int64_t snapshot_stride, int64_t row0,
+                   int64_t rows, const TensorView& y, int64_t c_begin, int64_t c_end) {
     const int64_t K = w.size(1), S = K - 1;
     const float* wp = w.ptr<float>();
     // xin(i) for i in [-S, rows): history from the state for i < 0, rows of x otherwise.
@@ -24,6 +24,12 @@ void conv_sequence(const TensorView& x, const TensorView& w, const float* state_
             for (int64_t j = 0; j < K; ++j) sum += Acc(wp[c * K + j]) * Acc(input(i - S + j, c));
             row_f32(y, row0 + i)[c] = float(silu(sum));
         }
+        // Per-row snapshots: the state after row i holds inputs i - S + 1 .. i (before the
+        // sequence's own state is overwritten below).
+        if (snapshots)
+            for (int64_t i = 0; i + 1 < rows; ++i)
+                for (int64_t j = 0; j < S; ++j)
+                    snapshots[i * snapshot_stride + c * S + j] = input(i - S + 1 + j, c);
         // The new state holds the last S inputs (pre-conv), oldest first.
         float last[8];
         for (int64_t j = 0; j < S; ++j) last[j] = input(rows - S + j, c);
@@ -43,15 +49,19 @@ void causal_conv1d_silu(CpuMode mode, const TensorView& x, const TensorView& w,
         const int64_t rows = batch.rows(s);
         if (rows == 0) continue;
         float* state = conv_state.ptr<float>() + batch.host_state_slot[s] * conv_state.stride[0];
+        const int32_t snap_row = batch.has_snapshots() ? batch.host_snapshot_row[s] : -1;
+        float* snaps =
+            snap_row >= 0 ? conv_state.ptr<float>() + snap_row * conv_state.stride[0] : nullptr;
+        const int64_t snap_stride = conv_state.stride[0];
         for_each_row(
             mode, blocks,
             [&](int64_t b) {
                 int64_t c0 = b * kChannelBlock, c1 = std::min(C, c0 + kChannelBlock);
                 if (mode == CpuMode::Reference)
-                    conv_sequence<double>(x, w, state, state, batch.host_row_begin[s], rows, y, c0,
+                    conv_sequence<double>(x, w, state, state, snaps, snap_stride, batch.host_row_begin[s], rows, y, c0,
                                           c1);
                 else
-                    conv_sequence<float>(x, w, state, state, batch.host_row_begin[s], rows, y, c0,
+                    conv_sequence<float>(x, w, state, state, snaps, snap_stride, batch.host_row_begin[s], rows, y, c0,
                                          c1);
             },
             rows * kChannelBlock * w.size(1));

@@ -23,6 +23,8 @@ struct HeadTask {
     const TensorView *q, *k, *v, *g, *beta, *out;
     int64_t row0, rows, h, hk, dk, dv;
     float* state; // [dk, dv] f32 in the slot pool
+    float* snapshots = nullptr; // the state after row i goes to snapshots + i * snapshot_stride
+    int64_t snapshot_stride = 0;
 };
 
 template <typename Acc> void load_normalized(const float* src, int64_t n, Acc scale, Acc* dst) {
@@ -72,6 +74,9 @@ template <typename Acc> void recurrent_head(const HeadTask& t) {
         for (int64_t i = 0; i < dk; ++i)
             for (int64_t j = 0; j < dv; ++j) acc[j] += S[i * dv + j] * qr[i]; // read after update
         for (int64_t j = 0; j < dv; ++j) o[j] = float(acc[j]);
+        if (t.snapshots && r + 1 < t.rows)
+            for (int64_t i = 0; i < dk * dv; ++i)
+                t.snapshots[r * t.snapshot_stride + i] = float(S[i]);
     }
     for (int64_t i = 0; i < dk * dv; ++i) t.state[i] = float(S[i]);
 }
@@ -193,9 +198,15 @@ void gated_delta_rule(CpuMode mode, const TensorView& q, const TensorView& k, co
                         h * state.stride[1];
             HeadTask t{&q,   &k, &v,        &g, &beta, &out, batch.host_row_begin[s],
                        rows, h,  h / ratio, dk, dv,    st};
+            const int32_t snap_row = batch.has_snapshots() ? batch.host_snapshot_row[s] : -1;
+            if (snap_row >= 0) { // per-row states need the recurrence
+                t.snapshots = state.ptr<float>() + snap_row * state.stride[0] + h * state.stride[1];
+                t.snapshot_stride = state.stride[0];
+            }
             bool chunked =
-                algo == GdnAlgo::Chunked ||
-                (algo == GdnAlgo::Auto && mode == CpuMode::Fast && rows >= kChunkedMinRows);
+                snap_row < 0 &&
+                (algo == GdnAlgo::Chunked ||
+                 (algo == GdnAlgo::Auto && mode == CpuMode::Fast && rows >= kChunkedMinRows));
             if (mode == CpuMode::Reference)
                 chunked ? chunked_head<double>(t) : recurrent_head<double>(t);
             else

@@ -23,7 +23,8 @@ constexpr int kRowsPerChunk = 64; // rows one thread walks; its K-1 history rows
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     conv_chunks(const T* x, int64_t x_stride, const T* w, int K, int64_t C,
-                const int32_t* row_begin, const int32_t* slots, T* state, T* y, int64_t y_stride) {
+                const int32_t* row_begin, const int32_t* slots, const int32_t* snapshot_rows,
+                T* state, T* y, int64_t y_stride) {
     pdl_wait_and_release();
     const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
     const int s = blockIdx.z;
@@ -34,6 +35,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r1 = min(e, r0 + kRowsPerChunk);
     const int S = K - 1;
     T* st = state + (int64_t(slots[s]) * C + c) * S;
+    // Per-row snapshots (seq_batch.h): at most kMaxSnapshotRows rows, so chunk 0 holds them all.
+    const int32_t snap = snapshot_rows ? snapshot_rows[s] : -1;
     // hist[j]: the input at row r0 - S + j (st[S - (b - q)] for a row q before this call).
     float hist[kMaxHistory], old[kMaxHistory];
 #pragma unroll
@@ -58,6 +61,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < kMaxHistory; ++j)
             if (j == S - 1) hist[j] = cur; // constant indices keep hist in registers
+        if (snap >= 0 && r + 1 < e) { // the state after row r: inputs r - S + 1 .. r
+            T* out = state + ((int64_t(snap) + (r - b)) * C + c) * S;
+#pragma unroll
+            for (int j = 0; j < kMaxHistory; ++j)
+                if (j < S) out[j] = from_float<T>(hist[j]);
+        }
     }
     if (blockIdx.y != 0) return;
     // New state entry j: the input at row e - S + j, or old entry j + n before this call.
@@ -86,7 +95,9 @@ void causal_conv1d_silu(const ExecContext& ctx, const TensorView& x, const Tenso
         using E = decltype(tag);
         launch_pdl(ctx, conv_chunks<E>, grid, kThreads, 0, x.ptr<E>(), x.stride[0], w.ptr<E>(),
                    int(w.size(1)), C, batch.row_begin.ptr<int32_t>(),
-                   batch.state_slot.ptr<int32_t>(), conv_state.ptr<E>(), y.ptr<E>(), y.stride[0]);
+                   batch.state_slot.ptr<int32_t>(),
+                   batch.has_snapshots() ? batch.snapshot_row.ptr<int32_t>() : nullptr,
+                   conv_state.ptr<E>(), y.ptr<E>(), y.stride[0]);
     });
     check_launch("conv_chunks");
 }

@@ -56,6 +56,7 @@ template <typename T, int DK> __global__ void __launch_bounds__(DK) recurrent_ke
     const int col = blockIdx.y * 32 + lane, row0 = warp * 32;
     const bool active = col < a.dv;
     float* st = a.state + ((int64_t(a.slots[s]) * a.Hv + h) * a.dk + row0) * a.dv + col;
+    const int32_t snap = a.snapshot_rows ? a.snapshot_rows[s] : -1;
     float S[32];
 #pragma unroll
     for (int j = 0; j < 32; ++j) S[j] = (active && row0 + j < a.dk) ? st[int64_t(j) * a.dv] : 0.0f;
@@ -95,6 +96,14 @@ template <typename T, int DK> __global__ void __launch_bounds__(DK) recurrent_ke
 #pragma unroll
             for (int w = 0; w < kWarpsPerBlock; ++w) o += part_o[w][lane];
             ob[(r * a.Hv + h) * a.dv + col] = from_float<T>(o);
+        }
+        if (snap >= 0 && r + 1 < a.row_begin[s + 1] && active) { // the state after row r
+            float* out = a.state +
+                         (((int64_t(snap) + (r - a.row_begin[s])) * a.Hv + h) * a.dk + row0) * a.dv +
+                         col;
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
+                if (row0 + j < a.dk) out[int64_t(j) * a.dv] = S[j];
         }
     }
     if (!active) return;
@@ -146,15 +155,18 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
               beta.stride[0],
               batch.row_begin.ptr<int32_t>(),
               batch.state_slot.ptr<int32_t>(),
+              batch.has_snapshots() ? batch.snapshot_row.ptr<int32_t>() : nullptr,
               state.ptr<float>(),
               out.data,
               int(v.size(1)),
               int(v.size(1) / q.size(1)),
               dk,
               int(v.size(2))};
+    // Per-row snapshots need the recurrence (their sequences are short: kMaxSnapshotRows).
     const bool chunked =
-        algo == GdnAlgo::Chunked ||
-        (algo == GdnAlgo::Auto && batch.max_rows_per_seq >= kGdnChunkedMinRows && a.dv <= 128);
+        !batch.has_snapshots() &&
+        (algo == GdnAlgo::Chunked ||
+         (algo == GdnAlgo::Auto && batch.max_rows_per_seq >= kGdnChunkedMinRows && a.dv <= 128));
     require(!chunked || a.dv <= 128,
             "gated_delta_rule: the CUDA chunked route supports value "
             "head dim <= 128, got ",

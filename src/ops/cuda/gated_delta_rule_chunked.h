@@ -14,6 +14,7 @@ struct GdnArgs {
     const float *g, *beta;
     int64_t g_s0, beta_s0;
     const int32_t *row_begin, *slots;
+    const int32_t* snapshot_rows; // [S] or nullptr: per-row states (seq_batch.h), recurrent only
     float* state; // [slots, Hv, dk, dv]
     void* out;    // [T, Hv, dv] contiguous
     int Hv, ratio, dk, dv;

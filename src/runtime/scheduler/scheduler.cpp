@@ -15,8 +15,9 @@ bool runs_before(const Sequence& a, const Sequence& b) {
 
 } // namespace
 
-Scheduler::Scheduler(const SchedulerConfig& config, BlockManager& blocks, SnapshotCache* snapshots)
-    : config_(config), blocks_(blocks), snapshots_(snapshots) {
+Scheduler::Scheduler(const SchedulerConfig& config, BlockManager& blocks, SnapshotCache* snapshots,
+                     DraftPolicy* policy)
+    : config_(config), blocks_(blocks), snapshots_(snapshots), policy_(policy) {
     require(config.max_sequences >= 1 && config.max_batch_tokens >= 1 && config.prefill_chunk >= 1,
             "Scheduler: sequences, batch tokens and prefill chunk must be positive");
     require(config.snapshot_stride >= 0, "Scheduler: negative snapshot stride");
@@ -64,6 +65,8 @@ void Scheduler::preempt(Sequence& victim, int64_t& budget) {
     free_slots_.push_back(victim.slot);
     victim.slot = -1;
     victim.cached = 0;
+    victim.draft_ready = false;
+    victim.drafts.clear();
     ++victim.preemptions;
     ++stats_.preemptions;
     auto it = std::find_if(running_.begin(), running_.end(),
@@ -161,19 +164,55 @@ bool Scheduler::admit_head(int64_t& budget, CacheOps& ops) {
     return true;
 }
 
+// Draft rows for a decoding sequence that already has its decode row: up to k, within its
+// remaining tokens (the last accepted draft plus the bonus must not pass max_new_tokens), the
+// context and the budget, and only blocks that are free now (drafts never evict or preempt).
+int32_t Scheduler::draft_rows(Sequence& seq, int k, int64_t budget) {
+    if (k <= 0 || !seq.draft_ready || seq.request.prompt_logprobs) return 0;
+    int64_t n = std::min<int64_t>(k, seq.request.max_new_tokens - seq.generated - 1);
+    if (config_.max_context > 0) n = std::min(n, config_.max_context - seq.cached - 1);
+    n = std::min(n, budget);
+    while (n > 0) {
+        const int64_t need =
+            blocks_.blocks_for(seq.cached + 1 + n) - int64_t(seq.blocks.size());
+        if (need <= blocks_.free_blocks()) break;
+        --n;
+    }
+    if (n <= 0) return 0;
+    const int64_t need = blocks_.blocks_for(seq.cached + 1 + n) - int64_t(seq.blocks.size());
+    if (need > 0) {
+        const std::vector<int32_t> more = blocks_.allocate(need);
+        seq.blocks.insert(seq.blocks.end(), more.begin(), more.end());
+    }
+    return int32_t(n);
+}
+
 Scheduler::Step Scheduler::schedule() {
     Step step;
     int64_t budget = config_.max_batch_tokens;
     std::vector<Sequence*> order;
+    int64_t decoding = 0;
     for (auto& s : running_) {
         s->step_rows = 0;
+        s->drafts.clear();
         order.push_back(s.get());
+        decoding += s->slot >= 0 && s->pending_rows() == 1;
     }
+    const int k = policy_ && decoding > 0 ? policy_->choose(decoding) : 0;
+    draft_tokens_ = k;
+    int32_t groups = config_.verify_groups;
     for (Sequence* s : order) { // decode rows first: running requests never stall
         if (budget == 0) break;
         if (s->slot < 0 || s->pending_rows() != 1 || !grow(*s, s->cached + 1, budget)) continue;
         s->step_rows = 1;
         --budget;
+        const int32_t drafts = groups > 0 ? draft_rows(*s, k, budget) : 0;
+        if (drafts > 0) {
+            s->drafts.assign(size_t(drafts), -1);
+            s->step_rows += drafts;
+            budget -= drafts;
+            --groups;
+        }
     }
     for (Sequence* s : order) { // then the running prompts' next chunks
         if (budget == 0) break;
@@ -185,18 +224,27 @@ Scheduler::Step Scheduler::schedule() {
     }
     while (budget > 0 && !waiting_.empty())
         if (!admit_head(budget, step.setup)) break;
+    // A sequence that does not run this step loses its drafter context (the drafter's output
+    // rows are only kept until the next step).
+    for (auto& s : running_)
+        if (s->step_rows == 0) s->draft_ready = false;
     step.plan = build_plan();
     return step;
 }
 
 StepPlan Scheduler::build_plan() const {
     StepPlan plan;
+    int32_t verify_group = 0;
     for (const auto& owned : running_) {
         Sequence* seq = owned.get();
         const int64_t rows = seq->step_rows;
         if (rows == 0) continue;
-        plan.entries.push_back({seq, rows});
-        if (seq->cached + rows == int64_t(seq->tokens.size())) plan.logit_seqs.push_back(seq);
+        StepEntry entry{seq, rows};
+        entry.committed = rows;
+        if (!seq->drafts.empty()) entry.verify_group = verify_group++;
+        plan.entries.push_back(entry);
+        if (seq->cached + rows - int64_t(seq->drafts.size()) == int64_t(seq->tokens.size()))
+            plan.logit_seqs.push_back(seq);
         if (seq->request.prompt_logprobs) { // rows of prompt positions p <= n - 2 score p + 1
             const int64_t count =
                 std::min(seq->cached + rows, seq->prompt_length() - 1) - seq->cached;
@@ -210,12 +258,16 @@ CacheOps Scheduler::after_forward(const StepPlan& plan) {
     CacheOps ops;
     for (const StepEntry& e : plan.entries) {
         Sequence& s = *e.seq;
-        s.cached += e.rows;
+        s.cached += e.committed;
         s.step_rows = 0;
+        const bool verified = !s.drafts.empty();
+        s.drafts.clear();
         if (!snapshots_) continue;
         const int64_t p = s.cached, stride = config_.snapshot_stride;
         const bool prompt_end = p == s.prompt_length() - 1;
-        const bool on_stride = stride > 0 && p % stride == 0 && (p <= s.prompt_length() || e.rows > 1);
+        const bool on_stride =
+            stride > 0 && p % stride == 0 &&
+            (p <= s.prompt_length() || (e.committed > 1 && !verified));
         if (prompt_end || on_stride) snapshots_->insert(s.tokens.data(), p, s.blocks, s.slot, ops);
     }
     return ops;

@@ -16,6 +16,10 @@
 //   snapshots are taken before the last token of every prompt (so the same prompt sent again
 //   hits: that token then runs as a row of its own), every snapshot_stride tokens of prefill,
 //   and at the end of every finished generation.
+// - Speculation (with a DraftPolicy): a decoding sequence whose drafter context is ready gets
+//   K draft rows (the policy's K for the step's decode batch, capped by its remaining
+//   max_new_tokens, the context and the row budget) when its blocks for them are free without
+//   evicting or preempting anything; at most verify_groups sequences draft in one step.
 // The scheduler never touches device memory: data movement is returned as CacheOps.
 #pragma once
 
@@ -26,6 +30,7 @@
 #include "runtime/scheduler/cache_ops.h"
 #include "runtime/scheduler/snapshot_cache.h"
 #include "runtime/sequence.h"
+#include "runtime/speculative/draft_policy.h"
 #include "runtime/step_plan.h"
 
 namespace ninfer::runtime {
@@ -35,6 +40,8 @@ struct SchedulerConfig {
     int64_t max_batch_tokens = 1; // rows per step
     int64_t prefill_chunk = 1;    // prompt rows of one sequence per step
     int64_t snapshot_stride = 0;  // tokens (0: no stride snapshots)
+    int32_t verify_groups = 0;    // sequences that may verify drafts in one step
+    int64_t max_context = 0;      // positions a sequence may use (0: unbounded)
 };
 
 struct SchedulerStats {
@@ -46,7 +53,9 @@ struct SchedulerStats {
 class Scheduler {
 public:
     // snapshots: nullptr turns the prefix cache off.
-    Scheduler(const SchedulerConfig& config, BlockManager& blocks, SnapshotCache* snapshots);
+    // policy: nullptr turns speculation off.
+    Scheduler(const SchedulerConfig& config, BlockManager& blocks, SnapshotCache* snapshots,
+              DraftPolicy* policy = nullptr);
 
     void add(std::unique_ptr<Sequence> seq);
 
@@ -55,8 +64,8 @@ public:
         CacheOps setup; // run before the forward: state zeroing, snapshot restores, block copies
     };
     Step schedule();
-    // After the step's forward: advances each entry's cached tokens and takes the snapshots that
-    // are due. The ops run before anything else touches the state rows.
+    // After the step's forward: advances each entry's cached tokens by its committed rows and
+    // takes the snapshots that are due. The ops run before anything else touches the state rows.
     CacheOps after_forward(const StepPlan& plan);
     // Ends a sequence (running or waiting): with snapshot, its state at `cached` tokens is kept
     // in the prefix cache; frees its slot and blocks and marks it done. The ops run at once.
@@ -69,9 +78,12 @@ public:
     int32_t free_slots() const { return int32_t(free_slots_.size()); }
     const SchedulerStats& stats() const { return stats_; }
     const SchedulerConfig& config() const { return config_; }
+    // The draft tokens the policy chose for the latest step (0: it did not speculate).
+    int draft_tokens() const { return draft_tokens_; }
 
 private:
     int64_t chunk_rows(const Sequence& seq, int64_t budget, bool others_wait) const;
+    int32_t draft_rows(Sequence& seq, int k, int64_t budget);
     bool grow(Sequence& seq, int64_t tokens, int64_t& budget);
     Sequence* worst_running();
     void preempt(Sequence& victim, int64_t& budget);
@@ -83,9 +95,11 @@ private:
     SchedulerConfig config_;
     BlockManager& blocks_;
     SnapshotCache* snapshots_;
+    DraftPolicy* policy_;
     std::vector<int32_t> free_slots_;
     std::vector<std::unique_ptr<Sequence>> running_, waiting_; // each in (priority, arrival) order
     SchedulerStats stats_;
+    int draft_tokens_ = 0;
 };
 
 } // namespace ninfer::runtime

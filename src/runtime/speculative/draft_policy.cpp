@@ -1,0 +1,94 @@
+#include "runtime/speculative/draft_policy.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "core/error.h"
+
+namespace ninfer::runtime {
+namespace {
+
+// The prior acceptance: what published MTP heads reach at the first positions, worth this many
+// rounds, so that the first measured rounds move it quickly and random weights (no acceptance)
+// turn speculation off after a handful of rounds.
+constexpr double kPriorAcceptance = 0.7;
+constexpr double kPriorRounds = 4;
+// Weight of a new step time in its running average.
+constexpr double kTimeWeight = 0.2;
+// Steps of a bucket between re-measurements of the best K's neighbours.
+constexpr int64_t kReexploreSteps = 64;
+
+} // namespace
+
+DraftPolicy::DraftPolicy(int fixed, int max_tokens) : fixed_(fixed), max_(max_tokens) {
+    require(fixed >= 0 && max_tokens >= 1 && fixed <= max_tokens,
+            "DraftPolicy: draft tokens must be in [0, ", max_tokens, "]");
+    if (fixed > 0) max_ = fixed;
+    reached_.assign(size_t(max_), 0);
+    accepted_.assign(size_t(max_), 0);
+}
+
+double DraftPolicy::acceptance(int i) const {
+    if (i < 0 || i >= max_) return 0;
+    return (double(accepted_[size_t(i)]) + kPriorAcceptance * kPriorRounds) /
+           (double(reached_[size_t(i)]) + kPriorRounds);
+}
+
+double DraftPolicy::expected_tokens(int k) const {
+    double tokens = 1, run = 1;
+    for (int i = 0; i < k; ++i) tokens += run *= acceptance(i);
+    return tokens;
+}
+
+void DraftPolicy::record_round(int evaluated, int accepted) {
+    evaluated = std::min(evaluated, max_);
+    for (int i = 0; i < evaluated; ++i) {
+        ++reached_[size_t(i)];
+        if (i < accepted) ++accepted_[size_t(i)];
+        else break; // later positions were not reached
+    }
+}
+
+DraftPolicy::Bucket& DraftPolicy::bucket(int64_t decode_rows) {
+    const int b = int(std::bit_width(uint64_t(std::max<int64_t>(decode_rows, 1))));
+    Bucket& bk = buckets_[b];
+    if (bk.seconds.empty()) {
+        bk.seconds.assign(size_t(max_) + 1, -1.0);
+        bk.probe = -1;
+    }
+    return bk;
+}
+
+void DraftPolicy::record_step(int64_t decode_rows, int k, double seconds) {
+    if (fixed_ > 0 || k < 0 || k > max_ || seconds <= 0) return;
+    Bucket& bk = bucket(decode_rows);
+    double& t = bk.seconds[size_t(k)];
+    t = t < 0 ? seconds : (1 - kTimeWeight) * t + kTimeWeight * seconds;
+    if (bk.probe == k) bk.probe = -1;
+}
+
+int DraftPolicy::choose(int64_t decode_rows) {
+    if (fixed_ > 0) return fixed_;
+    Bucket& bk = bucket(decode_rows);
+    ++bk.steps;
+    const double t0 = bk.seconds[0];
+    if (t0 < 0) return 0; // the plain step's time first: every bound uses it
+    int best = 0;
+    double best_score = 1.0 / t0;
+    for (int k = 1; k <= max_; ++k)
+        if (bk.seconds[size_t(k)] > 0 && expected_tokens(k) / bk.seconds[size_t(k)] > best_score) {
+            best = k;
+            best_score = expected_tokens(k) / bk.seconds[size_t(k)];
+        }
+    for (int k = 1; k <= max_; ++k) // an untried K that could still win
+        if (bk.seconds[size_t(k)] < 0 && expected_tokens(k) / t0 > best_score) return k;
+    if (bk.steps % kReexploreSteps == 0) {
+        const int side = (bk.steps / kReexploreSteps) % 2 ? 1 : -1;
+        bk.probe = std::clamp(best + side, 0, max_);
+        if (bk.probe != best) return bk.probe;
+        bk.probe = -1;
+    }
+    return best;
+}
+
+} // namespace ninfer::runtime

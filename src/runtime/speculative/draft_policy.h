@@ -1,0 +1,55 @@
+// DraftPolicy: how many draft tokens the decoding sequences of a step verify (the scheduler asks
+// it once per step).
+//
+// Fixed K: always K. Auto: for the step's decode batch B, the K in [0, max] that maximises the
+// expected committed tokens per second of the step,
+//   tokens(K) = 1 + sum_{i=1..K} prod_{j<=i} a_j
+//   (a_j: the measured acceptance of draft position j given that the earlier ones were
+//   accepted, starting from a prior worth kPriorRounds rounds at kPriorAcceptance),
+//   time(B, K): the measured step time for B's bucket (powers of two) and K (an average that
+//   follows changes).
+// An untried K is tried once while it could beat the best (its bound: tokens(K) / time(B, 0),
+// since drafting never makes a step faster); every kReexploreSteps steps of a bucket the
+// neighbours of the best K are measured again, so the choice follows acceptance and load.
+// K = 0 is plain decoding: the policy turns speculation off whenever it does not pay.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace ninfer::runtime {
+
+class DraftPolicy {
+public:
+    // fixed: 1..8 (always that K), or 0 (auto over 0..max_tokens).
+    DraftPolicy(int fixed, int max_tokens);
+
+    bool adaptive() const { return fixed_ == 0; }
+    // The most draft tokens a step may ask for (sizes the verification state rows).
+    int max_tokens() const { return max_; }
+    // K for every drafting sequence of a step with `decode_rows` decode rows.
+    int choose(int64_t decode_rows);
+    // One sequence's round: `drafted` drafts, the first `accepted` of them accepted. `evaluated`
+    // positions were compared (fewer than drafted when the request ended inside the round).
+    void record_round(int evaluated, int accepted);
+    // The wall time of a step whose rows were all decode rows with K drafts each.
+    void record_step(int64_t decode_rows, int k, double seconds);
+    // Estimated acceptance of draft position i (0-based) given the earlier ones accepted.
+    double acceptance(int position) const;
+    double expected_tokens(int k) const;
+
+private:
+    struct Bucket {
+        std::vector<double> seconds; // by K: < 0 unmeasured
+        int64_t steps = 0;
+        int probe = 0; // the K being re-measured (-1: none)
+    };
+    Bucket& bucket(int64_t decode_rows);
+
+    int fixed_, max_;
+    std::vector<int64_t> reached_, accepted_; // by position
+    std::map<int, Bucket> buckets_;
+};
+
+} // namespace ninfer::runtime

@@ -1,0 +1,27 @@
+// Drafter: the proposal half of speculative decoding. Every step the scheduler gives some
+// decoding sequences K draft slots (seq->drafts, sized); the drafter fills them with tokens that
+// continue seq->tokens, the target verifies [anchor, drafts] in one forward (verifier.h), and
+// the drafter then observes what was committed, so its own context (MTP: the MTP layer's KV)
+// stays aligned with the target's. MTP is the first drafter; DFlash drafters implement the
+// same interface.
+#pragma once
+
+#include "core/tensor.h"
+#include "runtime/step_plan.h"
+
+namespace ninfer::runtime {
+
+class Drafter {
+public:
+    virtual ~Drafter() = default;
+    virtual const char* name() const = 0;
+    // Fills seq->drafts of every entry that has draft slots. Only sequences with
+    // seq->draft_ready get them (the scheduler's rule).
+    virtual void propose(const StepPlan& plan) = 0;
+    // After the step's verification: every entry's first `committed` rows stay. hidden: the
+    // target's final-normed hidden state of every row of the step [T, H]. Sets
+    // seq->draft_ready for the sequences whose drafter context now reaches their last token.
+    virtual void observe(const StepPlan& plan, const TensorView& hidden) = 0;
+};
+
+} // namespace ninfer::runtime

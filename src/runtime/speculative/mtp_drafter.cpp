@@ -1,0 +1,140 @@
+#include "runtime/speculative/mtp_drafter.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/logits.h"
+#include "ops/memory.h"
+
+namespace ninfer::runtime {
+
+MtpDrafter::MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model,
+                       const CacheStore& cache, int32_t block_size, int64_t token_limit)
+    : ctx_(ctx), model_(model), cache_(cache), block_size_(block_size), token_limit_(token_limit) {
+    require(model.has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
+}
+
+TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
+    if (!t.defined() || t.size(0) < rows || t.size(1) != cols)
+        t = Tensor::empty(ops::device_allocator(ctx_.device), dtype,
+                          {std::max<int64_t>(rows, 16), cols});
+    return t.view().narrow(0, 0, rows);
+}
+
+std::vector<int32_t> MtpDrafter::greedy(const TensorView& rows) {
+    const int64_t n = rows.size(0), V = model_.config().vocab_size;
+    TensorView logits = buffer(logits_, n, V, DType::F32);
+    ops::linear(ctx_, rows, model_.weights().lm_head, logits, /*accumulate=*/false);
+    TensorView lse = buffer(lse_, n, 1, DType::F32).reshape({n});
+    TensorView ids = buffer(ids_, n, 1, DType::I32), top = buffer(top_, n, 1, DType::F32);
+    ops::logprobs_top_k(ctx_, logits, token_limit_, lse, ids, top);
+    std::vector<int32_t> host(size_t(n), 0);
+    ops::download(ctx_, ids, TensorView::contiguous(host.data(), DType::I32, Device::cpu(), {n, 1}));
+    return host;
+}
+
+void MtpDrafter::propose(const StepPlan& plan) {
+    std::vector<Sequence*> seqs;
+    for (const StepEntry& e : plan.entries)
+        if (!e.seq->drafts.empty()) {
+            require(e.seq->draft_ready && e.seq->draft_row >= 0,
+                    "MtpDrafter: drafts asked of a sequence without MTP context");
+            seqs.push_back(e.seq);
+        }
+    if (seqs.empty()) return;
+    const int64_t H = model_.config().hidden_size;
+    // Draft 1: the lm_head over the MTP output at each sequence's last committed position.
+    std::vector<int32_t> rows;
+    for (Sequence* s : seqs) rows.push_back(s->draft_row);
+    const int64_t n = int64_t(rows.size());
+    TensorView ids = buffer(row_ids_, n, 1, DType::I32).reshape({n});
+    ops::upload(ctx_, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}), ids);
+    TensorView hidden = buffer(gathered_, n, H, ctx_.dtype);
+    ops::embedding(ctx_, ids, context_out_.view(), hidden); // row gather
+    std::vector<int32_t> tokens = greedy(hidden);
+    for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->drafts[0] = tokens[i];
+    // Draft i >= 2: one MTP row per sequence that wants it, chained on the previous output.
+    const model::CacheViews views = cache_.views();
+    for (size_t step = 1;; ++step) {
+        std::vector<RowSpan> spans;
+        std::vector<int32_t> keep; // rows of `hidden` that continue
+        for (size_t i = 0; i < seqs.size(); ++i) {
+            Sequence& s = *seqs[i];
+            if (s.drafts.size() <= step) continue;
+            // Step i (1-based) runs at position cached + i - 2.
+            spans.push_back({&s, s.cached + int64_t(step) - 1, {s.drafts[step - 1]}, -1});
+            keep.push_back(int32_t(i));
+        }
+        if (spans.empty()) break;
+        const int64_t m = int64_t(spans.size());
+        if (m < int64_t(hidden.size(0))) { // compact the hidden rows of the continuing sequences
+            TensorView kid = buffer(row_ids_, m, 1, DType::I32).reshape({m});
+            ops::upload(ctx_, TensorView::contiguous(keep.data(), DType::I32, Device::cpu(), {m}),
+                        kid);
+            TensorView compact = buffer(chain_out_, m, H, ctx_.dtype);
+            ops::embedding(ctx_, kid, hidden, compact);
+            TensorView into = buffer(gathered_, m, H, ctx_.dtype);
+            ops::copy(ctx_, compact, into);
+            hidden = into;
+            std::vector<Sequence*> next;
+            for (int32_t i : keep) next.push_back(seqs[size_t(i)]);
+            seqs.swap(next);
+        }
+        std::vector<int32_t> no_logits;
+        model::ForwardBatch batch = build_rows_batch(ctx_, spans, no_logits, block_size_, buffers_);
+        TensorView out = buffer(chain_out_, m, H, ctx_.dtype);
+        model_.mtp_forward(ctx_, batch, hidden, views, out, TensorView());
+        TensorView next_hidden = buffer(gathered_, m, H, ctx_.dtype);
+        ops::copy(ctx_, out, next_hidden);
+        hidden = next_hidden;
+        tokens = greedy(hidden);
+        for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->drafts[step] = tokens[i];
+    }
+}
+
+void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden) {
+    std::vector<RowSpan> spans;
+    std::vector<int32_t> source; // the target hidden row of each MTP row
+    std::vector<Sequence*> owners;
+    int32_t row = 0;
+    for (const StepEntry& e : plan.entries) {
+        Sequence& s = *e.seq;
+        s.draft_ready = false;
+        // Rows whose next token is known (the last sampled one may be missing: an error).
+        const int64_t n =
+            std::min<int64_t>(e.committed, int64_t(s.tokens.size()) - 1 - s.cached);
+        if (n > 0 && !s.done) {
+            RowSpan sp{&s, s.cached, {}, -1};
+            for (int64_t i = 0; i < n; ++i) {
+                sp.tokens.push_back(s.tokens[size_t(s.cached + i + 1)]);
+                source.push_back(row + int32_t(i));
+            }
+            spans.push_back(std::move(sp));
+            owners.push_back(&s);
+        }
+        row += int32_t(e.rows);
+    }
+    if (spans.empty()) return;
+    const int64_t T = int64_t(source.size()), H = model_.config().hidden_size;
+    TensorView ids = buffer(row_ids_, T, 1, DType::I32).reshape({T});
+    ops::upload(ctx_, TensorView::contiguous(source.data(), DType::I32, Device::cpu(), {T}), ids);
+    TensorView in = buffer(gathered_, T, H, ctx_.dtype);
+    ops::embedding(ctx_, ids, hidden, in); // the committed rows' target hidden states
+    std::vector<int32_t> no_logits;
+    model::ForwardBatch batch = build_rows_batch(ctx_, spans, no_logits, block_size_, buffers_);
+    TensorView out = buffer(context_out_, T, H, ctx_.dtype);
+    model_.mtp_forward(ctx_, batch, in, cache_.views(), out, TensorView());
+    int32_t end = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+        Sequence& s = *owners[i];
+        end += int32_t(spans[i].tokens.size());
+        s.draft_row = end - 1;
+        // Ready when the MTP context reaches the anchor (the last token, not yet run).
+        s.draft_ready = spans[i].pos_begin + int64_t(spans[i].tokens.size()) ==
+                        int64_t(s.tokens.size()) - 1;
+    }
+}
+
+} // namespace ninfer::runtime

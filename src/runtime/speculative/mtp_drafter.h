@@ -1,0 +1,49 @@
+// MtpDrafter: drafts with the checkpoint's MTP head (MODEL_QWEN3_5.md §3).
+//
+// Context. The MTP layer has its own KV in the paged pool (the same block ids as the target's
+// layers). Its entry at position p is made from (embedding of token p + 1, target hidden h_p),
+// so it can be written once token p + 1 is known: observe() runs the MTP over every committed
+// row of the step (prompt chunks, decode rows, accepted drafts) with the ids shifted left by one
+// and the target's final-normed hidden states. The MTP KV of a sequence therefore always covers
+// [0, cached), also in prefix-cache entries and after preemption, and its output row at the
+// last committed position (kept until the next step) is the first draft's hidden state.
+//
+// Drafting. propose() turns that row into draft 1 (the shared lm_head, greedy), then chains:
+// step i >= 2 feeds (draft i-1, the previous MTP output after mtp.norm) at position
+// cached + i - 2, appending to the MTP KV beyond the committed frontier (rewritten by the next
+// observe()). Drafts are greedy, so the draft distribution is one-hot (verifier.h).
+#pragma once
+
+#include "model/qwen3_5.h"
+#include "ops/exec_context.h"
+#include "runtime/cache_store.h"
+#include "runtime/speculative/drafter.h"
+
+namespace ninfer::runtime {
+
+class MtpDrafter : public Drafter {
+public:
+    MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model, const CacheStore& cache,
+               int32_t block_size, int64_t token_limit);
+    const char* name() const override { return "mtp"; }
+    void propose(const StepPlan& plan) override;
+    void observe(const StepPlan& plan, const TensorView& hidden) override;
+
+private:
+    // Greedy ids of rows' logits under the shared lm_head: [n] on the host.
+    std::vector<int32_t> greedy(const TensorView& rows);
+    TensorView buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype);
+
+    ops::ExecContext ctx_;
+    model::Qwen35Model& model_;
+    const CacheStore& cache_;
+    int32_t block_size_;
+    int64_t token_limit_;
+    Tensor context_out_;          // observe's MTP output [T, H]: the next drafts' first hidden
+    Tensor gathered_, chain_out_; // [n, H] inputs and outputs of propose's chain steps
+    Tensor logits_, lse_, ids_, top_;
+    Tensor row_ids_;
+    StepBuffers buffers_;
+};
+
+} // namespace ninfer::runtime
