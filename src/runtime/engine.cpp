@@ -133,7 +133,8 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     const bool speculate = !o.speculative.empty();
     if (speculate) {
         require(model->has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
-        policy = std::make_unique<runtime::DraftPolicy>(o.draft_tokens, kAutoMaxDraftTokens);
+        policy = std::make_unique<runtime::DraftPolicy>(
+            o.draft_tokens, o.draft_tokens > 0 ? o.draft_tokens : kAutoMaxDraftTokens);
     }
     plan_memory();
     const model::CacheSpec spec = model->cache_spec(speculate);

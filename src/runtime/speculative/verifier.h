@@ -16,6 +16,10 @@
 //
 // A column whose logits are not finite commits nothing: the sequence ends with an error after
 // the tokens before it (the non-finite check is part of every commit).
+//
+// Sabotage arm for the tests' statistical gate: NINFER_SPEC_SABOTAGE=accept_drafts (read at
+// construction) commits every draft as if the target had sampled it, a wrong acceptance rule
+// that the distribution test must catch.
 #pragma once
 
 #include <optional>
@@ -41,8 +45,7 @@ public:
 
 class Verifier {
 public:
-    Verifier(const ops::ExecContext& ctx, Sampler& sampler, int64_t token_limit)
-        : ctx_(ctx), sampler_(sampler), token_limit_(token_limit) {}
+    Verifier(const ops::ExecContext& ctx, Sampler& sampler, int64_t token_limit);
     // logits: [plan.sample_rows(), V]. Sets every entry's committed rows and records each
     // round in its sequence's counters, `totals` and the policy (when given).
     void run(StepPlan& plan, const TensorView& logits, TokenSink& sink, DraftPolicy* policy,
@@ -56,6 +59,7 @@ private:
     ops::ExecContext ctx_;
     Sampler& sampler_;
     int64_t token_limit_;
+    bool sabotage_ = false;
     Tensor gathered_, row_ids_;
 };
 
