@@ -194,6 +194,17 @@ int Generation::prompt_tokens() const {
     return n;
 }
 
+SpeculativeStats Generation::speculative() const {
+    SpeculativeStats total;
+    for (const auto& c : choices_) {
+        const SpeculativeStats& s = c->result.timings.speculative;
+        total.rounds += s.rounds;
+        total.drafted += s.drafted;
+        total.accepted += s.accepted;
+    }
+    return total;
+}
+
 int Generation::cached_tokens() const {
     int total = 0;
     for (size_t p = 0; p < spec_.prompts.size(); ++p) {

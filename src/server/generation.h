@@ -75,6 +75,8 @@ public:
     // Prompt tokens served from the prefix cache, counted as prompt_tokens is: per prompt the
     // least over its n choices (RequestTimings::cached_tokens), summed over the prompts.
     int cached_tokens() const;
+    // Speculative decoding counters summed over the choices.
+    SpeculativeStats speculative() const;
     int completion_tokens() const;
     int reasoning_tokens() const;
     double ttft_s() const; // submit to the first token of any choice (-1: none yet)

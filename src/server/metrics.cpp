@@ -139,6 +139,22 @@ std::string Metrics::render(const EngineStats& e, const MemoryStats& m, int64_t 
           "GDN state snapshot slots on the device");
     counter(out, "ninfer_preemptions_total", uint64_t(e.preemptions),
             "Requests preempted under memory pressure (recomputed later)");
+    if (!e.speculative.empty()) { // vLLM's spec-decode metric names, ninfer_ prefixed
+        const SpeculativeStats& sp = e.speculation;
+        counter(out, "ninfer_spec_decode_num_drafts_total", uint64_t(sp.rounds),
+                "Speculative rounds (sequence steps that verified drafts)");
+        counter(out, "ninfer_spec_decode_num_draft_tokens_total", uint64_t(sp.drafted),
+                "Draft tokens proposed");
+        counter(out, "ninfer_spec_decode_num_accepted_tokens_total", uint64_t(sp.accepted),
+                "Draft tokens accepted");
+        header(out, "ninfer_spec_decode_num_accepted_tokens_per_pos", "counter",
+               "Accepted draft tokens by position in the round (with every earlier one)");
+        for (size_t i = 0; i < sp.accepted_at.size(); ++i)
+            out += "ninfer_spec_decode_num_accepted_tokens_per_pos{position=\"" +
+                   std::to_string(i) + "\"} " + std::to_string(sp.accepted_at[i]) + "\n";
+        gauge(out, "ninfer_spec_decode_draft_tokens", double(e.draft_tokens),
+              "Draft tokens per round chosen for the latest drafting step");
+    }
     header(out, "ninfer_memory_bytes", "gauge", "Device memory held by the engine");
     out += "ninfer_memory_bytes{kind=\"weights\"} " + std::to_string(m.weights) + "\n";
     out += "ninfer_memory_bytes{kind=\"kv_cache\"} " + std::to_string(m.kv_cache) + "\n";

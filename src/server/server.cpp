@@ -90,6 +90,10 @@ void Server::Impl::log(const httplib::Request& req, const httplib::Response& res
         if (rec.cached_tokens >= 0) line["cached_tokens"] = rec.cached_tokens;
         if (rec.completion_tokens >= 0) line["completion_tokens"] = rec.completion_tokens;
         if (rec.ttft_s >= 0) line["ttft_s"] = rec.ttft_s;
+        if (rec.spec_rounds > 0)
+            line["speculative"] = {{"rounds", rec.spec_rounds},
+                                   {"drafted", rec.spec_drafted},
+                                   {"accepted", rec.spec_accepted}};
         if (!rec.finish.empty()) line["finish_reason"] = rec.finish;
         if (!rec.error.empty()) line["error"] = rec.error;
         if (state.options.log_content && !rec.content.is_null()) line["content"] = rec.content;

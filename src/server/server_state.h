@@ -40,6 +40,7 @@ struct RequestRecord {
     int prompt_tokens = -1, completion_tokens = -1;
     int cached_tokens = -1; // of prompt_tokens, served from the prefix cache
     double ttft_s = -1;
+    int64_t spec_drafted = 0, spec_accepted = 0, spec_rounds = 0; // speculative decoding
     std::string finish;
     std::string error;
     nlohmann::ordered_json content; // --log-content: prompt and outputs

@@ -82,6 +82,10 @@ void record_generation(ServerState& s, const Generation& g) {
     rec.cached_tokens = g.cached_tokens();
     rec.completion_tokens = g.completion_tokens();
     rec.ttft_s = g.ttft_s();
+    const SpeculativeStats spec = g.speculative();
+    rec.spec_rounds = spec.rounds;
+    rec.spec_drafted = spec.drafted;
+    rec.spec_accepted = spec.accepted;
     rec.finish.clear();
     for (int i = 0; i < g.choices(); ++i) {
         const ChoiceResult& r = g.result(i);
