@@ -123,6 +123,7 @@ struct SpeculativeStats {
     int64_t accepted = 0;
     // Position i (0-based) of a round: drafted, and accepted (with every earlier draft).
     std::vector<int64_t> drafted_at, accepted_at;
+    int first_round_accepted = -1; // drafts accepted in the first round (-1: none yet)
     void record(int drafted_tokens, int accepted_tokens);
 };
 

@@ -11,6 +11,7 @@
 namespace ninfer {
 
 void SpeculativeStats::record(int drafted_tokens, int accepted_tokens) {
+    if (rounds == 0) first_round_accepted = accepted_tokens;
     ++rounds;
     drafted += drafted_tokens;
     accepted += accepted_tokens;
