@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the demo model in one go: corpus -> tokenizer -> train -> export -> eval (perplexity, MTP
-# acceptance, HF greedy reference, coding prompts' parse rate), inside a total
-# wall-clock budget (the 10-minute device command). Offline; needs python3 with torch,
-# transformers (and its jinja2), tokenizers and safetensors.
+# acceptance and its prompts in MODEL/mtp_eval.json, HF greedy reference, coding prompts' parse
+# rate), inside a total wall-clock budget (the 10-minute device command). Offline; needs python3
+# with torch, transformers (and its jinja2), tokenizers and safetensors.
 #
 #   bash tools/train_demo/run_all.sh [--package DIR] [--budget-s 540] [--work DIR] [--seed N]
 #                                    [--resume] [--quick]
@@ -113,6 +113,8 @@ $PYTHON $td/train.py --corpus "$work/corpus" --tokenizer "$work/tokenizer" --wor
 step "eval"
 $PYTHON $td/eval_mtp.py --model "$work/model" --val "$work/corpus/val.txt" \
     --out "$work/eval.json" "${eval_args[@]}" "${extra_eval[@]}"
+$PYTHON $td/export_mtp_eval.py --model "$work/model" --val "$work/corpus/val.txt" \
+    --eval "$work/eval.json" "${eval_args[@]}" "${extra_eval[@]}"
 
 step "coding prompts"
 $PYTHON $td/eval_coding.py --model "$work/model" --out "$work/coding_eval.json" \
