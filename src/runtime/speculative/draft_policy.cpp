@@ -14,9 +14,9 @@ namespace {
 constexpr double kPriorAcceptance = 0.7;
 constexpr double kPriorRounds = 4;
 // Weight of a new step time in its running average.
-constexpr double kTimeWeight = 0.2;
-// Steps of a bucket between re-measurements of the best K's neighbours.
-constexpr int64_t kReexploreSteps = 64;
+constexpr double kTimeWeight = 0.3;
+// Steps of a bucket between re-measurements of another K.
+constexpr int64_t kReexploreSteps = 32;
 
 } // namespace
 
@@ -54,7 +54,7 @@ DraftPolicy::Bucket& DraftPolicy::bucket(int64_t decode_rows) {
     Bucket& bk = buckets_[b];
     if (bk.seconds.empty()) {
         bk.seconds.assign(size_t(max_) + 1, -1.0);
-        bk.probe = -1;
+        bk.samples.assign(size_t(max_) + 1, 0);
     }
     return bk;
 }
@@ -62,9 +62,9 @@ DraftPolicy::Bucket& DraftPolicy::bucket(int64_t decode_rows) {
 void DraftPolicy::record_step(int64_t decode_rows, int k, double seconds) {
     if (fixed_ > 0 || k < 0 || k > max_ || seconds <= 0) return;
     Bucket& bk = bucket(decode_rows);
+    if (bk.samples[size_t(k)]++ == 0) return; // warm-up: kernels, graph capture
     double& t = bk.seconds[size_t(k)];
     t = t < 0 ? seconds : (1 - kTimeWeight) * t + kTimeWeight * seconds;
-    if (bk.probe == k) bk.probe = -1;
 }
 
 int DraftPolicy::choose(int64_t decode_rows) {
@@ -82,11 +82,10 @@ int DraftPolicy::choose(int64_t decode_rows) {
         }
     for (int k = 1; k <= max_; ++k) // an untried K that could still win
         if (bk.seconds[size_t(k)] < 0 && expected_tokens(k) / t0 > best_score) return k;
-    if (bk.steps % kReexploreSteps == 0) {
-        const int side = (bk.steps / kReexploreSteps) % 2 ? 1 : -1;
-        bk.probe = std::clamp(best + side, 0, max_);
-        if (bk.probe != best) return bk.probe;
-        bk.probe = -1;
+    if (bk.steps % kReexploreSteps == 0) { // plain decoding, and the best's neighbours
+        const int64_t n = bk.probes++;
+        const int probe = best > 0 && n % 2 == 0 ? 0 : std::clamp(best + (n % 4 < 2 ? 1 : -1), 0, max_);
+        if (probe != best) return probe;
     }
     return best;
 }

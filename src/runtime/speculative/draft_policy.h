@@ -8,9 +8,11 @@
 //   accepted, starting from a prior worth kPriorRounds rounds at kPriorAcceptance),
 //   time(B, K): the measured step time for B's bucket (powers of two) and K (an average that
 //   follows changes).
-// An untried K is tried once while it could beat the best (its bound: tokens(K) / time(B, 0),
-// since drafting never makes a step faster); every kReexploreSteps steps of a bucket the
-// neighbours of the best K are measured again, so the choice follows acceptance and load.
+// The first step of each (bucket, K) is not counted (it warms kernels and captures graphs). An
+// untried K is tried while it could beat the best (its bound: tokens(K) / time(B, 0), since
+// drafting never makes a step faster); every kReexploreSteps steps of a bucket another K (plain
+// decoding when the best drafts, else the best's neighbours) is measured again, so the choice
+// follows acceptance and load.
 // K = 0 is plain decoding: the policy turns speculation off whenever it does not pay.
 #pragma once
 
@@ -42,8 +44,9 @@ public:
 private:
     struct Bucket {
         std::vector<double> seconds; // by K: < 0 unmeasured
+        std::vector<int> samples;    // by K: steps seen (the first is not counted)
         int64_t steps = 0;
-        int probe = 0; // the K being re-measured (-1: none)
+        int64_t probes = 0;
     };
     Bucket& bucket(int64_t decode_rows);
 

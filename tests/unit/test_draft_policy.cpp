@@ -1,0 +1,84 @@
+// DraftPolicy (auto): with step times and acceptances fed in, it drafts when drafting pays,
+// stops when it does not (random weights accept nothing), ignores each K's first (warm-up)
+// step, and comes back to plain decoding when a slow warm-up made drafting look good.
+#include <gtest/gtest.h>
+
+#include "runtime/speculative/draft_policy.h"
+
+namespace ninfer::runtime {
+namespace {
+
+// Runs `steps` steps of a batch of `rows` decode rows: step time t(K), acceptance `accept` per
+// draft position; returns how often each K was chosen over the last half.
+std::vector<int> drive(DraftPolicy& p, int64_t rows, int steps, double accept,
+                       double (*time)(int), double first_step_extra = 0) {
+    std::vector<int> chosen(size_t(p.max_tokens()) + 1, 0);
+    std::vector<bool> seen(chosen.size(), false);
+    for (int s = 0; s < steps; ++s) {
+        const int k = p.choose(rows);
+        double t = time(k);
+        if (!seen[size_t(k)]) t += first_step_extra, seen[size_t(k)] = true;
+        for (int64_t r = 0; r < rows; ++r) {
+            int accepted = 0;
+            while (accepted < k && (accepted + 1) * 0.618 - int((accepted + 1) * 0.618) < accept)
+                ++accepted; // a deterministic stand-in for Bernoulli(accept) per position
+            p.record_round(k, accept >= 1 ? k : accepted);
+        }
+        p.record_step(rows, k, t);
+        if (s >= steps / 2) ++chosen[size_t(k)];
+    }
+    return chosen;
+}
+
+double cheap_drafts(int k) { return 1e-3 * (1 + 0.1 * k); } // batch 1 on a big model
+double dear_drafts(int k) { return 1e-3 * (1 + 2.0 * k); }  // drafting costs more than it gives
+
+int most_chosen(const std::vector<int>& c) {
+    return int(std::max_element(c.begin(), c.end()) - c.begin());
+}
+
+TEST(DraftPolicy, FixedAlwaysAsksForK) {
+    DraftPolicy p(3, 3);
+    EXPECT_FALSE(p.adaptive());
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(p.choose(1 + i), 3);
+}
+
+TEST(DraftPolicy, AutoDraftsWhenItPays) {
+    DraftPolicy p(0, 6);
+    const auto chosen = drive(p, 1, 400, 1.0, cheap_drafts);
+    EXPECT_GE(most_chosen(chosen), 4) << "high acceptance and cheap drafts: draft deep";
+}
+
+TEST(DraftPolicy, AutoStopsWhenNothingIsAccepted) {
+    DraftPolicy p(0, 6);
+    const auto chosen = drive(p, 1, 400, 0.0, cheap_drafts);
+    EXPECT_EQ(most_chosen(chosen), 0);
+    EXPECT_GE(chosen[0], 180) << "plain decoding for nearly all of the last 200 steps";
+}
+
+TEST(DraftPolicy, AutoStopsWhenDraftingCostsMoreThanItGives) {
+    DraftPolicy p(0, 6);
+    const auto chosen = drive(p, 64, 400, 0.9, dear_drafts);
+    EXPECT_EQ(most_chosen(chosen), 0);
+}
+
+TEST(DraftPolicy, AWarmUpStepDoesNotMakeDraftingLookGood) {
+    // The first plain step pays a graph capture twenty times a step; drafting steps are eager
+    // and ten times slower than plain ones (the demo model on a GPU), so even full acceptance
+    // does not pay.
+    DraftPolicy p(0, 6);
+    const auto chosen = drive(
+        p, 1, 400, 0.9, [](int k) { return k == 0 ? 1e-3 : 1e-2; }, 2e-2);
+    EXPECT_EQ(most_chosen(chosen), 0);
+}
+
+TEST(DraftPolicy, AcceptanceEstimatesFollowTheRounds) {
+    DraftPolicy p(0, 4);
+    for (int i = 0; i < 1000; ++i) p.record_round(4, i % 2 ? 4 : 1); // pos 0 always, rest half
+    EXPECT_NEAR(p.acceptance(0), 1.0, 0.01);
+    EXPECT_NEAR(p.acceptance(1), 0.5, 0.01);
+    EXPECT_NEAR(p.acceptance(3), 1.0, 0.01); // reached only when 1..3 were accepted
+}
+
+} // namespace
+} // namespace ninfer::runtime
