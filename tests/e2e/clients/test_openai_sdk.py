@@ -159,6 +159,7 @@ class Responses(unittest.TestCase):
                 "parameters": WEATHER_SCHEMA, "strict": True}
         kw = dict(model=MODEL, input=USER[0]["content"], tools=[tool],
                   tool_choice={"type": "function", "name": "get_weather"},
+                  parallel_tool_calls=False,  # exactly one call, whatever the model would add
                   max_output_tokens=256, temperature=1.0, reasoning={"effort": "low"},
                   extra_body={"seed": 8})
         whole = client().responses.create(**kw)
