@@ -194,7 +194,13 @@ void Engine::Impl::step() {
         score_prompts(plan, logits.narrow(0, sample_rows, plan.scored_rows()));
     EngineSink sink(*this);
     verifier->run(plan, logits.narrow(0, 0, sample_rows), sink, policy.get(), spec_totals);
-    if (drafter) drafter->observe(plan, hidden);
+    if (drafter) {
+        int64_t decoding = 0;
+        for (const auto& e : plan.entries)
+            decoding += e.rows - int64_t(e.seq->drafts.size()) == 1 &&
+                        e.seq->cached >= e.seq->prompt_length();
+        drafter->observe(plan, hidden, decoding == 0 || policy->aligned(decoding));
+    }
     cache->run(commit_verified(plan));
     cache->run(scheduler->after_forward(plan));
     for (const Ending& e : endings) finish(*e.seq, e.reason, e.error);

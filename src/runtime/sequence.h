@@ -50,6 +50,7 @@ struct Sequence {
     // the drafter's context reaches the last committed token, so the next step may speculate.
     std::vector<int32_t> drafts;
     bool draft_ready = false;
+    bool drafter_off = false; // the drafter stopped aligning it: it never drafts again
     int32_t draft_row = -1; // drafter-private: its output row for this sequence
     SpeculativeStats spec;
     int64_t cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission

@@ -41,12 +41,14 @@ TEST(DraftPolicy, FixedAlwaysAsksForK) {
     DraftPolicy p(3, 3);
     EXPECT_FALSE(p.adaptive());
     for (int i = 0; i < 10; ++i) EXPECT_EQ(p.choose(1 + i), 3);
+    EXPECT_TRUE(p.aligned(1));
 }
 
 TEST(DraftPolicy, AutoDraftsWhenItPays) {
     DraftPolicy p(0, 6);
     const auto chosen = drive(p, 1, 400, 1.0, cheap_drafts);
     EXPECT_GE(most_chosen(chosen), 4) << "high acceptance and cheap drafts: draft deep";
+    EXPECT_TRUE(p.aligned(1));
 }
 
 TEST(DraftPolicy, AutoStopsWhenNothingIsAccepted) {
@@ -54,6 +56,8 @@ TEST(DraftPolicy, AutoStopsWhenNothingIsAccepted) {
     const auto chosen = drive(p, 1, 400, 0.0, cheap_drafts);
     EXPECT_EQ(most_chosen(chosen), 0);
     EXPECT_GE(chosen[0], 180) << "plain decoding for nearly all of the last 200 steps";
+    EXPECT_FALSE(p.aligned(1)) << "settled on plain decoding: the alignment stops";
+    EXPECT_TRUE(p.aligned(64)) << "another batch bucket has measured nothing yet";
 }
 
 TEST(DraftPolicy, AutoStopsWhenDraftingCostsMoreThanItGives) {

@@ -168,7 +168,7 @@ bool Scheduler::admit_head(int64_t& budget, CacheOps& ops) {
 // remaining tokens (the last accepted draft plus the bonus must not pass max_new_tokens), the
 // context and the budget, and only blocks that are free now (drafts never evict or preempt).
 int32_t Scheduler::draft_rows(Sequence& seq, int k, int64_t budget) {
-    if (k <= 0 || !seq.draft_ready || seq.request.prompt_logprobs) return 0;
+    if (k <= 0 || !seq.draft_ready || seq.drafter_off || seq.request.prompt_logprobs) return 0;
     int64_t n = std::min<int64_t>(k, seq.request.max_new_tokens - seq.generated - 1);
     if (config_.max_context > 0) n = std::min(n, config_.max_context - seq.cached - 1);
     n = std::min(n, budget);

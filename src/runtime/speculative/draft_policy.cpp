@@ -67,6 +67,10 @@ void DraftPolicy::record_step(int64_t decode_rows, int k, double seconds) {
     t = t < 0 ? seconds : (1 - kTimeWeight) * t + kTimeWeight * seconds;
 }
 
+bool DraftPolicy::aligned(int64_t decode_rows) {
+    return fixed_ > 0 || !bucket(decode_rows).settled_off;
+}
+
 int DraftPolicy::choose(int64_t decode_rows) {
     if (fixed_ > 0) return fixed_;
     Bucket& bk = bucket(decode_rows);
@@ -80,8 +84,10 @@ int DraftPolicy::choose(int64_t decode_rows) {
             best = k;
             best_score = expected_tokens(k) / bk.seconds[size_t(k)];
         }
+    bk.settled_off = false;
     for (int k = 1; k <= max_; ++k) // an untried K that could still win
         if (bk.seconds[size_t(k)] < 0 && expected_tokens(k) / t0 > best_score) return k;
+    bk.settled_off = best == 0;
     if (bk.steps % kReexploreSteps == 0) { // plain decoding, and the best's neighbours
         const int64_t n = bk.probes++;
         const int probe = best > 0 && n % 2 == 0 ? 0 : std::clamp(best + (n % 4 < 2 ? 1 : -1), 0, max_);

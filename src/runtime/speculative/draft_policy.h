@@ -13,7 +13,10 @@
 // drafting never makes a step faster); every kReexploreSteps steps of a bucket another K (plain
 // decoding when the best drafts, else the best's neighbours) is measured again, so the choice
 // follows acceptance and load.
-// K = 0 is plain decoding: the policy turns speculation off whenever it does not pay.
+// K = 0 is plain decoding: the policy turns speculation off whenever it does not pay. Once a
+// bucket has measured every K and settled on 0, aligned() is false: the drafter skips the MTP
+// alignment of plain decode rows (its cost would make plain decoding slower than without
+// --spec), and the sequences it skipped decode plainly to their end.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +35,8 @@ public:
     int max_tokens() const { return max_; }
     // K for every drafting sequence of a step with `decode_rows` decode rows.
     int choose(int64_t decode_rows);
+    // Whether the drafter keeps aligning plain decode rows at this batch (see above).
+    bool aligned(int64_t decode_rows);
     // One sequence's round: `drafted` drafts, the first `accepted` of them accepted. `evaluated`
     // positions were compared (fewer than drafted when the request ended inside the round).
     void record_round(int evaluated, int accepted);
@@ -47,6 +52,7 @@ private:
         std::vector<int> samples;    // by K: steps seen (the first is not counted)
         int64_t steps = 0;
         int64_t probes = 0;
+        bool settled_off = false; // every K measured, and plain decoding is the best
     };
     Bucket& bucket(int64_t decode_rows);
 

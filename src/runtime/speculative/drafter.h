@@ -21,7 +21,10 @@ public:
     // After the step's verification: every entry's first `committed` rows stay. hidden: the
     // target's final-normed hidden state of every row of the step [T, H]. Sets
     // seq->draft_ready for the sequences whose drafter context now reaches their last token.
-    virtual void observe(const StepPlan& plan, const TensorView& hidden) = 0;
+    // align_decode false: plain decode rows are not aligned (the policy settled on plain
+    // decoding); their sequences stop drafting for good (seq->drafter_off).
+    virtual void observe(const StepPlan& plan, const TensorView& hidden,
+                         bool align_decode) = 0;
 };
 
 } // namespace ninfer::runtime

@@ -94,7 +94,7 @@ void MtpDrafter::propose(const StepPlan& plan) {
     }
 }
 
-void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden) {
+void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) {
     std::vector<RowSpan> spans;
     std::vector<int32_t> source; // the target hidden row of each MTP row
     std::vector<Sequence*> owners;
@@ -102,6 +102,12 @@ void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden) {
     for (const StepEntry& e : plan.entries) {
         Sequence& s = *e.seq;
         s.draft_ready = false;
+        const bool decode_row = e.rows == 1 && s.drafts.empty() && s.cached >= s.prompt_length();
+        if (decode_row && !align_decode) s.drafter_off = true;
+        if (s.drafter_off) { // its MTP context has a gap: it decodes plainly
+            row += int32_t(e.rows);
+            continue;
+        }
         // Rows whose next token is known (the last sampled one may be missing: an error).
         const int64_t n =
             std::min<int64_t>(e.committed, int64_t(s.tokens.size()) - 1 - s.cached);

@@ -27,7 +27,7 @@ public:
                int32_t block_size, int64_t token_limit);
     const char* name() const override { return "mtp"; }
     void propose(const StepPlan& plan) override;
-    void observe(const StepPlan& plan, const TensorView& hidden) override;
+    void observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) override;
 
 private:
     // Greedy ids of rows' logits under the shared lm_head: [n] on the host.
