@@ -76,6 +76,29 @@ TEST(DraftPolicy, AWarmUpStepDoesNotMakeDraftingLookGood) {
     EXPECT_EQ(most_chosen(chosen), 0);
 }
 
+TEST(DraftPolicy, ExplorationStopsEarlyWhenDraftsAreDear) {
+    // t(1) = 4 t(0): after measuring K = 1 no deeper K can pay (each draft costs as much again),
+    // and a second batch bucket does not even try K = 1 twice.
+    DraftPolicy p(0, 6);
+    auto dear = [](int k) { return 1e-3 * (1 + 3.0 * k); };
+    int drafting = 0;
+    for (int s = 0; s < 100; ++s) {
+        const int k = p.choose(1);
+        drafting += k > 0;
+        p.record_round(k, k); // even full acceptance
+        p.record_step(1, k, dear(k));
+    }
+    EXPECT_LE(drafting, 6) << "bucket 1: K = 1 (warm-up and one measurement) and the probes";
+    int second = 0;
+    for (int s = 0; s < 31; ++s) { // before the bucket's first re-measurement
+        const int k = p.choose(64);
+        second += k > 0;
+        p.record_step(64, k, dear(k));
+    }
+    EXPECT_EQ(second, 0) << "bucket 64 learnt t(1) / t(0) from bucket 1";
+    EXPECT_FALSE(p.aligned(64));
+}
+
 TEST(DraftPolicy, AcceptanceEstimatesFollowTheRounds) {
     DraftPolicy p(0, 4);
     for (int i = 0; i < 1000; ++i) p.record_round(4, i % 2 ? 4 : 1); // pos 0 always, rest half

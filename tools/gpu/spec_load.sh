@@ -3,7 +3,7 @@
 # then: the demo model (bench/spec/bench_mtp.py, cuda), random-weight Qwen3.6-35B-A3B at batch 1
 # (ninfer bench -n 128, plain and --spec mtp), and the serving benchmark's decode-heavy workload
 # at 64 concurrent (tools/gpu/serve_bench.sh decode) without and with --spec mtp. Summary and a
-# tarball of the logs in $OUT.
+# tarball of the logs in $OUT.   PARTS="demo batch1 serve" (default: all three)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}
@@ -12,10 +12,13 @@ log() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
 TARGETS=ninfer bash tools/gpu/check.sh build > /dev/null || exit 1
 bin=./build-gpu/apps/ninfer/ninfer
 export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu/openblas-openmp:$PWD/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+parts=" ${PARTS:-demo batch1 serve} "
+if [[ $parts == *" demo "* ]]; then
 log "demo model, cuda"
 timeout 200 python3 bench/spec/bench_mtp.py --ninfer $bin --device cuda --new 256 --ks 2 --reps 2 \
     | tee "$out/spec_demo_cuda.jsonl" | tee -a "$out/summary.txt" > /dev/null
-for spec in plain auto; do
+fi
+[[ $parts == *" batch1 "* ]] && for spec in plain auto; do
     flags=""; [ $spec = auto ] && flags="--spec mtp"
     timeout 200 $bin bench --config configs/qwen3.6-35b-a3b.json --random-weights --device cuda \
         -n 128 -r 3 --warmup 1 -o json $flags > "$out/bench35_$spec.json" 2>> "$out/bench35.err"
@@ -28,7 +31,7 @@ for r in j["results"]:
               "rounds", r.get("speculative", {}).get("rounds"))
 PY
 done
-for spec in plain auto; do
+[[ $parts == *" serve "* ]] && for spec in plain auto; do
     flags=""; [ $spec = auto ] && flags="--spec mtp"
     mkdir -p "$out/serve_$spec"
     OUT="$out/serve_$spec" DECODE_CONCURRENCY="64:64" SERVE_FLAGS="$flags" BENCH_TIMEOUT=200 \

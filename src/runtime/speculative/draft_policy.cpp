@@ -15,6 +15,8 @@ constexpr double kPriorAcceptance = 0.7;
 constexpr double kPriorRounds = 4;
 // Weight of a new step time in its running average.
 constexpr double kTimeWeight = 0.3;
+// min_ratio_ before any bucket measured t(1) / t(0).
+constexpr double kNoRatio = 1e30;
 // Steps of a bucket between re-measurements of another K.
 constexpr int64_t kReexploreSteps = 32;
 
@@ -65,10 +67,22 @@ void DraftPolicy::record_step(int64_t decode_rows, int k, double seconds) {
     if (bk.samples[size_t(k)]++ == 0) return; // warm-up: kernels, graph capture
     double& t = bk.seconds[size_t(k)];
     t = t < 0 ? seconds : (1 - kTimeWeight) * t + kTimeWeight * seconds;
+    if (bk.seconds[0] > 0 && bk.seconds[1] > 0)
+        min_ratio_ = std::min(min_ratio_, bk.seconds[1] / bk.seconds[0]);
 }
 
 bool DraftPolicy::aligned(int64_t decode_rows) {
     return fixed_ > 0 || !bucket(decode_rows).settled_off;
+}
+
+// A lower bound of a K-draft step's time in this bucket, before it is measured: drafting never
+// makes a step faster; with K = 1 measured, every further draft costs at least as much again
+// (one more row for each sequence, one more MTP step); for K = 1 itself, the smallest ratio
+// t(1) / t(0) another bucket measured.
+double DraftPolicy::floor_seconds(const Bucket& bk, int k) const {
+    const double t0 = bk.seconds[0], t1 = bk.seconds[1];
+    if (k >= 2 && t1 > 0) return t0 + std::max(0.0, t1 - t0) * k;
+    return t0 * (min_ratio_ < kNoRatio ? std::max(1.0, min_ratio_) : 1.0);
 }
 
 int DraftPolicy::choose(int64_t decode_rows) {
@@ -86,11 +100,13 @@ int DraftPolicy::choose(int64_t decode_rows) {
         }
     bk.settled_off = false;
     for (int k = 1; k <= max_; ++k) // an untried K that could still win
-        if (bk.seconds[size_t(k)] < 0 && expected_tokens(k) / t0 > best_score) return k;
+        if (bk.seconds[size_t(k)] < 0 && expected_tokens(k) / floor_seconds(bk, k) > best_score)
+            return k;
     bk.settled_off = best == 0;
     if (bk.steps % kReexploreSteps == 0) { // plain decoding, and the best's neighbours
         const int64_t n = bk.probes++;
-        const int probe = best > 0 && n % 2 == 0 ? 0 : std::clamp(best + (n % 4 < 2 ? 1 : -1), 0, max_);
+        const int probe =
+            best > 0 && n % 2 == 0 ? 0 : std::clamp(best + (n % 4 < 2 ? 1 : -1), 0, max_);
         if (probe != best) return probe;
     }
     return best;

@@ -55,10 +55,12 @@ private:
         bool settled_off = false; // every K measured, and plain decoding is the best
     };
     Bucket& bucket(int64_t decode_rows);
+    double floor_seconds(const Bucket& bk, int k) const;
 
     int fixed_, max_;
     std::vector<int64_t> reached_, accepted_; // by position
     std::map<int, Bucket> buckets_;
+    double min_ratio_ = 1e30; // the smallest t(1) / t(0) of any bucket (kNoRatio: none yet)
 };
 
 } // namespace ninfer::runtime
