@@ -229,7 +229,10 @@ void Engine::Impl::score_prompts(const runtime::StepPlan& plan, const TensorView
         Sequence& seq = *plan.entries[sc.entry].seq;
         std::vector<TokenLogprob> scores;
         for (int64_t i = 0; i < sc.count; ++i, ++r) {
-            const int32_t id = seq.tokens[size_t(seq.cached + i + 1)];
+            const int64_t position = seq.cached + i;
+            if (position < seq.prompt_scored) continue; // reported before a preemption
+            seq.prompt_scored = position + 1;
+            const int32_t id = seq.tokens[size_t(position + 1)];
             ops::download(ctx, rows.narrow(0, r, 1).narrow(1, id, 1).reshape({1}),
                           TensorView::contiguous(one.data(), DType::F32, Device::cpu(), {1}));
             scores.push_back({id, one[0] - lse_h[size_t(r)]});

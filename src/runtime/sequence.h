@@ -54,6 +54,8 @@ struct Sequence {
     int32_t draft_row = -1; // drafter-private: its output row for this sequence
     SpeculativeStats spec;
     int64_t cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission
+    int64_t prompt_scored = 0;   // prompt positions whose scores were reported (a recomputed
+                                 // prefix after preemption is not reported again)
     int preemptions = 0;
     bool admitted_once = false;
     bool done = false; // finished: the scheduler drops it

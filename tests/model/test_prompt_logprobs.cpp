@@ -105,5 +105,34 @@ TEST(PromptLogprobsEdge, OneTokenPromptScoresNothing) {
     EXPECT_EQ(g.tokens.size(), 2u);
 }
 
+// A scoring request that is preempted and recomputed reports each prompt token once (the
+// recomputed rows are not scored again), with the values of a solo run.
+TEST(PromptLogprobsEdge, PreemptedRequestsScoreEachTokenOnce) {
+    const Fixture f = load_fixtures().front();
+    std::vector<int32_t> prompt = f.cases.back().prompt;
+    for (size_t i = 0; prompt.size() < 140; ++i) prompt.push_back(prompt[i]);
+    EngineOptions solo_options = options(f, 32);
+    Engine solo(solo_options);
+    const Scored want = drain(solo.submit(scoring(prompt, 4)));
+    ASSERT_EQ(want.prompt.size(), prompt.size() - 1);
+    EngineOptions o = options(f, 32);
+    o.max_context = 160;
+    o.kv_cache_tokens = 12 * 16; // four 144-token requests do not fit at once
+    o.max_batch_tokens = 64;
+    Engine engine(o);
+    std::vector<GenerationRequest> requests(4, scoring(prompt, 4));
+    int preemptions = 0;
+    for (auto& stream : engine.submit_all(requests)) {
+        const Scored got = drain(std::move(stream));
+        preemptions += got.last.timings.preemptions;
+        ASSERT_EQ(got.prompt.size(), prompt.size() - 1) << "prompt scores reported again";
+        for (size_t i = 0; i < got.prompt.size(); ++i) {
+            EXPECT_EQ(got.prompt[i].id, want.prompt[i].id);
+            EXPECT_NEAR(got.prompt[i].logprob, want.prompt[i].logprob, 1e-3) << i;
+        }
+    }
+    EXPECT_GT(preemptions, 0) << "nothing was preempted: the test does not test";
+}
+
 } // namespace
 } // namespace ninfer::test
