@@ -61,7 +61,9 @@ inline void check_mtp_batched_and_cached(EngineOptions options, const Fixture& f
             got.insert(got.end(), u.tokens.begin(), u.tokens.end());
             if (u.finished) rounds = u.timings.speculative.rounds;
         }
-        EXPECT_GT(rounds, 0) << f.name << " request " << i << " never drafted";
+        if (k > 0) { // auto may settle on plain decoding (random weights accept nothing)
+            EXPECT_GT(rounds, 0) << f.name << " request " << i << " never drafted";
+        }
         expect_same_output(got, run_one(plain, requests[i]).tokens, cmp,
                            f.name + " batched request " + std::to_string(i) + " " + k_name(k));
         answers.push_back(got);
@@ -72,7 +74,9 @@ inline void check_mtp_batched_and_cached(EngineOptions options, const Fixture& f
     for (size_t i = 0; i < 5; ++i) turn2.push_back(base[120 + i]);
     const Generated hot = run_one(spec, greedy_request(turn2, 24));
     EXPECT_GT(hot.timings.cached_tokens, 0) << f.name;
-    EXPECT_GT(hot.timings.speculative.rounds, 0) << f.name;
+    if (k > 0) {
+        EXPECT_GT(hot.timings.speculative.rounds, 0) << f.name;
+    }
     expect_same_output(hot.tokens, run_one(plain, greedy_request(turn2, 24)).tokens, cmp,
                        f.name + " turn 2 from the prefix cache " + k_name(k));
 }
