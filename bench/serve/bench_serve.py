@@ -71,7 +71,8 @@ WORDS = list(dict.fromkeys(WORDS))  # unique, in order
 
 class Result:
     __slots__ = ("ok", "error", "status", "prompt_tokens", "completion_tokens", "cached_tokens",
-                 "ttft", "itl", "latency", "chunks", "content", "turn", "finish_reason")
+                 "ttft", "itl", "latency", "chunks", "content", "turn", "finish_reason",
+                 "reusable_tokens")
 
     def __init__(self, turn=0):
         self.ok = False
@@ -87,6 +88,9 @@ class Result:
         self.content = ""
         self.turn = turn
         self.finish_reason = None
+        # Multi-turn: the tokens this turn's prompt can reuse at most, the previous turn's prompt
+        # and answer less its last token (sampled, so never run through the model).
+        self.reusable_tokens = 0
 
 
 class Client:
@@ -315,6 +319,9 @@ def run_multiturn(args, model, clients, conversations, stop):
             messages.append({"role": "user", "content": text})
             r = client.stream("/v1/chat/completions", chat_body(args, model, messages),
                               chat=True, turn=turn)
+            if results[i]:
+                prev = results[i][-1]
+                r.reusable_tokens = prev.prompt_tokens + prev.completion_tokens - 1
             results[i].append(r)
             if not r.ok:
                 with lock:
@@ -400,6 +407,7 @@ def run_report(args, concurrency, results, skipped, duration, cpu_s, planned):
     later = [r for r in ok if r.turn > 0]
     later_prompt = sum(r.prompt_tokens for r in later)
     later_cached = sum(r.cached_tokens for r in later)
+    later_reusable = sum(r.reusable_tokens for r in later)
     errors = {}
     for r in failed:
         key = r.error.split(":", 1)[0] if r.error else "unknown"
@@ -431,6 +439,12 @@ def run_report(args, concurrency, results, skipped, duration, cpu_s, planned):
         "cached_tokens_after_first_turn": later_cached,
         "prefix_cache_hit_rate_after_first_turn": ratio(later_cached, later_prompt)
         if later else None,
+        # The ceiling of that rate (what a perfect cache would serve) and the share of it served.
+        "reusable_tokens_after_first_turn": later_reusable,
+        "reusable_share_of_prompt_after_first_turn": ratio(later_reusable, later_prompt)
+        if later else None,
+        "prefix_cache_hit_rate_of_reusable": ratio(later_cached, later_reusable)
+        if later_reusable else None,
         "requests_without_content": sum(1 for r in ok if r.ttft is None),
         "output_len_mismatches": sum(1 for r in ok if r.completion_tokens != args.output_len),
         "mean_content_chunks_per_request": ratio(sum(r.chunks for r in ok), len(ok)),
@@ -480,6 +494,8 @@ def print_table(workload, rep, file=sys.stderr):
     head("Prefix Cache")
     line("Prefix cache hit rate:", rep["prefix_cache_hit_rate"], 4)
     line("Hit rate after the first turn:", rep["prefix_cache_hit_rate_after_first_turn"], 4)
+    line("  of the reusable tokens:", rep.get("prefix_cache_hit_rate_of_reusable"), 4)
+    line("  ceiling (reusable share):", rep.get("reusable_share_of_prompt_after_first_turn"), 4)
     if rep["errors"]:
         head("Errors")
         for k, v in sorted(rep["errors"].items()):

@@ -100,6 +100,11 @@ struct GenerationRequest {
     // Scheduling priority: lower runs first (as vLLM's `priority`); equal priorities run in
     // arrival order. Under memory pressure the lowest priority, newest request is preempted.
     int priority = 0;
+    // A prompt position (1 .. prompt length - 1; 0: none) where a prefix-cache snapshot is
+    // worth keeping because a later request is likely to diverge right after it: for a chat
+    // prompt, the start of the generation prompt (a follow-up turn renders the answer there,
+    // often not token for token as it was generated).
+    int cache_boundary = 0;
 };
 
 struct TokenLogprob {

@@ -305,6 +305,9 @@ void Engine::Impl::validate(const GenerationRequest& request) const {
     require(int64_t(request.prompt.size()) < info.max_context, "prompt of ", request.prompt.size(),
             " tokens does not fit the context of ", info.max_context);
     require(request.max_new_tokens >= 0, "max_new_tokens must be >= 0");
+    require(request.cache_boundary >= 0 &&
+                size_t(request.cache_boundary) < std::max<size_t>(request.prompt.size(), 1),
+            "cache_boundary must be in [0, prompt length)");
     require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
             "top_logprobs must be in [0, ", kMaxTopLogprobs, "]");
     validate_sampling(request.sampling);

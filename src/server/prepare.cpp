@@ -186,11 +186,23 @@ std::string render_chat(const ModelContext& m, const ChatJob& job) {
     }
 }
 
+// Where the generation prompt starts (the last <|im_start|>): the prefix-cache boundary of a
+// chat request, since a follow-up turn renders the answer from there (Qwen's templates drop or
+// rewrite the turn's think block, and re-tokenized text need not match the sampled ids).
+static int generation_prompt_start(const ModelContext& m, const std::vector<int32_t>& ids) {
+    const std::optional<int32_t> start = m.tokenizer->token_id("<|im_start|>");
+    if (!start) return 0;
+    for (size_t i = ids.size(); i-- > 1;)
+        if (ids[i] == *start) return int(i);
+    return 0;
+}
+
 PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::string& id_prefix) {
     PreparedChat p;
     p.prompt_text = render_chat(m, job);
     p.spec.prompts.push_back(encode(m, p.prompt_text));
     apply_gen_options(m, job.gen, int64_t(p.spec.prompts[0].size()), p.spec, "messages");
+    p.spec.base.cache_boundary = generation_prompt_start(m, p.spec.prompts[0]);
     text::ParserOptions& po = p.spec.parser;
     po.starts_in_reasoning = text::prompt_opens_reasoning(p.prompt_text);
     po.parse_tool_calls = job.tools.is_array() && !job.tools.empty() &&

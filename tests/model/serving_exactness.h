@@ -187,4 +187,28 @@ inline void check_batching_and_preemption(EngineOptions options, const Fixture& 
     }
 }
 
+// A request's cache_boundary keeps a snapshot there: a later prompt that shares only the first
+// `boundary` tokens (a chat turn whose answer is re-rendered) resumes exactly from it, with the
+// cold run's output; without the boundary nothing that short is cached.
+inline void check_cache_boundary(EngineOptions options, const Fixture& f, Comparison cmp) {
+    options.model_dir = f.dir;
+    options.snapshot_stride = 4096; // no stride snapshots
+    EngineOptions cold_options = options;
+    cold_options.prefix_cache = false;
+    Engine cold(cold_options), hot(options), plain(options);
+    const std::vector<int32_t> base = long_prompt(f, 200);
+    const size_t boundary = 37;
+    GenerationRequest first = greedy_request(prefix_of(base, 60), 4);
+    first.cache_boundary = int(boundary);
+    run_one(hot, first);
+    run_one(plain, greedy_request(prefix_of(base, 60), 4)); // the same turn, no boundary
+    std::vector<int32_t> next = prefix_of(base, boundary);
+    for (size_t i = 0; i < 20; ++i) next.push_back(base[150 + i]); // diverges right after it
+    const Generated want = run_one(cold, greedy_request(next, 8));
+    const Generated got = run_one(hot, greedy_request(next, 8));
+    EXPECT_EQ(got.timings.cached_tokens, int(boundary)) << f.name;
+    expect_same_output(got.tokens, want.tokens, cmp, f.name + " from the cache boundary");
+    EXPECT_EQ(run_one(plain, greedy_request(next, 8)).timings.cached_tokens, 0) << f.name;
+}
+
 } // namespace ninfer::test

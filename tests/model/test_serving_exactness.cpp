@@ -28,6 +28,10 @@ TEST_P(ServingExactness, HostTierSnapshotsEqualColdRunsReference) {
     check_host_tier(reference(), GetParam(), {kLogprobScheduleAbs, 0});
 }
 
+TEST_P(ServingExactness, CacheBoundarySnapshotsEqualColdRunsReference) {
+    check_cache_boundary(reference(), GetParam(), {kLogprobScheduleAbs, 0});
+}
+
 TEST_P(ServingExactness, PrefixCacheHitsEqualColdRunsFastTokens) {
     check_prefix_cache_exactness(EngineOptions{}, GetParam(), kIdsOnly);
 }

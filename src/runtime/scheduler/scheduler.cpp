@@ -48,6 +48,10 @@ int64_t Scheduler::chunk_rows(const Sequence& seq, int64_t budget, bool others_w
     // it (a hit must leave one row to compute): the last prompt token runs as a row of its own.
     const int64_t before_last = seq.prompt_length() - 1;
     if (snapshots_ && seq.cached < before_last) rows = std::min(rows, before_last - seq.cached);
+    // The request's cache boundary (the start of a chat prompt's generation prompt) ends a chunk.
+    const int64_t boundary = seq.request.cache_boundary;
+    if (snapshots_ && seq.cached < boundary && boundary < before_last)
+        rows = std::min(rows, boundary - seq.cached);
     // A long prompt that would take the whole remaining budget leaves half of it to others.
     if (others_wait && rows == budget && rows < pending && budget > 1) rows = budget / 2;
     return rows;
@@ -264,7 +268,8 @@ CacheOps Scheduler::after_forward(const StepPlan& plan) {
         s.drafts.clear();
         if (!snapshots_) continue;
         const int64_t p = s.cached, stride = config_.snapshot_stride;
-        const bool prompt_end = p == s.prompt_length() - 1;
+        const bool prompt_end =
+            p == s.prompt_length() - 1 || (p == s.request.cache_boundary && p < s.prompt_length());
         const bool on_stride =
             stride > 0 && p % stride == 0 &&
             (p <= s.prompt_length() || (e.committed > 1 && !verified));

@@ -14,8 +14,9 @@
 //   from its deepest prefix-cache entry.
 // - Prefix cache: a new or resumed sequence starts at the deepest snapshot its tokens extend;
 //   snapshots are taken before the last token of every prompt (so the same prompt sent again
-//   hits: that token then runs as a row of its own), every snapshot_stride tokens of prefill,
-//   and at the end of every finished generation.
+//   hits: that token then runs as a row of its own), at the request's cache_boundary (the
+//   server sets it to the start of a chat prompt's generation prompt), every snapshot_stride
+//   tokens of prefill, and at the end of every finished generation.
 // - Speculation (with a DraftPolicy): a decoding sequence whose drafter context is ready gets
 //   K draft rows (the policy's K for the step's decode batch, capped by its remaining
 //   max_new_tokens, the context and the row budget) when its blocks for them are free without
