@@ -139,6 +139,30 @@ ModelConfig parse_hf_config(const json& top, const std::string& source) {
 
 namespace {
 
+// quantization_config (top level, or in text_config): fp8 with its weight_block_size.
+void parse_quantization(const json& holder, ModelConfig& c, const std::string& source) {
+    if (!holder.contains("quantization_config") || holder["quantization_config"].is_null()) return;
+    const json& q = holder["quantization_config"];
+    if (!q.is_object()) fail_invalid(source, ": quantization_config must be an object");
+    const std::string method = q.value("quant_method", std::string());
+    if (method != "fp8")
+        fail(ErrorCategory::Unsupported, source, ": quantization_config quant_method '", method,
+             "' is not supported (fp8 is: the official Qwen FP8 checkpoints)");
+    const std::string fmt = q.value("fmt", std::string("e4m3"));
+    if (fmt != "e4m3")
+        fail(ErrorCategory::Unsupported, source, ": fp8 fmt '", fmt, "' (only e4m3 is)");
+    c.fp8 = true;
+    if (q.contains("weight_block_size") && !q["weight_block_size"].is_null()) {
+        const json& b = q["weight_block_size"];
+        if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() ||
+            !b[1].is_number_integer() || b[0].get<int64_t>() < 1 || b[1].get<int64_t>() < 1)
+            fail_invalid(source, ": quantization_config weight_block_size must be two positive "
+                                 "integers");
+        c.fp8_block[0] = b[0].get<int64_t>();
+        c.fp8_block[1] = b[1].get<int64_t>();
+    }
+}
+
 ModelConfig parse_hf_config_fields(const json& top, const std::string& source) {
     if (!top.is_object()) fail_invalid(source, ": config is not a JSON object");
     ModelConfig c;
@@ -195,6 +219,7 @@ ModelConfig parse_hf_config_fields(const json& top, const std::string& source) {
     c.mtp_num_hidden_layers = r.integer("mtp_num_hidden_layers", 0, 0);
     c.max_position_embeddings = r.integer("max_position_embeddings", 32768);
     c.dtype = top.value("dtype", top.value("torch_dtype", std::string()));
+    parse_quantization(top.contains("quantization_config") ? top : *text, c, source);
     parse_eos(top, *text, c);
     validate(c, r);
     return c;

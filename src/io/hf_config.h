@@ -54,6 +54,10 @@ struct ModelConfig {
     int64_t mtp_num_hidden_layers = 0;
     int64_t max_position_embeddings = 0;
     std::string dtype; // checkpoint dtype as declared ("bfloat16"...), may be empty
+    // quantization_config with quant_method fp8 (block-wise float8_e4m3fn weights, each with a
+    // weight_scale_inv of [ceil(out / block[0]), ceil(in / block[1])]); other methods are refused.
+    bool fp8 = false;
+    int64_t fp8_block[2] = {128, 128};
     std::vector<int32_t> eos_token_ids;
 
     int64_t key_dim() const { return linear_num_key_heads * linear_key_head_dim; }

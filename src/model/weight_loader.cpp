@@ -2,11 +2,13 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "model/fp8.h"
 #include "ops/memory.h"
 
 namespace ninfer::model {
@@ -63,14 +65,42 @@ public:
         if (!e)
             fail_invalid("checkpoint is missing tensor '", name, "' (expected ", dims_string(shape),
                          ")");
+        if (e->dtype_name == "F8_E4M3") return take_fp8(*e, shape);
         if (!e->dtype_known || !is_float(e->dtype))
             fail(ErrorCategory::Unsupported, "tensor '", name, "' has dtype ", e->dtype_name,
-                 "; expected F32, BF16 or F16");
+                 "; expected F32, BF16, F16 or block-wise F8_E4M3");
         if (e->shape != shape)
             fail_invalid("tensor '", name, "' has shape ", e->shape_string(), ", expected ",
                          dims_string(shape));
         consumed.insert(name);
         return *e;
+    }
+
+    // A block-wise fp8 weight (model/fp8.h) and its weight_scale_inv, dequantized on the host
+    // to F32 until the next fuse() uploads it in the compute dtype.
+    const TensorEntry& take_fp8(const TensorEntry& e, const Dims& shape) {
+        if (!cfg.fp8)
+            fail_invalid("tensor '", e.name, "' is F8_E4M3 but config.json has no fp8 "
+                         "quantization_config");
+        if (e.shape != shape)
+            fail_invalid("tensor '", e.name, "' has shape ", e.shape_string(), ", expected ",
+                         dims_string(shape));
+        const std::string scale_name = e.name + "_scale_inv";
+        const TensorEntry* scale = ckpt.find(scale_name);
+        if (!scale)
+            fail_invalid("fp8 tensor '", e.name, "' has no scale '", scale_name, "'");
+        std::vector<float> values = dequantize_fp8(e, *scale, cfg.fp8_block[0], cfg.fp8_block[1]);
+        TensorEntry& p = placeholders.emplace_back();
+        p.name = e.name;
+        p.shape = shape;
+        p.dtype = DType::F32;
+        p.dtype_known = true;
+        p.data = values.data();
+        p.nbytes = int64_t(values.size() * sizeof(float));
+        dequantized.emplace(p.data, std::move(values)); // the buffer keeps its address
+        consumed.insert(e.name);
+        consumed.insert(scale_name);
+        return p;
     }
 
     // A device tensor of shape dims whose contents are the given tensors concatenated in order
@@ -93,6 +123,8 @@ public:
             offset += p->numel();
         }
         require(offset == t.numel(), "internal: fused tensor size mismatch");
+        ops::synchronize(ctx); // the uploads have read the host buffers
+        for (const TensorEntry* p : parts) dequantized.erase(p->data); // fp8: uploaded, done
         return t;
     }
     Tensor load(const std::string& name, const Dims& shape) {
@@ -102,6 +134,9 @@ public:
     void finish() const {
         for (const auto& [name, entry] : ckpt.entries()) {
             if (consumed.count(name) || name.rfind("model.visual.", 0) == 0) continue;
+            // Static fp8 activation scales: weights are dequantized, activations stay unscaled.
+            if (cfg.fp8 && name.size() > 12 && name.compare(name.size() - 12, 12, ".input_scale") == 0)
+                continue;
             fail_invalid("checkpoint has unexpected tensor '", name, "' ", entry.shape_string(),
                          " (not part of a ", cfg.model_type, " text model)");
         }
@@ -120,6 +155,8 @@ public:
     uint64_t random_seed = 0;
     std::set<std::string> consumed;
     std::deque<TensorEntry> placeholders;
+    // fp8 weights taken and not yet uploaded, by their data pointer.
+    std::map<const void*, std::vector<float>> dequantized;
 };
 
 GdnWeights bind_gdn(Binder& b, const std::string& p) {

@@ -395,13 +395,16 @@ TEST(WeightLoaderErrors, NonFloatDtype) {
     t->bytes.resize(6);
     EXPECT_TRUE(load_fails(bf, {"model.language_model.layers.0.linear_attn.dt_bias", "U8"},
                            ErrorCategory::Unsupported));
+    // F8_E4M3 loads only as a block-wise fp8 checkpoint (test_fp8_checkpoint.cpp): without an
+    // fp8 quantization_config it is refused, naming the tensor and what is missing.
     Copy fp8("dense_vlm_mtp");
     StTensor* q = find_tensor(fp8.tensors, "model.language_model.layers.1.self_attn.q_proj.weight");
     q->dtype = "F8_E4M3";
     q->bytes.resize(q->bytes.size() / 2);
     EXPECT_TRUE(load_fails(fp8,
-                           {"model.language_model.layers.1.self_attn.q_proj.weight", "F8_E4M3"},
-                           ErrorCategory::Unsupported));
+                           {"model.language_model.layers.1.self_attn.q_proj.weight", "F8_E4M3",
+                            "quantization_config"},
+                           ErrorCategory::InvalidArgument));
 }
 
 TEST(WeightLoader, VisualTensorsAreSkipped) {

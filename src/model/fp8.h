@@ -1,0 +1,22 @@
+// Block-wise FP8 weights as the official Qwen FP8 checkpoints store them (vLLM's and
+// transformers' fp8 loaders): w[i, j] = e4m3(q[i, j]) * s[i / B0, j / B1], with q a
+// float8_e4m3fn [rows, cols] tensor and s its weight_scale_inv, [ceil(rows / B0), ceil(cols / B1)]
+// in F32, BF16 or F16 (edge blocks are partial). Dequantized at load to the compute dtype.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace ninfer::model {
+
+// float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, S.1111.111 is NaN.
+float fp8_e4m3_to_float(uint8_t bits);
+
+// The dequantized weight [rows, cols] as F32. Errors name the tensors: a scale of the wrong
+// shape or dtype, or a non-finite scale.
+std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::TensorEntry& scale,
+                                  int64_t block_rows, int64_t block_cols);
+
+} // namespace ninfer::model

@@ -1,0 +1,121 @@
+// Official-layout FP8 checkpoints (block-wise float8_e4m3fn weights with weight_scale_inv, per
+// expert 2-D experts, scales in BF16 or F32 and in another shard than their weights; fixtures
+// from tools/reference/make_fp8_fixture.py): ninfer loads them and runs exactly the model whose
+// weights are fp8 * scale (the fixture's dequantized/ twin, F32), token for token and logprob for
+// logprob on the CPU. The e4m3 decoding is checked bit pattern by bit pattern, and a checkpoint
+// whose config does not match its tensors is a clear error.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/fixture_util.h"
+#include "model/fp8.h"
+
+namespace ninfer::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string quant_dir(const std::string& name) {
+    return (fs::path(fixtures_dir()) / ".." / "fixtures_quant" / name).lexically_normal().string();
+}
+
+TEST(Fp8, E4m3DecodesEveryKindOfBitPattern) {
+    EXPECT_EQ(model::fp8_e4m3_to_float(0x00), 0.0f);
+    EXPECT_TRUE(std::signbit(model::fp8_e4m3_to_float(0x80)));
+    EXPECT_EQ(model::fp8_e4m3_to_float(0x38), 1.0f);        // exponent 7 = bias
+    EXPECT_EQ(model::fp8_e4m3_to_float(0x3c), 1.5f);        // mantissa 4/8
+    EXPECT_EQ(model::fp8_e4m3_to_float(0x7e), 448.0f);      // the largest finite
+    EXPECT_EQ(model::fp8_e4m3_to_float(0xfe), -448.0f);
+    EXPECT_EQ(model::fp8_e4m3_to_float(0x08), 0.015625f);   // smallest normal 2^-6
+    EXPECT_EQ(model::fp8_e4m3_to_float(0x01), 0.001953125f); // smallest subnormal 2^-9
+    EXPECT_EQ(model::fp8_e4m3_to_float(0x07), 7 * 0.001953125f);
+    EXPECT_TRUE(std::isnan(model::fp8_e4m3_to_float(0x7f))); // no infinities: S.1111.111 is NaN
+    EXPECT_TRUE(std::isnan(model::fp8_e4m3_to_float(0xff)));
+    EXPECT_EQ(model::fp8_e4m3_to_float(0x77), 240.0f);       // exponent 14, mantissa 7/8
+}
+
+class Fp8Checkpoint : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fp8Checkpoint, RunsExactlyTheDequantizedModel) {
+    const std::string dir = quant_dir(GetParam());
+    ASSERT_TRUE(fs::exists(fs::path(dir) / "config.json")) << dir;
+    EngineOptions o;
+    o.model_dir = dir;
+    Engine fp8(o);
+    o.model_dir = dir + "/dequantized";
+    Engine ref(o);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 200);
+    const auto got = generate(fp8, greedy_request(prompt, 16));
+    const auto want = generate(ref, greedy_request(prompt, 16));
+    ASSERT_EQ(ids_of(got), ids_of(want));
+    for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].logprob, want[i].logprob) << "step " << i;
+        ASSERT_EQ(got[i].top_logprobs.size(), want[i].top_logprobs.size());
+        for (size_t k = 0; k < got[i].top_logprobs.size(); ++k)
+            EXPECT_EQ(got[i].top_logprobs[k].logprob, want[i].top_logprobs[k].logprob);
+    }
+    // Sabotage arm: the quantized model differs from the unquantized one, so equality above is
+    // not trivially true of any two runs.
+    o.model_dir = (fs::path(fixtures_dir()) /
+                   (GetParam() == "moe_fp8" ? "moe_vlm_per_expert" : "dense_vlm_mtp"))
+                      .string();
+    Engine original(o);
+    const auto orig = generate(original, greedy_request(prompt, 16));
+    double differs = 0;
+    for (size_t i = 0; i < std::min(orig.size(), want.size()); ++i)
+        differs = std::max(differs, double(std::fabs(orig[i].logprob - want[i].logprob)));
+    EXPECT_GT(differs, 0.0) << "fp8 rounding changed nothing: the fixture is not quantized";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Checkpoint,
+                         ::testing::Values(std::string("moe_fp8"), std::string("dense_fp8_sharded")));
+
+// A copy of a fixture whose config.json is edited by `edit`.
+std::string edited_copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    const fs::path src = quant_dir(name);
+    const fs::path dst = fs::temp_directory_path() / ("ninfer_fp8_" + name + "_" +
+                                                      std::to_string(std::rand()));
+    fs::create_directories(dst);
+    for (const auto& e : fs::directory_iterator(src))
+        if (e.is_regular_file()) fs::copy_file(e.path(), dst / e.path().filename());
+    std::ifstream in(dst / "config.json");
+    nlohmann::json c = nlohmann::json::parse(in);
+    in.close();
+    edit(c);
+    std::ofstream(dst / "config.json") << c.dump();
+    return dst.string();
+}
+
+void expect_load_error(const std::string& dir, const std::string& needle) {
+    EngineOptions o;
+    o.model_dir = dir;
+    try {
+        Engine e(o);
+        FAIL() << "loaded " << dir;
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    fs::remove_all(dir);
+}
+
+TEST(Fp8Checkpoint, MismatchedConfigsAreClearErrors) {
+    expect_load_error(edited_copy("moe_fp8", [](nlohmann::json& c) { c.erase("quantization_config"); }),
+                      "no fp8 quantization_config");
+    expect_load_error(edited_copy("moe_fp8",
+                                  [](nlohmann::json& c) {
+                                      c["quantization_config"]["weight_block_size"] = {16, 16};
+                                  }),
+                      "expected [");
+    expect_load_error(edited_copy("moe_fp8",
+                                  [](nlohmann::json& c) {
+                                      c["quantization_config"]["quant_method"] = "awq";
+                                  }),
+                      "quant_method 'awq' is not supported");
+}
+
+} // namespace
+} // namespace ninfer::test
