@@ -3,11 +3,16 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 
 namespace ninfer::model {
 namespace {
+
+// Values below which one thread dequantizes a tensor alone (thread start-up would dominate).
+constexpr int64_t kValuesPerThread = int64_t(1) << 20;
 
 float bf16_to_float(uint16_t b) {
     const uint32_t u = uint32_t(b) << 16;
@@ -71,11 +76,22 @@ std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::Tenso
     for (int b = 0; b < 256; ++b) table[b] = fp8_e4m3_to_float(uint8_t(b));
     std::vector<float> out(size_t(rows * cols));
     const auto* q = static_cast<const uint8_t*>(weight.data);
-    for (int64_t i = 0; i < rows; ++i) {
-        const float* srow = &s[size_t((i / block_rows) * scols)];
-        for (int64_t j = 0; j < cols; ++j)
-            out[size_t(i * cols + j)] = table[q[i * cols + j]] * srow[j / block_cols];
-    }
+    auto rows_from = [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            const float* srow = &s[size_t((i / block_rows) * scols)];
+            for (int64_t j = 0; j < cols; ++j)
+                out[size_t(i * cols + j)] = table[q[i * cols + j]] * srow[j / block_cols];
+        }
+    };
+    // A real checkpoint dequantizes tens of billions of values at load: split big tensors
+    // over the machine's threads (rows are independent).
+    const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                              rows * cols / kValuesPerThread + 1);
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < threads; ++t)
+        pool.emplace_back(rows_from, rows * t / threads, rows * (t + 1) / threads);
+    rows_from(0, rows / threads);
+    for (auto& th : pool) th.join();
     return out;
 }
 

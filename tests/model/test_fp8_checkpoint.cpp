@@ -37,6 +37,37 @@ TEST(Fp8, E4m3DecodesEveryKindOfBitPattern) {
     EXPECT_EQ(model::fp8_e4m3_to_float(0x77), 240.0f);       // exponent 14, mantissa 7/8
 }
 
+// A tensor big enough to be split over threads, with partial edge blocks both ways: every value
+// is fp8 * its block's scale.
+TEST(Fp8, DequantizesBigTensorsBlockByBlock) {
+    const int64_t rows = 2100, cols = 1100, b0 = 128, b1 = 128;
+    const int64_t sr = (rows + b0 - 1) / b0, sc = (cols + b1 - 1) / b1;
+    std::vector<uint8_t> q(size_t(rows * cols));
+    for (size_t i = 0; i < q.size(); ++i) q[i] = uint8_t((i * 131) % 251); // avoids 0x7f/0xff
+    std::vector<float> scales(size_t(sr * sc));
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.001f * float(i + 1);
+    io::TensorEntry w, s;
+    w.name = "w.weight";
+    w.dtype_name = "F8_E4M3";
+    w.shape = {rows, cols};
+    w.data = q.data();
+    w.nbytes = rows * cols;
+    s.name = "w.weight_scale_inv";
+    s.dtype_name = "F32";
+    s.shape = {sr, sc};
+    s.data = scales.data();
+    s.nbytes = sr * sc * 4;
+    const std::vector<float> out = model::dequantize_fp8(w, s, b0, b1);
+    for (int64_t i = 0; i < rows; i += 7)
+        for (int64_t j = 0; j < cols; j += 13)
+            ASSERT_EQ(out[size_t(i * cols + j)],
+                      model::fp8_e4m3_to_float(q[size_t(i * cols + j)]) *
+                          scales[size_t((i / b0) * sc + j / b1)])
+                << i << ", " << j;
+    s.shape = {sr, sc + 1};
+    EXPECT_THROW(model::dequantize_fp8(w, s, b0, b1), Error); // a scale of the wrong shape
+}
+
 class Fp8Checkpoint : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Fp8Checkpoint, RunsExactlyTheDequantizedModel) {
