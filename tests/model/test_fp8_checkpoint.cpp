@@ -105,6 +105,35 @@ TEST_P(Fp8Checkpoint, RunsExactlyTheDequantizedModel) {
     EXPECT_GT(differs, 0.0) << "fp8 rounding changed nothing: the fixture is not quantized";
 }
 
+// The oracle: HF transformers (float64) on the dequantized weights, greedy ids identical
+// and logprobs (the chosen token's and the top-5) within 1e-3 on the CPU.
+TEST_P(Fp8Checkpoint, MatchesHfOnTheDequantizedWeights) {
+    const std::string dir = quant_dir(GetParam());
+    std::ifstream in(fs::path(dir) / "reference.json");
+    ASSERT_TRUE(in) << "no reference.json in " << dir;
+    const nlohmann::json ref = nlohmann::json::parse(in);
+    ASSERT_EQ(ref.at("cases").size(), 2u);
+    EngineOptions o;
+    o.model_dir = dir;
+    Engine fp8(o);
+    constexpr double kTol = 1e-3;
+    for (const auto& c : ref.at("cases")) {
+        const auto prompt = c.at("prompt").get<std::vector<int32_t>>();
+        const auto steps = c.at("steps");
+        const auto got = generate(fp8, greedy_request(prompt, int(steps.size())));
+        ASSERT_EQ(ids_of(got), c.at("greedy").get<std::vector<int32_t>>());
+        for (size_t i = 0; i < got.size(); ++i) {
+            EXPECT_NEAR(got[i].logprob, steps[i].at("logprob").get<double>(), kTol) << i;
+            const auto top = steps[i].at("top");
+            ASSERT_EQ(got[i].top_logprobs.size(), top.size());
+            for (size_t k = 0; k < top.size(); ++k) {
+                EXPECT_EQ(got[i].top_logprobs[k].id, top[k][0].get<int32_t>()) << i << "/" << k;
+                EXPECT_NEAR(got[i].top_logprobs[k].logprob, top[k][1].get<double>(), kTol);
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Checkpoint,
                          ::testing::Values(std::string("moe_fp8"), std::string("dense_fp8_sharded")));
 

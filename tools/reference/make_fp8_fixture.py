@@ -11,7 +11,9 @@ dt_bias, the vision tower, mtp.fc). The scale is amax / 448 per block (vLLM's an
 quantizer's rule), and a scale may sit in another shard than its weight (sharded output).
 
 Next to each FP8 fixture it writes `dequantized/`: the same checkpoint with every FP8 weight
-replaced by fp8 * scale in F32: the oracle an FP8 loader must reproduce exactly.
+replaced by fp8 * scale in F32: the oracle an FP8 loader must reproduce exactly. And
+`reference.json`: HF transformers (float64) run on those dequantized weights, greedy for 16
+tokens from two seeded prompts (redrawn at near-ties), with the top-5 logprobs of each step.
 
 usage: make_fp8_fixture.py [--block 32] (needs torch and safetensors)
 """
@@ -98,7 +100,45 @@ def convert(src, dst, block, scale_dtype, shards):
         shutil.copy(os.path.join(src, "generation_config.json"), d)
     save_file({n: t.float() for n, t in deq.items()},
               os.path.join(dst, "dequantized", "model.safetensors"), metadata={"format": "pt"})
+    write_hf_reference(dst)
     print(dst, sum(1 for n in fp8 if n.endswith("_scale_inv")), "fp8 weights")
+
+
+@torch.no_grad()
+def write_hf_reference(dst, new_tokens=16, top_k=5, gap=1e-4):
+    """HF on the dequantized twin, in float64: the oracle of the FP8 fixture."""
+    import random
+    import transformers
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        os.path.join(dst, "dequantized"), dtype=torch.float64)
+    model.eval()
+    if hasattr(model, "set_experts_implementation"):
+        model.set_experts_implementation("eager")  # grouped_mm rejects float64
+    vocab = model.config.get_text_config().vocab_size
+    rng = random.Random(1234)
+    cases = []
+    for length in (13, 40):
+        for _ in range(50):
+            ids = [rng.randrange(vocab) for _ in range(length)]
+            prompt, steps, ok = list(ids), [], True
+            for _ in range(new_tokens):
+                lp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
+                top = torch.topk(lp, top_k + 1)
+                if float(top.values[0] - top.values[1]) < gap:
+                    ok = False
+                    break
+                choice = int(top.indices[0])
+                steps.append(dict(id=choice, logprob=float(lp[choice]),
+                                  top=[[int(i), float(v)] for i, v in
+                                       zip(top.indices[:top_k], top.values[:top_k])]))
+                ids.append(choice)
+            if ok:
+                cases.append(dict(prompt=prompt, greedy=[s["id"] for s in steps], steps=steps))
+                break
+    with open(os.path.join(dst, "reference.json"), "w") as f:
+        json.dump(dict(transformers=transformers.__version__, torch=torch.__version__,
+                       weights="dequantized/ (fp8 * scale)", dtype="float64", cases=cases), f,
+                  indent=1)
 
 
 def main():
