@@ -83,6 +83,11 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
                          {"context", context},
                          {"one_sequence_at_context", kv_token * context + gdn_seq}};
     if (checkpoint_bytes > 0) j["memory_bytes"]["checkpoint_tensors"] = checkpoint_bytes;
+    // The checkpoint's weight format: block-wise fp8 is dequantized to the compute dtype at load,
+    // so the device holds the bf16 weights above.
+    j["format"] = c.fp8 ? nlohmann::json{{"weights", "fp8 e4m3, block-wise (dequantized at load)"},
+                                         {"block", {c.fp8_block[0], c.fp8_block[1]}}}
+                        : nlohmann::json{{"weights", c.dtype.empty() ? "unspecified" : c.dtype}};
     return j;
 }
 
@@ -107,6 +112,7 @@ void print_text(const nlohmann::json& j) {
     std::printf("layers            %lld  %s  (G = Gated DeltaNet, A = gated attention)\n",
                 c["layers"].get<long long>(), c["layer_pattern"].get<std::string>().c_str());
     std::printf("config            %s\n", c.dump().c_str());
+    std::printf("format            %s\n", j["format"].dump().c_str());
     for (const char* key : {"embedding", "lm_head", "gdn", "attention", "mlp", "norms",
                             "text_total", "active_per_token", "mtp", "total_with_mtp"})
         std::printf("params %-17s %15lld  (%.3f B)\n", key, p[key].get<long long>(),
