@@ -18,5 +18,6 @@ Action add_chat_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
 Action add_perplexity_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
+Action add_convert_command(CLI::App& app);
 
 } // namespace ninfer::app

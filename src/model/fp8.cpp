@@ -1,5 +1,6 @@
 #include "model/fp8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,25 +14,6 @@ namespace {
 
 // Values below which one thread dequantizes a tensor alone (thread start-up would dominate).
 constexpr int64_t kValuesPerThread = int64_t(1) << 20;
-
-float bf16_to_float(uint16_t b) {
-    const uint32_t u = uint32_t(b) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-float f16_to_float(uint16_t h) {
-    const int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    float v;
-    if (exp == 0)
-        v = std::ldexp(float(man), -24); // subnormal: man * 2^-14 / 1024
-    else if (exp == 31)
-        v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-    else
-        v = std::ldexp(float(man | 0x400), exp - 25);
-    return sign ? -v : v;
-}
 
 } // namespace
 
@@ -56,22 +38,18 @@ std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::Tenso
                      " in blocks of [", block_rows, ", ", block_cols, "]");
     require(weight.nbytes == rows * cols, "fp8 tensor '", weight.name, "' holds ", weight.nbytes,
             " bytes for ", rows * cols, " values");
+    const bool float_scale = scale.dtype_name == "F32" || scale.dtype_name == "BF16" ||
+                             scale.dtype_name == "F16";
+    if (!float_scale)
+        fail(ErrorCategory::Unsupported, "fp8 scale '", scale.name, "' has dtype ",
+             scale.dtype_name, "; expected F32, BF16 or F16");
+    const DType sdt = scale.dtype_name == "F32"    ? DType::F32
+                      : scale.dtype_name == "BF16" ? DType::BF16
+                                                   : DType::F16;
     std::vector<float> s(size_t(srows * scols));
-    const auto* raw = static_cast<const uint8_t*>(scale.data);
-    for (int64_t i = 0; i < srows * scols; ++i) {
-        if (scale.dtype_name == "F32") {
-            std::memcpy(&s[size_t(i)], raw + 4 * i, 4);
-        } else if (scale.dtype_name == "BF16" || scale.dtype_name == "F16") {
-            uint16_t h;
-            std::memcpy(&h, raw + 2 * i, 2);
-            s[size_t(i)] = scale.dtype_name == "BF16" ? bf16_to_float(h) : f16_to_float(h);
-        } else {
-            fail(ErrorCategory::Unsupported, "fp8 scale '", scale.name, "' has dtype ",
-                 scale.dtype_name, "; expected F32, BF16 or F16");
-        }
-        if (!std::isfinite(s[size_t(i)]))
-            fail_invalid("fp8 scale '", scale.name, "' holds a non-finite value");
-    }
+    convert_to_f32(scale.data, sdt, s.data(), srows * scols);
+    for (float v : s)
+        if (!std::isfinite(v)) fail_invalid("fp8 scale '", scale.name, "' holds a non-finite value");
     float table[256];
     for (int b = 0; b < 256; ++b) table[b] = fp8_e4m3_to_float(uint8_t(b));
     std::vector<float> out(size_t(rows * cols));
@@ -92,6 +70,59 @@ std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::Tenso
         pool.emplace_back(rows_from, rows * t / threads, rows * (t + 1) / threads);
     rows_from(0, rows / threads);
     for (auto& th : pool) th.join();
+    return out;
+}
+
+uint8_t float_to_fp8_e4m3(float x) {
+    // The positive codes 0x00..0x7e increase with their value: binary search, ties to the even
+    // code (round to nearest even), saturating at 448.
+    static const std::vector<float> values = [] {
+        std::vector<float> v(0x7f);
+        for (int c = 0; c < 0x7f; ++c) v[size_t(c)] = fp8_e4m3_to_float(uint8_t(c));
+        return v;
+    }();
+    if (std::isnan(x)) return 0x7f;
+    const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+    const float a = std::fabs(x);
+    if (a >= values.back()) return uint8_t(sign | 0x7e);
+    const auto hi = std::upper_bound(values.begin(), values.end(), a);
+    const int upper = int(hi - values.begin()), lower = upper - 1; // values[lower] <= a < upper
+    const float below = a - values[size_t(lower)], above = values[size_t(upper)] - a;
+    const int code = below < above ? lower : above < below ? upper : (lower % 2 == 0 ? lower : upper);
+    return uint8_t(sign | code);
+}
+
+Fp8Block quantize_fp8(const float* w, int64_t rows, int64_t cols, int64_t block_rows,
+                      int64_t block_cols, DType scale_dtype) {
+    Fp8Block out;
+    out.scale_rows = (rows + block_rows - 1) / block_rows;
+    out.scale_cols = (cols + block_cols - 1) / block_cols;
+    out.weight.resize(size_t(rows * cols));
+    std::vector<float> scale(size_t(out.scale_rows * out.scale_cols));
+    for (int64_t bi = 0; bi < out.scale_rows; ++bi)
+        for (int64_t bj = 0; bj < out.scale_cols; ++bj) {
+            const int64_t i1 = std::min(rows, (bi + 1) * block_rows);
+            const int64_t j1 = std::min(cols, (bj + 1) * block_cols);
+            float amax = 0;
+            for (int64_t i = bi * block_rows; i < i1; ++i)
+                for (int64_t j = bj * block_cols; j < j1; ++j)
+                    amax = std::max(amax, std::fabs(w[i * cols + j]));
+            // amax maps to e4m3's largest value; the scale is rounded to its stored dtype first,
+            // so dequantization (fp8 * stored scale) is what the quantizer aimed at.
+            float sc = std::max(amax, 1e-12f) / 448.0f;
+            if (scale_dtype != DType::F32) {
+                uint16_t h;
+                convert_from_f32(&sc, &h, scale_dtype, 1);
+                convert_to_f32(&h, scale_dtype, &sc, 1);
+            }
+            scale[size_t(bi * out.scale_cols + bj)] = sc;
+            for (int64_t i = bi * block_rows; i < i1; ++i)
+                for (int64_t j = bj * block_cols; j < j1; ++j)
+                    out.weight[size_t(i * cols + j)] = float_to_fp8_e4m3(w[i * cols + j] / sc);
+        }
+    out.scale.resize(size_t(out.scale_rows * out.scale_cols) * size_t(dtype_size(scale_dtype)));
+    convert_from_f32(scale.data(), out.scale.data(), scale_dtype,
+                     out.scale_rows * out.scale_cols);
     return out;
 }
 

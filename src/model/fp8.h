@@ -19,4 +19,17 @@ float fp8_e4m3_to_float(uint8_t bits);
 std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::TensorEntry& scale,
                                   int64_t block_rows, int64_t block_cols);
 
+// The nearest e4m3 value (ties to even, saturating at +-448; NaN stays NaN).
+uint8_t float_to_fp8_e4m3(float x);
+
+// Block-wise quantization, the official checkpoints' recipe: per block, scale = amax / 448,
+// rounded to scale_dtype (F32, BF16 or F16), then q = e4m3(w / scale). Deterministic.
+struct Fp8Block {
+    std::vector<uint8_t> weight; // [rows, cols] e4m3 codes
+    std::vector<uint8_t> scale;  // [scale_rows, scale_cols] in scale_dtype
+    int64_t scale_rows = 0, scale_cols = 0;
+};
+Fp8Block quantize_fp8(const float* w, int64_t rows, int64_t cols, int64_t block_rows,
+                      int64_t block_cols, DType scale_dtype);
+
 } // namespace ninfer::model

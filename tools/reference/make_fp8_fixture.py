@@ -32,20 +32,25 @@ QUANTIZED = re.compile(r"(self_attn\.(q|k|v|o)_proj|linear_attn\.(in_proj_qkv|in
                        r"experts\.\d+\.(gate|up|down)_proj)\.weight$")
 
 
-def quantize(w, block):
-    """w [out, in] -> (fp8 [out, in], scale_inv [ceil(out/b0), ceil(in/b1)] f32)."""
+def quantize(w, block, scale_dtype):
+    """w [out, in] -> (fp8 [out, in], scale_inv [ceil(out/b0), ceil(in/b1)] in scale_dtype).
+    The scale is amax / 448 rounded to scale_dtype first, then w / scale is clamped to +-448 and
+    cast (round to nearest even): `ninfer convert --to fp8` (model/fp8.h) uses the same recipe,
+    and tests/model/test_convert_fp8.cpp checks that both give the same bits."""
     out, inp = w.shape
     b0, b1 = block
     so, si = -(-out // b0), -(-inp // b1)
     q = torch.empty(out, inp, dtype=torch.float8_e4m3fn)
-    s = torch.empty(so, si, dtype=torch.float32)
+    s = torch.empty(so, si, dtype=scale_dtype)
     w = w.float()
     for i in range(so):
         for j in range(si):
             blk = w[i * b0:(i + 1) * b0, j * b1:(j + 1) * b1]
-            scale = max(float(blk.abs().max()), 1e-12) / 448.0
+            amax = torch.clamp(blk.abs().max(), min=1e-12)
+            scale = (amax / 448.0).to(torch.float32).to(scale_dtype)
             s[i, j] = scale
-            q[i * b0:(i + 1) * b0, j * b1:(j + 1) * b1] = (blk / scale).to(torch.float8_e4m3fn)
+            q[i * b0:(i + 1) * b0, j * b1:(j + 1) * b1] = torch.clamp(
+                blk / scale.float(), -448.0, 448.0).to(torch.float8_e4m3fn)
     return q, s
 
 
@@ -57,10 +62,10 @@ def convert(src, dst, block, scale_dtype, shards):
     fp8, deq, not_converted = {}, {}, set()
     for name, t in tensors.items():
         if QUANTIZED.search(name) and t.dim() == 2 and not name.startswith("model.visual."):
-            q, s = quantize(t, block)
+            q, s = quantize(t, block, scale_dtype)
             fp8[name] = q
-            fp8[name + "_scale_inv"] = s.to(scale_dtype)
-            deq[name] = q.float() * s.to(scale_dtype).float().repeat_interleave(
+            fp8[name + "_scale_inv"] = s
+            deq[name] = q.float() * s.float().repeat_interleave(
                 block[0], 0)[:q.shape[0]].repeat_interleave(block[1], 1)[:, :q.shape[1]]
         else:
             fp8[name] = t

@@ -1,0 +1,206 @@
+#include "model/convert_fp8.h"
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
+#include "model/fp8.h"
+
+namespace ninfer::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Files of at most this many bytes; larger checkpoints are sharded (as HF's 5 GB default).
+constexpr int64_t kShardBytes = int64_t(5) << 30;
+
+// The 2-D weights the FP8 releases quantize (not the vision tower's).
+bool quantized_name(const std::string& name) {
+    static const std::regex re(
+        R"((self_attn\.(q|k|v|o)_proj|linear_attn\.(in_proj_qkv|in_proj_z|out_proj)|)"
+        R"(mlp\.(gate|up|down)_proj|shared_expert\.(gate|up|down)_proj|)"
+        R"(experts\.\d+\.(gate|up|down)_proj)\.weight$)");
+    return name.rfind("model.visual.", 0) != 0 && std::regex_search(name, re);
+}
+
+// One output tensor and where its values come from.
+struct Source {
+    const io::TensorEntry* entry = nullptr;
+    enum class Kind { Copy, Weight, Scale } kind = Kind::Copy;
+    int64_t row_begin = 0, rows = 0, cols = 0; // the 2-D slice of entry (fused experts: one)
+};
+
+std::string safetensors_dtype(DType d) {
+    return d == DType::F32 ? "F32" : d == DType::BF16 ? "BF16" : "F16";
+}
+
+class Plan {
+public:
+    Plan(const io::SafetensorsCheckpoint& ck, const Fp8ConvertOptions& o) : opt_(o) {
+        for (const auto& [name, e] : ck.entries()) add(name, e);
+    }
+
+    const std::map<std::string, io::TensorSpec>& specs() const { return specs_; }
+    int64_t quantized() const { return quantized_; }
+    int64_t copied() const { return copied_; }
+    std::set<std::string> kept_linear_modules() const { return kept_; }
+
+    std::vector<uint8_t> bytes(const std::string& name) {
+        const Source& s = sources_.at(name);
+        const io::TensorEntry& e = *s.entry;
+        if (s.kind == Source::Kind::Copy) {
+            const auto* p = static_cast<const uint8_t*>(e.data);
+            return std::vector<uint8_t>(p, p + e.nbytes);
+        }
+        const std::string weight = s.kind == Source::Kind::Weight
+                                       ? name
+                                       : name.substr(0, name.size() - std::string("_scale_inv").size());
+        if (cached_name_ != weight) { // the weight comes first in name order, then its scale
+            std::vector<float> w(size_t(s.rows * s.cols));
+            const int64_t elem = dtype_size(e.dtype);
+            convert_to_f32(static_cast<const uint8_t*>(e.data) + s.row_begin * s.cols * elem,
+                           e.dtype, w.data(), s.rows * s.cols);
+            cached_ = quantize_fp8(w.data(), s.rows, s.cols, opt_.block, opt_.block,
+                                   opt_.scale_dtype);
+            cached_name_ = weight;
+        }
+        return s.kind == Source::Kind::Weight ? cached_.weight : cached_.scale;
+    }
+
+private:
+    void add_quantized(const std::string& name, const io::TensorEntry& e, int64_t row_begin,
+                       int64_t rows, int64_t cols) {
+        const int64_t sr = (rows + opt_.block - 1) / opt_.block;
+        const int64_t sc = (cols + opt_.block - 1) / opt_.block;
+        specs_[name] = {"F8_E4M3", {rows, cols}, rows * cols};
+        sources_[name] = {&e, Source::Kind::Weight, row_begin, rows, cols};
+        specs_[name + "_scale_inv"] = {safetensors_dtype(opt_.scale_dtype), {sr, sc},
+                                       sr * sc * dtype_size(opt_.scale_dtype)};
+        sources_[name + "_scale_inv"] = {&e, Source::Kind::Scale, row_begin, rows, cols};
+        ++quantized_;
+    }
+
+    void add(const std::string& name, const io::TensorEntry& e) {
+        const bool floating = e.dtype_known && is_float(e.dtype);
+        if (!floating && e.dtype_name == "F8_E4M3")
+            fail_invalid("tensor '", name, "' is already F8_E4M3: the checkpoint is quantized");
+        // Fused 3-D experts ([E, 2I, H] gate|up, [E, H, I] down): per expert, as FP8 releases.
+        static const std::regex fused(R"(^(.*mlp\.experts\.)(gate_up_proj|down_proj)$)");
+        std::smatch m;
+        if (floating && e.shape.size() == 3 && std::regex_match(name, m, fused)) {
+            const int64_t E = e.shape[0], R = e.shape[1], C = e.shape[2];
+            for (int64_t x = 0; x < E; ++x) {
+                const std::string p = m[1].str() + std::to_string(x) + ".";
+                if (m[2] == "down_proj") {
+                    add_quantized(p + "down_proj.weight", e, x * R, R, C);
+                } else {
+                    require(R % 2 == 0, "fused gate_up_proj '", name, "' has an odd row count");
+                    add_quantized(p + "gate_proj.weight", e, x * R, R / 2, C);
+                    add_quantized(p + "up_proj.weight", e, x * R + R / 2, R / 2, C);
+                }
+            }
+            return;
+        }
+        if (floating && e.shape.size() == 2 && quantized_name(name)) {
+            add_quantized(name, e, 0, e.shape[0], e.shape[1]);
+            return;
+        }
+        specs_[name] = {e.dtype_name, e.shape, e.nbytes};
+        sources_[name] = {&e, Source::Kind::Copy, 0, 0, 0};
+        ++copied_;
+        const bool norm = name.find("norm") != std::string::npos;
+        if (e.shape.size() == 2 && !norm && name.size() > 7 &&
+            name.compare(name.size() - 7, 7, ".weight") == 0)
+            kept_.insert(name.substr(0, name.size() - 7));
+    }
+
+    Fp8ConvertOptions opt_;
+    std::map<std::string, io::TensorSpec> specs_;
+    std::map<std::string, Source> sources_;
+    std::set<std::string> kept_;
+    int64_t quantized_ = 0, copied_ = 0;
+    std::string cached_name_;
+    Fp8Block cached_;
+};
+
+nlohmann::json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    if (!in) fail(ErrorCategory::Io, "cannot read ", p.string());
+    return nlohmann::json::parse(in);
+}
+
+} // namespace
+
+Fp8ConvertReport convert_to_fp8(const fs::path& src, const fs::path& out,
+                                const Fp8ConvertOptions& o) {
+    require(o.block >= 1, "--block must be positive");
+    require(o.scale_dtype == DType::F32 || o.scale_dtype == DType::BF16 ||
+                o.scale_dtype == DType::F16,
+            "the scale dtype must be f32, bf16 or f16");
+    const io::ModelConfig cfg = io::load_hf_config(src);
+    if (cfg.fp8) fail_invalid(src.string(), " is already an fp8 checkpoint");
+    require(fs::weakly_canonical(src) != fs::weakly_canonical(out),
+            "--out must differ from --model");
+    const io::SafetensorsCheckpoint ck = io::SafetensorsCheckpoint::open(src);
+    Plan plan(ck, o);
+    fs::create_directories(out);
+    // Shards in name order, each at most kShardBytes (one file when it all fits).
+    std::vector<std::map<std::string, io::TensorSpec>> shards(1);
+    int64_t in_shard = 0, total = 0;
+    for (const auto& [name, spec] : plan.specs()) {
+        if (in_shard > 0 && in_shard + spec.nbytes > kShardBytes) {
+            shards.emplace_back();
+            in_shard = 0;
+        }
+        shards.back()[name] = spec;
+        in_shard += spec.nbytes;
+        total += spec.nbytes;
+    }
+    nlohmann::ordered_json weight_map;
+    for (size_t k = 0; k < shards.size(); ++k) {
+        const std::string file =
+            shards.size() == 1 ? std::string("model.safetensors")
+                               : concat("model-", k + 1 < 10 ? "0000" : "000", k + 1, "-of-",
+                                        shards.size() < 10 ? "0000" : "000", shards.size(),
+                                        ".safetensors");
+        io::write_safetensors(out / file, shards[k],
+                              [&](const std::string& name) { return plan.bytes(name); });
+        for (const auto& [name, spec] : shards[k]) weight_map[name] = file;
+    }
+    if (shards.size() > 1) {
+        nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
+                                        {"weight_map", weight_map}};
+        std::ofstream(out / "model.safetensors.index.json") << index.dump(2) << "\n";
+    }
+    nlohmann::ordered_json config = read_json(fs::is_directory(src) ? src / "config.json" : src);
+    const std::set<std::string> kept = plan.kept_linear_modules();
+    config["quantization_config"] = {{"quant_method", "fp8"},
+                                     {"fmt", "e4m3"},
+                                     {"activation_scheme", "dynamic"},
+                                     {"weight_block_size", {o.block, o.block}},
+                                     {"modules_to_not_convert", kept}};
+    std::ofstream(out / "config.json") << config.dump(2) << "\n";
+    for (const auto& f : fs::directory_iterator(src)) { // tokenizer, templates, generation config
+        const std::string n = f.path().filename().string();
+        const bool weights = f.path().extension() == ".safetensors" ||
+                             n == "model.safetensors.index.json" || n == "config.json";
+        if (f.is_regular_file() && !weights)
+            fs::copy_file(f.path(), out / n, fs::copy_options::overwrite_existing);
+    }
+    Fp8ConvertReport r;
+    r.quantized = plan.quantized();
+    r.copied = plan.copied();
+    for (const auto& [name, e] : ck.entries()) r.bytes_in += e.nbytes;
+    r.bytes_out = total;
+    r.shards = int(shards.size());
+    return r;
+}
+
+} // namespace ninfer::model
