@@ -10,14 +10,6 @@
 namespace ninfer::test {
 namespace {
 
-std::vector<Fixture> mtp_fixtures() {
-    std::vector<Fixture> out;
-    for (Fixture& f : load_fixtures())
-        if (f.name.find("mtp") != std::string::npos || f.name.find("moe_vlm") != std::string::npos)
-            out.push_back(std::move(f));
-    return out;
-}
-
 class CudaMtp : public ::testing::TestWithParam<Fixture> {};
 
 TEST_P(CudaMtp, F32GreedyAloneEqualsPlainDecoding) {

@@ -9,6 +9,15 @@
 
 namespace ninfer::test {
 
+// The fixtures that carry mtp.* weights.
+inline std::vector<Fixture> mtp_fixtures() {
+    std::vector<Fixture> out;
+    for (Fixture& f : load_fixtures())
+        if (f.name.find("mtp") != std::string::npos || f.name.find("moe_vlm") != std::string::npos)
+            out.push_back(std::move(f));
+    return out;
+}
+
 inline EngineOptions with_mtp(EngineOptions o, int draft_tokens) {
     o.speculative = "mtp";
     o.draft_tokens = draft_tokens;

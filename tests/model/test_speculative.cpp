@@ -13,14 +13,6 @@
 namespace ninfer::test {
 namespace {
 
-std::vector<Fixture> mtp_fixtures() {
-    std::vector<Fixture> out;
-    for (Fixture& f : load_fixtures())
-        if (f.name.find("mtp") != std::string::npos || f.name.find("moe_vlm") != std::string::npos)
-            out.push_back(std::move(f));
-    return out;
-}
-
 EngineOptions reference() {
     EngineOptions o;
     o.cpu_reference = true;
