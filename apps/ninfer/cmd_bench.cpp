@@ -135,15 +135,7 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
     SpeculativeStats spec; // over the measured repetitions
     for (int r = 0; r < o.reps; ++r) {
         const RequestTimings tm = run_once(engine, t, limit, uint64_t(r));
-        spec.rounds += tm.speculative.rounds;
-        spec.drafted += tm.speculative.drafted;
-        spec.accepted += tm.speculative.accepted;
-        spec.drafted_at.resize(std::max(spec.drafted_at.size(), tm.speculative.drafted_at.size()));
-        spec.accepted_at.resize(spec.drafted_at.size());
-        for (size_t i = 0; i < tm.speculative.drafted_at.size(); ++i) {
-            spec.drafted_at[i] += tm.speculative.drafted_at[i];
-            spec.accepted_at[i] += tm.speculative.accepted_at[i];
-        }
+        spec.merge(tm.speculative);
         ttft.push_back(tm.first_token_s);
         if (t.prompt > 1) {
             prefill.push_back(t.prompt / tm.prefill_s);

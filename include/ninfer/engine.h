@@ -130,6 +130,7 @@ struct SpeculativeStats {
     std::vector<int64_t> drafted_at, accepted_at;
     int first_round_accepted = -1; // drafts accepted in the first round (-1: none yet)
     void record(int drafted_tokens, int accepted_tokens);
+    void merge(const SpeculativeStats& other); // sums the counters (first_round_accepted stays)
 };
 
 struct RequestTimings {

@@ -123,8 +123,8 @@ public:
             offset += p->numel();
         }
         require(offset == t.numel(), "internal: fused tensor size mismatch");
-        ops::synchronize(ctx); // the uploads have read the host buffers
-        for (const TensorEntry* p : parts) dequantized.erase(p->data); // fp8: uploaded, done
+        // upload() stages its source before it returns, so the fp8 host copies may go now.
+        for (const TensorEntry* p : parts) dequantized.erase(p->data);
         return t;
     }
     Tensor load(const std::string& name, const Dims& shape) {

@@ -256,16 +256,13 @@ void Engine::Impl::profile_workspace() {
     model::ForwardBatch batch =
         runtime::build_forward_batch(ctx, step, options.kv_block_size, scratch);
     TensorView logits = scratch.logits_view(ctx, step.logit_seqs.size(), info.vocab_size);
+    const int64_t T = batch.tokens.size(0), H = model->config().hidden_size;
+    if (policy) batch.hidden_out = runtime::hidden_view(ctx, scratch, T, H);
+    model->forward(ctx, batch, store.views(), logits);
     if (policy) { // the MTP's alignment forward over the same rows (its input buffer too)
-        const int64_t T = batch.tokens.size(0);
-        batch.hidden_out = runtime::hidden_view(ctx, scratch, T, model->config().hidden_size);
-        model->forward(ctx, batch, store.views(), logits);
-        Tensor out = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype,
-                                   {T, model->config().hidden_size});
+        Tensor out = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype, {T, H});
         batch.logit_rows = batch.logit_rows.narrow(0, 0, 0);
         model->mtp_forward(ctx, batch, batch.hidden_out, store.views(), out.view(), TensorView());
-    } else {
-        model->forward(ctx, batch, store.views(), logits);
     }
     ops::synchronize(ctx);
 }

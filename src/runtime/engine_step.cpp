@@ -183,7 +183,7 @@ void Engine::Impl::step() {
             e.seq->has_scheduled = true;
             e.seq->scheduled = now;
         }
-        all_decode &= e.rows - int64_t(e.seq->drafts.size()) == 1;
+        all_decode &= e.own_rows() == 1;
     }
     const bool drafting = plan.drafts();
     if (drafting) drafter->propose(plan);
@@ -200,9 +200,7 @@ void Engine::Impl::step() {
     double alignment_s = 0;
     if (drafter) {
         int64_t decoding = 0;
-        for (const auto& e : plan.entries)
-            decoding += e.rows - int64_t(e.seq->drafts.size()) == 1 &&
-                        e.seq->cached >= e.seq->prompt_length();
+        for (const auto& e : plan.entries) decoding += e.generates();
         const bool align = decoding == 0 || policy->aligned(decoding);
         const auto before = Clock::now();
         drafter->observe(plan, hidden, align);

@@ -119,12 +119,13 @@ model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepP
                                         int32_t block_size, StepBuffers& b,
                                         const VerifyRows& verify) {
     std::vector<RowSpan> spans;
-    std::vector<int32_t> logit_rows;
+    std::vector<int32_t> logit_rows, entry_begin;
     int32_t row = 0;
     for (const StepEntry& e : plan.entries) {
+        entry_begin.push_back(row);
         const Sequence& seq = *e.seq;
         RowSpan sp{&seq, seq.cached, {}, -1};
-        const int64_t own = e.rows - int64_t(seq.drafts.size()); // rows of committed tokens
+        const int64_t own = e.own_rows();
         for (int64_t i = 0; i < own; ++i) sp.tokens.push_back(seq.tokens[size_t(seq.cached + i)]);
         sp.tokens.insert(sp.tokens.end(), seq.drafts.begin(), seq.drafts.end());
         if (!seq.drafts.empty()) sp.snapshot_row = verify.base + e.verify_group * verify.per_group;
@@ -132,12 +133,6 @@ model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepP
             for (int64_t i = own - 1; i < e.rows; ++i) logit_rows.push_back(row + int32_t(i));
         row += int32_t(e.rows);
         spans.push_back(std::move(sp));
-    }
-    int32_t begin = 0;
-    std::vector<int32_t> entry_begin;
-    for (const StepEntry& e : plan.entries) {
-        entry_begin.push_back(begin);
-        begin += int32_t(e.rows);
     }
     for (const auto& sc : plan.scored)
         for (int64_t i = 0; i < sc.count; ++i)

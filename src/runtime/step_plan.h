@@ -20,6 +20,11 @@ struct StepEntry {
     int32_t verify_group = -1; // with drafts: the group of verification state rows it writes
     int64_t committed = 0;     // set after the forward: leading rows that stay (rows unless
                                // drafts were rejected)
+
+    // Rows of the sequence's own (committed) tokens: rows without the drafts.
+    int64_t own_rows() const { return rows - int64_t(seq->drafts.size()); }
+    // A generation step: one row of the last generated token (and any drafts after it).
+    bool generates() const { return own_rows() == 1 && seq->cached >= seq->prompt_length(); }
 };
 
 // Prompt rows whose logits score the next prompt token (requests with prompt_logprobs): the

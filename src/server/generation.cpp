@@ -196,12 +196,7 @@ int Generation::prompt_tokens() const {
 
 SpeculativeStats Generation::speculative() const {
     SpeculativeStats total;
-    for (const auto& c : choices_) {
-        const SpeculativeStats& s = c->result.timings.speculative;
-        total.rounds += s.rounds;
-        total.drafted += s.drafted;
-        total.accepted += s.accepted;
-    }
+    for (const auto& c : choices_) total.merge(c->result.timings.speculative);
     return total;
 }
 

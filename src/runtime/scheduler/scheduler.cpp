@@ -176,14 +176,12 @@ int32_t Scheduler::draft_rows(Sequence& seq, int k, int64_t budget) {
     int64_t n = std::min<int64_t>(k, seq.request.max_new_tokens - seq.generated - 1);
     if (config_.max_context > 0) n = std::min(n, config_.max_context - seq.cached - 1);
     n = std::min(n, budget);
-    while (n > 0) {
-        const int64_t need =
-            blocks_.blocks_for(seq.cached + 1 + n) - int64_t(seq.blocks.size());
+    int64_t need = 0; // blocks to add for n drafts
+    for (; n > 0; --n) {
+        need = blocks_.blocks_for(seq.cached + 1 + n) - int64_t(seq.blocks.size());
         if (need <= blocks_.free_blocks()) break;
-        --n;
     }
     if (n <= 0) return 0;
-    const int64_t need = blocks_.blocks_for(seq.cached + 1 + n) - int64_t(seq.blocks.size());
     if (need > 0) {
         const std::vector<int32_t> more = blocks_.allocate(need);
         seq.blocks.insert(seq.blocks.end(), more.begin(), more.end());
@@ -247,7 +245,7 @@ StepPlan Scheduler::build_plan() const {
         entry.committed = rows;
         if (!seq->drafts.empty()) entry.verify_group = verify_group++;
         plan.entries.push_back(entry);
-        if (seq->cached + rows - int64_t(seq->drafts.size()) == int64_t(seq->tokens.size()))
+        if (seq->cached + entry.own_rows() == int64_t(seq->tokens.size()))
             plan.logit_seqs.push_back(seq);
         if (seq->request.prompt_logprobs) { // rows of prompt positions p <= n - 2 score p + 1
             const int64_t count =

@@ -51,7 +51,10 @@ void MtpDrafter::propose(const StepPlan& plan) {
     const int64_t n = int64_t(rows.size());
     TensorView ids = buffer(row_ids_, n, 1, DType::I32).reshape({n});
     ops::upload(ctx_, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}), ids);
-    TensorView hidden = buffer(gathered_, n, H, ctx_.dtype);
+    // The chain's hidden rows alternate between two buffers: chain_[cur] holds the current
+    // ones, the other receives a compaction or the next MTP output.
+    int cur = 0;
+    TensorView hidden = buffer(chain_[cur], n, H, ctx_.dtype);
     ops::embedding(ctx_, ids, context_out_.view(), hidden); // row gather
     std::vector<int32_t> tokens = greedy(hidden);
     for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->drafts[0] = tokens[i];
@@ -73,22 +76,20 @@ void MtpDrafter::propose(const StepPlan& plan) {
             TensorView kid = buffer(row_ids_, m, 1, DType::I32).reshape({m});
             ops::upload(ctx_, TensorView::contiguous(keep.data(), DType::I32, Device::cpu(), {m}),
                         kid);
-            TensorView compact = buffer(chain_out_, m, H, ctx_.dtype);
+            cur ^= 1;
+            TensorView compact = buffer(chain_[cur], m, H, ctx_.dtype);
             ops::embedding(ctx_, kid, hidden, compact);
-            TensorView into = buffer(gathered_, m, H, ctx_.dtype);
-            ops::copy(ctx_, compact, into);
-            hidden = into;
+            hidden = compact;
             std::vector<Sequence*> next;
             for (int32_t i : keep) next.push_back(seqs[size_t(i)]);
             seqs.swap(next);
         }
         std::vector<int32_t> no_logits;
         model::ForwardBatch batch = build_rows_batch(ctx_, spans, no_logits, block_size_, buffers_);
-        TensorView out = buffer(chain_out_, m, H, ctx_.dtype);
+        cur ^= 1;
+        TensorView out = buffer(chain_[cur], m, H, ctx_.dtype);
         model_.mtp_forward(ctx_, batch, hidden, views, out, TensorView());
-        TensorView next_hidden = buffer(gathered_, m, H, ctx_.dtype);
-        ops::copy(ctx_, out, next_hidden);
-        hidden = next_hidden;
+        hidden = out;
         tokens = greedy(hidden);
         for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->drafts[step] = tokens[i];
     }
@@ -102,8 +103,7 @@ void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden, bool al
     for (const StepEntry& e : plan.entries) {
         Sequence& s = *e.seq;
         s.draft_ready = false;
-        const bool decode_row = e.rows == 1 && s.drafts.empty() && s.cached >= s.prompt_length();
-        if (decode_row && !align_decode) s.drafter_off = true;
+        if (e.generates() && s.drafts.empty() && !align_decode) s.drafter_off = true;
         if (s.drafter_off) { // its MTP context has a gap: it decodes plainly
             row += int32_t(e.rows);
             continue;
@@ -126,7 +126,7 @@ void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden, bool al
     const int64_t T = int64_t(source.size()), H = model_.config().hidden_size;
     TensorView ids = buffer(row_ids_, T, 1, DType::I32).reshape({T});
     ops::upload(ctx_, TensorView::contiguous(source.data(), DType::I32, Device::cpu(), {T}), ids);
-    TensorView in = buffer(gathered_, T, H, ctx_.dtype);
+    TensorView in = buffer(chain_[0], T, H, ctx_.dtype);
     ops::embedding(ctx_, ids, hidden, in); // the committed rows' target hidden states
     std::vector<int32_t> no_logits;
     model::ForwardBatch batch = build_rows_batch(ctx_, spans, no_logits, block_size_, buffers_);

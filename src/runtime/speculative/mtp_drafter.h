@@ -40,7 +40,7 @@ private:
     int32_t block_size_;
     int64_t token_limit_;
     Tensor context_out_;          // observe's MTP output [T, H]: the next drafts' first hidden
-    Tensor gathered_, chain_out_; // [n, H] inputs and outputs of propose's chain steps
+    Tensor chain_[2]; // [n, H] hidden rows of propose's chain steps (and observe's input)
     Tensor logits_, lse_, ids_, top_;
     Tensor row_ids_;
     StepBuffers buffers_;

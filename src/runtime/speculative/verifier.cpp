@@ -21,6 +21,16 @@ void SpeculativeStats::record(int drafted_tokens, int accepted_tokens) {
     for (int i = 0; i < accepted_tokens; ++i) ++accepted_at[size_t(i)];
 }
 
+void SpeculativeStats::merge(const SpeculativeStats& o) {
+    rounds += o.rounds;
+    drafted += o.drafted;
+    accepted += o.accepted;
+    if (drafted_at.size() < o.drafted_at.size()) drafted_at.resize(o.drafted_at.size(), 0);
+    if (accepted_at.size() < drafted_at.size()) accepted_at.resize(drafted_at.size(), 0);
+    for (size_t i = 0; i < o.drafted_at.size(); ++i) drafted_at[i] += o.drafted_at[i];
+    for (size_t i = 0; i < o.accepted_at.size(); ++i) accepted_at[i] += o.accepted_at[i];
+}
+
 namespace runtime {
 
 Verifier::Verifier(const ops::ExecContext& ctx, Sampler& sampler, int64_t token_limit)
@@ -109,10 +119,7 @@ void Verifier::sample_columns(std::vector<Cursor>& cursors, const TensorView& lo
 void Verifier::run(StepPlan& plan, const TensorView& logits, TokenSink& sink, DraftPolicy* policy,
                    SpeculativeStats& totals) {
     std::unordered_map<const Sequence*, size_t> entry_of;
-    for (size_t i = 0; i < plan.entries.size(); ++i) {
-        plan.entries[i].committed = plan.entries[i].rows;
-        entry_of[plan.entries[i].seq] = i;
-    }
+    for (size_t i = 0; i < plan.entries.size(); ++i) entry_of[plan.entries[i].seq] = i;
     std::vector<Cursor> cursors;
     int64_t row = 0;
     for (Sequence* seq : plan.logit_seqs) {

@@ -46,8 +46,9 @@ public:
 class Verifier {
 public:
     Verifier(const ops::ExecContext& ctx, Sampler& sampler, int64_t token_limit);
-    // logits: [plan.sample_rows(), V]. Sets every entry's committed rows and records each
-    // round in its sequence's counters, `totals` and the policy (when given).
+    // logits: [plan.sample_rows(), V]. Lowers the committed rows (the plan's rows) of entries
+    // whose drafts were rejected, and records each round in its sequence's counters, `totals`
+    // and the policy (when given).
     void run(StepPlan& plan, const TensorView& logits, TokenSink& sink, DraftPolicy* policy,
              SpeculativeStats& totals);
 
