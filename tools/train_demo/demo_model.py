@@ -187,6 +187,16 @@ def export(model, out_dir, tokenizer_dir, extra=None):
         write_json(os.path.join(out_dir, "training.json"), extra)
 
 
+def fp32_device(name):
+    """The evaluation device ("auto": cuda when there is one), with TF32 off so that float32
+    matmuls are float32: the evaluations are oracles."""
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu")
+                          if name == "auto" else name)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return device
+
+
 def load_exported(model_dir, device="cpu", dtype=torch.float32, attn="eager"):
     """The exported checkpoint as HF loads it (AutoModelForCausalLM: mtp.* is ignored) plus the
     MTP module from the mtp.* tensors. float32 with eager attention and experts: the oracle."""

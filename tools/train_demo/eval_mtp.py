@@ -102,10 +102,7 @@ def main():
     ap.add_argument("--val-windows", type=int, default=0, help="0: the whole held-out file")
     ap.add_argument("--device", default="auto")
     args = ap.parse_args()
-    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu")
-                          if args.device == "auto" else args.device)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    device = demo_model.fp32_device(args.device)
     t0 = time.time()
     model = demo_model.load_exported(args.model, device=device)
     raw = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
