@@ -67,10 +67,12 @@ TEST_P(PromptLogprobs, IndependentOfScheduleAndEqualToGeneratedLogprobs) {
     Engine whole(options(f, 512));
     Engine chunked(options(f, 7));
     const Scored a = drain(whole.submit(scoring(c.prompt, 6)));
-    // Two at once on the chunked engine: a plain request beside the scoring one.
-    RequestStream plain = chunked.submit(greedy_request(c.prompt, 6, 0));
-    const Scored b = drain(chunked.submit(scoring(c.prompt, 6)));
-    const Scored p = drain(std::move(plain));
+    // Two at once on the chunked engine: a plain request beside the scoring one, queued
+    // together so that their schedule does not depend on thread timing.
+    std::vector<RequestStream> both =
+        chunked.submit_all({greedy_request(c.prompt, 6, 0), scoring(c.prompt, 6)});
+    const Scored b = drain(std::move(both[1]));
+    const Scored p = drain(std::move(both[0]));
     ASSERT_EQ(a.prompt.size(), c.prompt.size() - 1);
     ASSERT_EQ(b.prompt.size(), a.prompt.size());
     for (size_t i = 0; i < a.prompt.size(); ++i) {
