@@ -43,19 +43,21 @@ bool StepPlan::drafts() const {
     return false;
 }
 
+TensorView rows_buffer(const ops::ExecContext& ctx, Tensor& buffer, int64_t rows, int64_t cols,
+                       DType dtype, int64_t min_rows) {
+    if (!buffer.defined() || buffer.size(0) < rows || buffer.size(1) != cols ||
+        buffer.view().dtype != dtype)
+        buffer = Tensor::empty(ops::device_allocator(ctx.device), dtype,
+                               {std::max(rows, min_rows), cols});
+    return buffer.view().narrow(0, 0, rows);
+}
+
 TensorView hidden_view(const ops::ExecContext& ctx, StepBuffers& b, int64_t rows, int64_t hidden) {
-    if (!b.hidden.defined() || b.hidden.size(0) < rows)
-        b.hidden = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype,
-                                 {std::max<int64_t>(rows, 16), hidden});
-    return b.hidden.view().narrow(0, 0, rows);
+    return rows_buffer(ctx, b.hidden, rows, hidden, ctx.dtype);
 }
 
 TensorView StepBuffers::logits_view(const ops::ExecContext& ctx, size_t rows, int64_t vocab) {
-    const int64_t r = int64_t(rows);
-    if (!logits.defined() || logits.size(0) < r)
-        logits = Tensor::empty(ops::device_allocator(ctx.device), DType::F32,
-                               {std::max<int64_t>(r, 8), vocab});
-    return logits.view().narrow(0, 0, r);
+    return rows_buffer(ctx, logits, int64_t(rows), vocab, DType::F32, 8);
 }
 
 model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vector<RowSpan>& spans,

@@ -75,6 +75,10 @@ model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vec
 model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepPlan& plan,
                                         int32_t block_size, StepBuffers& buffers,
                                         const VerifyRows& verify = {});
+// The first `rows` rows of a [capacity, cols] device buffer of dtype, reallocated (to at least
+// min_rows rows) when it is too small or of another width or dtype; grown, never shrunk.
+TensorView rows_buffer(const ops::ExecContext& ctx, Tensor& buffer, int64_t rows, int64_t cols,
+                       DType dtype, int64_t min_rows = 16);
 // The step's [T, hidden] buffer for the model's final-normed hidden states.
 TensorView hidden_view(const ops::ExecContext& ctx, StepBuffers& buffers, int64_t rows,
                        int64_t hidden);

@@ -17,10 +17,7 @@ MtpDrafter::MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model,
 }
 
 TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
-    if (!t.defined() || t.size(0) < rows || t.size(1) != cols)
-        t = Tensor::empty(ops::device_allocator(ctx_.device), dtype,
-                          {std::max<int64_t>(rows, 16), cols});
-    return t.view().narrow(0, 0, rows);
+    return rows_buffer(ctx_, t, rows, cols, dtype);
 }
 
 std::vector<int32_t> MtpDrafter::greedy(const TensorView& rows) {

@@ -81,15 +81,9 @@ void Verifier::sample_columns(std::vector<Cursor>& cursors, const TensorView& lo
     for (int64_t i = 0; identity && i < R; ++i) identity = rows[size_t(i)] == i;
     TensorView picked = logits;
     if (!identity) { // gather the rows into one [R, V] block
-        if (!row_ids_.defined() || row_ids_.numel() < R)
-            row_ids_ = Tensor::empty(ops::device_allocator(ctx_.device), DType::I32,
-                                     {std::max<int64_t>(R, 16)});
-        TensorView ids = row_ids_.view().narrow(0, 0, R);
+        TensorView ids = rows_buffer(ctx_, row_ids_, R, 1, DType::I32).reshape({R});
         ops::upload(ctx_, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {R}), ids);
-        if (!gathered_.defined() || gathered_.size(0) < R || gathered_.size(1) != V)
-            gathered_ = Tensor::empty(ops::device_allocator(ctx_.device), DType::F32,
-                                      {std::max<int64_t>(R, 8), V});
-        picked = gathered_.view().narrow(0, 0, R);
+        picked = rows_buffer(ctx_, gathered_, R, V, DType::F32, 8);
         ops::embedding(ctx_, ids, logits, picked);
     }
     std::vector<SampleOutput> outs = sampler_.sample(picked, token_limit_, inputs);
