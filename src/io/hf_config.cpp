@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/config_reader.h"
 
 namespace ninfer::io {
 namespace fs = std::filesystem;
@@ -12,31 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-struct Reader {
-    const json& j;
-    const std::string& source;
-
-    [[noreturn]] void bad(const std::string& key, const std::string& what) const {
-        fail_invalid(source, ": config field '", key, "' ", what);
-    }
-    int64_t integer(const std::string& key, int64_t fallback, int64_t min_value = 1) const {
-        if (!j.contains(key) || j[key].is_null()) return fallback;
-        if (!j[key].is_number_integer()) bad(key, "must be an integer");
-        int64_t v = j[key].get<int64_t>();
-        if (v < min_value) bad(key, concat("must be >= ", min_value, ", got ", v));
-        return v;
-    }
-    double number(const std::string& key, double fallback) const {
-        if (!j.contains(key) || j[key].is_null()) return fallback;
-        if (!j[key].is_number()) bad(key, "must be a number");
-        return j[key].get<double>();
-    }
-    bool boolean(const std::string& key, bool fallback) const {
-        if (!j.contains(key) || j[key].is_null()) return fallback;
-        if (!j[key].is_boolean()) bad(key, "must be true or false");
-        return j[key].get<bool>();
-    }
-};
 
 std::vector<LayerKind> parse_layer_types(const json& text, int64_t num_layers, const Reader& r) {
     std::vector<LayerKind> kinds;
@@ -82,6 +58,16 @@ void parse_rope(const json& text, ModelConfig& c, const Reader& r) {
         c.rope_theta = rr.number("rope_theta", c.rope_theta);
         // HF reads the factor inside rope_parameters; the top-level copy is a legacy duplicate.
         c.partial_rotary_factor = rr.number("partial_rotary_factor", c.partial_rotary_factor);
+        if (rp.contains("mrope_section") && !rp["mrope_section"].is_null()) {
+            const json& ms = rp["mrope_section"];
+            if (!ms.is_array() || ms.size() != 3)
+                r.bad("mrope_section", "must be a list of 3 integers");
+            for (int i = 0; i < 3; ++i) {
+                if (!ms[size_t(i)].is_number_integer() || ms[size_t(i)].get<int64_t>() < 0)
+                    r.bad("mrope_section", "must be a list of 3 non-negative integers");
+                c.mrope_section[i] = ms[size_t(i)].get<int64_t>();
+            }
+        }
     }
     if (!(c.rope_theta > 0)) r.bad("rope_theta", "must be positive");
     if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1))
@@ -221,6 +207,7 @@ ModelConfig parse_hf_config_fields(const json& top, const std::string& source) {
     c.dtype = top.value("dtype", top.value("torch_dtype", std::string()));
     parse_quantization(top.contains("quantization_config") ? top : *text, c, source);
     parse_eos(top, *text, c);
+    if (c.has_vision) parse_vision_config(top, c, source);
     validate(c, r);
     return c;
 }

@@ -15,12 +15,37 @@ namespace ninfer::io {
 
 enum class LayerKind { LinearAttention, FullAttention };
 
+// vision_config of a multimodal checkpoint (MODEL_QWEN3_5.md §1.2): a ViT over patches of
+// temporal_patch x patch x patch pixels, merged spatial_merge x spatial_merge into the text
+// hidden size (out_hidden_size).
+struct VisionConfig {
+    int64_t depth = 27;
+    int64_t hidden_size = 1152;
+    int64_t num_heads = 16;
+    int64_t intermediate_size = 4304;
+    int64_t in_channels = 3;
+    int64_t patch_size = 16;
+    int64_t temporal_patch_size = 2;
+    int64_t spatial_merge_size = 2;
+    int64_t num_position_embeddings = 2304; // a square grid: side = sqrt
+    int64_t out_hidden_size = 0;
+    double rope_theta = 10000.0; // the axial 2-D rotary of the blocks
+    int64_t head_dim() const { return hidden_size / num_heads; }
+    int64_t patch_values() const { return in_channels * temporal_patch_size * patch_size * patch_size; }
+    int64_t merge_unit() const { return spatial_merge_size * spatial_merge_size; }
+    int64_t grid_side() const; // sqrt(num_position_embeddings)
+};
+
 struct ModelConfig {
     std::string model_type;      // top-level model_type of config.json
     std::string text_model_type; // qwen3_5_text or qwen3_5_moe_text
     bool moe = false;
     bool nested = false;     // text weights under model.language_model.
-    bool has_vision = false; // a vision_config is present (its weights are never loaded)
+    bool has_vision = false; // a vision_config is present (vision holds it)
+    VisionConfig vision;
+    // Special token ids of multimodal prompts (top-level config.json fields).
+    int32_t image_token_id = 248056, video_token_id = 248057;
+    int32_t vision_start_token_id = 248053, vision_end_token_id = 248054;
 
     int64_t vocab_size = 0;
     int64_t hidden_size = 0;
@@ -34,6 +59,10 @@ struct ModelConfig {
     double rope_theta = 0;
     double partial_rotary_factor = 0;
     int64_t rotary_dim = 0; // int(head_dim * partial_rotary_factor), even
+    // mRoPE: frequency j takes its angle from axis 1 (height) when j % 3 == 1 and
+    // j < 3 * mrope_section[1], from axis 2 (width) when j % 3 == 2 and j < 3 * mrope_section[2],
+    // else from axis 0 (temporal): HF's interleaved recomposition (MODEL_QWEN3_5.md §4).
+    int64_t mrope_section[3] = {11, 11, 10};
 
     // Gated DeltaNet.
     int64_t linear_num_key_heads = 0;
@@ -66,6 +95,10 @@ struct ModelConfig {
     int64_t count_layers(LayerKind kind) const;
     std::string text_prefix() const { return nested ? "model.language_model." : "model."; }
 };
+
+// Parses the vision_config object of `top` into c.vision (and the vision token ids); called by
+// parse_hf_config when a vision_config is present.
+void parse_vision_config(const nlohmann::json& top, ModelConfig& c, const std::string& source);
 
 // Parses config.json content; `source` names the file in error messages.
 ModelConfig parse_hf_config(const nlohmann::json& config, const std::string& source);
