@@ -3,7 +3,8 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config python3
           libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-          libpcre2-dev libutf8proc-dev libedit-dev libcpp-httplib-dev python3-venv)
+          libpcre2-dev libutf8proc-dev libedit-dev libcpp-httplib-dev python3-venv
+          chromium)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

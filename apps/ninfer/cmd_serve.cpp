@@ -167,6 +167,9 @@ int serve(ServeOptions& o) {
     std::fprintf(stderr, "ninfer: serving '%s' on http://%s:%d (context %lld tokens)\n",
                  ctx.names[0].c_str(), so.host.c_str(), port,
                  (long long)engine.model_info().max_context);
+    if (so.webui)
+        std::fprintf(stderr, "ninfer: chat page on http://%s:%d/ (--no-webui turns it off)\n",
+                     so.host.c_str(), port);
     std::fflush(stderr);
     std::atomic<bool> listener_done{false};
     std::thread waiter([&] {
@@ -239,6 +242,10 @@ Action add_serve_command(CLI::App& app) {
         ->check(CLI::PositiveNumber);
     app.add_flag("--log-content", o->server.log_content, "Log prompts and outputs");
     app.add_flag("!--no-log-requests", o->server.log_requests, "No per-request log lines");
+    app.add_flag("!--no-webui", o->server.webui,
+                 "Do not serve the web chat page at / (then / is a 404, as for any unknown path)");
+    app.add_flag("--allow-image-urls", o->server.allow_image_urls,
+                 "fetch http(s) image URLs in requests (file:// is never allowed)");
     add_engine_options(app, o->engine,
                        kRandomWeightFlags | kDeviceFlags | kContextFlag | kPrefillFlag |
                            kBatchFlags | kMemoryFlags | kPrefixCacheFlags | kSpeculativeFlags);

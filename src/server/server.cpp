@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "server/routes_webui.h"
 #include "server/server_state.h"
 #include "server/transport.h"
 
@@ -19,7 +20,8 @@ ApiStyle style_of(const std::string& path) {
 
 // The endpoint label of a path (metrics, logs); unknown paths share one label.
 std::string endpoint_of(const std::string& path) {
-    static const char* known[] = {"/v1/chat/completions",
+    static const char* known[] = {"/",
+                                  "/v1/chat/completions",
                                   "/v1/completions",
                                   "/v1/responses",
                                   "/v1/messages",
@@ -176,6 +178,7 @@ void Server::Impl::configure() {
     add_anthropic_routes(http, state);
     add_responses_routes(http, state);
     add_misc_routes(http, state);
+    add_webui_routes(http, state);
 }
 
 Server::Server(ModelContext model, ServerOptions options) : impl_(std::make_unique<Impl>()) {

@@ -1,6 +1,7 @@
 // ninfer's HTTP server: the OpenAI (/v1/chat/completions, /v1/completions, /v1/models) and
 // Anthropic (/v1/messages, /v1/messages/count_tokens) APIs plus /tokenize, /detokenize,
-// /health, /metrics and /openapi.json, over the public Engine API (cpp-httplib transport).
+// /health, /metrics and /openapi.json, over the public Engine API (cpp-httplib transport), and
+// the web chat page at / (src/server/webui/index.html, embedded at build time).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,8 @@ struct ServerOptions {
     bool log_content = false;          // include prompts and outputs in the log lines
     int read_timeout_s = 30;           // slow clients: seconds to wait for request bytes
     int keep_alive_s = 5;              // idle HTTP keep-alive connections close after this
+    bool webui = true;                 // serve the chat page at / (--no-webui: / is a 404)
+    bool allow_image_urls = false;     // fetch http(s) image URLs in requests (never file://)
 };
 
 class Server {
