@@ -32,7 +32,9 @@ struct ErrorManager {
 
 void on_error_exit(j_common_ptr cinfo) {
     auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-    (*cinfo->err->format_message)(cinfo, err->message);
+    char text[JMSG_LENGTH_MAX];
+    (*cinfo->err->format_message)(cinfo, text);
+    std::snprintf(err->message, sizeof err->message, "invalid JPEG data (%s)", text);
     jump_out(cinfo);
 }
 
@@ -142,7 +144,7 @@ Image decode_jpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     auto failed = [&]() -> Error {
         return Error(ErrorCategory::InvalidArgument, concat("image: ", d.err.message[0] != 0
                                                                            ? d.err.message
-                                                                           : "corrupt JPEG data"));
+                                                                           : "invalid JPEG data"));
     };
     if (!read_header(&d, bytes.data(), bytes.size())) throw failed();
     check_dimensions("JPEG", d.cinfo.image_width, d.cinfo.image_height, limits);

@@ -22,7 +22,7 @@ struct Reader {
 
 void on_error(png_structp png, png_const_charp msg) {
     auto* r = static_cast<Reader*>(png_get_error_ptr(png));
-    if (r->message[0] == 0) std::snprintf(r->message, sizeof r->message, "%s", msg);
+    if (r->message[0] == 0) std::snprintf(r->message, sizeof r->message, "invalid PNG data (%s)", msg);
     png_longjmp(png, 1);
 }
 
@@ -95,7 +95,7 @@ Image decode_png(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
 
     auto failed = [&]() -> Error {
         return Error(ErrorCategory::InvalidArgument,
-                     concat("image: ", reader.message[0] != 0 ? reader.message : "corrupt PNG data"));
+                     concat("image: ", reader.message[0] != 0 ? reader.message : "invalid PNG data"));
     };
     Info hdr{};
     if (!read_info(png, info, &hdr)) throw failed();
