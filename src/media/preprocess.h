@@ -80,9 +80,9 @@ struct VisionPreprocessConfig {
 // from a present file takes the processor class's default (Qwen2VLImageProcessor: patch 14,
 // CLIP mean/std, size 3136..1003520; Qwen3VLVideoProcessor: patch 16, mean/std 0.5, size
 // 131072..786432), min_pixels / max_pixels override size, and a video file may also carry
-// fps, min_frames, max_frames, num_frames, do_sample_frames. Only resample = 3 (bicubic) and
-// do_convert_rgb = true (inputs are RGB8 already) are accepted; other unsupported settings
-// (do_center_crop, do_pad) are errors that name the key.
+// fps, min_frames, max_frames, num_frames, do_sample_frames, cap_pixels_per_frame. Only
+// resample = 3 (bicubic) is accepted, and do_center_crop / do_pad must be off (errors naming the
+// key); do_convert_rgb is moot (inputs are RGB8 already); other keys are ignored.
 VisionPreprocessConfig load_preprocess_config(const std::filesystem::path& model_dir);
 // The same from the JSON texts (an empty view: the file is absent).
 VisionPreprocessConfig parse_preprocess_config(std::string_view image_json,
