@@ -3,8 +3,11 @@
 // FLOPs. Used to see where a long prefill spends its time; whole-model figures come from
 // `ninfer bench`.
 //   bench_prefill_ops [T] [reps]
+//   bench_prefill_ops vision [images] [reps]   (only the vision tower's ops; also run last by
+//                                               the default run, for one image)
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -13,15 +16,20 @@
 #include "bench_util.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
+#include "ops/bias_act.h"
 #include "ops/conv1d.h"
+#include "ops/cuda/vision_ops.h"
 #include "ops/elementwise.h"
 #include "ops/gated_delta_rule.h"
 #include "ops/gated_rms_norm.h"
+#include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
 #include "ops/moe.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/rope_table.h"
+#include "ops/segment_attention.h"
 
 namespace {
 
@@ -185,9 +193,115 @@ void small_ops(int32_t T, int reps) {
         6.0 * T * H);
 }
 
+// The vision tower (27 blocks of hidden 1152, 16 heads of 72, MLP 4304) on `images` images of
+// 1024x1024 (4096 patches each, one segment each), bf16: segment_attention on both CUDA routes
+// and the small ops at T = 4096 * images rows, then one whole block (LayerNorm, qkv with bias,
+// 2-D rotary, attention, proj, LayerNorm, fc1 + gelu_tanh, fc2, residuals) against the rate of
+// an 8192^3 GEMM measured in the same run (the goal: the block at >= 40% of it).
+void vision(int images, int reps) {
+    const int64_t P = 4096, T = P * images, H = 1152, nH = 16, D = 72, I = 4304;
+    const std::string tag = " T=" + std::to_string(T) + " images=" + std::to_string(images);
+    auto bf16 = [&](std::vector<int64_t> shape, uint64_t seed, float stddev = 1.0f) {
+        return device_random(DType::BF16, std::move(shape), seed, stddev);
+    };
+    auto gbs = [&](const std::string& name, double ms, double bytes) {
+        std::printf("{\"op\": \"%s%s\", \"ms\": %.3f, \"gb_s\": %.0f}\n", name.c_str(), tag.c_str(),
+                    ms, bytes / ms / 1e6);
+        std::fflush(stdout);
+    };
+    std::vector<int32_t> seg{0};
+    for (int i = 0; i < images; ++i) seg.push_back(seg.back() + int32_t(P));
+    Tensor d_seg = device_ints(seg);
+    const double attn_flops = 4.0 * double(P) * double(P) * D * nH * images;
+
+    Tensor qkv = bf16({T, 3 * nH * D}, 60), attn = bf16({T, nH, D}, 61);
+    auto part = [&](int i) { return qkv.view().split_heads(i * nH * D, nH, D); };
+    const float scale = 1.0f / std::sqrt(float(D));
+    report("segment_attention tensor-core D=72 nH=16" + tag,
+           time_ms(
+               [&] {
+                   ops::segment_attention(ctx, part(0), part(1), part(2), seg.data(), d_seg, scale,
+                                          attn);
+               },
+               reps),
+           attn_flops);
+    report("segment_attention cuda-core D=72 nH=16" + tag,
+           time_ms(
+               [&] {
+                   ops::cuda::segment_attention_general(ctx, part(0), part(1), part(2), seg.data(),
+                                                        d_seg, scale, attn);
+               },
+               std::min(reps, 3)),
+           attn_flops);
+
+    Tensor h = bf16({T, H}, 62), x = bf16({T, H}, 63), lw = bf16({H}, 64), lb = bf16({H}, 65);
+    gbs("layer_norm K=1152", time_ms([&] { ops::layer_norm(ctx, h, lw, lb, 1e-6f, x); }, reps),
+        4.0 * T * H);
+    Tensor f1 = bf16({T, I}, 66), b1 = bf16({I}, 67);
+    gbs("bias_act gelu_tanh N=4304",
+        time_ms([&] { ops::bias_act(ctx, f1, b1, ops::Activation::GeluTanh); }, reps), 4.0 * T * I);
+    Tensor cs = device_random(DType::F32, {T, D / 2}, 68),
+           sn = device_random(DType::F32, {T, D / 2}, 69);
+    gbs("rope_table q 16x72", time_ms([&] { ops::rope_table(ctx, part(0), cs, sn, D); }, reps),
+        4.0 * T * nH * D + 8.0 * T * D / 2);
+
+    // One block, as the model runs it.
+    Tensor w_qkv = bf16({3 * H, H}, 70, 0.02f), b_qkv = bf16({3 * H}, 71);
+    Tensor w_o = bf16({H, H}, 72, 0.02f), b_o = bf16({H}, 73), o = bf16({T, H}, 74);
+    Tensor w_1 = bf16({I, H}, 75, 0.02f), w_2 = bf16({H, I}, 76, 0.02f), b_2 = bf16({H}, 77);
+    const TensorView attn2 = attn.view().reshape({T, H});
+    auto block = [&] {
+        ops::layer_norm(ctx, h, lw, lb, 1e-6f, x);
+        ops::linear(ctx, x, w_qkv, qkv, false);
+        ops::bias_act(ctx, qkv, b_qkv, ops::Activation::None);
+        ops::rope_table(ctx, part(0), cs, sn, D);
+        ops::rope_table(ctx, part(1), cs, sn, D);
+        ops::segment_attention(ctx, part(0), part(1), part(2), seg.data(), d_seg, scale, attn);
+        ops::linear(ctx, attn2, w_o, o, false);
+        ops::bias_act(ctx, o, b_o, ops::Activation::None);
+        ops::add(ctx, h, o, h);
+        ops::layer_norm(ctx, h, lw, lb, 1e-6f, x);
+        ops::linear(ctx, x, w_1, f1, false);
+        ops::bias_act(ctx, f1, b1, ops::Activation::GeluTanh);
+        ops::linear(ctx, f1, w_2, o, false);
+        ops::bias_act(ctx, o, b_2, ops::Activation::None);
+        ops::add(ctx, h, o, h);
+    };
+    const double gemm_flops = 2.0 * T * H * (3 * H + H + 2 * I);
+    const double block_ms = time_ms(block, reps);
+    report("vision block (gemms + attention + small ops)" + tag, block_ms, gemm_flops + attn_flops);
+    report("vision block gemms only" + tag,
+           time_ms(
+               [&] {
+                   ops::linear(ctx, x, w_qkv, qkv, false);
+                   ops::linear(ctx, attn2, w_o, o, false);
+                   ops::linear(ctx, x, w_1, f1, false);
+                   ops::linear(ctx, f1, w_2, o, false);
+               },
+               reps),
+           gemm_flops);
+    Tensor gx = bf16({8192, 8192}, 78), gw = bf16({8192, 8192}, 79, 0.02f),
+           gy = bf16({8192, 8192}, 80);
+    const double gemm_ms = time_ms([&] { ops::linear(ctx, gx, gw, gy, false); }, reps);
+    report("linear 8192^3 (the GEMM rate)", gemm_ms, 2.0 * 8192.0 * 8192.0 * 8192.0);
+    const double block_rate = (gemm_flops + attn_flops) / block_ms / 1e9;
+    const double gemm_rate = 2.0 * 8192.0 * 8192.0 * 8192.0 / gemm_ms / 1e9;
+    std::printf("{\"op\": \"vision block / GEMM rate%s\", \"fraction\": %.3f}\n", tag.c_str(),
+                block_rate / gemm_rate);
+    std::fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "vision") {
+        ctx = ops::ExecContext::cuda(0, DType::BF16);
+        ops::bind_device(ctx);
+        const int images = argc > 2 ? std::stoi(argv[2]) : 1;
+        const int reps = argc > 3 ? std::stoi(argv[3]) : 5;
+        vision(images, reps);
+        return 0;
+    }
     const int32_t T = argc > 1 ? std::stoi(argv[1]) : 8192;
     const int reps = argc > 2 ? std::stoi(argv[2]) : 5;
     ctx = ops::ExecContext::cuda(0, DType::BF16);
@@ -204,5 +318,6 @@ int main(int argc, char** argv) {
     dense(T, 257, 2048, reps);       // 35B-A3B router (+ shared gate)
     dense(T, 1024, 2048, reps);      // 35B-A3B shared expert gate|up
     small_ops(T, reps);
+    vision(1, reps);
     return 0;
 }
