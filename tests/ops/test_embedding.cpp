@@ -93,3 +93,49 @@ TEST(Embedding, RejectsBadShapesAndDtypes) {
 
 } // namespace
 } // namespace ninfer::test
+
+namespace ninfer::test {
+namespace {
+
+// embedding_bag_add: out[t] += sum_j w[t, j] * table[idx[t, j]], checked against the formula in
+// double on random taps (the vision tower's bilinear position embedding), both modes.
+TEST(EmbeddingBagAdd, MatchesTheFormulaAndTheReference) {
+    const int64_t V = 36, H = 24, T = 19, n = 4;
+    Tensor table = random_tensor({V, H}, 21, 1.0f);
+    std::mt19937_64 gen(5);
+    std::vector<int32_t> idx(size_t(T * n));
+    std::vector<float> w(size_t(T * n));
+    for (auto& i : idx) i = int32_t(gen() % uint64_t(V));
+    for (auto& x : w) x = float(gen() % 1000) / 1000.0f;
+    Tensor indices = i32_tensor(idx);
+    Tensor weights = zeros({T * n});
+    std::copy(w.begin(), w.end(), weights.ptr<float>());
+    Tensor base = random_tensor({T, H}, 22, 1.0f);
+    Tensor expect = zeros({T, H});
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+            double s = 0;
+            for (int64_t j = 0; j < n; ++j)
+                s += double(w[size_t(t * n + j)]) * table.ptr<float>()[idx[size_t(t * n + j)] * H + h];
+            expect.ptr<float>()[t * H + h] = float(double(base.ptr<float>()[t * H + h]) + s);
+        }
+    for (const auto& ctx : {kRef, kFast}) {
+        Tensor out = clone(base.view());
+        ops::embedding_bag_add(ctx, indices.view().reshape({T, n}), weights.view().reshape({T, n}),
+                               table, out);
+        EXPECT_TRUE(near(out, expect, kElementwiseF32));
+    }
+}
+
+TEST(EmbeddingBagAdd, RejectsIndicesOutsideTheTable) {
+    Tensor table = random_tensor({4, 8}, 23, 1.0f);
+    Tensor indices = i32_tensor({0, 4});
+    Tensor weights = zeros({2});
+    Tensor out = zeros({1, 8});
+    EXPECT_THROW(ops::embedding_bag_add(kRef, indices.view().reshape({1, 2}),
+                                        weights.view().reshape({1, 2}), table, out),
+                 Error);
+}
+
+} // namespace
+} // namespace ninfer::test

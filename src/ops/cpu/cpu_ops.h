@@ -11,6 +11,8 @@
 namespace ninfer::ops::cpu {
 
 void embedding(CpuMode mode, const TensorView& ids, const TensorView& table, const TensorView& out);
+void embedding_bag_add(CpuMode mode, const TensorView& indices, const TensorView& weights,
+                       const TensorView& table, const TensorView& out);
 void rms_norm(CpuMode mode, const TensorView& x, const TensorView& w, float eps,
               const TensorView& y);
 void gated_rms_norm(CpuMode mode, const TensorView& x, const TensorView& z, const TensorView& w,

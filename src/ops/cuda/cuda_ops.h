@@ -30,6 +30,8 @@ void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, f
                  float stddev);
 
 // Ops.
+void embedding_bag_add(const ExecContext& ctx, const TensorView& indices, const TensorView& weights,
+                       const TensorView& table, const TensorView& out);
 void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& table,
                const TensorView& out);
 void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, float eps,

@@ -32,6 +32,7 @@ std::unique_ptr<Graph> capture_graph(const ExecContext&, const std::function<voi
 }
 void fill_random(const ExecContext&, const TensorView&, uint64_t, float, float) { no_cuda("fill_random"); }
 void embedding(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("embedding"); }
+void embedding_bag_add(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("embedding_bag_add"); }
 void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("rms_norm"); }
 void gated_rms_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("gated_rms_norm"); }
 void linear(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, bool) { no_cuda("linear"); }
