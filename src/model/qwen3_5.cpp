@@ -15,12 +15,20 @@
 #include "ops/memory.h"
 #include "ops/moe.h"
 #include "ops/rms_norm.h"
+#include "ops/rope_table.h"
 
 namespace ninfer::model {
 namespace {
 
 TensorView cols(const TensorView& v, int64_t begin, int64_t count) {
     return v.narrow(1, begin, count);
+}
+
+// mRoPE's axis of frequency j (MODEL_QWEN3_5.md §4, HF's interleaved recomposition).
+int mrope_axis(const io::ModelConfig& c, int64_t j) {
+    if (j % 3 == 1 && j < 3 * c.mrope_section[1]) return 1;
+    if (j % 3 == 2 && j < 3 * c.mrope_section[2]) return 2;
+    return 0;
 }
 
 } // namespace
@@ -56,7 +64,11 @@ struct Qwen35Model::Scratch {
         router = Tensor::empty(a, DType::F32, {T, c.num_experts + 1});
         selected = Tensor::empty(a, dt, {T, H});
         mtp_in = Tensor();
+        rope_cos = Tensor();
+        rope_sin = Tensor();
     }
+
+    Tensor rope_cos, rope_sin; // [rows, rotary_dim / 2] F32: mRoPE angle tables (on first use)
 
     TensorView mtp_input(Device device, DType dt, int64_t H, int64_t rows) {
         if (!mtp_in.defined())
@@ -86,6 +98,15 @@ int64_t total_bytes(const ModelWeights& w) {
          {&w.mtp.fc, &w.mtp.pre_fc_norm_embedding, &w.mtp.pre_fc_norm_hidden, &w.mtp.norm})
         if (t->defined()) n += t->view().nbytes();
     for (const auto& l : w.mtp.layers) n += layer_bytes(l);
+    const VisionWeights& v = w.vision;
+    for (const Tensor* t : {&v.patch_w, &v.patch_b, &v.pos_embed, &v.merger_norm_w,
+                            &v.merger_norm_b, &v.merger_fc1_w, &v.merger_fc1_b, &v.merger_fc2_w,
+                            &v.merger_fc2_b})
+        if (t->defined()) n += t->view().nbytes();
+    for (const VisionBlockWeights& b : v.blocks)
+        for (const Tensor* t : {&b.norm1_w, &b.norm1_b, &b.norm2_w, &b.norm2_b, &b.qkv_w, &b.qkv_b,
+                                &b.proj_w, &b.proj_b, &b.fc1_w, &b.fc1_b, &b.fc2_w, &b.fc2_b})
+            n += t->view().nbytes();
     return n;
 }
 
@@ -93,7 +114,46 @@ int64_t total_bytes(const ModelWeights& w) {
 
 Qwen35Model::Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device)
     : config_(std::move(config)), weights_(std::move(weights)), device_(device),
-      weight_bytes_(total_bytes(weights_)), scratch_(std::make_unique<Scratch>()) {}
+      weight_bytes_(total_bytes(weights_)), scratch_(std::make_unique<Scratch>()) {
+    if (weights_.vision.loaded())
+        vision_ = std::make_unique<VisionEncoder>(config_, weights_.vision, device_);
+}
+
+// cos/sin [T, rotary_dim / 2] of the batch's 3-axis positions: the angle of frequency j is
+// f32(position on mrope_axis(j)) * inv_freq[j] in f32 (inv_freq as ops/rope.h holds it), so a row
+// whose axes agree gets exactly plain RoPE's angles.
+Qwen35Model::RopeTables Qwen35Model::upload_mrope_tables(const ops::ExecContext& ctx,
+                                                         const ForwardBatch& batch) {
+    const io::ModelConfig& c = config_;
+    const int64_t T = batch.tokens.size(0), half = c.rotary_dim / 2;
+    Scratch& s = *scratch_;
+    if (!s.rope_cos.defined()) {
+        Allocator& a = ops::device_allocator(device_);
+        s.rope_cos = Tensor::empty(a, DType::F32, {s.capacity, half});
+        s.rope_sin = Tensor::empty(a, DType::F32, {s.capacity, half});
+    }
+    std::vector<float> inv(static_cast<size_t>(half)), cos(size_t(T * half)), sin(size_t(T * half));
+    for (int64_t j = 0; j < half; ++j)
+        inv[size_t(j)] = float(1.0 / std::pow(c.rope_theta, double(2 * j) / double(c.rotary_dim)));
+    const int32_t* pos = batch.host_mrope_positions;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < half; ++j) {
+            const float angle = float(pos[mrope_axis(c, j) * T + t]) * inv[size_t(j)];
+            cos[size_t(t * half + j)] = float(std::cos(double(angle)));
+            sin[size_t(t * half + j)] = float(std::sin(double(angle)));
+        }
+    RopeTables r{s.rope_cos.view().narrow(0, 0, T), s.rope_sin.view().narrow(0, 0, T)};
+    ops::upload(ctx, TensorView::contiguous(cos.data(), DType::F32, Device::cpu(), {T, half}),
+                r.cos);
+    ops::upload(ctx, TensorView::contiguous(sin.data(), DType::F32, Device::cpu(), {T, half}),
+                r.sin);
+    return r;
+}
+
+VisionEncoder& Qwen35Model::vision() {
+    require(vision_ != nullptr, "this checkpoint has no vision tower (model.visual.*)");
+    return *vision_;
+}
 
 std::unique_ptr<Qwen35Model> Qwen35Model::random(const io::ModelConfig& config,
                                                  const ops::ExecContext& ctx, uint64_t seed) {
@@ -117,6 +177,7 @@ int64_t Qwen35Model::scratch_bytes() const {
     for (const Tensor* t : {&s.x, &s.h, &s.proj, &s.conv_out, &s.g, &s.beta, &s.core, &s.q, &s.k,
                             &s.attn, &s.gate_up, &s.act, &s.router, &s.selected, &s.mtp_in})
         if (t->defined()) n += t->view().nbytes();
+    if (vision_) n += vision_->scratch_bytes();
     return n;
 }
 
@@ -177,11 +238,22 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
     // q_proj rows are per head [query (D) | gate (D)]; then k (nKV*D), then v (nKV*D). q/k norms,
     // RoPE and the cache write: q is the output, k scratch (the cache keeps the keys).
     TensorView q = s.q.view().narrow(0, 0, T), k = s.k.view().narrow(0, 0, T);
-    ops::attention_prep(ctx, proj.split_heads(0, nH, D, 2 * D),
+    if (!rope_tables_.cos.empty()) { // mRoPE: attention_prep's composition with per-row angles
+        ops::rms_norm(ctx, proj.split_heads(0, nH, D, 2 * D), w.attn.q_norm, float(c.rms_norm_eps),
+                      q);
+        ops::rms_norm(ctx, proj.split_heads(2 * nH * D, nKV, D, D), w.attn.k_norm,
+                      float(c.rms_norm_eps), k);
+        ops::rope_table(ctx, q, rope_tables_.cos, rope_tables_.sin, c.rotary_dim);
+        ops::rope_table(ctx, k, rope_tables_.cos, rope_tables_.sin, c.rotary_dim);
+        ops::kv_cache_write(ctx, k, proj.split_heads((2 * nH + nKV) * D, nKV, D, D), batch.seqs,
+                            k_cache, v_cache);
+    } else {
+        ops::attention_prep(ctx, proj.split_heads(0, nH, D, 2 * D),
                         proj.split_heads(2 * nH * D, nKV, D, D),
                         proj.split_heads((2 * nH + nKV) * D, nKV, D, D), w.attn.q_norm,
                         w.attn.k_norm, float(c.rms_norm_eps), batch.positions, c.rotary_dim,
                         c.rope_theta, batch.seqs, q, k, k_cache, v_cache);
+    }
     TensorView attn = s.attn.view().narrow(0, 0, T);
     // The scale uses the full head dim (not the rotary dim).
     ops::paged_attention(ctx, q, k_cache, v_cache, batch.seqs, float(1.0 / std::sqrt(double(D))),
@@ -224,6 +296,12 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
     scratch_->ensure(c, device_, ctx.dtype, std::max(T, R));
     Scratch& s = *scratch_;
     ops::embedding(ctx, batch.tokens, weights_.embed, s.x.view().narrow(0, 0, T));
+    for (const ForwardBatch::MediaRows& m : batch.media) {
+        require(m.row >= 0 && m.row + m.embeds.size(0) <= T && m.embeds.size(1) == c.hidden_size,
+                "forward: media rows ", m.row, " + ", m.embeds.describe(), " outside the batch");
+        ops::copy(ctx, m.embeds, s.x.view().narrow(0, m.row, m.embeds.size(0)));
+    }
+    rope_tables_ = batch.host_mrope_positions ? upload_mrope_tables(ctx, batch) : RopeTables{};
     size_t attn_rank = 0, gdn_rank = 0;
     for (const LayerWeights& w : weights_.layers) {
         if (w.kind == LayerKind::LinearAttention) {
@@ -263,6 +341,7 @@ void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& b
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     // u = fc([norm_e(embed(token)) | norm_h(hidden)]): the embedding half first.
     TensorView in = s.mtp_input(device_, ctx.dtype, H, T);
+    rope_tables_ = batch.host_mrope_positions ? upload_mrope_tables(ctx, batch) : RopeTables{};
     ops::embedding(ctx, batch.tokens, weights_.embed, h);
     ops::rms_norm(ctx, h, m.pre_fc_norm_embedding, eps, cols(in, 0, H));
     ops::rms_norm(ctx, hidden, m.pre_fc_norm_hidden, eps, cols(in, H, H));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/hf_config.h"
+#include "model/vision.h"
 #include "model/weights.h"
 #include "ops/exec_context.h"
 #include "ops/seq_batch.h"
@@ -42,6 +43,19 @@ struct ForwardBatch {
     ops::SeqBatch seqs;
     TensorView logit_rows; // [R] I32: rows whose logits are wanted, in output order
     TensorView hidden_out; // [T, H] or undefined: every row's final-normed hidden state
+
+    // Multimodal prompts (empty for text-only batches). After the token embedding, rows
+    // [row, row + embeds.size(0)) take embeds: the vision tower's output for those placeholder
+    // tokens ([n, H] on the device, the activation dtype).
+    struct MediaRows {
+        int64_t row = 0;
+        TensorView embeds;
+    };
+    std::vector<MediaRows> media;
+    // mRoPE (MODEL_QWEN3_5.md §4): when set, the (temporal, height, width) rotary positions of
+    // every row, host memory [3, T]; the full-attention layers then rotate with the interleaved
+    // 3-axis angles. Unset: every axis is `positions` (text-only rows; plain 1-D RoPE).
+    const int32_t* host_mrope_positions = nullptr;
 };
 
 class Qwen35Model {
@@ -61,6 +75,10 @@ public:
     // with_mtp: the KV of the MTP layers too (speculative decoding with the MTP head).
     CacheSpec cache_spec(bool with_mtp = false) const;
     bool has_mtp() const { return !weights_.mtp.layers.empty(); }
+    // Whether the checkpoint carries a vision tower (model.visual.*): media can be encoded.
+    bool has_vision() const { return weights_.vision.loaded(); }
+    // The vision tower (vision.h): media pixels -> the embeddings of their placeholder tokens.
+    VisionEncoder& vision();
     // Device bytes of the weights, and of the activation scratch of the largest step so far.
     int64_t weight_bytes() const { return weight_bytes_; }
     int64_t scratch_bytes() const;
@@ -99,6 +117,13 @@ private:
     Device device_;
     int64_t weight_bytes_ = 0;
     std::unique_ptr<Scratch> scratch_;
+    std::unique_ptr<VisionEncoder> vision_;
+    // This forward's mRoPE angle tables (empty views: plain RoPE from batch.positions).
+    struct RopeTables {
+        TensorView cos, sin;
+    };
+    RopeTables rope_tables_;
+    RopeTables upload_mrope_tables(const ops::ExecContext& ctx, const ForwardBatch& batch);
 };
 
 } // namespace ninfer::model

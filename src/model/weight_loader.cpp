@@ -37,6 +37,10 @@ RandomInit random_init_for(const std::string& name) {
         return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
     };
     if (ends("linear_attn.norm.weight")) return {1.0f, 0.02f};
+    if (name.rfind("model.visual.", 0) == 0) // plain LayerNorms (weight ~ 1) and biases
+        return ends("norm.weight") || ends("norm1.weight") || ends("norm2.weight")
+                   ? RandomInit{1.0f, 0.02f}
+                   : RandomInit{0.0f, 0.02f};
     if (ends("norm.weight") || ends("layernorm.weight")) return {0.0f, 0.02f};
     if (ends("A_log")) return {1.5f, 0.5f}; // log of A in HF's U(0.01, 16) init
     if (ends("dt_bias")) return {0.0f, 0.5f};
@@ -133,7 +137,7 @@ public:
 
     void finish() const {
         for (const auto& [name, entry] : ckpt.entries()) {
-            if (consumed.count(name) || name.rfind("model.visual.", 0) == 0) continue;
+            if (consumed.count(name)) continue;
             // Static fp8 activation scales: weights are dequantized, activations stay unscaled.
             if (cfg.fp8 && name.size() > 12 && name.compare(name.size() - 12, 12, ".input_scale") == 0)
                 continue;
@@ -258,6 +262,51 @@ MtpWeights bind_mtp(Binder& b, int64_t layers) {
     return w;
 }
 
+VisionBlockWeights bind_vision_block(Binder& b, const std::string& p) {
+    const io::VisionConfig& v = b.cfg.vision;
+    const int64_t D = v.hidden_size, I = v.intermediate_size;
+    VisionBlockWeights w;
+    w.norm1_w = b.load(p + "norm1.weight", {D});
+    w.norm1_b = b.load(p + "norm1.bias", {D});
+    w.norm2_w = b.load(p + "norm2.weight", {D});
+    w.norm2_b = b.load(p + "norm2.bias", {D});
+    w.qkv_w = b.load(p + "attn.qkv.weight", {3 * D, D});
+    w.qkv_b = b.load(p + "attn.qkv.bias", {3 * D});
+    w.proj_w = b.load(p + "attn.proj.weight", {D, D});
+    w.proj_b = b.load(p + "attn.proj.bias", {D});
+    w.fc1_w = b.load(p + "mlp.linear_fc1.weight", {I, D});
+    w.fc1_b = b.load(p + "mlp.linear_fc1.bias", {I});
+    w.fc2_w = b.load(p + "mlp.linear_fc2.weight", {D, I});
+    w.fc2_b = b.load(p + "mlp.linear_fc2.bias", {D});
+    return w;
+}
+
+// The tower when the config has one and the checkpoint carries it (a text-only export of a
+// multimodal config has no model.visual.* tensors: the model then takes no media).
+VisionWeights bind_vision(Binder& b) {
+    const ModelConfig& c = b.cfg;
+    VisionWeights w;
+    const std::string p = "model.visual.";
+    if (!c.has_vision || (!b.random && !b.ckpt.find(p + "patch_embed.proj.weight"))) return w;
+    const io::VisionConfig& v = c.vision;
+    const int64_t D = v.hidden_size, M = D * v.merge_unit();
+    w.patch_w = b.fuse({D, v.patch_values()},
+                       {&b.take(p + "patch_embed.proj.weight",
+                                {D, v.in_channels, v.temporal_patch_size, v.patch_size,
+                                 v.patch_size})});
+    w.patch_b = b.load(p + "patch_embed.proj.bias", {D});
+    w.pos_embed = b.load(p + "pos_embed.weight", {v.num_position_embeddings, D});
+    for (int64_t l = 0; l < v.depth; ++l)
+        w.blocks.push_back(bind_vision_block(b, p + "blocks." + std::to_string(l) + "."));
+    w.merger_norm_w = b.load(p + "merger.norm.weight", {D});
+    w.merger_norm_b = b.load(p + "merger.norm.bias", {D});
+    w.merger_fc1_w = b.load(p + "merger.linear_fc1.weight", {M, M});
+    w.merger_fc1_b = b.load(p + "merger.linear_fc1.bias", {M});
+    w.merger_fc2_w = b.load(p + "merger.linear_fc2.weight", {c.hidden_size, M});
+    w.merger_fc2_b = b.load(p + "merger.linear_fc2.bias", {c.hidden_size});
+    return w;
+}
+
 } // namespace
 
 int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt) {
@@ -296,6 +345,7 @@ ModelWeights bind_all(Binder& b, int64_t mtp_layers) {
         w.lm_head = b.load("lm_head.weight", {V, H});
     }
     w.mtp = bind_mtp(b, mtp_layers);
+    w.vision = bind_vision(b);
     return w;
 }
 

@@ -58,12 +58,33 @@ struct MtpWeights {
     std::vector<LayerWeights> layers; // full-attention decoder layers
 };
 
+// The vision tower (model.visual.*, MODEL_QWEN3_5.md §1.3). Linear layers keep torch's [out, in]
+// layout; patch_embed's Conv3d kernel (kernel = stride) is the linear map of one flattened patch.
+struct VisionBlockWeights {
+    Tensor norm1_w, norm1_b, norm2_w, norm2_b; // [Dv]
+    Tensor qkv_w, qkv_b;                       // [3 Dv, Dv], [3 Dv]: q | k | v, head-major
+    Tensor proj_w, proj_b;                     // [Dv, Dv], [Dv]
+    Tensor fc1_w, fc1_b;                       // [Iv, Dv], [Iv]
+    Tensor fc2_w, fc2_b;                       // [Dv, Iv], [Dv]
+};
+
+struct VisionWeights {
+    Tensor patch_w, patch_b; // [Dv, C*Tp*P*P], [Dv]
+    Tensor pos_embed;        // [side*side, Dv]
+    std::vector<VisionBlockWeights> blocks;
+    Tensor merger_norm_w, merger_norm_b; // [Dv]
+    Tensor merger_fc1_w, merger_fc1_b;   // [4 Dv, 4 Dv], [4 Dv]
+    Tensor merger_fc2_w, merger_fc2_b;   // [H, 4 Dv], [H]
+    bool loaded() const { return !blocks.empty(); }
+};
+
 struct ModelWeights {
     Tensor embed;      // [V, H]
     Tensor final_norm; // [H]
     Tensor lm_head;    // [V, H] (the embedding itself when tied)
     std::vector<LayerWeights> layers;
     MtpWeights mtp; // layers empty when the checkpoint has no mtp.* tensors
+    VisionWeights vision; // blocks empty when the checkpoint has no model.visual.* tensors
 };
 
 } // namespace ninfer::model

@@ -407,12 +407,26 @@ TEST(WeightLoaderErrors, NonFloatDtype) {
                            ErrorCategory::InvalidArgument));
 }
 
-TEST(WeightLoader, VisualTensorsAreSkipped) {
+TEST(WeightLoader, VisualTensorsAreTheTower) {
     Copy c("dense_vlm_mtp");
-    c.tensors.push_back({"model.visual.blocks.1.extra.weight", "I64", {1}, std::string(8, '\0')});
     c.write();
     Loaded l = load_dir(c.dir.path());
     EXPECT_EQ(l.w.layers.size(), 5u);
+    ASSERT_TRUE(l.w.vision.loaded());
+    EXPECT_EQ(int64_t(l.w.vision.blocks.size()), l.cfg.vision.depth);
+    // An unknown tensor under model.visual. is an error like any other.
+    Copy extra("dense_vlm_mtp");
+    extra.tensors.push_back({"model.visual.blocks.0.extra.weight", "F32", {1}, std::string(4, '\0')});
+    EXPECT_TRUE(load_fails(extra, {"model.visual.blocks.0.extra.weight", "unexpected"}));
+    // A checkpoint without the tower (a text-only export of a multimodal config) loads without it.
+    Copy text("dense_vlm_mtp");
+    std::erase_if(text.tensors, [](const StTensor& t) { return t.name.rfind("model.visual.", 0) == 0; });
+    text.write();
+    EXPECT_FALSE(load_dir(text.dir.path()).w.vision.loaded());
+    // A partial tower names what is missing.
+    Copy partial("dense_vlm_mtp");
+    std::erase_if(partial.tensors, [](const StTensor& t) { return t.name == "model.visual.merger.norm.bias"; });
+    EXPECT_TRUE(load_fails(partial, {"model.visual.merger.norm.bias", "missing"}));
 }
 
 TEST(WeightLoader, TiedCheckpointMaySaveTheHead) {
