@@ -84,6 +84,24 @@ public:
     virtual void accept(int32_t id) = 0;
 };
 
+// One image or video of a multimodal prompt (the model must carry a vision tower). The caller
+// (the server, `ninfer run --image`) decodes and preprocesses it exactly as the checkpoint's HF
+// processor does and expands its placeholders in the prompt.
+struct MediaInput {
+    // Pixel values [patches, C * temporal_patch * patch * patch] f32, patches = t * h * w, in
+    // the processor's order (merge blocks in raster order, each block's patches in raster order).
+    std::shared_ptr<const std::vector<float>> pixels;
+    int32_t grid_t = 1, grid_h = 0, grid_w = 0; // in patches (an image has grid_t = 1)
+    bool video = false;
+    // Where each temporal group's placeholder run starts in the prompt (grid_t runs of
+    // grid_h * grid_w / merge^2 image_pad or video_pad tokens each; a video's runs are separated
+    // by their timestamps, an image has one run).
+    std::vector<int32_t> offsets;
+    // A hash of the decoded medium; 0: the engine hashes the pixels. Equal hashes share the
+    // encoder cache and prefix-cache entries, so it must identify the pixels.
+    uint64_t content_hash = 0;
+};
+
 struct GenerationRequest {
     std::vector<int32_t> prompt; // token ids, at least one
     SamplingOptions sampling;
@@ -105,6 +123,8 @@ struct GenerationRequest {
     // prompt, the start of the generation prompt (a follow-up turn renders the answer there,
     // often not token for token as it was generated).
     int cache_boundary = 0;
+    // Images and videos of the prompt, in prompt order (empty: a text prompt).
+    std::vector<MediaInput> media;
 };
 
 struct TokenLogprob {
@@ -183,6 +203,12 @@ struct ModelInfo {
     int64_t token_limit = 0; // real token ids are < this (padded embeddings: fewer)
     int64_t max_context = 0;
     std::vector<int32_t> eos_token_ids;
+    // Multimodal prompts: whether the checkpoint carries a vision tower, and its geometry (for
+    // callers that lay out placeholders).
+    bool vision = false;
+    int32_t image_token_id = 0, video_token_id = 0, vision_start_token_id = 0,
+            vision_end_token_id = 0;
+    int32_t spatial_merge = 2, patch_size = 16, temporal_patch = 2;
 };
 
 // Device memory held by the engine, in bytes.

@@ -105,7 +105,7 @@ void DecodeGraphs::fill(Slot& s, const StepPlan& plan) {
         }
         const Sequence& seq = *plan.entries[size_t(i)].seq;
         s.tokens.push_back(seq.tokens[size_t(seq.cached)]);
-        s.positions.push_back(int32_t(seq.cached));
+        s.positions.push_back(rope_position(seq.media.get(), seq.cached, 0));
         s.pos_begin.push_back(int32_t(seq.cached));
         s.slots.push_back(seq.slot);
         std::copy(seq.blocks.begin(), seq.blocks.end(), s.table.begin() + row);

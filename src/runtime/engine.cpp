@@ -121,6 +121,14 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     model = load_model(o, ctx);
     const io::ModelConfig& c = model->config();
     info.model_type = c.model_type;
+    info.vision = model->has_vision();
+    info.image_token_id = c.image_token_id;
+    info.video_token_id = c.video_token_id;
+    info.vision_start_token_id = c.vision_start_token_id;
+    info.vision_end_token_id = c.vision_end_token_id;
+    info.spatial_merge = int32_t(c.vision.spatial_merge_size);
+    info.patch_size = int32_t(c.vision.patch_size);
+    info.temporal_patch = int32_t(c.vision.temporal_patch_size);
     info.vocab_size = c.vocab_size;
     const bool has_dir = !o.model_dir.empty();
     info.token_limit = has_dir ? io::read_token_limit(o.model_dir, c.vocab_size) : c.vocab_size;
@@ -172,6 +180,10 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     }
     scheduler = std::make_unique<runtime::Scheduler>(sc, *blocks, snapshots.get(), policy.get());
     sampler = std::make_unique<runtime::Sampler>(ctx);
+    // Encoded media are kept (by content) for repeated images: a multi-turn conversation about
+    // one screenshot encodes it once.
+    constexpr int64_t kMediaCacheBytes = int64_t(256) << 20;
+    media_cache = std::make_unique<runtime::MediaEncoderCache>(kMediaCacheBytes);
     verifier = std::make_unique<runtime::Verifier>(ctx, *sampler, info.token_limit);
     if (!ctx.device.is_cpu() && o.cuda_graphs) {
         runtime::DecodeGraphs::Layout layout;
@@ -259,6 +271,9 @@ void Engine::Impl::profile_workspace() {
     const int64_t T = batch.tokens.size(0), H = model->config().hidden_size;
     if (policy) batch.hidden_out = runtime::hidden_view(ctx, scratch, T, H);
     model->forward(ctx, batch, store.views(), logits);
+    // The vision tower's largest call (GPU: its scratch is held before the KV cache is planned).
+    if (model->has_vision() && !ctx.device.is_cpu())
+        model->vision().reserve(ctx, runtime::kMaxMediaPatches);
     if (policy) { // the MTP's alignment forward over the same rows (its input buffer too)
         Tensor out = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype, {T, H});
         batch.logit_rows = batch.logit_rows.narrow(0, 0, 0);
@@ -308,6 +323,7 @@ void Engine::Impl::validate(const GenerationRequest& request) const {
     require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
             "top_logprobs must be in [0, ", kMaxTopLogprobs, "]");
     validate_sampling(request.sampling);
+    runtime::validate_media(request, model->config(), model->has_vision());
 }
 
 // A validated request as a sequence for the waiting queue, or nullptr when it is already
@@ -327,6 +343,8 @@ std::unique_ptr<Sequence> Engine::Impl::make_sequence(GenerationRequest request,
     if (runtime::needs_penalties(request.sampling))
         seq->prompt_set.insert(request.prompt.begin(), request.prompt.end());
     seq->request = std::move(request);
+    seq->media = runtime::layout_media(seq->request, model->config());
+    if (seq->media) seq->key_tokens = runtime::media_cache_tokens(seq->tokens, *seq->media);
     out = RequestStream(seq->stream);
     if (seq->request.max_new_tokens == 0 &&
         !(seq->request.prompt_logprobs && seq->request.prompt.size() > 1)) {

@@ -14,6 +14,7 @@
 #include "ops/exec_context.h"
 #include "runtime/cache_store.h"
 #include "runtime/decode_graphs.h"
+#include "runtime/media.h"
 #include "runtime/memory_plan.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler/scheduler.h"
@@ -40,6 +41,7 @@ struct Engine::Impl {
     std::unique_ptr<runtime::Sampler> sampler;
     std::unique_ptr<runtime::DecodeGraphs> graphs; // CUDA only
     runtime::StepBuffers buffers;
+    std::unique_ptr<runtime::MediaEncoderCache> media_cache; // the vision tower's outputs
     // Speculative decoding (null without --spec).
     std::unique_ptr<runtime::DraftPolicy> policy;
     std::unique_ptr<runtime::Drafter> drafter;

@@ -146,6 +146,11 @@ void Engine::Impl::run_forward(runtime::StepPlan& plan, TensorView& logits, Tens
         if (drafter) hidden = graphs->hidden(int32_t(plan.entries.size()));
         return;
     }
+    // The vision tower runs for the media this step's prompt rows reach (batched across them).
+    std::vector<runtime::MediaNeed> needs;
+    for (const auto& e : plan.entries)
+        if (e.seq->media) needs.push_back({e.seq, e.seq->cached, e.seq->cached + e.own_rows()});
+    if (!needs.empty()) runtime::encode_media(ctx, *model, *media_cache, needs);
     model::ForwardBatch batch =
         runtime::build_forward_batch(ctx, plan, options.kv_block_size, buffers, verify_rows);
     if (drafter) {
@@ -272,7 +277,7 @@ bool Engine::Impl::accept_token(Sequence& seq, const runtime::SampleOutput& out)
             return false;
         }
     }
-    seq.tokens.push_back(id);
+    seq.append_token(id);
     ++seq.generated;
     ++seq.output_counts[id];
     if (!seq.has_first_token) {

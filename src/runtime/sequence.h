@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ninfer/engine.h"
+#include "runtime/media.h"
 
 namespace ninfer {
 
@@ -65,6 +66,18 @@ struct Sequence {
     std::vector<uint8_t> allowed;                       // request.constraint's mask of this step
     Clock::time_point submitted, scheduled, first_token;
     bool has_scheduled = false, has_first_token = false;
+    // Multimodal prompts: the media layout (null: text), and the tokens as the prefix cache keys
+    // them (placeholders replaced by per-medium ids; empty for text prompts: tokens itself).
+    std::unique_ptr<SequenceMedia> media;
+    std::vector<int32_t> key_tokens;
+
+    const std::vector<int32_t>& cache_tokens() const {
+        return key_tokens.empty() ? tokens : key_tokens;
+    }
+    void append_token(int32_t id) {
+        tokens.push_back(id);
+        if (!key_tokens.empty()) key_tokens.push_back(id);
+    }
 
     int64_t prompt_length() const { return int64_t(request.prompt.size()); }
     // Rows this sequence wants in the next step: the uncached tail of its tokens.

@@ -65,6 +65,10 @@ model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vec
                                      StepBuffers& b) {
     const int32_t S = int32_t(spans.size());
     std::vector<int32_t> tokens, positions;
+    bool mrope = false;
+    for (const auto& sp : spans)
+        mrope |= has_media_rows(sp.seq->media.get(), sp.pos_begin,
+                                sp.pos_begin + int64_t(sp.tokens.size()));
     b.host_row_begin.assign(1, 0);
     b.host_pos_begin.clear();
     b.host_slots.clear();
@@ -76,9 +80,10 @@ model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vec
     for (int32_t s = 0; s < S; ++s) {
         const RowSpan& sp = spans[size_t(s)];
         const int64_t rows = int64_t(sp.tokens.size());
+        const SequenceMedia* media = sp.seq->media.get();
         for (int64_t i = 0; i < rows; ++i) {
             tokens.push_back(sp.tokens[size_t(i)]);
-            positions.push_back(int32_t(sp.pos_begin + i));
+            positions.push_back(rope_position(media, sp.pos_begin + i, 0));
         }
         b.host_row_begin.push_back(int32_t(tokens.size()));
         b.host_pos_begin.push_back(int32_t(sp.pos_begin));
@@ -92,6 +97,21 @@ model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vec
     }
     model::ForwardBatch batch;
     const int64_t T = int64_t(tokens.size());
+    if (mrope) { // [3, T]: every row's three axes
+        b.host_mrope.assign(size_t(3 * T), 0);
+        for (int32_t s = 0; s < S; ++s) {
+            const RowSpan& sp = spans[size_t(s)];
+            const int64_t row0 = b.host_row_begin[size_t(s)];
+            for (int64_t i = 0; i < int64_t(sp.tokens.size()); ++i)
+                for (int a = 0; a < 3; ++a)
+                    b.host_mrope[size_t(a * T + row0 + i)] =
+                        rope_position(sp.seq->media.get(), sp.pos_begin + i, a);
+            if (sp.media_rows && sp.seq->media)
+                append_media_rows(*sp.seq->media, sp.pos_begin,
+                                  sp.pos_begin + int64_t(sp.tokens.size()), row0, batch.media);
+        }
+        batch.host_mrope_positions = b.host_mrope.data();
+    }
     batch.tokens = stage(ctx, tokens, b.tokens, {T});
     batch.positions = stage(ctx, positions, b.positions, {T});
     batch.logit_rows = stage(ctx, logit_rows, b.logit_rows, {int64_t(logit_rows.size())});
@@ -126,7 +146,7 @@ model::ForwardBatch build_forward_batch(const ops::ExecContext& ctx, const StepP
     for (const StepEntry& e : plan.entries) {
         entry_begin.push_back(row);
         const Sequence& seq = *e.seq;
-        RowSpan sp{&seq, seq.cached, {}, -1};
+        RowSpan sp{&seq, seq.cached, {}, -1, true};
         const int64_t own = e.own_rows();
         for (int64_t i = 0; i < own; ++i) sp.tokens.push_back(seq.tokens[size_t(seq.cached + i)]);
         sp.tokens.insert(sp.tokens.end(), seq.drafts.begin(), seq.drafts.end());

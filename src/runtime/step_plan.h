@@ -49,7 +49,7 @@ struct StepBuffers {
     Tensor tokens, positions, row_begin, pos_begin, slots, block_table, logit_rows, logits;
     Tensor snapshot_rows, hidden;
     std::vector<int32_t> host_row_begin, host_pos_begin, host_slots, host_block_table,
-        host_snapshot_rows;
+        host_snapshot_rows, host_mrope;
     TensorView logits_view(const ops::ExecContext& ctx, size_t rows, int64_t vocab);
 };
 
@@ -67,6 +67,9 @@ struct RowSpan {
     int64_t pos_begin = 0;
     std::vector<int32_t> tokens;
     int32_t snapshot_row = -1;
+    // The rows' media placeholders take the vision tower's embeddings (the sequence's own prompt
+    // rows; not the MTP drafter's shifted rows).
+    bool media_rows = true;
 };
 model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vector<RowSpan>& spans,
                                      const std::vector<int32_t>& logit_rows, int32_t block_size,

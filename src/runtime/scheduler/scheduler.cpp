@@ -111,7 +111,7 @@ bool Scheduler::admit_head(int64_t& budget, CacheOps& ops) {
     // The deepest prefix-cache entry (not for prompt scoring: every prompt row is wanted).
     std::optional<uint64_t> hit;
     if (snapshots_ && !seq.request.prompt_logprobs)
-        hit = snapshots_->lookup(seq.tokens, int64_t(seq.tokens.size()) - 1);
+        hit = snapshots_->lookup(seq.cache_tokens(), int64_t(seq.tokens.size()) - 1);
     const int64_t bs = blocks_.block_size();
     const int64_t p = hit ? snapshots_->get(*hit).length() : 0;
     std::vector<int32_t> shared;
@@ -271,7 +271,8 @@ CacheOps Scheduler::after_forward(const StepPlan& plan) {
         const bool on_stride =
             stride > 0 && p % stride == 0 &&
             (p <= s.prompt_length() || (e.committed > 1 && !verified));
-        if (prompt_end || on_stride) snapshots_->insert(s.tokens.data(), p, s.blocks, s.slot, ops);
+        if (prompt_end || on_stride)
+            snapshots_->insert(s.cache_tokens().data(), p, s.blocks, s.slot, ops);
     }
     return ops;
 }
@@ -280,7 +281,7 @@ CacheOps Scheduler::finish(Sequence& seq, bool snapshot) {
     CacheOps ops;
     if (seq.slot >= 0) {
         if (snapshot && snapshots_ && seq.cached > 0)
-            snapshots_->insert(seq.tokens.data(), seq.cached, seq.blocks, seq.slot, ops);
+            snapshots_->insert(seq.cache_tokens().data(), seq.cached, seq.blocks, seq.slot, ops);
         blocks_.release(seq.blocks);
         seq.blocks.clear();
         free_slots_.push_back(seq.slot);

@@ -64,7 +64,7 @@ void MtpDrafter::propose(const StepPlan& plan) {
             Sequence& s = *seqs[i];
             if (s.drafts.size() <= step) continue;
             // Step i (1-based) runs at position cached + i - 2.
-            spans.push_back({&s, s.cached + int64_t(step) - 1, {s.drafts[step - 1]}, -1});
+            spans.push_back({&s, s.cached + int64_t(step) - 1, {s.drafts[step - 1]}, -1, false});
             keep.push_back(int32_t(i));
         }
         if (spans.empty()) break;
@@ -109,7 +109,7 @@ void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden, bool al
         const int64_t n =
             std::min<int64_t>(e.committed, int64_t(s.tokens.size()) - 1 - s.cached);
         if (n > 0 && !s.done) {
-            RowSpan sp{&s, s.cached, {}, -1};
+            RowSpan sp{&s, s.cached, {}, -1, false}; // rows take tokens[p + 1]: no media
             for (int64_t i = 0; i < n; ++i) {
                 sp.tokens.push_back(s.tokens[size_t(s.cached + i + 1)]);
                 source.push_back(row + int32_t(i));
