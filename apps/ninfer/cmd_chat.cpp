@@ -12,6 +12,7 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "cli_media.h"
 #include "commands.h"
 #include "core/error.h"
 #include "default_model.h"
@@ -56,6 +57,8 @@ bool read_line(bool tty, std::string& line) {
 
 constexpr const char* kHelp = "commands:\n"
                               "  /reset  forget the conversation (keeps --system)\n"
+                              "  /image PATH  attach an image file to your next message\n"
+                              "  /video PATH  attach a video file to your next message\n"
                               "  /exit   quit (also /quit, or Ctrl-D)\n"
                               "  /help   this list\n"
                               "Ctrl-C stops an answer; any other line is your message.\n";
@@ -102,6 +105,7 @@ int chat(const ChatOptions& o) {
     if (!o.text.system.empty())
         conv.messages.push_back({{"role", "system"}, {"content", o.text.system}});
     const size_t base = conv.messages.size();
+    std::vector<std::string> images, videos; // /image, /video: for the next message
     print_banner(o);
     GenerationRequest request;
     request.max_new_tokens = o.max_new;
@@ -111,6 +115,19 @@ int chat(const ChatOptions& o) {
         if (line == "/reset") {
             conv.messages.erase(conv.messages.begin() + long(base), conv.messages.end());
             std::fputs("(conversation cleared)\n", stderr);
+            continue;
+        }
+        if (line.rfind("/image ", 0) == 0 || line.rfind("/video ", 0) == 0) {
+            const bool video = line[1] == 'v';
+            std::string path = line.substr(7);
+            path.erase(0, path.find_first_not_of(" \t"));
+            if (path.empty()) {
+                std::fprintf(stderr, "usage: /%s PATH\n", video ? "video" : "image");
+            } else {
+                (video ? videos : images).push_back(path);
+                std::fprintf(stderr, "(%s %s attached to your next message)\n",
+                             video ? "video" : "image", path.c_str());
+            }
             continue;
         }
         if (line == "/help" || line == "/?") {
@@ -124,9 +141,18 @@ int chat(const ChatOptions& o) {
             continue;
         }
         if (line.empty()) continue;
-        conv.messages.push_back({{"role", "user"}, {"content", line}});
+        conv.messages.push_back(user_message_with_media(line, images, videos));
+        images.clear();
+        videos.clear();
         g_interrupted.store(false);
-        const TurnResult r = generate_turn(model, conv, o.text, request, &g_interrupted);
+        TurnResult r;
+        try {
+            r = generate_turn(model, conv, o.text, request, &g_interrupted);
+        } catch (const std::exception& e) { // a medium that does not load: the turn is dropped
+            conv.messages.erase(conv.messages.end() - 1);
+            std::fprintf(stderr, "ninfer: %s\n", e.what());
+            continue;
+        }
         std::fputs("\n", stdout);
         std::fflush(stdout);
         if (r.reason == FinishReason::Cancelled) std::fputs("(answer stopped)\n", stderr);

@@ -19,6 +19,7 @@
 #include "engine_flags.h"
 #include "io/hf_config.h"
 #include "io/model_files.h"
+#include "media/preprocess.h"
 #include "server/server.h"
 
 namespace ninfer::app {
@@ -158,6 +159,10 @@ int serve(ServeOptions& o) {
     ctx.default_max_tokens = o.default_max_tokens;
     ctx.default_reasoning_budget = o.reasoning_budget;
     ctx.template_defaults = template_defaults;
+    ctx.allow_media_urls = so.allow_image_urls;
+    if (engine.model_info().vision) // images and videos as the checkpoint's processor takes them
+        ctx.vision = std::make_shared<const media::VisionPreprocessConfig>(
+            media::load_preprocess_config(dir));
 
     server::Server srv(ctx, so);
     const int port = srv.bind();

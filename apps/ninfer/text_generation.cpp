@@ -1,5 +1,7 @@
 #include "text_generation.h"
 
+#include "cli_media.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -10,7 +12,11 @@ namespace ninfer::app {
 
 TextModel::TextModel(const EngineOptions& options, const std::string& chat_template_file)
     : engine(options), tokenizer(text::Tokenizer::from_model_dir(options.model_dir)),
-      chat_template(text::ChatTemplate::from_model_dir(options.model_dir, chat_template_file)) {}
+      chat_template(text::ChatTemplate::from_model_dir(options.model_dir, chat_template_file)) {
+    if (engine.model_info().vision)
+        vision = std::make_shared<const media::VisionPreprocessConfig>(
+            media::load_preprocess_config(options.model_dir));
+}
 
 Conversation build_conversation(const TextOptions& o) {
     require(o.prompt.empty() != o.messages_file.empty(),
@@ -19,7 +25,9 @@ Conversation build_conversation(const TextOptions& o) {
     if (!o.messages_file.empty())
         c = read_messages_file(o.messages_file);
     else
-        c.messages.push_back({{"role", "user"}, {"content", o.prompt}});
+        c.messages.push_back(user_message_with_media(o.prompt, o.images, o.videos));
+    require(o.messages_file.empty() || (o.images.empty() && o.videos.empty()),
+            "--image and --video go with --prompt (a messages file gives its own media parts)");
     if (!o.system.empty()) {
         require(c.messages.empty() || c.messages[0].value("role", "") != "system",
                 "--system: the messages already start with a system message");
@@ -65,6 +73,8 @@ TurnResult generate_turn(TextModel& m, const Conversation& conv, const TextOptio
     copt.variables = template_variables(o.template_vars);
     const std::string prompt = m.chat_template.render(conv.messages, conv.tools, copt);
     request.prompt = m.tokenizer.encode(prompt);
+    attach_file_media(conv.messages, m.engine.model_info(), m.vision.get(), m.tokenizer,
+                      request.prompt, request);
     text::ParserOptions popt;
     popt.starts_in_reasoning = text::prompt_opens_reasoning(prompt);
     popt.stop = o.stop;
@@ -146,6 +156,8 @@ void add_text_options(CLI::App& app, TextOptions& o) {
     app.add_option("--messages", o.messages_file,
                    "JSON file: a messages array, or {\"messages\": [...], \"tools\": [...]}");
     app.add_option("--system", o.system, "A system message");
+    app.add_option("--image", o.images, "An image file for the --prompt message (repeatable)");
+    app.add_option("--video", o.videos, "A video file for the --prompt message (repeatable)");
     app.add_option("--chat-template", o.chat_template,
                    "A Jinja chat template file to use instead of the model's");
     add_template_var_options(app, o.template_vars);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "media/preprocess.h"
 #include "messages_file.h"
 #include "ninfer/engine.h"
 #include "template_vars.h"
@@ -21,6 +22,8 @@ struct TextOptions {
     std::string prompt;               // --prompt: one user message
     std::string messages_file;        // --messages: OpenAI-style messages (+ tools)
     std::string system;               // --system: a system message put first
+    std::vector<std::string> images;  // --image: files for the --prompt message
+    std::vector<std::string> videos;  // --video
     std::string chat_template;        // --chat-template: a Jinja file replacing the model's
     TemplateVarOptions template_vars; // --no-thinking, --reasoning-effort, --var
     std::vector<std::string> stop;    // stop strings
@@ -35,6 +38,7 @@ struct TextModel {
     Engine engine;
     text::Tokenizer tokenizer;
     text::ChatTemplate chat_template;
+    std::shared_ptr<const media::VisionPreprocessConfig> vision; // null: no vision tower
 };
 
 struct TurnResult {

@@ -1,6 +1,9 @@
 // Anthropic Messages request bodies into chat jobs.
 #include "server/anthropic_api.h"
+#include <algorithm>
+
 #include "server/api_error.h"
+#include "server/media_parts.h"
 
 namespace ninfer::server {
 namespace {
@@ -20,7 +23,7 @@ std::string block_text(const Json& content, const std::string& where) {
 
 void unsupported_block(const std::string& type, const std::string& where) {
     bad_param("messages", where + ": content blocks of type '" + type +
-                              "' are not supported (text, thinking, tool_use, tool_result)");
+                              "' are not supported (text, image, thinking, tool_use, tool_result)");
 }
 
 // A user message: tool_result blocks become tool messages, text the user message.
@@ -32,10 +35,15 @@ void parse_user(const Json& content, const std::string& where, Json& out) {
     if (!content.is_array()) bad_param("messages", where + ".content must be a string or blocks");
     if (content.empty()) bad_param("messages", where + ".content must not be empty");
     std::string text;
+    Json parts = Json::array(); // with images: the user message's content parts
     for (const auto& b : content) {
         const std::string type = b.is_object() ? b.value("type", "") : "";
         if (type == "text") {
-            text += block_text(Json::array({b}), where);
+            const std::string t = block_text(Json::array({b}), where);
+            text += t;
+            parts.push_back({{"type", "text"}, {"text", t}});
+        } else if (type == "image") {
+            parts.push_back(anthropic_media_part(b, where));
         } else if (type == "tool_result") {
             std::string result;
             if (const Json* c = field(b, "content"))
@@ -47,7 +55,12 @@ void parse_user(const Json& content, const std::string& where, Json& out) {
             unsupported_block(type, where);
         }
     }
-    if (!text.empty()) out.push_back({{"role", "user"}, {"content", text}});
+    const bool images = std::any_of(parts.begin(), parts.end(),
+                                    [](const Json& p) { return p["type"] == "image"; });
+    if (images)
+        out.push_back({{"role", "user"}, {"content", parts}});
+    else if (!text.empty())
+        out.push_back({{"role", "user"}, {"content", text}});
 }
 
 Json parse_assistant(const Json& content, const std::string& where) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "media/preprocess.h"
 #include "ninfer/engine.h"
 #include "server/chat_job.h"
 #include "text/chat_template.h"
@@ -26,6 +27,10 @@ struct ModelContext {
     // Chat-template variables every request starts from (serve --chat-template-kwargs); a
     // request's chat_template_kwargs, reasoning_effort or thinking settings override them.
     nlohmann::ordered_json template_defaults = nlohmann::ordered_json::object();
+    // Media: fetch http(s) media URLs (serve --allow-image-urls), and the model's image/video
+    // preprocessing (null: the model takes no media).
+    bool allow_media_urls = false;
+    std::shared_ptr<const media::VisionPreprocessConfig> vision;
 };
 
 // The sampling fields of DIR/generation_config.json (temperature, top_p, top_k, min_p,

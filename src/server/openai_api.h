@@ -9,6 +9,7 @@
 #include "server/api_error.h"
 #include "server/chat_job.h"
 #include "server/generation.h"
+#include "server/media_parts.h"
 #include "server/model_context.h"
 
 namespace ninfer::server {
@@ -20,6 +21,9 @@ ChatJob parse_openai_chat(const Json& body);
 CompletionJob parse_openai_completion(const Json& body);
 // The text of an OpenAI message content (a string, or an array of text parts).
 std::string openai_content_text(const Json& content, const char* where);
+// A user message's content: its text, or (with image_url / video_url parts) the content parts
+// with each medium normalised (media_parts.h).
+Json openai_user_content(const Json& content, const std::string& where);
 
 struct ResponseMeta {
     std::string id;

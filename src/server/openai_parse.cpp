@@ -85,7 +85,10 @@ Json parse_message(const Json& msg, size_t index) {
     const Json* content = field(msg, "content");
     if (role == "system" || role == "developer" || role == "user" || role == "tool") {
         out["role"] = role == "developer" ? "system" : role;
-        out["content"] = content ? openai_content_text(*content, where.c_str()) : "";
+        out["content"] = content ? (role == "user" ? openai_user_content(*content, where)
+                                                   : Json(openai_content_text(*content,
+                                                                              where.c_str())))
+                                 : Json("");
         if (role == "tool") {
             if (auto id = opt_string(msg, "tool_call_id")) out["tool_call_id"] = *id;
         }
@@ -192,6 +195,24 @@ void parse_response_format(const Json& b, ChatJob& job) {
 
 } // namespace
 
+Json openai_user_content(const Json& content, const std::string& where) {
+    if (!content.is_array()) return openai_content_text(content, where.c_str());
+    Json parts = Json::array();
+    bool has_media = false;
+    for (const auto& part : content) {
+        Json m = openai_media_part(part, where, "messages");
+        if (!m.is_null()) {
+            has_media = true;
+            parts.push_back(std::move(m));
+        } else {
+            parts.push_back({{"type", "text"},
+                             {"text", openai_content_text(Json::array({part}), where.c_str())}});
+        }
+    }
+    if (!has_media) return openai_content_text(content, where.c_str());
+    return parts;
+}
+
 std::string openai_content_text(const Json& content, const char* where) {
     if (content.is_string()) return content.get<std::string>();
     if (!content.is_array())
@@ -201,10 +222,12 @@ std::string openai_content_text(const Json& content, const char* where) {
         const std::string type = part.is_object() ? part.value("type", "") : "";
         if (type == "text" && part.contains("text") && part["text"].is_string()) {
             text += part["text"].get<std::string>();
-        } else if (type == "image_url" || type == "input_audio" || type == "file" ||
-                   type == "image") {
+        } else if (type == "image_url" || type == "input_image" || type == "video_url") {
+            bad_param("messages", std::string(where) + ": images and videos go in user "
+                                                       "messages");
+        } else if (type == "input_audio" || type == "file" || type == "image") {
             bad_param("messages", std::string(where) + ": content of type '" + type +
-                                      "' is not supported (text only)");
+                                      "' is not supported (text, image_url, video_url)");
         } else {
             bad_param("messages", std::string(where) + ": a content part must be "
                                                        "{\"type\": \"text\", \"text\": ...}");

@@ -6,6 +6,7 @@
 #include "ninfer/error.h"
 #include "server/api_error.h"
 #include "server/constraints.h"
+#include "server/media_parts.h"
 
 // Defined by src/server/CMakeLists.txt when ninfer_text builds the JSON grammar.
 #ifdef NINFER_HAVE_JSON_CONSTRAINT
@@ -201,6 +202,11 @@ PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::
     PreparedChat p;
     p.prompt_text = render_chat(m, job);
     p.spec.prompts.push_back(encode(m, p.prompt_text));
+    if (const std::vector<MediaRef> refs = collect_media(job.messages); !refs.empty()) {
+        LoadedMedia media = load_media(m, refs);
+        lay_out_media(m.engine->model_info(), *m.tokenizer, p.spec.prompts[0], media);
+        p.spec.base.media = std::move(media.inputs);
+    }
     apply_gen_options(m, job.gen, int64_t(p.spec.prompts[0].size()), p.spec, "messages");
     p.spec.base.cache_boundary = generation_prompt_start(m, p.spec.prompts[0]);
     text::ParserOptions& po = p.spec.parser;

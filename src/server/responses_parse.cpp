@@ -27,6 +27,24 @@ std::string content_text(const Json& content, const std::string& where) {
     return text;
 }
 
+// A user message's content: its text, or with input_image parts the chat completions parts
+// (text and image_url), which parse_openai_chat normalises.
+Json user_content(const Json& content, const std::string& where) {
+    if (!content.is_array()) return content_text(content, where);
+    Json parts = Json::array();
+    bool images = false;
+    for (const auto& part : content) {
+        if (part.is_object() && part.value("type", "") == "input_image") {
+            images = true;
+            Json m = openai_media_part(part, where, "input");
+            parts.push_back({{"type", "image_url"}, {"image_url", {{"url", m["url"]}}}});
+        } else {
+            parts.push_back({{"type", "text"}, {"text", content_text(Json::array({part}), where)}});
+        }
+    }
+    return images ? parts : Json(content_text(content, where));
+}
+
 // The reasoning text of a reasoning item (its content, else its summary).
 std::string reasoning_text(const Json& item) {
     std::string text;
@@ -58,7 +76,8 @@ void add_item(const Json& item, const std::string& where, Json& messages, std::s
             bad_param("input", where + ": role must be user, system, developer or assistant");
         const Json* content = field(item, "content");
         if (!content) bad_param("input", where + ".content is required");
-        Json msg = {{"role", role}, {"content", content_text(*content, where)}};
+        Json msg = {{"role", role}, {"content", role == "user" ? user_content(*content, where)
+                                                               : Json(content_text(*content, where))}};
         if (role == "assistant" && !reasoning.empty()) {
             msg["reasoning_content"] = reasoning;
             reasoning.clear();

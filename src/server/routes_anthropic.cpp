@@ -49,7 +49,12 @@ void count_tokens(ServerState& s, const httplib::Request& req, httplib::Response
     check_model(s.model, body, ApiStyle::Anthropic);
     const ChatJob job = parse_anthropic(body, true);
     const std::string prompt = render_chat(s.model, job);
-    const int n = int(s.model.tokenizer->encode(prompt, true).size());
+    std::vector<int32_t> ids = s.model.tokenizer->encode(prompt, true);
+    if (const std::vector<MediaRef> refs = collect_media(job.messages); !refs.empty()) {
+        LoadedMedia media = load_media(s.model, refs); // images count as their placeholders
+        lay_out_media(s.model.engine->model_info(), *s.model.tokenizer, ids, media);
+    }
+    const int n = int(ids.size());
     current_record().prompt_tokens = n;
     set_json(res, {{"input_tokens", n}});
 }
