@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds CUDA targets here (no GPU needed: tools/ci_cuda_compile.sh's toolchain from NVIDIA's PyPI
+# wheels, sm_90a) and packs them, stripped, with the shared libraries they need that the GPU
+# image lacks (OpenBLAS, libgomp, libgfortran, libquadmath, the CUDA runtime) into
+# .deps/gpu.tar.xz (ignored by git). Why: the working tree that travels to the device is capped
+# at 64 MiB and the tracked tree is ~54 MiB, so the Debian .debs a device build needs (23 MB, 90
+# more with the media packages) no longer fit beside it; a packed build of a few targets is ~8 MB
+# and costs no device time to compile.
+#   bash tools/gpu/pack_binaries.sh test_cuda_vision bench_vision ...
+# On the device (run with carry [".deps/gpu.tar.xz"]):  source tools/gpu/unpack_binaries.sh
+# then run /tmp/g/<target>. Tests that read fixtures find them at the path they were built with
+# (this checkout's); unpack_binaries.sh links that path to the device's checkout.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -gt 0 ] || { echo "usage: $0 TARGET..." >&2; exit 2; }
+venv=.cuda-ci-venv
+[ -x $venv/bin/cmake ] || bash tools/ci_cuda_compile.sh
+cu=$($venv/bin/python -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13'))")
+$venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
+    -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a \
+    > /dev/null
+$venv/bin/cmake --build build-cuda-ci -j "$(nproc)" --target "$@"
+pack=.deps/gpu
+rm -rf $pack && mkdir -p $pack
+for t in "$@"; do
+    bin=$(find build-cuda-ci -type f -name "$t" -perm -u+x | head -1)
+    [ -n "$bin" ] || { echo "no binary for $t" >&2; exit 1; }
+    cp "$bin" $pack/ && strip $pack/"$t"
+done
+# The libraries the binaries load that the device image does not have (cuBLAS it has).
+for lib in $(ldd $pack/* 2>/dev/null | awk '/=>/ {print $3}' | sort -u); do
+    case "$(basename "$lib")" in
+    libopenblas*|libgomp*|libgfortran*|libquadmath*|libcudart*) cp -L "$lib" $pack/ ;;
+    esac
+done
+echo "$PWD" > $pack/BUILT_IN
+tar cJf .deps/gpu.tar.xz -C $pack .
+ls -la .deps/gpu.tar.xz

@@ -1,0 +1,10 @@
+# Sourced on the device: unpacks .deps/gpu.tar.xz (tools/gpu/pack_binaries.sh) into /tmp/g, puts
+# it and the image's cuBLAS on LD_LIBRARY_PATH, and links the checkout path the tests were built
+# with to this checkout (fixture paths are compiled in).
+mkdir -p /tmp/g && tar xJf .deps/gpu.tar.xz -C /tmp/g
+built_in=$(cat /tmp/g/BUILT_IN)
+if [ "$built_in" != "$PWD" ] && [ ! -e "$built_in" ]; then
+    mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"
+fi
+nv_libs=$(python3 -c "import nvidia, os; print(':'.join(os.path.join(p, 'cu13', 'lib') for p in nvidia.__path__))" 2>/dev/null)
+export LD_LIBRARY_PATH=/tmp/g:${nv_libs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
