@@ -8,7 +8,9 @@
 # and costs no device time to compile.
 #   bash tools/gpu/pack_binaries.sh test_cuda_vision bench_vision ...
 # On the device (run with carry [".deps/gpu.tar.xz"]):  source tools/gpu/unpack_binaries.sh
-# then run /tmp/g/<target>. Tests that read fixtures find them at the path they were built with
+# then run /tmp/g/<target>. To pack `ninfer` itself, build without FFmpeg (its libraries are far
+# over the budget): NINFER_VIDEO=OFF bash tools/gpu/pack_binaries.sh ninfer (videos are then a
+# 400; images work: their small decoders are packed). Tests that read fixtures find them at the path they were built with
 # (this checkout's); unpack_binaries.sh links that path to the device's checkout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +20,7 @@ venv=.cuda-ci-venv
 cu=$($venv/bin/python -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13'))")
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a \
-    > /dev/null
+    -DNINFER_VIDEO="${NINFER_VIDEO:-ON}" > /dev/null
 $venv/bin/cmake --build build-cuda-ci -j "$(nproc)" --target "$@"
 pack=.deps/gpu
 rm -rf $pack && mkdir -p $pack
@@ -30,7 +32,9 @@ done
 # The libraries the binaries load that the device image does not have (cuBLAS it has).
 for lib in $(ldd $pack/* 2>/dev/null | awk '/=>/ {print $3}' | sort -u); do
     case "$(basename "$lib")" in
-    libopenblas*|libgomp*|libgfortran*|libquadmath*|libcudart*) cp -L "$lib" $pack/ ;;
+    libopenblas*|libgomp*|libgfortran*|libquadmath*|libcudart*|libjpeg*|libpng16*|libwebp*|\
+        libsharpyuv*|libxxhash*|libcpp-httplib*|libedit*|libbsd*|libmd*|libpcre2*|libutf8proc*|libbrotli*)
+        cp -L "$lib" $pack/ ;;
     esac
 done
 echo "$PWD" > $pack/BUILT_IN
