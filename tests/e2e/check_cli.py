@@ -270,5 +270,39 @@ class Info(unittest.TestCase):
         self.assertEqual(p["active_per_token"], p["text_total"] - p["embedding"] + 5120)
 
 
+class Images(unittest.TestCase):
+    """`run --image` and chat's /image on the demo model, whose answers equal HF's (its
+    vision_eval.json); a file that is no image is an error naming it."""
+    DEMO = os.path.join(ROOT, "models", "ninfer-demo")
+    IMAGES = os.path.join(ROOT, "tests", "fixtures_vision", "demo_images")
+
+    def expected(self, name):
+        with open(os.path.join(self.DEMO, "vision_eval.json")) as f:
+            return next(x["answer"] for x in json.load(f)["fixtures"] if x["file"] == name)
+
+    def test_run_image(self):
+        out = subprocess.run([NINFER, "run", "--model", self.DEMO, "--image",
+                              os.path.join(self.IMAGES, "image_2.png"), "--prompt",
+                              "What is in the picture?", "--temperature", "0"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), self.expected("image_2.png"))
+        bad = subprocess.run([NINFER, "run", "--model", self.DEMO, "--image", __file__,
+                              "--prompt", "hi"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("check_cli.py", bad.stderr)
+        self.assertIn("image:", bad.stderr)
+
+    def test_chat_image_command(self):
+        text = ("/image " + os.path.join(self.IMAGES, "image_4.png") + "\n"
+                "What is in the picture?\n/image /nonexistent.png\nhello\n/exit\n")
+        out = subprocess.run([NINFER, "chat", "--model", self.DEMO, "--temperature", "0"],
+                             input=text, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.splitlines()[0].strip(), self.expected("image_4.png"))
+        self.assertIn("attached to your next message", out.stderr)
+        self.assertIn("/nonexistent.png: cannot open", out.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
