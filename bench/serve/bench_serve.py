@@ -28,14 +28,17 @@ Standard library only. Writes JSON (stdout unless --quiet; -o FILE) and a vLLM-s
 run on stderr. Failed requests (non-200, broken streams, timeouts) are counted, never fatal.
 """
 import argparse
+import base64
 import http.client
 import json
 import math
 import random
+import struct
 import sys
 import threading
 import time
 import urllib.parse
+import zlib
 
 SCHEMA_VERSION = 1
 
@@ -287,6 +290,21 @@ def random_prompts(args, rng, n):
             for _ in range(n)]
 
 
+def noise_png_url(rng, width, height):
+    """A base64 PNG data URL of seeded RGB noise (every request's image distinct, so the
+    encoder and prefix caches never serve one request another's image)."""
+    raw = bytes(rng.getrandbits(8) for _ in range(width * height * 3))
+    rows = b"".join(b"\x00" + raw[y * width * 3:(y + 1) * width * 3] for y in range(height))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    png = (b"\x89PNG\r\n\x1a\n" +
+           chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) +
+           chunk(b"IDAT", zlib.compress(rows, 1)) + chunk(b"IEND", b""))
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
 def random_words(rng, n):
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
@@ -306,7 +324,7 @@ def run_single_turn(args, model, clients, prompts, stop):
 def run_multiturn(args, model, clients, conversations, stop):
     """conversations: per conversation, its list of user messages (one per turn), plus the
     shared system prompt. Returns (results, turns not sent after a failed turn)."""
-    system, users = conversations
+    system, users, images = conversations
     results = [[] for _ in users]
     skipped = [0]
     lock = threading.Lock()
@@ -316,7 +334,12 @@ def run_multiturn(args, model, clients, conversations, stop):
         for turn, text in enumerate(users[i]):
             if stop.is_set():
                 return
-            messages.append({"role": "user", "content": text})
+            if turn == 0 and images:  # --image-size: the first message carries the image
+                messages.append({"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": images[i]}},
+                    {"type": "text", "text": text}]})
+            else:
+                messages.append({"role": "user", "content": text})
             r = client.stream("/v1/chat/completions", chat_body(args, model, messages),
                               chat=True, turn=turn)
             if results[i]:
@@ -364,7 +387,11 @@ def make_workload(args, rng, count=None, warmup=False):
     n = count if count is not None else args.num_conversations
     turns = 1 if warmup else args.turns
     users = [[random_words(rng, args.input_len) for _ in range(turns)] for _ in range(n)]
-    return system, users
+    images = []
+    if args.image_size:
+        w, h = (int(v) for v in args.image_size.lower().split("x"))
+        images = [noise_png_url(rng, w, h) for _ in range(n)]
+    return system, users, images
 
 
 # ---------------------------------------------------------------------------------------------
@@ -529,6 +556,9 @@ def parse_args(argv):
     p.add_argument("--system-prompt-words", type=int, default=0,
                    help="multiturn: a system prompt of N random words shared by every "
                         "conversation of a run (0: none)")
+    p.add_argument("--image-size", default=None,
+                   help="multiturn: WxH; each conversation's first message carries a distinct "
+                        "noise image of that size (compare with the same run without it)")
     p.add_argument("--chat-template-kwargs", type=json.loads, default=None,
                    help="multiturn: JSON sent as chat_template_kwargs, e.g. "
                         "'{\"enable_thinking\": false}'")

@@ -179,11 +179,18 @@ class BenchServe(unittest.TestCase):
         self.assertEqual([len(p) for p in a], [16] * 5)
         self.assertTrue(all(0 <= t < VOCAB for p in a for t in p))
         argv = ["--workload", "multiturn", "--num-conversations", "2", "--turns", "3"]
-        system, users = make(argv, "x")
+        system, users, images = make(argv, "x")
         self.assertEqual(system, "")
+        self.assertEqual(images, [])
         self.assertEqual([len(u) for u in users], [3, 3])
         self.assertEqual(len(users[0][0].split()), 128)
-        self.assertEqual((system, users), make(argv, "x"))
+        self.assertEqual((system, users, images), make(argv, "x"))
+        # --image-size: one distinct seeded PNG per conversation
+        _, _, images = make(argv + ["--image-size", "8x6"], "x")
+        self.assertEqual(len(images), 2)
+        self.assertNotEqual(images[0], images[1])
+        self.assertTrue(images[0].startswith("data:image/png;base64,"))
+        self.assertEqual(images, make(argv + ["--image-size", "8x6"], "x")[2])
 
 
 if __name__ == "__main__":
