@@ -153,6 +153,10 @@ class AnthropicImages(unittest.TestCase):
             streamed = "".join(s.text_stream)
         self.assertEqual(streamed, text)
         self.assertGreater(msg.usage.input_tokens + (msg.usage.cache_read_input_tokens or 0), 10)
+        counted = client.messages.count_tokens(model="m",
+                                               messages=[{"role": "user", "content": content}])
+        self.assertEqual(counted.input_tokens,
+                         msg.usage.input_tokens + (msg.usage.cache_read_input_tokens or 0))
 
 
 def bad_request(server, content):
