@@ -285,21 +285,27 @@ class Priority(unittest.TestCase):
             next(iter(hold))
             done = {}
 
-            def run(name, priority):
-                chat(s, messages=[{"role": "user", "content": name}], max_tokens=4,
+            def run(name, priority, tokens):
+                chat(s, messages=[{"role": "user", "content": name}], max_tokens=tokens,
                      extra={"ignore_eos": True, "priority": priority})
                 done[name] = time.monotonic()
 
             threads = []
-            for name, priority in (("B", 10), ("C", -10)):
-                threads.append(threading.Thread(target=run, args=(name, priority)))
+            # B and C differ in max_tokens, so the request log tells them apart.
+            for name, priority, tokens in (("B", 10, 4), ("C", -10, 5)):
+                threads.append(threading.Thread(target=run, args=(name, priority, tokens)))
                 threads[-1].start()
                 s.wait_metric("ninfer_queue_depth", len(threads))  # queued in this order
             hold.close()  # frees the slot (the disconnect cancels the stream)
             for t in threads:
                 t.join(60)
             self.assertEqual(sorted(done), ["B", "C"])
-            self.assertLess(done["C"], done["B"])
+            # Server-side times (the clients' own clocks race when both end within a step):
+            # B, queued first, waits for C's whole generation before its first token.
+            ttft = {r["completion_tokens"]: r["ttft_s"] for r in s.log_records()
+                    if r.get("endpoint") == "/v1/chat/completions" and r.get("status") == 200
+                    and r.get("completion_tokens") in (4, 5)}
+            self.assertLess(ttft[5], ttft[4], "C (priority -10) must start before B")
         finally:
             self.assertEqual(s.stop(), 0)
 
