@@ -343,6 +343,8 @@ void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& b
     TensorView in = s.mtp_input(device_, ctx.dtype, H, T);
     rope_tables_ = batch.host_mrope_positions ? upload_mrope_tables(ctx, batch) : RopeTables{};
     ops::embedding(ctx, batch.tokens, weights_.embed, h);
+    for (const ForwardBatch::MediaRows& mr : batch.media) // placeholders embed as the target's
+        ops::copy(ctx, mr.embeds, h.narrow(0, mr.row, mr.embeds.size(0)));
     ops::rms_norm(ctx, h, m.pre_fc_norm_embedding, eps, cols(in, 0, H));
     ops::rms_norm(ctx, hidden, m.pre_fc_norm_hidden, eps, cols(in, H, H));
     ops::linear(ctx, in, m.fc, x, /*accumulate=*/false);

@@ -146,10 +146,12 @@ void Engine::Impl::run_forward(runtime::StepPlan& plan, TensorView& logits, Tens
         if (drafter) hidden = graphs->hidden(int32_t(plan.entries.size()));
         return;
     }
-    // The vision tower runs for the media this step's prompt rows reach (batched across them).
+    // The vision tower runs for the media this step's prompt rows reach (batched across them),
+    // and the next token's: the MTP drafter's row p embeds token p + 1.
     std::vector<runtime::MediaNeed> needs;
     for (const auto& e : plan.entries)
-        if (e.seq->media) needs.push_back({e.seq, e.seq->cached, e.seq->cached + e.own_rows()});
+        if (e.seq->media)
+            needs.push_back({e.seq, e.seq->cached, e.seq->cached + e.own_rows() + 1});
     if (!needs.empty()) runtime::encode_media(ctx, *model, *media_cache, needs);
     model::ForwardBatch batch =
         runtime::build_forward_batch(ctx, plan, options.kv_block_size, buffers, verify_rows);

@@ -106,11 +106,15 @@ model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vec
                 for (int a = 0; a < 3; ++a)
                     b.host_mrope[size_t(a * T + row0 + i)] =
                         rope_position(sp.seq->media.get(), sp.pos_begin + i, a);
-            if (sp.media_rows && sp.seq->media)
-                append_media_rows(*sp.seq->media, sp.pos_begin,
-                                  sp.pos_begin + int64_t(sp.tokens.size()), row0, batch.media);
         }
         batch.host_mrope_positions = b.host_mrope.data();
+    }
+    for (int32_t s = 0; s < S; ++s) {
+        const RowSpan& sp = spans[size_t(s)];
+        if (!sp.media_rows || !sp.seq->media) continue;
+        const int64_t first = sp.pos_begin + sp.media_shift;
+        append_media_rows(*sp.seq->media, first, first + int64_t(sp.tokens.size()),
+                          b.host_row_begin[size_t(s)], batch.media);
     }
     batch.tokens = stage(ctx, tokens, b.tokens, {T});
     batch.positions = stage(ctx, positions, b.positions, {T});

@@ -67,9 +67,10 @@ struct RowSpan {
     int64_t pos_begin = 0;
     std::vector<int32_t> tokens;
     int32_t snapshot_row = -1;
-    // The rows' media placeholders take the vision tower's embeddings (the sequence's own prompt
-    // rows; not the MTP drafter's shifted rows).
+    // The rows' media placeholders take the vision tower's embeddings: row i takes the one of
+    // token pos_begin + i + media_shift (the MTP drafter's rows embed the next token: shift 1).
     bool media_rows = true;
+    int64_t media_shift = 0;
 };
 model::ForwardBatch build_rows_batch(const ops::ExecContext& ctx, const std::vector<RowSpan>& spans,
                                      const std::vector<int32_t>& logit_rows, int32_t block_size,

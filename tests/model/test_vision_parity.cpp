@@ -118,6 +118,16 @@ TEST_P(VisionParity, BatchedRequestsMatchHf) {
     }
 }
 
+// MTP speculation over multimodal prompts stays exact (the fixture with an MTP head).
+TEST(VisionSpeculative, MtpDraftsKeepHfGreedy) {
+    EngineOptions o;
+    o.speculative = "mtp";
+    o.draft_tokens = 3;
+    check_cases(load_vision_fixture("moe_vision"), o);
+    o.prefill_chunk = 5; // chunks that end right before, inside and after placeholder runs
+    check_cases(load_vision_fixture("moe_vision"), o);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, VisionParity, ::testing::ValuesIn(vision_fixture_names()),
                          [](const auto& param_info) { return param_info.param; });
 

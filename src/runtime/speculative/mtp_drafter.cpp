@@ -109,7 +109,7 @@ void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden, bool al
         const int64_t n =
             std::min<int64_t>(e.committed, int64_t(s.tokens.size()) - 1 - s.cached);
         if (n > 0 && !s.done) {
-            RowSpan sp{&s, s.cached, {}, -1, false}; // rows take tokens[p + 1]: no media
+            RowSpan sp{&s, s.cached, {}, -1, true, 1}; // row p embeds tokens[p + 1]
             for (int64_t i = 0; i < n; ++i) {
                 sp.tokens.push_back(s.tokens[size_t(s.cached + i + 1)]);
                 source.push_back(row + int32_t(i));
