@@ -122,8 +122,9 @@ Qwen35Model::Qwen35Model(io::ModelConfig config, ModelWeights weights, Device de
 // cos/sin [T, rotary_dim / 2] of the batch's 3-axis positions: the angle of frequency j is
 // f32(position on mrope_axis(j)) * inv_freq[j] in f32 (inv_freq as ops/rope.h holds it), so a row
 // whose axes agree gets exactly plain RoPE's angles.
-Qwen35Model::RopeTables Qwen35Model::upload_mrope_tables(const ops::ExecContext& ctx,
-                                                         const ForwardBatch& batch) {
+Qwen35Model::RopeTables Qwen35Model::mrope_tables(const ops::ExecContext& ctx,
+                                                  const ForwardBatch& batch) {
+    if (!batch.host_mrope_positions) return {};
     const io::ModelConfig& c = config_;
     const int64_t T = batch.tokens.size(0), half = c.rotary_dim / 2;
     Scratch& s = *scratch_;
@@ -228,7 +229,7 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
 
 void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeights& w,
                                   const ForwardBatch& batch, const TensorView& k_cache,
-                                  const TensorView& v_cache) {
+                                  const TensorView& v_cache, const RopeTables& rope) {
     const io::ModelConfig& c = config_;
     Scratch& s = *scratch_;
     const int64_t T = batch.tokens.size(0), D = c.head_dim, nH = c.num_heads, nKV = c.num_kv_heads;
@@ -238,13 +239,13 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
     // q_proj rows are per head [query (D) | gate (D)]; then k (nKV*D), then v (nKV*D). q/k norms,
     // RoPE and the cache write: q is the output, k scratch (the cache keeps the keys).
     TensorView q = s.q.view().narrow(0, 0, T), k = s.k.view().narrow(0, 0, T);
-    if (!rope_tables_.cos.empty()) { // mRoPE: attention_prep's composition with per-row angles
+    if (!rope.cos.empty()) { // mRoPE: attention_prep's composition with per-row angles
         ops::rms_norm(ctx, proj.split_heads(0, nH, D, 2 * D), w.attn.q_norm, float(c.rms_norm_eps),
                       q);
         ops::rms_norm(ctx, proj.split_heads(2 * nH * D, nKV, D, D), w.attn.k_norm,
                       float(c.rms_norm_eps), k);
-        ops::rope_table(ctx, q, rope_tables_.cos, rope_tables_.sin, c.rotary_dim);
-        ops::rope_table(ctx, k, rope_tables_.cos, rope_tables_.sin, c.rotary_dim);
+        ops::rope_table(ctx, q, rope.cos, rope.sin, c.rotary_dim);
+        ops::rope_table(ctx, k, rope.cos, rope.sin, c.rotary_dim);
         ops::kv_cache_write(ctx, k, proj.split_heads((2 * nH + nKV) * D, nKV, D, D), batch.seqs,
                             k_cache, v_cache);
     } else {
@@ -301,14 +302,15 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
                 "forward: media rows ", m.row, " + ", m.embeds.describe(), " outside the batch");
         ops::copy(ctx, m.embeds, s.x.view().narrow(0, m.row, m.embeds.size(0)));
     }
-    rope_tables_ = batch.host_mrope_positions ? upload_mrope_tables(ctx, batch) : RopeTables{};
+    const RopeTables rope = mrope_tables(ctx, batch);
     size_t attn_rank = 0, gdn_rank = 0;
     for (const LayerWeights& w : weights_.layers) {
         if (w.kind == LayerKind::LinearAttention) {
             gdn_layer(ctx, w, batch, caches.conv_state[gdn_rank], caches.recurrent_state[gdn_rank]);
             ++gdn_rank;
         } else {
-            attention_layer(ctx, w, batch, caches.k_cache[attn_rank], caches.v_cache[attn_rank]);
+            attention_layer(ctx, w, batch, caches.k_cache[attn_rank], caches.v_cache[attn_rank],
+                            rope);
             ++attn_rank;
         }
         mlp_block(ctx, w, T);
@@ -341,7 +343,7 @@ void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& b
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     // u = fc([norm_e(embed(token)) | norm_h(hidden)]): the embedding half first.
     TensorView in = s.mtp_input(device_, ctx.dtype, H, T);
-    rope_tables_ = batch.host_mrope_positions ? upload_mrope_tables(ctx, batch) : RopeTables{};
+    const RopeTables rope = mrope_tables(ctx, batch);
     ops::embedding(ctx, batch.tokens, weights_.embed, h);
     for (const ForwardBatch::MediaRows& mr : batch.media) // placeholders embed as the target's
         ops::copy(ctx, mr.embeds, h.narrow(0, mr.row, mr.embeds.size(0)));
@@ -349,7 +351,8 @@ void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& b
     ops::rms_norm(ctx, hidden, m.pre_fc_norm_hidden, eps, cols(in, H, H));
     ops::linear(ctx, in, m.fc, x, /*accumulate=*/false);
     for (size_t i = 0; i < m.layers.size(); ++i) {
-        attention_layer(ctx, m.layers[i], batch, caches.mtp_k_cache[i], caches.mtp_v_cache[i]);
+        attention_layer(ctx, m.layers[i], batch, caches.mtp_k_cache[i], caches.mtp_v_cache[i],
+                        rope);
         mlp_block(ctx, m.layers[i], T);
     }
     ops::rms_norm(ctx, x, m.norm, eps, draft_hidden);

@@ -105,11 +105,18 @@ public:
 
 private:
     struct Scratch;
+    // A forward's mRoPE angle tables [T, rotary_dim / 2] on the device (empty views: plain RoPE
+    // from batch.positions).
+    struct RopeTables {
+        TensorView cos, sin;
+    };
+    // The batch's tables when it carries host_mrope_positions, else empty.
+    RopeTables mrope_tables(const ops::ExecContext& ctx, const ForwardBatch& batch);
     void gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w, const ForwardBatch& batch,
                    const TensorView& conv_state, const TensorView& recurrent_state);
     void attention_layer(const ops::ExecContext& ctx, const LayerWeights& w,
                          const ForwardBatch& batch, const TensorView& k_cache,
-                         const TensorView& v_cache);
+                         const TensorView& v_cache, const RopeTables& rope);
     void mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, int64_t T);
 
     io::ModelConfig config_;
@@ -118,12 +125,6 @@ private:
     int64_t weight_bytes_ = 0;
     std::unique_ptr<Scratch> scratch_;
     std::unique_ptr<VisionEncoder> vision_;
-    // This forward's mRoPE angle tables (empty views: plain RoPE from batch.positions).
-    struct RopeTables {
-        TensorView cos, sin;
-    };
-    RopeTables rope_tables_;
-    RopeTables upload_mrope_tables(const ops::ExecContext& ctx, const ForwardBatch& batch);
 };
 
 } // namespace ninfer::model

@@ -171,7 +171,8 @@ void linear_bias(const ops::ExecContext& ctx, const TensorView& x, const Tensor&
 
 } // namespace
 
-void VisionEncoder::block(const ops::ExecContext& ctx, const VisionBlockWeights& w, int64_t N) {
+void VisionEncoder::block(const ops::ExecContext& ctx, const VisionBlockWeights& w, int64_t N,
+                          const std::vector<int32_t>& segments) {
     const io::VisionConfig& v = config_.vision;
     Scratch& s = *scratch_;
     const int64_t D = v.hidden_size, nH = v.num_heads, Dh = v.head_dim();
@@ -188,8 +189,8 @@ void VisionEncoder::block(const ops::ExecContext& ctx, const VisionBlockWeights&
     ops::rope_table(ctx, q, cos, sin, Dh);
     ops::rope_table(ctx, k, cos, sin, Dh);
     TensorView attn = s.attn.view().narrow(0, 0, N);
-    ops::segment_attention(ctx, q, k, val, segment_host_.data(),
-                           s.segments.view().narrow(0, 0, int64_t(segment_host_.size())),
+    ops::segment_attention(ctx, q, k, val, segments.data(),
+                           s.segments.view().narrow(0, 0, int64_t(segments.size())),
                            float(1.0 / std::sqrt(double(Dh))), attn.reshape({N, nH, Dh}));
     linear_bias(ctx, attn, w.proj_w, w.proj_b, tmp, ops::Activation::None);
     ops::add(ctx, x, tmp, x);
@@ -206,9 +207,9 @@ void VisionEncoder::encode(const ops::ExecContext& ctx, const std::vector<MediaG
     const io::VisionConfig& v = config_.vision;
     require(weights_.loaded(), "vision: this checkpoint has no vision tower (model.visual.*)");
     require(ctx.device == device_, "vision: the tower lives on ", device_name(device_));
+    const VisionTables t = vision_tables(v, grids); // validates the grids
     int64_t N = 0, merged = 0;
     for (const MediaGrid& g : grids) {
-        validate_media_grid(v, g);
         N += g.patches();
         merged += g.merged(v.spatial_merge_size);
     }
@@ -220,8 +221,6 @@ void VisionEncoder::encode(const ops::ExecContext& ctx, const std::vector<MediaG
             "vision: out ", out.describe(), " must be [", merged, ", ", config_.hidden_size, "]");
     scratch_->ensure(config_, device_, ctx.dtype, N);
     Scratch& s = *scratch_;
-    const VisionTables t = vision_tables(v, grids);
-    segment_host_ = t.segments;
     const int64_t half = v.head_dim() / 2, S = int64_t(t.segments.size());
     upload_rows(ctx, t.cos, DType::F32, s.cos, N, half);
     upload_rows(ctx, t.sin, DType::F32, s.sin, N, half);
@@ -232,7 +231,7 @@ void VisionEncoder::encode(const ops::ExecContext& ctx, const std::vector<MediaG
     TensorView x = s.x.view().narrow(0, 0, N);
     linear_bias(ctx, pixels, weights_.patch_w, weights_.patch_b, x, ops::Activation::None);
     ops::embedding_bag_add(ctx, pos_index, pos_weight, weights_.pos_embed, x);
-    for (const VisionBlockWeights& w : weights_.blocks) block(ctx, w, N);
+    for (const VisionBlockWeights& w : weights_.blocks) block(ctx, w, N, t.segments);
     // Merger: layer_norm per patch, then each merge block's patches side by side.
     TensorView h = s.h.view().narrow(0, 0, N);
     ops::layer_norm(ctx, x, weights_.merger_norm_w, weights_.merger_norm_b, kNormEps, h);

@@ -52,13 +52,14 @@ public:
 
 private:
     struct Scratch;
-    void block(const ops::ExecContext& ctx, const VisionBlockWeights& w, int64_t N);
+    // One ViT block over N patches; segments: the call's attention segments (host).
+    void block(const ops::ExecContext& ctx, const VisionBlockWeights& w, int64_t N,
+               const std::vector<int32_t>& segments);
 
     const io::ModelConfig& config_;
     const VisionWeights& weights_;
     Device device_;
     std::unique_ptr<Scratch> scratch_;
-    std::vector<int32_t> segment_host_; // the current call's segments (host copy)
 };
 
 // Checks a grid against the tower's geometry; throws InvalidArgument naming the problem.

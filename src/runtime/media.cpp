@@ -186,74 +186,67 @@ void MediaEncoderCache::insert(uint64_t key, std::shared_ptr<Tensor> embeds) {
 void encode_media(const ops::ExecContext& ctx, model::Qwen35Model& model,
                   MediaEncoderCache& cache, const std::vector<MediaNeed>& needs) {
     const io::ModelConfig& c = model.config();
-    std::vector<model::MediaGrid> grids;
-    std::vector<std::pair<SequenceMedia*, int32_t>> targets;
-    std::vector<float> pixels;
-    std::unordered_map<uint64_t, size_t> batched; // key -> index in targets (one encode each)
-    std::vector<std::pair<SequenceMedia*, int32_t>> duplicates;
-    std::vector<size_t> duplicate_of;
+    // One encode per content key not cached yet, and every embeds slot that waits for it (the
+    // same image in several requests, or several runs of one video).
+    struct Pending {
+        uint64_t key = 0;
+        model::MediaGrid grid;
+        const std::vector<float>* pixels = nullptr;
+        std::vector<std::shared_ptr<Tensor>*> slots;
+    };
+    std::vector<Pending> pending;
+    std::unordered_map<uint64_t, size_t> by_key;
     for (const MediaNeed& need : needs) {
         SequenceMedia* media = need.seq->media.get();
         if (!media) continue;
         for (const MediaRun& run : media->runs) {
             if (!(run.begin < need.end && need.begin < run.begin + run.count)) continue;
-            const int32_t m = run.media;
-            if (media->embeds[size_t(m)]) continue;
-            const uint64_t key = media->keys[size_t(m)];
-            if (auto hit = cache.find(key)) {
-                media->embeds[size_t(m)] = std::move(hit);
-                continue;
-            }
-            if (auto it = batched.find(key); it != batched.end()) {
-                duplicates.emplace_back(media, m);
-                duplicate_of.push_back(it->second);
-                continue;
-            }
-            batched.emplace(key, targets.size());
-            targets.emplace_back(media, m);
-            grids.push_back(media->grids[size_t(m)]);
-            const std::vector<float>& px = *need.seq->request.media[size_t(m)].pixels;
-            pixels.insert(pixels.end(), px.begin(), px.end());
-            media->embeds[size_t(m)] = std::make_shared<Tensor>(); // reserved (filled below)
+            std::shared_ptr<Tensor>& slot = media->embeds[size_t(run.media)];
+            if (slot) continue;
+            const uint64_t key = media->keys[size_t(run.media)];
+            if ((slot = cache.find(key))) continue;
+            auto [it, added] = by_key.emplace(key, pending.size());
+            if (added)
+                pending.push_back({key, media->grids[size_t(run.media)],
+                                   need.seq->request.media[size_t(run.media)].pixels.get(), {}});
+            pending[it->second].slots.push_back(&slot);
         }
     }
-    if (targets.empty()) return;
     Allocator& a = ops::device_allocator(ctx.device);
     const int64_t P = c.vision.patch_values(), merge = c.vision.spatial_merge_size;
     // Tower calls of at most kMaxMediaPatches patches, media in order.
-    for (size_t first = 0, offset = 0; first < targets.size();) {
+    for (size_t first = 0; first < pending.size();) {
         size_t last = first;
         int64_t N = 0, merged = 0;
-        while (last < targets.size() && (last == first || N + grids[last].patches() <= kMaxMediaPatches)) {
-            N += grids[last].patches();
-            merged += grids[last].merged(merge);
+        std::vector<model::MediaGrid> grids;
+        while (last < pending.size() &&
+               (last == first || N + pending[last].grid.patches() <= kMaxMediaPatches)) {
+            grids.push_back(pending[last].grid);
+            N += pending[last].grid.patches();
+            merged += pending[last].grid.merged(merge);
             ++last;
         }
         Tensor px = Tensor::empty(a, ctx.dtype, {N, P});
-        ops::upload(ctx,
-                    TensorView::contiguous(pixels.data() + offset, DType::F32, Device::cpu(),
-                                           {N, P}),
-                    px.view());
+        for (size_t i = first, row = 0; i < last; ++i) { // each medium's pixels into its rows
+            const int64_t n = pending[i].grid.patches();
+            ops::upload(ctx,
+                        TensorView::contiguous(const_cast<float*>(pending[i].pixels->data()),
+                                               DType::F32, Device::cpu(), {n * P}),
+                        px.view().narrow(0, int64_t(row), n).reshape({n * P}));
+            row += size_t(n);
+        }
         Tensor out = Tensor::empty(a, ctx.dtype, {merged, c.hidden_size});
-        const std::vector<model::MediaGrid> call(grids.begin() + long(first), grids.begin() + long(last));
-        model.vision().encode(ctx, call, px.view(), out.view());
+        model.vision().encode(ctx, grids, px.view(), out.view());
         int64_t row = 0;
         for (size_t i = first; i < last; ++i) {
-            const int64_t n = grids[i].merged(merge);
+            const int64_t n = pending[i].grid.merged(merge);
             auto own = std::make_shared<Tensor>(Tensor::empty(a, ctx.dtype, {n, c.hidden_size}));
             ops::copy(ctx, out.view().narrow(0, row, n), own->view());
             row += n;
-            auto [media, m] = targets[i];
-            media->embeds[size_t(m)] = own;
-            cache.insert(media->keys[size_t(m)], own);
+            for (std::shared_ptr<Tensor>* slot : pending[i].slots) *slot = own;
+            cache.insert(pending[i].key, own);
         }
-        offset += size_t(N * P);
         first = last;
-    }
-    for (size_t i = 0; i < duplicates.size(); ++i) {
-        auto [src_media, src_m] = targets[duplicate_of[i]];
-        duplicates[i].first->embeds[size_t(duplicates[i].second)] =
-            src_media->embeds[size_t(src_m)];
     }
 }
 
