@@ -1,6 +1,8 @@
 // Helpers for the model tests: the committed HF fixtures and their reference outputs.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -37,6 +39,15 @@ struct Fixture {
     double hf_bf16_logits_rel = 0;
 };
 
+// One step of a reference.json case: {"id", "logprob", "top": [[id, logprob], ...]}.
+inline ReferenceStep parse_step(const nlohmann::json& s) {
+    ReferenceStep st;
+    st.id = s["id"].get<int32_t>();
+    st.logprob = s["logprob"].get<double>();
+    for (const auto& t : s["top"]) st.top.emplace_back(t[0].get<int32_t>(), t[1].get<double>());
+    return st;
+}
+
 inline std::vector<Fixture> load_fixtures() {
     std::vector<Fixture> out;
     for (const auto& entry : std::filesystem::directory_iterator(fixtures_dir())) {
@@ -51,14 +62,7 @@ inline std::vector<Fixture> load_fixtures() {
         for (const auto& c : j["cases"]) {
             ReferenceCase rc;
             rc.prompt = c["prompt"].get<std::vector<int32_t>>();
-            for (const auto& s : c["steps"]) {
-                ReferenceStep st;
-                st.id = s["id"].get<int32_t>();
-                st.logprob = s["logprob"].get<double>();
-                for (const auto& t : s["top"])
-                    st.top.emplace_back(t[0].get<int32_t>(), t[1].get<double>());
-                rc.steps.push_back(std::move(st));
-            }
+            for (const auto& s : c["steps"]) rc.steps.push_back(parse_step(s));
             f.cases.push_back(std::move(rc));
         }
         out.push_back(std::move(f));
@@ -70,6 +74,24 @@ inline std::vector<Fixture> load_fixtures() {
 
 inline void PrintTo(const Fixture& f, std::ostream* os) {
     *os << f.name;
+}
+
+// Every HF top-5 entry appears in ours with a close logprob, unless it sits at the rank-5
+// boundary within tolerance (then a near-tie may legitimately swap it with rank 6).
+inline void expect_top_logprobs_match(const GeneratedToken& ours, const ReferenceStep& ref,
+                               const std::string& where) {
+    ASSERT_EQ(ours.top_logprobs.size(), ref.top.size()) << where;
+    const double boundary = ref.top.back().second;
+    for (const auto& [id, lp] : ref.top) {
+        auto it = std::find_if(ours.top_logprobs.begin(), ours.top_logprobs.end(),
+                               [&](const TokenLogprob& t) { return t.id == id; });
+        if (it == ours.top_logprobs.end()) {
+            EXPECT_LE(std::fabs(lp - boundary), kLogprobVsHfAbs)
+                << where << ": HF top id " << id << " missing from ninfer's top-5";
+            continue;
+        }
+        EXPECT_NEAR(it->logprob, lp, kLogprobVsHfAbs) << where << ": id " << id;
+    }
 }
 
 // Runs one request to completion and returns every token with its logprobs.

@@ -11,24 +11,6 @@
 namespace ninfer::test {
 namespace {
 
-// Every HF top-5 entry appears in ours with a close logprob, unless it sits at the rank-5
-// boundary within tolerance (then a near-tie may legitimately swap it with rank 6).
-void expect_top_logprobs_match(const GeneratedToken& ours, const ReferenceStep& ref,
-                               const std::string& where) {
-    ASSERT_EQ(ours.top_logprobs.size(), ref.top.size()) << where;
-    const double boundary = ref.top.back().second;
-    for (const auto& [id, lp] : ref.top) {
-        auto it = std::find_if(ours.top_logprobs.begin(), ours.top_logprobs.end(),
-                               [&](const TokenLogprob& t) { return t.id == id; });
-        if (it == ours.top_logprobs.end()) {
-            EXPECT_LE(std::fabs(lp - boundary), kLogprobVsHfAbs)
-                << where << ": HF top id " << id << " missing from ninfer's top-5";
-            continue;
-        }
-        EXPECT_NEAR(it->logprob, lp, kLogprobVsHfAbs) << where << ": id " << id;
-    }
-}
-
 void check_against_hf(const Fixture& f, const EngineOptions& options) {
     Engine engine(options);
     for (const ReferenceCase& c : f.cases) {

@@ -67,13 +67,7 @@ void expect_case(Engine& engine, const VisionFixture& f, const VisionCase& c,
         const std::string at = where + " step " + std::to_string(i);
         ASSERT_EQ(tokens[i].id, c.steps[i].id) << at;
         EXPECT_NEAR(tokens[i].logprob, c.steps[i].logprob, kLogprobVsHfAbs) << at;
-        for (const auto& [id, lp] : c.steps[i].top) {
-            auto it = std::find_if(tokens[i].top_logprobs.begin(), tokens[i].top_logprobs.end(),
-                                   [&](const TokenLogprob& t) { return t.id == id; });
-            if (it != tokens[i].top_logprobs.end()) {
-                EXPECT_NEAR(it->logprob, lp, kLogprobVsHfAbs) << at;
-            }
-        }
+        expect_top_logprobs_match(tokens[i], c.steps[i], at);
     }
 }
 

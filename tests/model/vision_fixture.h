@@ -69,13 +69,7 @@ inline VisionFixture load_vision_fixture(const std::string& name) {
         for (const auto& m : c["media"])
             vc.media.push_back({m["name"].get<std::string>(), m["video"].get<bool>(),
                                 m["offsets"].get<std::vector<int32_t>>()});
-        for (const auto& s : c["steps"]) {
-            ReferenceStep st;
-            st.id = s["id"].get<int32_t>();
-            st.logprob = s["logprob"].get<double>();
-            for (const auto& t : s["top"]) st.top.emplace_back(t[0].get<int32_t>(), t[1].get<double>());
-            vc.steps.push_back(std::move(st));
-        }
+        for (const auto& s : c["steps"]) vc.steps.push_back(parse_step(s));
         f.cases.push_back(std::move(vc));
     }
     return f;
