@@ -55,6 +55,21 @@ inline Tensor rounded(const TensorView& host, DType dtype) {
     return t;
 }
 
+// Op tests run once per device dtype (F32 and BF16): the context, the presets for that dtype,
+// and random host inputs already rounded to it.
+class CudaDtypeTest : public ::testing::TestWithParam<DType> {
+protected:
+    DType dt() const { return GetParam(); }
+    ops::ExecContext ctx() const { return cuda_ctx(dt()); }
+    const Tolerance& elementwise() const {
+        return dt() == DType::F32 ? kCudaF32 : kBf16Elementwise;
+    }
+    const Tolerance& reduction() const { return dt() == DType::F32 ? kCudaF32 : kBf16Reduction; }
+    Tensor input(std::initializer_list<int64_t> dims, uint64_t seed, float scale = 1.0f) const {
+        return rounded(random_tensor(dims, seed, scale), dt());
+    }
+};
+
 // A device copy of a contiguous host tensor, converted to dtype (integers keep their dtype).
 inline Tensor to_device(const ops::ExecContext& ctx, const TensorView& host, DType dtype) {
     const DType d = is_float(host.dtype) ? dtype : host.dtype;

@@ -23,19 +23,7 @@
 namespace ninfer::test {
 namespace {
 
-class CudaOps : public ::testing::TestWithParam<DType> {
-protected:
-    DType dt() const { return GetParam(); }
-    ops::ExecContext ctx() const { return cuda_ctx(dt()); }
-    const Tolerance& elementwise() const {
-        return dt() == DType::F32 ? kCudaF32 : kBf16Elementwise;
-    }
-    const Tolerance& reduction() const { return dt() == DType::F32 ? kCudaF32 : kBf16Reduction; }
-    // Random host input already rounded to the device dtype.
-    Tensor input(std::initializer_list<int64_t> dims, uint64_t seed, float scale = 1.0f) const {
-        return rounded(random_tensor(dims, seed, scale), dt());
-    }
-};
+class CudaOps : public CudaDtypeTest {};
 
 TEST_P(CudaOps, RmsNormAndGatedNorm) {
     const auto c = ctx();

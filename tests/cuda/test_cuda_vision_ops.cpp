@@ -20,18 +20,7 @@
 namespace ninfer::test {
 namespace {
 
-class CudaVisionOps : public ::testing::TestWithParam<DType> {
-protected:
-    DType dt() const { return GetParam(); }
-    ops::ExecContext ctx() const { return cuda_ctx(dt()); }
-    const Tolerance& elementwise() const {
-        return dt() == DType::F32 ? kCudaF32 : kBf16Elementwise;
-    }
-    const Tolerance& reduction() const { return dt() == DType::F32 ? kCudaF32 : kBf16Reduction; }
-    Tensor input(std::initializer_list<int64_t> dims, uint64_t seed, float scale = 1.0f) const {
-        return rounded(random_tensor(dims, seed, scale), dt());
-    }
-};
+class CudaVisionOps : public CudaDtypeTest {};
 
 TEST_P(CudaVisionOps, LayerNormShapesAndWeightDtypes) {
     const auto c = ctx();

@@ -2,6 +2,7 @@
 // Unsupported, so a CUDA device is a clear error rather than a link failure.
 #include "core/error.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/vision_ops.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -60,6 +61,13 @@ void logprobs_top_k(const ExecContext&, const TensorView&, int64_t, const Tensor
 void apply_penalties(const ExecContext&, const TensorView&, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("apply_penalties"); }
 void sample_tokens(const ExecContext&, const TensorView&, int64_t, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("sample_tokens"); }
 
+void layer_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("layer_norm"); }
+void bias_act(const ExecContext&, const TensorView&, const TensorView&, Activation) { no_cuda("bias_act"); }
+void rope_table(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, int64_t) { no_cuda("rope_table"); }
+void segment_attention(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const int32_t*, const TensorView&, float, const TensorView&) { no_cuda("segment_attention"); }
+bool segment_attention_flash_supported(const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("segment_attention"); }
+void segment_attention_flash(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const int32_t*, const TensorView&, float, const TensorView&) { no_cuda("segment_attention"); }
+void segment_attention_general(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const int32_t*, const TensorView&, float, const TensorView&) { no_cuda("segment_attention"); }
 // clang-format on
 
 } // namespace ninfer::ops::cuda

@@ -1,5 +1,5 @@
 // CUDA bodies of the vision tower's ops (host functions; no CUDA headers here), as cuda_ops.h
-// for the others. Builds without CUDA link vision_stub.cpp instead, whose functions raise
+// for the others. Builds without CUDA link cuda_stub.cpp instead, whose functions raise
 // Unsupported.
 #pragma once
 
