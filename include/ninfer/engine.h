@@ -239,6 +239,8 @@ struct EngineStats {
     std::string speculative;            // "" or the method ("mtp")
     SpeculativeStats speculation;       // totals
     int64_t draft_tokens = 0;           // the draft tokens of the latest step that drafted
+    int64_t graph_replays = 0;          // steps replayed from CUDA graphs (total)
+    int64_t graph_verify_replays = 0;   // of those, verification steps (1 + K rows a sequence)
 };
 
 class Engine {

@@ -84,6 +84,25 @@ void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst) 
     return cuda::copy(ctx, src, dst);
 }
 
+void copy_many(const ExecContext& ctx, const std::vector<TensorView>& src,
+               const std::vector<TensorView>& dst) {
+    require(src.size() == dst.size(), "copy_many: ", src.size(), " sources for ", dst.size(),
+            " destinations");
+    for (size_t i = 0; i < src.size(); ++i) {
+        check_device(ctx, "copy_many", "src", src[i]);
+        check_device(ctx, "copy_many", "dst", dst[i]);
+        check_dtype("copy_many", "dst", dst[i], src[i].dtype);
+        check_contiguous("copy_many", "src", src[i]);
+        check_contiguous("copy_many", "dst", dst[i]);
+        require(src[i].numel() == dst[i].numel(), "copy_many: sizes differ at ", i);
+    }
+    if (ctx.device.is_cpu()) {
+        for (size_t i = 0; i < src.size(); ++i) convert_host(src[i], dst[i], "copy_many");
+        return;
+    }
+    cuda::copy_many(ctx, src, dst);
+}
+
 void bind_device(const ExecContext& ctx) {
     if (!ctx.device.is_cpu()) cuda::bind_device(ctx);
 }

@@ -2,14 +2,15 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "ops/memory.h"
 
 namespace ninfer::runtime {
 
 struct DecodeGraphs::Slot {
-    int32_t seqs = 0;
-    std::vector<int32_t> tokens, positions, row_begin, pos_begin, slots, table, rows;
-    Tensor d_tokens, d_positions, d_row_begin, d_pos_begin, d_slots, d_table, d_rows, logits, hidden;
+    int32_t seqs = 0, width = 1;
+    std::vector<int32_t> tokens, positions, row_begin, pos_begin, slots, table, rows, snapshots;
+    Tensor d_tokens, d_positions, d_row_begin, d_pos_begin, d_slots, d_table, d_rows, d_snapshots;
     model::ForwardBatch batch;
     std::unique_ptr<ops::Graph> graph;
     bool warmed = false;
@@ -18,7 +19,15 @@ struct DecodeGraphs::Slot {
 
 DecodeGraphs::DecodeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
                            const Layout& layout)
-    : ctx_(ctx), model_(model), layout_(layout) {}
+    : ctx_(ctx), model_(model), layout_(layout) {
+    capacity_rows_ = bucket_for(layout.max_seqs);
+    if (layout.verify.per_group > 0)
+        capacity_rows_ = std::max<int64_t>(capacity_rows_, kMaxVerifyRows);
+    Allocator& a = ops::device_allocator(ctx.device);
+    logits_ = Tensor::empty(a, DType::F32, {capacity_rows_, model.config().vocab_size});
+    if (layout.hidden_size > 0)
+        hidden_ = Tensor::empty(a, ctx.dtype, {capacity_rows_, layout.hidden_size});
+}
 
 int32_t DecodeGraphs::bucket_for(int32_t seqs) {
     int32_t b = 1;
@@ -28,45 +37,51 @@ int32_t DecodeGraphs::bucket_for(int32_t seqs) {
 
 DecodeGraphs::~DecodeGraphs() = default;
 
-bool DecodeGraphs::eligible(const StepPlan& plan) const {
+int32_t DecodeGraphs::graph_width(const StepPlan& plan) const {
     const int32_t S = int32_t(plan.entries.size());
-    if (S == 0 || plan.logit_seqs.size() != plan.entries.size() || S > layout_.max_seqs)
-        return false;
-    for (const auto& e : plan.entries)
-        if (e.rows != 1 || int32_t(e.seq->blocks.size()) > layout_.max_blocks_per_seq) return false;
-    return model_.capturable(ctx_, bucket_for(S));
+    if (S == 0 || plan.logit_seqs.size() != plan.entries.size() || S > layout_.max_seqs ||
+        !plan.scored.empty())
+        return 0;
+    const int32_t W = int32_t(plan.entries.front().rows);
+    const int32_t rows = bucket_for(S) * W;
+    if (W < 1 || rows > capacity_rows_) return 0;
+    if (W > 1 && (W - 1 > layout_.verify.per_group || rows > kMaxVerifyRows)) return 0;
+    for (const auto& e : plan.entries) {
+        if (e.rows != W || int32_t(e.seq->blocks.size()) > layout_.max_blocks_per_seq) return 0;
+        // W > 1: an anchor and its drafts, whose per-column states go to the verify rows.
+        if (W > 1 && (e.own_rows() != 1 || e.verify_group < 0)) return 0;
+    }
+    return model_.capturable(ctx_, rows) ? W : 0;
 }
 
-DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S) {
-    auto& slot = slots_[S];
+DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S, int32_t W) {
+    auto& slot = slots_[{S, W}];
     if (slot) return *slot;
     slot = std::make_unique<Slot>();
     Slot& s = *slot;
     s.seqs = S;
+    s.width = W;
+    const int32_t T = S * W; // rows: sequence i owns rows [i * W, (i + 1) * W)
     Allocator& a = ops::device_allocator(ctx_.device);
     auto i32 = [&](int64_t n) { return Tensor::empty(a, DType::I32, {n}); };
-    s.d_tokens = i32(S);
-    s.d_positions = i32(S);
+    s.d_tokens = i32(T);
+    s.d_positions = i32(T);
     s.d_row_begin = i32(S + 1);
     s.d_pos_begin = i32(S);
     s.d_slots = i32(S);
     s.d_table = i32(int64_t(S) * layout_.max_blocks_per_seq);
-    s.d_rows = i32(S);
-    s.logits = Tensor::empty(a, DType::F32, {S, model_.config().vocab_size});
-    if (layout_.hidden_size > 0) {
-        s.hidden = Tensor::empty(a, ctx_.dtype, {S, layout_.hidden_size});
-        s.batch.hidden_out = s.hidden.view();
-    }
+    s.d_rows = i32(T);
+    if (hidden_.defined()) s.batch.hidden_out = hidden_.view().narrow(0, 0, T);
     s.table.assign(size_t(S) * size_t(layout_.max_blocks_per_seq), 0);
     s.row_begin.resize(size_t(S) + 1);
-    s.rows.resize(size_t(S));
-    for (int32_t i = 0; i <= S; ++i) s.row_begin[size_t(i)] = i;
-    for (int32_t i = 0; i < S; ++i) s.rows[size_t(i)] = i;
-    // Launch shapes fixed for this S: one row per sequence, the engine's context bounds.
+    s.rows.resize(size_t(T));
+    for (int32_t i = 0; i <= S; ++i) s.row_begin[size_t(i)] = i * W;
+    for (int32_t i = 0; i < T; ++i) s.rows[size_t(i)] = i; // every row samples
+    // Launch shapes fixed for (S, W): W rows per sequence, the engine's context bounds.
     ops::SeqBatch& q = s.batch.seqs;
     q.num_seqs = S;
-    q.num_rows = S;
-    q.max_rows_per_seq = 1;
+    q.num_rows = T;
+    q.max_rows_per_seq = W;
     q.max_context = layout_.max_context;
     q.block_table_stride = layout_.max_blocks_per_seq;
     q.block_size = layout_.block_size;
@@ -74,19 +89,25 @@ DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S) {
     q.pos_begin = s.d_pos_begin.view();
     q.state_slot = s.d_slots.view();
     q.block_table = s.d_table.view().reshape({S, layout_.max_blocks_per_seq});
+    if (W > 1) { // per-column GDN states into each entry's verification rows
+        s.d_snapshots = i32(S);
+        q.snapshot_row = s.d_snapshots.view();
+        s.snapshots.assign(size_t(S), -1);
+        q.host_snapshot_row = s.snapshots.data();
+    }
     s.batch.tokens = s.d_tokens.view();
     s.batch.positions = s.d_positions.view();
     s.batch.logit_rows = s.d_rows.view();
     ops::upload(ctx_,
                 TensorView::contiguous(s.row_begin.data(), DType::I32, Device::cpu(), {S + 1}),
                 s.d_row_begin);
-    ops::upload(ctx_, TensorView::contiguous(s.rows.data(), DType::I32, Device::cpu(), {S}),
+    ops::upload(ctx_, TensorView::contiguous(s.rows.data(), DType::I32, Device::cpu(), {T}),
                 s.d_rows);
     return s;
 }
 
 void DecodeGraphs::fill(Slot& s, const StepPlan& plan) {
-    const int32_t S = s.seqs;
+    const int32_t S = s.seqs, W = s.width;
     s.tokens.clear();
     s.positions.clear();
     s.pos_begin.clear();
@@ -95,20 +116,29 @@ void DecodeGraphs::fill(Slot& s, const StepPlan& plan) {
     const int32_t live = int32_t(plan.entries.size());
     for (int32_t i = 0; i < S; ++i) {
         const int64_t row = int64_t(i) * layout_.max_blocks_per_seq;
-        if (i >= live) { // padding: its own state row and KV block
-            s.tokens.push_back(0);
-            s.positions.push_back(0);
+        if (i >= live) { // padding: its own state row and KV block, no snapshots
+            for (int32_t j = 0; j < W; ++j) {
+                s.tokens.push_back(0);
+                s.positions.push_back(j);
+            }
             s.pos_begin.push_back(0);
             s.slots.push_back(layout_.padding_row);
             s.table[size_t(row)] = layout_.padding_block;
+            if (W > 1) s.snapshots[size_t(i)] = -1;
             continue;
         }
-        const Sequence& seq = *plan.entries[size_t(i)].seq;
+        const StepEntry& e = plan.entries[size_t(i)];
+        const Sequence& seq = *e.seq;
         s.tokens.push_back(seq.tokens[size_t(seq.cached)]);
-        s.positions.push_back(rope_position(seq.media.get(), seq.cached, 0));
+        s.tokens.insert(s.tokens.end(), seq.drafts.begin(), seq.drafts.end()); // W - 1 of them
+        for (int32_t j = 0; j < W; ++j)
+            s.positions.push_back(rope_position(seq.media.get(), seq.cached + j, 0));
         s.pos_begin.push_back(int32_t(seq.cached));
         s.slots.push_back(seq.slot);
         std::copy(seq.blocks.begin(), seq.blocks.end(), s.table.begin() + row);
+        if (W > 1)
+            s.snapshots[size_t(i)] =
+                layout_.verify.base + e.verify_group * layout_.verify.per_group;
     }
     auto host = [](std::vector<int32_t>& v) {
         return TensorView::contiguous(v.data(), DType::I32, Device::cpu(), {int64_t(v.size())});
@@ -118,6 +148,7 @@ void DecodeGraphs::fill(Slot& s, const StepPlan& plan) {
     ops::upload(ctx_, host(s.pos_begin), s.d_pos_begin);
     ops::upload(ctx_, host(s.slots), s.d_slots);
     ops::upload(ctx_, host(s.table), s.d_table);
+    if (W > 1) ops::upload(ctx_, host(s.snapshots), s.d_snapshots);
     // Host mirrors for the ops' argument checks.
     ops::SeqBatch& q = s.batch.seqs;
     q.host_row_begin = s.row_begin.data();
@@ -128,13 +159,17 @@ void DecodeGraphs::fill(Slot& s, const StepPlan& plan) {
 
 TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& caches) {
     const int32_t live = int32_t(plan.entries.size());
-    Slot& s = slot_for(bucket_for(live));
+    const int32_t W = graph_width(plan);
+    require(W > 0, "DecodeGraphs::run: the step cannot replay a graph");
+    Slot& s = slot_for(bucket_for(live), W);
     fill(s, plan);
     if (s.generation != model_.scratch_generation()) { // new size, or the scratch moved
         s.graph.reset();
         s.warmed = false;
     }
-    auto forward = [&] { model_.forward(ctx_, s.batch, caches, s.logits); };
+    const TensorView logits = logits_.view().narrow(0, 0, int64_t(s.seqs) * W);
+    auto forward = [&] { model_.forward(ctx_, s.batch, caches, logits); };
+    last_replayed_ = s.warmed && s.graph != nullptr;
     if (!s.warmed) {
         forward();
         s.warmed = true;
@@ -142,14 +177,14 @@ TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& cach
     } else {
         if (!s.graph) s.graph = ops::capture_graph(ctx_, forward);
         s.graph->launch(ctx_);
+        ++replays_;
+        if (W > 1) ++verify_replays_;
     }
-    last_ = &s;
-    return s.logits.view().narrow(0, 0, live);
+    return logits.narrow(0, 0, int64_t(live) * W);
 }
 
-TensorView DecodeGraphs::hidden(int32_t seqs) const {
-    return last_ && last_->hidden.defined() ? last_->hidden.view().narrow(0, 0, seqs)
-                                            : TensorView();
+TensorView DecodeGraphs::hidden(int64_t rows) const {
+    return hidden_.defined() ? hidden_.view().narrow(0, 0, rows) : TensorView();
 }
 
 } // namespace ninfer::runtime

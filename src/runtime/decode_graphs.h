@@ -1,16 +1,20 @@
-// DecodeGraphs: CUDA-graph replay of decode steps. A step whose rows are all decode rows (one
-// token per sequence) runs the model through a graph captured for a batch bucket B >= S (1, 2,
-// 4, 8, ..., up to the slot count), over device buffers whose addresses and launch shapes are
-// fixed for that B (block tables padded to the engine's longest sequence, attention sized for
-// the engine's max context). Rows S..B-1 are padding: token 0 at position 0 in the padding
-// state row and the padding KV block, which no sequence uses; their logits are ignored. Only the
-// buffer contents change between replays. The first step of a bucket runs eagerly (it warms
+// DecodeGraphs: CUDA-graph replay of decode and verification steps. A step whose entries all
+// run W rows (W = 1: one decode token per sequence; W = 1 + K: an anchor and K drafts that are
+// verified, each entry writing its per-column GDN states to its verification rows) runs the
+// model through a graph captured for (B, W), B >= S the batch bucket (1, 2, 4, 8, ..., up to the
+// slot count). Its device buffers have addresses and launch shapes fixed for (B, W): block tables
+// padded to the engine's longest sequence, attention sized for the engine's max context.
+// Sequences S..B-1 are padding: token 0 at positions 0..W-1 in the padding state row and the
+// padding KV block, which no sequence uses, without snapshots; their logits are ignored. Only the
+// buffer contents change between replays. The first step of a (B, W) runs eagerly (it warms
 // cuBLAS and the scratch), the second captures, later ones replay. A scratch reallocation (a
-// larger prefill) invalidates every graph.
+// larger prefill) invalidates every graph. All graphs share one logits and one hidden buffer
+// (steps run one at a time and their outputs are read before the next).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/qwen3_5.h"
@@ -29,31 +33,46 @@ public:
         int32_t padding_row = 0;   // state row of padding sequences
         int32_t padding_block = 0; // KV block of padding sequences
         int64_t hidden_size = 0;   // > 0: also write every row's final-normed hidden state
+        VerifyRows verify;         // verification state rows (per_group 0: no verify graphs)
     };
-    DecodeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model, const Layout& layout);
+    // Verification graphs cover B * W <= this many rows: beyond it a step is long enough that
+    // eager launches cost little next to it, and the shared logits buffer stays <= 64 MB.
+    static constexpr int32_t kMaxVerifyRows = 64;
 
-    // The bucket a step of `seqs` decode rows runs in: the smallest power of two >= seqs,
-    // capped at the bucket of max_seqs (which is max_seqs rounded up to a power of two).
-    static int32_t bucket_for(int32_t seqs);
+    DecodeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model, const Layout& layout);
     ~DecodeGraphs();
 
-    // The plan is all decode rows and the model can capture a forward of that many rows.
-    bool eligible(const StepPlan& plan) const;
-    // Runs the step's forward; returns the logits [S, V] F32 (valid until the next call).
+    // The bucket a step of `seqs` sequences runs in: the smallest power of two >= seqs.
+    static int32_t bucket_for(int32_t seqs);
+    // The rows each entry of the plan runs when the plan can replay a graph, else 0: every entry
+    // runs the same rows W and samples from all of them, W = 1 (decode) or W = 1 + drafts
+    // (verification), and the model can capture a forward of bucket * W rows.
+    int32_t graph_width(const StepPlan& plan) const;
+    // Runs the step's forward (graph_width(plan) > 0); returns the logits [S * W, V] F32 (valid
+    // until the next call).
     TensorView run(const StepPlan& plan, const model::CacheViews& caches);
-    // With layout.hidden_size: the last run's hidden states [S, H] (valid until the next call).
-    TensorView hidden(int32_t seqs) const;
+    // With layout.hidden_size: the last run's hidden states [S * W, H] (valid until the next
+    // call).
+    TensorView hidden(int64_t rows) const;
+    int64_t replays() const { return replays_; } // graph launches so far (not the eager runs)
+    // Whether the last run() replayed a graph (false: it ran eagerly to warm up, or captured):
+    // only replayed steps time what the step costs from then on.
+    bool last_replayed() const { return last_replayed_; }
+    int64_t verify_replays() const { return verify_replays_; } // of those, with W > 1
 
 private:
-    struct Slot; // the buffers and graph of one sequence count
-    Slot& slot_for(int32_t seqs);
+    struct Slot; // the buffers and graph of one (bucket, width)
+    Slot& slot_for(int32_t seqs, int32_t width);
     void fill(Slot& slot, const StepPlan& plan);
 
     ops::ExecContext ctx_;
     model::Qwen35Model& model_;
     Layout layout_;
-    std::map<int32_t, std::unique_ptr<Slot>> slots_;
-    const Slot* last_ = nullptr;
+    Tensor logits_, hidden_; // [capacity rows, V] F32 and [capacity rows, H]: shared by all slots
+    int64_t capacity_rows_ = 0;
+    std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
+    int64_t replays_ = 0, verify_replays_ = 0;
+    bool last_replayed_ = false;
 };
 
 } // namespace ninfer::runtime

@@ -23,6 +23,7 @@
 #include "runtime/speculative/drafter.h"
 #include "runtime/speculative/verifier.h"
 #include "runtime/step_plan.h"
+#include "runtime/step_profile.h"
 
 namespace ninfer {
 
@@ -56,6 +57,8 @@ struct Engine::Impl {
         std::string error;
     };
     std::vector<Ending> endings;
+    runtime::StepProfile profile; // NINFER_STEP_PROFILE=1: per-phase step times (engine thread)
+    bool step_timing_valid = true; // false: the step's forward warmed up or captured a graph
 
     std::mutex mutex;
     std::condition_variable wake;

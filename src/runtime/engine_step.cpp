@@ -86,6 +86,10 @@ void Engine::Impl::publish_stats() {
     s.speculative = options.speculative;
     s.speculation = spec_totals;
     s.draft_tokens = last_draft_tokens;
+    if (graphs) {
+        s.graph_replays = graphs->replays();
+        s.graph_verify_replays = graphs->verify_replays();
+    }
     std::lock_guard lock(stats_mutex);
     published = s;
 }
@@ -141,9 +145,11 @@ struct EngineSink : runtime::TokenSink {
 
 void Engine::Impl::run_forward(runtime::StepPlan& plan, TensorView& logits, TensorView& hidden) {
     const int64_t H = model->config().hidden_size;
-    if (graphs && plan.scored.empty() && graphs->eligible(plan)) {
+    if (graphs && graphs->graph_width(plan) > 0) {
         logits = graphs->run(plan, cache->views());
-        if (drafter) hidden = graphs->hidden(int32_t(plan.entries.size()));
+        // A step that warmed up or captured a graph is no measure of what the step costs.
+        step_timing_valid = graphs->last_replayed();
+        if (drafter) hidden = graphs->hidden(logits.size(0));
         return;
     }
     // The vision tower runs for the media this step's prompt rows reach (batched across them),
@@ -179,10 +185,12 @@ runtime::CacheOps Engine::Impl::commit_verified(const runtime::StepPlan& plan) c
 
 void Engine::Impl::step() {
     const auto started = Clock::now();
+    profile.begin(ctx);
     runtime::Scheduler::Step st = scheduler->schedule();
     cache->run(st.setup);
     runtime::StepPlan& plan = st.plan;
     if (plan.entries.empty()) return;
+    profile.mark(ctx, runtime::StepProfile::Schedule);
     const auto now = Clock::now();
     bool all_decode = true;
     for (const auto& e : plan.entries) {
@@ -193,21 +201,34 @@ void Engine::Impl::step() {
         all_decode &= e.own_rows() == 1;
     }
     const bool drafting = plan.drafts();
+    int64_t traced_decoding = 0, traced_drafting = 0; // for the step trace (before commits)
+    if (profile.tracing())
+        for (const auto& e : plan.entries) {
+            traced_decoding += e.generates();
+            traced_drafting += !e.seq->drafts.empty();
+        }
     if (drafting) drafter->propose(plan);
+    profile.mark(ctx, runtime::StepProfile::Propose);
     TensorView logits, hidden;
+    step_timing_valid = true;
     run_forward(plan, logits, hidden);
+    profile.mark(ctx, runtime::StepProfile::Forward);
     const int64_t sample_rows = plan.sample_rows();
     if (!plan.scored.empty())
         score_prompts(plan, logits.narrow(0, sample_rows, plan.scored_rows()));
     EngineSink sink(*this);
     verifier->run(plan, logits.narrow(0, 0, sample_rows), sink, policy.get(), spec_totals);
+    profile.mark(ctx, runtime::StepProfile::Verify);
     // A plain step's time for the policy leaves its MTP alignment out: the policy compares
     // drafting with plain decoding as it runs once it settles, without alignment (the sampler
     // synchronised already, so timing the alignment costs one more synchronisation).
     double alignment_s = 0;
     if (drafter) {
-        int64_t decoding = 0;
-        for (const auto& e : plan.entries) decoding += e.generates();
+        int64_t decoding = 0, drafting_seqs = 0;
+        for (const auto& e : plan.entries) {
+            decoding += e.generates();
+            drafting_seqs += !e.seq->drafts.empty();
+        }
         const bool align = decoding == 0 || policy->aligned(decoding);
         const auto before = Clock::now();
         drafter->observe(plan, hidden, align);
@@ -216,14 +237,22 @@ void Engine::Impl::step() {
             alignment_s = seconds(Clock::now() - before);
         }
     }
+    profile.mark(ctx, runtime::StepProfile::Observe);
     cache->run(commit_verified(plan));
     cache->run(scheduler->after_forward(plan));
     for (const Ending& e : endings) finish(*e.seq, e.reason, e.error);
     endings.clear();
+    profile.mark(ctx, runtime::StepProfile::Commit);
+    if (profile.enabled())
+        profile.end(drafting     ? runtime::StepProfile::Verification
+                    : all_decode ? runtime::StepProfile::Decode
+                                 : runtime::StepProfile::Other,
+                    plan.entries.size(), traced_decoding, scheduler->draft_tokens(),
+                    traced_drafting);
     if (policy) {
         const int64_t k = drafting ? scheduler->draft_tokens() : 0;
         if (drafting) last_draft_tokens = k;
-        if (all_decode)
+        if (all_decode && step_timing_valid)
             policy->record_step(int64_t(plan.entries.size()), int(k),
                                 seconds(Clock::now() - started) - alignment_s);
     }

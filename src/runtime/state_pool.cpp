@@ -49,8 +49,7 @@ void StatePool::zero_row(const ops::ExecContext& ctx, int32_t row) const {
 }
 
 void StatePool::copy_row(const ops::ExecContext& ctx, int32_t src, int32_t dst) const {
-    const std::vector<TensorView> from = row_views(src), to = row_views(dst);
-    for (size_t i = 0; i < from.size(); ++i) ops::copy(ctx, from[i], to[i]);
+    ops::copy_many(ctx, row_views(src), row_views(dst)); // one batch for every layer's tensors
 }
 
 void StatePool::download_row(const ops::ExecContext& ctx, int32_t row, uint8_t* host) const {

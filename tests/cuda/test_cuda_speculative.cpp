@@ -5,6 +5,7 @@
 // rows per sequence where plain decoding runs one, so other GEMM routes round differently:
 // tokens are compared, as for CUDA batching (test_cuda_serving.cpp).
 #include "cuda/cuda_test_util.h"
+#include "common/tolerance.h"
 #include "model/speculative_exactness.h"
 
 namespace ninfer::test {
@@ -27,6 +28,40 @@ TEST_P(CudaMtp, F32StopsInsideDraftedBlocks) {
 
 TEST_P(CudaMtp, Bf16GreedyFirstTokensEqualPlainDecoding) {
     check_mtp_greedy_alone(cuda_engine_options("bf16"), GetParam(), {-1, 1});
+}
+
+// Verification steps replay CUDA graphs per (batch bucket, 1 + K) and compute what eager
+// verification computes: alone (the same launch shapes: ids identical, logprobs within the
+// schedule preset) and three requests at once (a bucket of 4 with one padding sequence: ids
+// identical). The graph route must really have run, and not without graphs.
+TEST_P(CudaMtp, F32VerifyGraphsEqualEagerVerification) {
+    const Fixture& f = GetParam();
+    EngineOptions o = cuda_engine_options("f32");
+    o.model_dir = f.dir;
+    const std::vector<int32_t> base = long_prompt(f, 120);
+    for (int k : {1, 3}) {
+        EngineOptions eager_options = with_mtp(o, k);
+        eager_options.cuda_graphs = false;
+        Engine eager(eager_options), graphs(with_mtp(o, k));
+        const auto alone = greedy_request(prefix_of(base, 60), 32);
+        expect_same_output(run_one(graphs, alone).tokens, run_one(eager, alone).tokens,
+                           {kLogprobScheduleAbs, 0}, f.name + " alone " + k_name(k));
+        EXPECT_GT(graphs.stats().graph_verify_replays, 0) << f.name << " " << k_name(k);
+        EXPECT_EQ(eager.stats().graph_replays, 0) << f.name;
+        std::vector<GenerationRequest> batch;
+        for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(base, n), 24));
+        const int64_t before = graphs.stats().graph_verify_replays;
+        std::vector<RequestStream> a = eager.submit_all(batch), b = graphs.submit_all(batch);
+        for (size_t i = 0; i < batch.size(); ++i) {
+            std::vector<GeneratedToken> want, got;
+            RequestUpdate u;
+            while (a[i].next(u)) want.insert(want.end(), u.tokens.begin(), u.tokens.end());
+            while (b[i].next(u)) got.insert(got.end(), u.tokens.begin(), u.tokens.end());
+            expect_same_output(got, want, kIdsOnly,
+                               f.name + " batched " + std::to_string(i) + " " + k_name(k));
+        }
+        EXPECT_GT(graphs.stats().graph_verify_replays, before) << f.name << " batched";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaMtp, ::testing::ValuesIn(mtp_fixtures()),

@@ -73,3 +73,45 @@ TEST(CudaStreams, ResourcesAreFreedWithTheStream) {
 
 } // namespace
 } // namespace ninfer::test
+
+namespace ninfer::test {
+namespace {
+
+// copy_many moves row 1 of each tensor (a state row: F32 and BF16 tensors of several sizes, as
+// StatePool lays them out) to row 2, in one batch on an engine stream and one by one on the
+// legacy stream; every other row stays as it was.
+TEST(CudaStreams, CopyManyCopiesEveryTensorOfARow) {
+    for (int engine_stream = 0; engine_stream < 2; ++engine_stream) {
+        ops::ExecContext ctx = cuda_ctx(DType::BF16);
+        std::shared_ptr<void> stream;
+        if (engine_stream) {
+            stream = ops::create_stream(ctx.device);
+            ctx.stream = stream.get();
+        }
+        std::vector<Tensor> host, dev;
+        std::vector<TensorView> src, dst;
+        const std::vector<std::pair<int64_t, DType>> layers = {
+            {7, DType::F32}, {4096, DType::BF16}, {1, DType::F32}, {65536 + 3, DType::F32}};
+        for (size_t l = 0; l < layers.size(); ++l) {
+            host.push_back(random_tensor({4, layers[l].first}, uint64_t(10 + l), 1.0f));
+            dev.push_back(to_device(ctx, host.back(), layers[l].second));
+            src.push_back(dev.back().view().narrow(0, 1, 1));
+            dst.push_back(dev.back().view().narrow(0, 2, 1));
+        }
+        ops::copy_many(ctx, src, dst);
+        for (size_t l = 0; l < layers.size(); ++l) {
+            const std::vector<float> want = floats(rounded(host[l], layers[l].second));
+            const std::vector<float> got = floats(to_host(ctx, dev[l]));
+            const size_t n = size_t(layers[l].first);
+            for (size_t row = 0; row < 4; ++row)
+                for (size_t i = 0; i < n; ++i) {
+                    const size_t from = (row == 2 ? 1 : row) * n + i;
+                    ASSERT_EQ(got[row * n + i], want[from])
+                        << "stream " << engine_stream << " layer " << l << " row " << row;
+                }
+        }
+    }
+}
+
+} // namespace
+} // namespace ninfer::test

@@ -3,12 +3,15 @@
 # (bench/serve/bench_serve.py) against `ninfer serve` on random weights of a config (1k/128
 # random prompts and 128/1024 decode-heavy, swept over concurrency) and on the demo model
 # (multi-turn chat, prefix-cache hit rate), plus the batch-1 `ninfer bench` in the same run.
-#   bash tools/gpu/serve_bench.sh [random|decode|multiturn|batch1|all]...   JSON and logs in $OUT
+# `vision` serves one-turn chats with and without one image each (random weights with the tower;
+# Qwen3.6's own preprocessor sizes) at VISION_CONCURRENCY.
+#   bash tools/gpu/serve_bench.sh [random|decode|multiturn|batch1|vision|all]...   JSON, logs in $OUT
+# NINFER_BIN: the ninfer binary (default build-gpu's; /tmp/g/ninfer after unpack_binaries.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}
 mkdir -p "$out"
-bin=build-gpu/apps/ninfer/ninfer
+bin=${NINFER_BIN:-build-gpu/apps/ninfer/ninfer}
 config=${CONFIG:-configs/qwen3.6-35b-a3b.json}
 port=8321
 parts=${*:-all}
@@ -71,6 +74,36 @@ if want random || want decode; then
         done
     fi
     curl -s http://127.0.0.1:$port/metrics | grep -E "^ninfer_(prefix|kv|preempt|state)" > "$out/metrics_random.txt"
+    stop_server
+fi
+
+if want vision; then
+    # The demo tokenizer's vision ids replace the config's (the ids are all the text side needs),
+    # and the preprocessor is Qwen3.6's (256^2 to 4096^2 pixels): a 1024^2 image is 1,024 tokens.
+    vdir=/tmp/ninfer_vision_text && rm -rf $vdir && cp -r models/ninfer-demo $vdir
+    python3 - "$config" $vdir <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); d = json.load(open(sys.argv[2] + "/config.json"))
+for k in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"):
+    c[k] = d[k]
+json.dump(c, open(sys.argv[2] + "/bench_config.json", "w"))
+p = json.load(open(sys.argv[2] + "/preprocessor_config.json"))
+p["size"] = {"shortest_edge": 65536, "longest_edge": 16777216}
+json.dump(p, open(sys.argv[2] + "/preprocessor_config.json", "w"))
+PY
+    log "serve $config (random weights, vision tower): one image per request against text only"
+    start_server vision --random-weights --config $vdir/bench_config.json --tokenizer $vdir \
+        --max-batch-tokens ${MAX_BATCH_TOKENS:-8192} --prefill-chunk ${PREFILL_CHUNK:-2048} \
+        ${SERVE_FLAGS:-}
+    for c in ${VISION_CONCURRENCY:-32:256}; do
+        for image in none ${IMAGE_SIZE:-1024x1024}; do
+            flags=""
+            [ $image != none ] && flags="--image-size $image"
+            bench vision_${image}_c${c%%:*} --workload multiturn --turns 1 --concurrency ${c%%:*} \
+                --num-conversations ${c##*:} --input-len 64 --output-len 128 --seed 4 $flags
+        done
+    done
+    curl -s http://127.0.0.1:$port/metrics | grep -E "^ninfer_" > "$out/metrics_vision.txt"
     stop_server
 fi
 

@@ -4,14 +4,20 @@
 # (ninfer bench -n 128, plain and --spec mtp), and the serving benchmark's decode-heavy workload
 # at 64 concurrent (tools/gpu/serve_bench.sh decode) without and with --spec mtp. Summary and a
 # tarball of the logs in $OUT.   PARTS="demo batch1 serve" (default: all three)
+# NINFER_BIN=/tmp/g/ninfer (after source tools/gpu/unpack_binaries.sh): that binary, no build.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}
 mkdir -p "$out"
 log() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
-TARGETS=ninfer bash tools/gpu/check.sh build > /dev/null || exit 1
-bin=./build-gpu/apps/ninfer/ninfer
-export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu/openblas-openmp:$PWD/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ -n "${NINFER_BIN:-}" ]; then # packed binaries (tools/gpu/pack_binaries.sh): no build here
+    bin=$NINFER_BIN
+else
+    TARGETS=ninfer bash tools/gpu/check.sh build > /dev/null || exit 1
+    bin=./build-gpu/apps/ninfer/ninfer
+    export NINFER_BIN=$bin
+    export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu/openblas-openmp:$PWD/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 parts=" ${PARTS:-demo batch1 serve} "
 if [[ $parts == *" demo "* ]]; then
 log "demo model, cuda"

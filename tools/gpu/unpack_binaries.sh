@@ -1,7 +1,8 @@
 # Sourced on the device: unpacks .deps/gpu.tar.xz (tools/gpu/pack_binaries.sh) into /tmp/g, puts
 # it and the image's cuBLAS on LD_LIBRARY_PATH, and links the checkout path the tests were built
 # with to this checkout (fixture paths are compiled in).
-mkdir -p /tmp/g && tar xJf .deps/gpu.tar.xz -C /tmp/g
+# An argument names another pack (several packs can be unpacked into /tmp/g, one per call).
+mkdir -p /tmp/g && tar xJf "${1:-.deps/gpu.tar.xz}" -C /tmp/g
 built_in=$(cat /tmp/g/BUILT_IN)
 if [ "$built_in" != "$PWD" ] && [ ! -e "$built_in" ]; then
     mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"

@@ -21,6 +21,8 @@ void upload(const ExecContext& ctx, const TensorView& src, const TensorView& dst
 void download(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 void fill_zero(const ExecContext& ctx, const TensorView& dst);
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+void copy_many(const ExecContext& ctx, const std::vector<TensorView>& src,
+               const std::vector<TensorView>& dst);
 void synchronize(const ExecContext& ctx);
 DeviceMemory device_memory(const ExecContext& ctx);
 void bind_device(const ExecContext& ctx);

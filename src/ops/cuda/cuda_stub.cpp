@@ -24,6 +24,9 @@ void upload(const ExecContext&, const TensorView&, const TensorView&) { no_cuda(
 void download(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("download"); }
 void fill_zero(const ExecContext&, const TensorView&) { no_cuda("fill_zero"); }
 void copy(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("copy"); }
+void copy_many(const ExecContext&, const std::vector<TensorView>&, const std::vector<TensorView>&) {
+    no_cuda("copy_many");
+}
 void synchronize(const ExecContext&) { no_cuda("synchronize"); }
 DeviceMemory device_memory(const ExecContext&) { no_cuda("device_memory"); }
 void bind_device(const ExecContext&) { no_cuda("bind_device"); }

@@ -20,16 +20,13 @@ TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype
     return rows_buffer(ctx_, t, rows, cols, dtype);
 }
 
-std::vector<int32_t> MtpDrafter::greedy(const TensorView& rows) {
+void MtpDrafter::greedy(const TensorView& rows, const TensorView& ids) {
     const int64_t n = rows.size(0), V = model_.config().vocab_size;
     TensorView logits = buffer(logits_, n, V, DType::F32);
     ops::linear(ctx_, rows, model_.weights().lm_head, logits, /*accumulate=*/false);
     TensorView lse = buffer(lse_, n, 1, DType::F32).reshape({n});
-    TensorView ids = buffer(ids_, n, 1, DType::I32), top = buffer(top_, n, 1, DType::F32);
-    ops::logprobs_top_k(ctx_, logits, token_limit_, lse, ids, top);
-    std::vector<int32_t> host(size_t(n), 0);
-    ops::download(ctx_, ids, TensorView::contiguous(host.data(), DType::I32, Device::cpu(), {n, 1}));
-    return host;
+    TensorView top = buffer(top_, n, 1, DType::F32);
+    ops::logprobs_top_k(ctx_, logits, token_limit_, lse, ids.reshape({n, 1}), top);
 }
 
 void MtpDrafter::propose(const StepPlan& plan) {
@@ -41,55 +38,49 @@ void MtpDrafter::propose(const StepPlan& plan) {
             seqs.push_back(e.seq);
         }
     if (seqs.empty()) return;
-    const int64_t H = model_.config().hidden_size;
+    // Longest chains first: the sequences that continue at chain step i are then the first m_i,
+    // so every step's inputs are leading rows of the previous step's outputs (no compaction).
+    std::stable_sort(seqs.begin(), seqs.end(), [](const Sequence* a, const Sequence* b) {
+        return a->drafts.size() > b->drafts.size();
+    });
+    const int64_t H = model_.config().hidden_size, n = int64_t(seqs.size());
+    const int64_t K = int64_t(seqs.front()->drafts.size());
+    // ids[i, j]: draft i + 1 of sequence j, written by the device; read once, at the end.
+    TensorView ids = buffer(draft_ids_, K * n, 1, DType::I32).reshape({K, n});
     // Draft 1: the lm_head over the MTP output at each sequence's last committed position.
     std::vector<int32_t> rows;
     for (Sequence* s : seqs) rows.push_back(s->draft_row);
-    const int64_t n = int64_t(rows.size());
-    TensorView ids = buffer(row_ids_, n, 1, DType::I32).reshape({n});
-    ops::upload(ctx_, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}), ids);
-    // The chain's hidden rows alternate between two buffers: chain_[cur] holds the current
-    // ones, the other receives a compaction or the next MTP output.
+    TensorView rid = buffer(row_ids_, n, 1, DType::I32).reshape({n});
+    ops::upload(ctx_, TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n}), rid);
+    // The chain's hidden rows alternate between two buffers.
     int cur = 0;
     TensorView hidden = buffer(chain_[cur], n, H, ctx_.dtype);
-    ops::embedding(ctx_, ids, context_out_.view(), hidden); // row gather
-    std::vector<int32_t> tokens = greedy(hidden);
-    for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->drafts[0] = tokens[i];
-    // Draft i >= 2: one MTP row per sequence that wants it, chained on the previous output.
+    ops::embedding(ctx_, rid, context_out_.view(), hidden); // row gather
+    greedy(hidden, ids.narrow(0, 0, 1).reshape({n}));
+    // Draft i >= 2: one MTP row per sequence that wants it, fed draft i - 1 from the device.
     const model::CacheViews views = cache_.views();
-    for (size_t step = 1;; ++step) {
+    for (int64_t step = 1; step < K; ++step) {
         std::vector<RowSpan> spans;
-        std::vector<int32_t> keep; // rows of `hidden` that continue
-        for (size_t i = 0; i < seqs.size(); ++i) {
-            Sequence& s = *seqs[i];
-            if (s.drafts.size() <= step) continue;
-            // Step i (1-based) runs at position cached + i - 2.
-            spans.push_back({&s, s.cached + int64_t(step) - 1, {s.drafts[step - 1]}, -1, false});
-            keep.push_back(int32_t(i));
+        for (Sequence* s : seqs) {
+            if (int64_t(s->drafts.size()) <= step) break;
+            // Step i (1-based) runs at position cached + i - 2; its token comes from `ids`.
+            spans.push_back({s, s->cached + step - 1, {0}, -1, false});
         }
-        if (spans.empty()) break;
         const int64_t m = int64_t(spans.size());
-        if (m < int64_t(hidden.size(0))) { // compact the hidden rows of the continuing sequences
-            TensorView kid = buffer(row_ids_, m, 1, DType::I32).reshape({m});
-            ops::upload(ctx_, TensorView::contiguous(keep.data(), DType::I32, Device::cpu(), {m}),
-                        kid);
-            cur ^= 1;
-            TensorView compact = buffer(chain_[cur], m, H, ctx_.dtype);
-            ops::embedding(ctx_, kid, hidden, compact);
-            hidden = compact;
-            std::vector<Sequence*> next;
-            for (int32_t i : keep) next.push_back(seqs[size_t(i)]);
-            seqs.swap(next);
-        }
         std::vector<int32_t> no_logits;
         model::ForwardBatch batch = build_rows_batch(ctx_, spans, no_logits, block_size_, buffers_);
+        batch.tokens = ids.narrow(0, step - 1, 1).reshape({n}).narrow(0, 0, m);
         cur ^= 1;
         TensorView out = buffer(chain_[cur], m, H, ctx_.dtype);
-        model_.mtp_forward(ctx_, batch, hidden, views, out, TensorView());
+        model_.mtp_forward(ctx_, batch, hidden.narrow(0, 0, m), views, out, TensorView());
         hidden = out;
-        tokens = greedy(hidden);
-        for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->drafts[step] = tokens[i];
+        greedy(hidden, ids.narrow(0, step, 1).reshape({n}).narrow(0, 0, m));
     }
+    std::vector<int32_t> host(size_t(K * n), 0);
+    ops::download(ctx_, ids, TensorView::contiguous(host.data(), DType::I32, Device::cpu(), {K, n}));
+    for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < int64_t(seqs[size_t(j)]->drafts.size()); ++i)
+            seqs[size_t(j)]->drafts[size_t(i)] = host[size_t(i * n + j)];
 }
 
 void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) {

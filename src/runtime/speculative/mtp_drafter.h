@@ -11,7 +11,9 @@
 // Drafting. propose() turns that row into draft 1 (the shared lm_head, greedy), then chains:
 // step i >= 2 feeds (draft i-1, the previous MTP output after mtp.norm) at position
 // cached + i - 2, appending to the MTP KV beyond the committed frontier (rewritten by the next
-// observe()). Drafts are greedy, so the draft distribution is one-hot (verifier.h).
+// observe()). Drafts are greedy, so the draft distribution is one-hot (verifier.h). The chain
+// stays on the device (each step's argmax ids are the next step's tokens); the host reads the
+// drafts once, after the last step.
 #pragma once
 
 #include "model/qwen3_5.h"
@@ -30,8 +32,8 @@ public:
     void observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) override;
 
 private:
-    // Greedy ids of rows' logits under the shared lm_head: [n] on the host.
-    std::vector<int32_t> greedy(const TensorView& rows);
+    // Greedy ids of rows' logits under the shared lm_head into ids [n] (device, no sync).
+    void greedy(const TensorView& rows, const TensorView& ids);
     TensorView buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype);
 
     ops::ExecContext ctx_;
@@ -41,7 +43,8 @@ private:
     int64_t token_limit_;
     Tensor context_out_;          // observe's MTP output [T, H]: the next drafts' first hidden
     Tensor chain_[2]; // [n, H] hidden rows of propose's chain steps (and observe's input)
-    Tensor logits_, lse_, ids_, top_;
+    Tensor logits_, lse_, top_;
+    Tensor draft_ids_; // [K, n] I32: propose's drafts, downloaded once per step
     Tensor row_ids_;
     StepBuffers buffers_;
 };
