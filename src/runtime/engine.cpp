@@ -175,8 +175,19 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     if (policy) {
         sc.verify_groups = memory.verify_rows / policy->max_tokens();
         verify_rows = {cache->verify_row_base(), policy->max_tokens()};
-        drafter = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache, o.kv_block_size,
-                                                        info.token_limit);
+        auto mtp = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache, o.kv_block_size,
+                                                         info.token_limit);
+        if (!ctx.device.is_cpu() && o.cuda_graphs) {
+            runtime::ProposeGraphs::Layout pl;
+            pl.block_size = o.kv_block_size;
+            pl.max_blocks_per_seq = int32_t(blocks->blocks_for(info.max_context));
+            pl.max_context = int32_t(info.max_context);
+            pl.padding_row = cache->padding_row();
+            pl.padding_block = cache->padding_block();
+            pl.token_limit = info.token_limit;
+            mtp->enable_graphs(pl);
+        }
+        drafter = std::move(mtp);
     }
     scheduler = std::make_unique<runtime::Scheduler>(sc, *blocks, snapshots.get(), policy.get());
     sampler = std::make_unique<runtime::Sampler>(ctx);

@@ -90,6 +90,7 @@ void Engine::Impl::publish_stats() {
         s.graph_replays = graphs->replays();
         s.graph_verify_replays = graphs->verify_replays();
     }
+    if (drafter) s.draft_graph_replays = drafter->graph_replays();
     std::lock_guard lock(stats_mutex);
     published = s;
 }

@@ -30,8 +30,8 @@ TEST_P(CudaMtp, Bf16GreedyFirstTokensEqualPlainDecoding) {
     check_mtp_greedy_alone(cuda_engine_options("bf16"), GetParam(), {-1, 1});
 }
 
-// Verification steps replay CUDA graphs per (batch bucket, 1 + K) and compute what eager
-// verification computes: alone (the same launch shapes: ids identical, logprobs within the
+// Verification steps replay CUDA graphs per (batch bucket, 1 + K), and the draft chains per
+// (bucket, K), and compute what eager drafting and verification compute: alone (the same launch shapes: ids identical, logprobs within the
 // schedule preset) and three requests at once (a bucket of 4 with one padding sequence: ids
 // identical). The graph route must really have run, and not without graphs.
 TEST_P(CudaMtp, F32VerifyGraphsEqualEagerVerification) {
@@ -47,7 +47,9 @@ TEST_P(CudaMtp, F32VerifyGraphsEqualEagerVerification) {
         expect_same_output(run_one(graphs, alone).tokens, run_one(eager, alone).tokens,
                            {kLogprobScheduleAbs, 0}, f.name + " alone " + k_name(k));
         EXPECT_GT(graphs.stats().graph_verify_replays, 0) << f.name << " " << k_name(k);
+        EXPECT_GT(graphs.stats().draft_graph_replays, 0) << f.name << " " << k_name(k);
         EXPECT_EQ(eager.stats().graph_replays, 0) << f.name;
+        EXPECT_EQ(eager.stats().draft_graph_replays, 0) << f.name;
         std::vector<GenerationRequest> batch;
         for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(base, n), 24));
         const int64_t before = graphs.stats().graph_verify_replays;

@@ -25,6 +25,8 @@ public:
     // decoding); their sequences stop drafting for good (seq->drafter_off).
     virtual void observe(const StepPlan& plan, const TensorView& hidden,
                          bool align_decode) = 0;
+    // Proposals replayed from CUDA graphs so far (0 where the drafter has none).
+    virtual int64_t graph_replays() const { return 0; }
 };
 
 } // namespace ninfer::runtime

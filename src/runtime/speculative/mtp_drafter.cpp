@@ -16,6 +16,10 @@ MtpDrafter::MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model,
     require(model.has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
 }
 
+void MtpDrafter::enable_graphs(const ProposeGraphs::Layout& layout) {
+    graphs_ = std::make_unique<ProposeGraphs>(ctx_, model_, layout);
+}
+
 TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
     return rows_buffer(ctx_, t, rows, cols, dtype);
 }
@@ -43,6 +47,8 @@ void MtpDrafter::propose(const StepPlan& plan) {
     std::stable_sort(seqs.begin(), seqs.end(), [](const Sequence* a, const Sequence* b) {
         return a->drafts.size() > b->drafts.size();
     });
+    if (graphs_ && graphs_->eligible(seqs))
+        return graphs_->run(seqs, context_out_.view(), cache_.views());
     const int64_t H = model_.config().hidden_size, n = int64_t(seqs.size());
     const int64_t K = int64_t(seqs.front()->drafts.size());
     // ids[i, j]: draft i + 1 of sequence j, written by the device; read once, at the end.

@@ -20,6 +20,7 @@
 #include "ops/exec_context.h"
 #include "runtime/cache_store.h"
 #include "runtime/speculative/drafter.h"
+#include "runtime/speculative/propose_graphs.h"
 
 namespace ninfer::runtime {
 
@@ -30,6 +31,9 @@ public:
     const char* name() const override { return "mtp"; }
     void propose(const StepPlan& plan) override;
     void observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) override;
+    // CUDA: chains whose sequences all draft the same K replay graphs (propose_graphs.h).
+    void enable_graphs(const ProposeGraphs::Layout& layout);
+    int64_t graph_replays() const override { return graphs_ ? graphs_->replays() : 0; }
 
 private:
     // Greedy ids of rows' logits under the shared lm_head into ids [n] (device, no sync).
@@ -47,6 +51,7 @@ private:
     Tensor draft_ids_; // [K, n] I32: propose's drafts, downloaded once per step
     Tensor row_ids_;
     StepBuffers buffers_;
+    std::unique_ptr<ProposeGraphs> graphs_;
 };
 
 } // namespace ninfer::runtime

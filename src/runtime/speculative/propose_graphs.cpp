@@ -1,0 +1,185 @@
+#include "runtime/speculative/propose_graphs.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/logits.h"
+#include "runtime/decode_graphs.h"
+
+namespace ninfer::runtime {
+
+struct ProposeGraphs::Slot {
+    int32_t seqs = 0, k = 1; // bucket B and drafts K
+    // Host mirrors: row ids [B], positions [(K - 1) * B] (chain step s at row s - 1), slots [B],
+    // block table [B, max_blocks], row_begin [B + 1].
+    std::vector<int32_t> rows, positions, slots, table, row_begin;
+    Tensor d_rows, d_positions, d_slots, d_table, d_row_begin, d_no_logits;
+    Tensor hidden_in, chain[2], lse, top, ids; // ids [K * B]: draft i of sequence j at i * B + j
+    std::vector<model::ForwardBatch> steps;    // chain steps 1..K-1
+    std::unique_ptr<ops::Graph> graph;
+    bool warmed = false;
+    int64_t generation = -1;
+};
+
+ProposeGraphs::ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
+                             const Layout& layout)
+    : ctx_(ctx), model_(model), layout_(layout) {
+    logits_ = Tensor::empty(ops::device_allocator(ctx.device), DType::F32,
+                            {kMaxSeqs, model.config().vocab_size});
+}
+
+ProposeGraphs::~ProposeGraphs() = default;
+
+bool ProposeGraphs::eligible(const std::vector<Sequence*>& seqs) const {
+    const int32_t n = int32_t(seqs.size());
+    if (n == 0 || n > kMaxSeqs) return false;
+    const size_t k = seqs.front()->drafts.size();
+    if (k == 0 || k > size_t(kMaxDrafts)) return false;
+    for (const Sequence* s : seqs)
+        if (s->drafts.size() != k || int32_t(s->blocks.size()) > layout_.max_blocks_per_seq ||
+            s->media) // media sequences: their rows' positions are mRoPE's (eager path)
+            return false;
+    return model_.capturable(ctx_, DecodeGraphs::bucket_for(n));
+}
+
+ProposeGraphs::Slot& ProposeGraphs::slot_for(int32_t B, int32_t K) {
+    auto& slot = slots_[{B, K}];
+    if (slot) return *slot;
+    slot = std::make_unique<Slot>();
+    Slot& s = *slot;
+    s.seqs = B;
+    s.k = K;
+    Allocator& a = ops::device_allocator(ctx_.device);
+    const int64_t H = model_.config().hidden_size, M = layout_.max_blocks_per_seq;
+    auto i32 = [&](int64_t n) { return Tensor::empty(a, DType::I32, {std::max<int64_t>(n, 1)}); };
+    s.d_rows = i32(B);
+    s.d_positions = i32(int64_t(K - 1) * B);
+    s.d_slots = i32(B);
+    s.d_table = i32(B * M);
+    s.d_row_begin = i32(B + 1);
+    s.d_no_logits = i32(1);
+    s.hidden_in = Tensor::empty(a, ctx_.dtype, {B, H});
+    for (Tensor& c : s.chain) c = Tensor::empty(a, ctx_.dtype, {B, H});
+    s.lse = Tensor::empty(a, DType::F32, {B});
+    s.top = Tensor::empty(a, DType::F32, {B, 1});
+    s.ids = i32(int64_t(K) * B);
+    s.row_begin.resize(size_t(B) + 1);
+    for (int32_t i = 0; i <= B; ++i) s.row_begin[size_t(i)] = i;
+    ops::upload(ctx_,
+                TensorView::contiguous(s.row_begin.data(), DType::I32, Device::cpu(), {B + 1}),
+                s.d_row_begin.view().narrow(0, 0, B + 1));
+    s.table.assign(size_t(B * M), 0);
+    s.positions.assign(size_t(K - 1) * size_t(B), 0);
+    // Chain step st (1..K-1): one row per sequence at positions[(st - 1) * B + j], its token the
+    // previous step's argmax (ids row st - 1).
+    for (int32_t st = 1; st < K; ++st) {
+        model::ForwardBatch b;
+        const int64_t off = int64_t(st - 1) * B;
+        b.tokens = s.ids.view().narrow(0, off, B);
+        b.positions = s.d_positions.view().narrow(0, off, B);
+        b.logit_rows = s.d_no_logits.view().narrow(0, 0, 0);
+        ops::SeqBatch& q = b.seqs;
+        q.num_seqs = B;
+        q.num_rows = B;
+        q.max_rows_per_seq = 1;
+        q.max_context = layout_.max_context;
+        q.block_table_stride = int32_t(M);
+        q.block_size = layout_.block_size;
+        q.row_begin = s.d_row_begin.view().narrow(0, 0, B + 1);
+        q.pos_begin = b.positions;
+        q.state_slot = s.d_slots.view().narrow(0, 0, B);
+        q.block_table = s.d_table.view().narrow(0, 0, B * M).reshape({B, M});
+        q.host_row_begin = s.row_begin.data();
+        q.host_pos_begin = s.positions.data() + off;
+        q.host_state_slot = nullptr; // set by fill (the vector is resized there once)
+        q.host_block_table = s.table.data();
+        s.steps.push_back(b);
+    }
+    return s;
+}
+
+void ProposeGraphs::fill(Slot& s, const std::vector<Sequence*>& seqs) {
+    const int32_t B = s.seqs, K = s.k, n = int32_t(seqs.size());
+    const int64_t M = layout_.max_blocks_per_seq;
+    s.rows.assign(size_t(B), 0);
+    s.slots.assign(size_t(B), layout_.padding_row);
+    std::fill(s.table.begin(), s.table.end(), 0);
+    for (int32_t j = 0; j < B; ++j) {
+        if (j >= n) { // padding: row 0 of the first hidden rows, the padding block
+            s.table[size_t(j * M)] = layout_.padding_block;
+            for (int32_t st = 1; st < K; ++st) s.positions[size_t((st - 1) * B + j)] = st - 1;
+            continue;
+        }
+        const Sequence& q = *seqs[size_t(j)];
+        s.rows[size_t(j)] = q.draft_row;
+        s.slots[size_t(j)] = q.slot;
+        std::copy(q.blocks.begin(), q.blocks.end(), s.table.begin() + j * M);
+        // Chain step st runs at position cached + st - 1 (mtp_drafter.h).
+        for (int32_t st = 1; st < K; ++st)
+            s.positions[size_t((st - 1) * B + j)] = int32_t(q.cached + st - 1);
+    }
+    auto host = [](std::vector<int32_t>& v) {
+        return TensorView::contiguous(v.data(), DType::I32, Device::cpu(), {int64_t(v.size())});
+    };
+    auto first = [](const Tensor& t, size_t count) { return t.view().narrow(0, 0, int64_t(count)); };
+    ops::upload(ctx_, host(s.rows), first(s.d_rows, s.rows.size()));
+    ops::upload(ctx_, host(s.slots), first(s.d_slots, s.slots.size()));
+    ops::upload(ctx_, host(s.table), first(s.d_table, s.table.size()));
+    if (!s.positions.empty())
+        ops::upload(ctx_, host(s.positions), first(s.d_positions, s.positions.size()));
+    for (model::ForwardBatch& b : s.steps) b.seqs.host_state_slot = s.slots.data();
+}
+
+void ProposeGraphs::greedy(Slot& s, const TensorView& rows, const TensorView& ids) {
+    const int64_t B = s.seqs;
+    TensorView logits = logits_.view().narrow(0, 0, B);
+    ops::linear(ctx_, rows, model_.weights().lm_head, logits, /*accumulate=*/false);
+    ops::logprobs_top_k(ctx_, logits, layout_.token_limit, s.lse.view(), ids.reshape({B, 1}),
+                        s.top.view());
+}
+
+void ProposeGraphs::body(Slot& s, const model::CacheViews& caches) {
+    const int64_t B = s.seqs;
+    TensorView hidden = s.hidden_in.view();
+    greedy(s, hidden, s.ids.view().narrow(0, 0, B));
+    for (int32_t st = 1; st < s.k; ++st) {
+        TensorView out = s.chain[st % 2].view();
+        model_.mtp_forward(ctx_, s.steps[size_t(st - 1)], hidden, caches, out, TensorView());
+        greedy(s, out, s.ids.view().narrow(0, int64_t(st) * B, B));
+        hidden = out;
+    }
+}
+
+void ProposeGraphs::run(const std::vector<Sequence*>& seqs, const TensorView& first_hidden,
+                        const model::CacheViews& caches) {
+    require(eligible(seqs), "ProposeGraphs::run: the drafts cannot run from a graph");
+    const int32_t n = int32_t(seqs.size()), K = int32_t(seqs.front()->drafts.size());
+    Slot& s = slot_for(DecodeGraphs::bucket_for(n), K);
+    fill(s, seqs);
+    // The first drafts' hidden rows, gathered outside the graph (their buffer may move).
+    ops::embedding(ctx_, s.d_rows.view().narrow(0, 0, s.seqs), first_hidden, s.hidden_in.view());
+    if (s.generation != model_.scratch_generation()) {
+        s.graph.reset();
+        s.warmed = false;
+    }
+    if (!s.warmed) {
+        body(s, caches);
+        s.warmed = true;
+        s.generation = model_.scratch_generation();
+    } else {
+        if (!s.graph) s.graph = ops::capture_graph(ctx_, [&] { body(s, caches); });
+        s.graph->launch(ctx_);
+        ++replays_;
+    }
+    const int64_t B = s.seqs;
+    std::vector<int32_t> host(size_t(K * B), 0);
+    ops::download(ctx_, s.ids.view().narrow(0, 0, K * B),
+                  TensorView::contiguous(host.data(), DType::I32, Device::cpu(), {K * B}));
+    for (int32_t j = 0; j < n; ++j)
+        for (int32_t i = 0; i < K; ++i)
+            seqs[size_t(j)]->drafts[size_t(i)] = host[size_t(i * B + j)];
+}
+
+} // namespace ninfer::runtime

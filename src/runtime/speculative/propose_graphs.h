@@ -1,0 +1,63 @@
+// ProposeGraphs: CUDA-graph replay of the MTP draft chain (mtp_drafter.h) when every drafting
+// sequence of a step asks for the same K: a graph per (bucket B, K) runs draft 1's lm_head and
+// argmax, then K - 1 chained MTP steps, each with its lm_head and argmax, over device buffers
+// whose addresses and launch shapes are fixed for (B, K) (block tables padded to the engine's
+// longest sequence, attention sized for its max context). Sequences n..B-1 are padding: their
+// MTP rows run at positions 0..K-2 in the padding KV block and their drafts are dropped. The
+// first draft's hidden rows are gathered eagerly (observe's output buffer moves), the graph
+// replays, and the host reads the drafts once. The first run of a (B, K) is eager, the second
+// captures, later ones replay; a scratch reallocation invalidates every graph.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "model/qwen3_5.h"
+#include "ops/memory.h"
+#include "runtime/sequence.h"
+
+namespace ninfer::runtime {
+
+class ProposeGraphs {
+public:
+    struct Layout {
+        int32_t block_size = 16;
+        int32_t max_blocks_per_seq = 1;
+        int32_t max_context = 1;
+        int32_t padding_row = 0;   // state row of padding sequences
+        int32_t padding_block = 0; // KV block of padding sequences
+        int64_t token_limit = 0;   // drafts are ids below this (the tokenizer's)
+    };
+    // At most this many sequences draft in one step (the engine's verification groups).
+    static constexpr int32_t kMaxSeqs = 8;
+    static constexpr int32_t kMaxDrafts = 8;
+
+    ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model, const Layout& layout);
+    ~ProposeGraphs();
+
+    // Whether these sequences, ordered, each with drafts.size() == K, can draft from a graph.
+    bool eligible(const std::vector<Sequence*>& seqs) const;
+    // Fills every sequence's drafts. first_hidden: the MTP output rows [*, H] that rows index
+    // (each sequence's draft_row).
+    void run(const std::vector<Sequence*>& seqs, const TensorView& first_hidden,
+             const model::CacheViews& caches);
+    int64_t replays() const { return replays_; }
+
+private:
+    struct Slot;
+    Slot& slot_for(int32_t bucket, int32_t k);
+    void fill(Slot& s, const std::vector<Sequence*>& seqs);
+    void body(Slot& s, const model::CacheViews& caches);
+    void greedy(Slot& s, const TensorView& rows, const TensorView& ids);
+
+    ops::ExecContext ctx_;
+    model::Qwen35Model& model_;
+    Layout layout_;
+    std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
+    Tensor logits_; // [kMaxSeqs, V] F32, shared (one run at a time)
+    int64_t replays_ = 0;
+};
+
+} // namespace ninfer::runtime
