@@ -12,10 +12,26 @@ struct DecodeGraphs::Slot {
     std::vector<int32_t> tokens, positions, row_begin, pos_begin, slots, table, rows, snapshots;
     Tensor d_tokens, d_positions, d_row_begin, d_pos_begin, d_slots, d_table, d_rows, d_snapshots;
     model::ForwardBatch batch;
-    std::unique_ptr<ops::Graph> graph;
-    bool warmed = false;
-    int64_t generation = -1;
+    GraphReplay replay;
 };
+
+GraphReplay::Ran GraphReplay::run(const ops::ExecContext& ctx, int64_t scratch_generation,
+                                  const std::function<void()>& body) {
+    if (generation != scratch_generation) { // new size, or the scratch moved
+        graph.reset();
+        warmed = false;
+    }
+    if (!warmed) {
+        body();
+        warmed = true;
+        generation = scratch_generation;
+        return Ran::Eager;
+    }
+    const Ran ran = graph ? Ran::Replayed : Ran::Captured;
+    if (!graph) graph = ops::capture_graph(ctx, body);
+    graph->launch(ctx);
+    return ran;
+}
 
 DecodeGraphs::DecodeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
                            const Layout& layout)
@@ -163,20 +179,11 @@ TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& cach
     require(W > 0, "DecodeGraphs::run: the step cannot replay a graph");
     Slot& s = slot_for(bucket_for(live), W);
     fill(s, plan);
-    if (s.generation != model_.scratch_generation()) { // new size, or the scratch moved
-        s.graph.reset();
-        s.warmed = false;
-    }
     const TensorView logits = logits_.view().narrow(0, 0, int64_t(s.seqs) * W);
-    auto forward = [&] { model_.forward(ctx_, s.batch, caches, logits); };
-    last_replayed_ = s.warmed && s.graph != nullptr;
-    if (!s.warmed) {
-        forward();
-        s.warmed = true;
-        s.generation = model_.scratch_generation();
-    } else {
-        if (!s.graph) s.graph = ops::capture_graph(ctx_, forward);
-        s.graph->launch(ctx_);
+    const GraphReplay::Ran ran = s.replay.run(
+        ctx_, model_.scratch_generation(), [&] { model_.forward(ctx_, s.batch, caches, logits); });
+    last_replayed_ = ran == GraphReplay::Ran::Replayed;
+    if (ran != GraphReplay::Ran::Eager) {
         ++replays_;
         if (W > 1) ++verify_replays_;
     }

@@ -12,6 +12,7 @@
 // (steps run one at a time and their outputs are read before the next).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -22,6 +23,18 @@
 #include "runtime/step_plan.h"
 
 namespace ninfer::runtime {
+
+// The life of one captured graph: the first run is eager (it warms cuBLAS and the scratch), the
+// second captures, later ones replay; a scratch reallocation (another generation) starts over.
+struct GraphReplay {
+    std::unique_ptr<ops::Graph> graph;
+    bool warmed = false;
+    int64_t generation = -1;
+    enum class Ran { Eager, Captured, Replayed };
+    // Runs body as described; says how (Captured and Replayed both launch the graph).
+    Ran run(const ops::ExecContext& ctx, int64_t scratch_generation,
+            const std::function<void()>& body);
+};
 
 class DecodeGraphs {
 public:

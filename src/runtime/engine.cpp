@@ -172,21 +172,21 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
                                : std::max<int64_t>(kDefaultSnapshotStride, o.prefill_chunk);
     sc.snapshot_stride = (stride + o.kv_block_size - 1) / o.kv_block_size * o.kv_block_size;
     sc.max_context = info.max_context;
+    // The graphs' bounds, shared by the decode and verification graphs and the draft chain's.
+    const bool use_graphs = !ctx.device.is_cpu() && o.cuda_graphs;
+    runtime::DecodeGraphs::Layout graph_layout;
+    graph_layout.block_size = o.kv_block_size;
+    graph_layout.max_blocks_per_seq = int32_t(blocks->blocks_for(info.max_context));
+    graph_layout.max_context = int32_t(info.max_context);
+    graph_layout.max_seqs = memory.sequences;
+    graph_layout.padding_row = cache->padding_row();
+    graph_layout.padding_block = cache->padding_block();
     if (policy) {
         sc.verify_groups = memory.verify_rows / policy->max_tokens();
         verify_rows = {cache->verify_row_base(), policy->max_tokens()};
         auto mtp = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache, o.kv_block_size,
                                                          info.token_limit);
-        if (!ctx.device.is_cpu() && o.cuda_graphs) {
-            runtime::ProposeGraphs::Layout pl;
-            pl.block_size = o.kv_block_size;
-            pl.max_blocks_per_seq = int32_t(blocks->blocks_for(info.max_context));
-            pl.max_context = int32_t(info.max_context);
-            pl.padding_row = cache->padding_row();
-            pl.padding_block = cache->padding_block();
-            pl.token_limit = info.token_limit;
-            mtp->enable_graphs(pl);
-        }
+        if (use_graphs) mtp->enable_graphs(graph_layout);
         drafter = std::move(mtp);
     }
     scheduler = std::make_unique<runtime::Scheduler>(sc, *blocks, snapshots.get(), policy.get());
@@ -196,17 +196,10 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     constexpr int64_t kMediaCacheBytes = int64_t(256) << 20;
     media_cache = std::make_unique<runtime::MediaEncoderCache>(kMediaCacheBytes);
     verifier = std::make_unique<runtime::Verifier>(ctx, *sampler, info.token_limit);
-    if (!ctx.device.is_cpu() && o.cuda_graphs) {
-        runtime::DecodeGraphs::Layout layout;
-        layout.block_size = o.kv_block_size;
-        layout.max_blocks_per_seq = int32_t(blocks->blocks_for(info.max_context));
-        layout.max_context = int32_t(info.max_context);
-        layout.max_seqs = memory.sequences;
-        layout.padding_row = cache->padding_row();
-        layout.padding_block = cache->padding_block();
-        layout.hidden_size = drafter ? c.hidden_size : 0;
-        layout.verify = verify_rows;
-        graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, layout);
+    if (use_graphs) {
+        graph_layout.hidden_size = drafter ? c.hidden_size : 0;
+        graph_layout.verify = verify_rows;
+        graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, graph_layout);
     }
     if (!ctx.device.is_cpu()) { // the calling thread goes back to the default stream
         ops::ExecContext unbound = ctx;

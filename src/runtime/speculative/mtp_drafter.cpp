@@ -16,8 +16,8 @@ MtpDrafter::MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model,
     require(model.has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
 }
 
-void MtpDrafter::enable_graphs(const ProposeGraphs::Layout& layout) {
-    graphs_ = std::make_unique<ProposeGraphs>(ctx_, model_, layout);
+void MtpDrafter::enable_graphs(const DecodeGraphs::Layout& layout) {
+    graphs_ = std::make_unique<ProposeGraphs>(ctx_, model_, layout, token_limit_);
 }
 
 TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype) {

@@ -32,7 +32,7 @@ public:
     void propose(const StepPlan& plan) override;
     void observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) override;
     // CUDA: chains whose sequences all draft the same K replay graphs (propose_graphs.h).
-    void enable_graphs(const ProposeGraphs::Layout& layout);
+    void enable_graphs(const DecodeGraphs::Layout& layout);
     int64_t graph_replays() const override { return graphs_ ? graphs_->replays() : 0; }
 
 private:

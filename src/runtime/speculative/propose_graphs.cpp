@@ -6,7 +6,6 @@
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/logits.h"
-#include "runtime/decode_graphs.h"
 
 namespace ninfer::runtime {
 
@@ -18,14 +17,12 @@ struct ProposeGraphs::Slot {
     Tensor d_rows, d_positions, d_slots, d_table, d_row_begin, d_no_logits;
     Tensor hidden_in, chain[2], lse, top, ids; // ids [K * B]: draft i of sequence j at i * B + j
     std::vector<model::ForwardBatch> steps;    // chain steps 1..K-1
-    std::unique_ptr<ops::Graph> graph;
-    bool warmed = false;
-    int64_t generation = -1;
+    GraphReplay replay;
 };
 
 ProposeGraphs::ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
-                             const Layout& layout)
-    : ctx_(ctx), model_(model), layout_(layout) {
+                             const DecodeGraphs::Layout& layout, int64_t token_limit)
+    : ctx_(ctx), model_(model), layout_(layout), token_limit_(token_limit) {
     logits_ = Tensor::empty(ops::device_allocator(ctx.device), DType::F32,
                             {kMaxSeqs, model.config().vocab_size});
 }
@@ -136,7 +133,7 @@ void ProposeGraphs::greedy(Slot& s, const TensorView& rows, const TensorView& id
     const int64_t B = s.seqs;
     TensorView logits = logits_.view().narrow(0, 0, B);
     ops::linear(ctx_, rows, model_.weights().lm_head, logits, /*accumulate=*/false);
-    ops::logprobs_top_k(ctx_, logits, layout_.token_limit, s.lse.view(), ids.reshape({B, 1}),
+    ops::logprobs_top_k(ctx_, logits, token_limit_, s.lse.view(), ids.reshape({B, 1}),
                         s.top.view());
 }
 
@@ -160,19 +157,9 @@ void ProposeGraphs::run(const std::vector<Sequence*>& seqs, const TensorView& fi
     fill(s, seqs);
     // The first drafts' hidden rows, gathered outside the graph (their buffer may move).
     ops::embedding(ctx_, s.d_rows.view().narrow(0, 0, s.seqs), first_hidden, s.hidden_in.view());
-    if (s.generation != model_.scratch_generation()) {
-        s.graph.reset();
-        s.warmed = false;
-    }
-    if (!s.warmed) {
-        body(s, caches);
-        s.warmed = true;
-        s.generation = model_.scratch_generation();
-    } else {
-        if (!s.graph) s.graph = ops::capture_graph(ctx_, [&] { body(s, caches); });
-        s.graph->launch(ctx_);
+    if (s.replay.run(ctx_, model_.scratch_generation(), [&] { body(s, caches); }) !=
+        GraphReplay::Ran::Eager)
         ++replays_;
-    }
     const int64_t B = s.seqs;
     std::vector<int32_t> host(size_t(K * B), 0);
     ops::download(ctx_, s.ids.view().narrow(0, 0, K * B),

@@ -16,25 +16,21 @@
 
 #include "model/qwen3_5.h"
 #include "ops/memory.h"
+#include "runtime/decode_graphs.h"
 #include "runtime/sequence.h"
 
 namespace ninfer::runtime {
 
 class ProposeGraphs {
 public:
-    struct Layout {
-        int32_t block_size = 16;
-        int32_t max_blocks_per_seq = 1;
-        int32_t max_context = 1;
-        int32_t padding_row = 0;   // state row of padding sequences
-        int32_t padding_block = 0; // KV block of padding sequences
-        int64_t token_limit = 0;   // drafts are ids below this (the tokenizer's)
-    };
     // At most this many sequences draft in one step (the engine's verification groups).
     static constexpr int32_t kMaxSeqs = 8;
     static constexpr int32_t kMaxDrafts = 8;
 
-    ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model, const Layout& layout);
+    // layout: the decode graphs' block and context bounds and padding row and block (its
+    // hidden_size and verify rows are not used); drafts are ids below token_limit.
+    ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
+                  const DecodeGraphs::Layout& layout, int64_t token_limit);
     ~ProposeGraphs();
 
     // Whether these sequences, ordered, each with drafts.size() == K, can draft from a graph.
@@ -54,7 +50,8 @@ private:
 
     ops::ExecContext ctx_;
     model::Qwen35Model& model_;
-    Layout layout_;
+    DecodeGraphs::Layout layout_;
+    int64_t token_limit_;
     std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
     Tensor logits_; // [kMaxSeqs, V] F32, shared (one run at a time)
     int64_t replays_ = 0;
