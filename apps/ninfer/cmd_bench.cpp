@@ -107,9 +107,9 @@ RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint
 
 // Bytes one decode step must read at context c: active weights, the KV of c tokens, and the
 // GDN state (read and written).
-double decode_bytes(const io::ModelConfig& c, const model::ParamCounts& p, int64_t elem,
-                    double context) {
-    return double(p.active_per_token * elem) +
+// (weight_bytes: model::active_weight_bytes, fp8 resident or not.)
+double decode_bytes(const io::ModelConfig& c, int64_t weight_bytes, int64_t elem, double context) {
+    return double(weight_bytes) +
            double(model::kv_bytes_per_token(c, elem)) * context +
            2.0 * double(model::gdn_state_bytes_per_sequence(c, elem));
 }
@@ -128,7 +128,7 @@ double prefill_flops(const io::ModelConfig& c, const model::ParamCounts& p, doub
 
 nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
                         const io::ModelConfig& c, const model::ParamCounts& p, int64_t elem,
-                        double copy_bw) {
+                        int64_t weight_bytes, double copy_bw) {
     const int64_t limit = engine.model_info().token_limit;
     for (int w = 0; w < o.warmup; ++w) run_once(engine, t, limit, 1000 + uint64_t(w));
     std::vector<double> prefill, ttft, decode, roofline, tflops;
@@ -145,7 +145,7 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
             const double tok_s = (tm.generated_tokens - 1) / tm.decode_s;
             decode.push_back(tok_s);
             const double context = t.prompt + 0.5 * t.gen; // the mean context while decoding
-            roofline.push_back(tok_s * decode_bytes(c, p, elem, context) / copy_bw);
+            roofline.push_back(tok_s * decode_bytes(c, weight_bytes, elem, context) / copy_bw);
         }
     }
     nlohmann::json j = {{"test", t.name},
@@ -161,7 +161,7 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
     if (!decode.empty()) {
         j["decode_tok_s"] = stat_json(stat_of(decode));
         j["decode_roofline_fraction"] = stat_json(stat_of(roofline));
-        j["decode_bytes_per_step"] = decode_bytes(c, p, elem, t.prompt + 0.5 * t.gen);
+        j["decode_bytes_per_step"] = decode_bytes(c, weight_bytes, elem, t.prompt + 0.5 * t.gen);
         j["decode_tok_s_runs"] = decode;
     }
     if (!o.engine.speculative.empty())
@@ -225,6 +225,11 @@ int bench(BenchOptions o) {
     const MemoryStats mem0 = engine.memory_stats();
     const int64_t elem = dtype_size(ctx.dtype);
     const model::ParamCounts p = model::count_params(c, c.mtp_num_hidden_layers);
+    // The engine keeps an fp8 config's projections fp8 on CUDA with bf16 (EngineOptions).
+    const bool fp8_resident = c.fp8 && gpu && ctx.dtype == DType::BF16 &&
+                              o.engine.fp8_weights != "dequantize";
+    const int64_t weight_bytes =
+        fp8_resident ? model::active_weight_bytes(p, true) : p.active_per_token * elem;
     nlohmann::json out = {
         {"schema_version", kSchemaVersion},
         {"model",
@@ -232,12 +237,13 @@ int bench(BenchOptions o) {
         {"model_type", c.model_type},
         {"device", o.engine.device},
         {"dtype", dtype_name(ctx.dtype)},
+        {"weights", fp8_resident ? "fp8 block-wise (resident)" : dtype_name(ctx.dtype)},
         {"prefill_chunk", o.engine.prefill_chunk},
         {"load_s", load_s},
         {"ceilings", {{"copy_bytes_per_s", copy_bw}, {"gemm_flops", gemm}}},
         {"parameters", {{"text_total", p.text_total}, {"active_per_token", p.active_per_token}}}};
     nlohmann::json results = nlohmann::json::array();
-    for (const Test& t : tests) results.push_back(run_test(engine, t, o, c, p, elem, copy_bw));
+    for (const Test& t : tests) results.push_back(run_test(engine, t, o, c, p, elem, weight_bytes, copy_bw));
     out["results"] = results;
     const MemoryStats mem = engine.memory_stats();
     out["memory_bytes"] = {{"weights", mem0.weights},

@@ -83,9 +83,12 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
                          {"context", context},
                          {"one_sequence_at_context", kv_token * context + gdn_seq}};
     if (checkpoint_bytes > 0) j["memory_bytes"]["checkpoint_tensors"] = checkpoint_bytes;
-    // The checkpoint's weight format: block-wise fp8 is dequantized to the compute dtype at load,
-    // so the device holds the bf16 weights above.
-    j["format"] = c.fp8 ? nlohmann::json{{"weights", "fp8 e4m3, block-wise (dequantized at load)"},
+    // The checkpoint's weight format: block-wise fp8 projections stay fp8 on CUDA with bf16
+    // compute (about half the bf16 bytes above); the CPU, or --fp8-weights dequantize, holds
+    // the bf16 weights above.
+    j["format"] = c.fp8 ? nlohmann::json{{"weights", "fp8 e4m3, block-wise (resident as fp8 on "
+                                                     "CUDA; dequantized at load on the CPU or "
+                                                     "with --fp8-weights dequantize)"},
                                          {"block", {c.fp8_block[0], c.fp8_block[1]}}}
                         : nlohmann::json{{"weights", c.dtype.empty() ? "unspecified" : c.dtype}};
     return j;

@@ -55,6 +55,11 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_option("--device", o.device, "cpu, cuda or cuda:N")
             ->check(CLI::Validator(check_device, "DEVICE"));
         app.add_option("--dtype", o.dtype, "auto, bf16 or f32");
+        app.add_option("--fp8-weights", o.fp8_weights,
+                       "FP8 checkpoints: auto (resident on CUDA with bf16, else dequantize), "
+                       "resident (projections stay fp8) or dequantize (to the compute dtype at "
+                       "load)")
+            ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
         app.add_option("--threads", o.threads,
                        "CPU threads (0: the CPUs this process may use, less one when that is the "
                        "whole machine)")

@@ -93,6 +93,21 @@ struct DecodeBatch {
     }
 };
 
+// A random block-wise fp8 weight [.., N, K] (codes ~ N(0, 64), scales 0.02 / 64), kept alive
+// for the process (the benchmarks replay graphs that read it).
+ops::WeightView fp8_weight(int64_t N, int64_t K, uint64_t seed, int64_t E = 0) {
+    static std::vector<Tensor> keep;
+    Allocator& a = ops::device_allocator(ctx.device);
+    const int64_t sN = (N + 127) / 128, sK = (K + 127) / 128;
+    Tensor q = E ? Tensor::empty(a, DType::F8E4M3, {E, N, K}) : Tensor::empty(a, DType::F8E4M3, {N, K});
+    Tensor s = E ? Tensor::empty(a, DType::F32, {E, sN, sK}) : Tensor::empty(a, DType::F32, {sN, sK});
+    ops::fill_random(ctx, q, seed, 0.0f, 64.0f);
+    ops::fill_random(ctx, s, seed + 1, 0.02f / 64.0f, 0.0f);
+    keep.push_back(q);
+    keep.push_back(s);
+    return ops::WeightView::fp8(q, s, 128, 128);
+}
+
 void linear_routes(const std::string& what, int64_t T, int64_t N, int64_t K, DType y_dtype) {
     Tensor x = dev(DType::BF16, {T, K}, 1), w = dev(DType::BF16, {N, K}, 2, 0.02f);
     Tensor y = dev(y_dtype, {T, N}, 3);
@@ -104,6 +119,10 @@ void linear_routes(const std::string& what, int64_t T, int64_t N, int64_t K, DTy
                graph_us([&] { ops::cuda::linear_gemv(ctx, x, w, y, false); }), bytes);
     report("linear cublas " + shape,
            graph_us([&] { ops::cuda::linear_cublas(ctx, x, w, y, false); }), bytes);
+    // The same weight as block-wise fp8 (one byte a weight, F32 scales per 128 x 128).
+    const ops::WeightView w8 = fp8_weight(N, K, 2);
+    report("linear fp8 " + shape, graph_us([&] { ops::linear(ctx, x, w8, y); }),
+           double(w8.nbytes()));
 }
 
 void small_ops() {
@@ -235,6 +254,12 @@ void moe_decode() {
                               y);
            }),
            2.0 * 3 * H * (k * I + Is));
+    const ops::WeightView gu8 = fp8_weight(2 * I, H, 40, E), dn8 = fp8_weight(H, I, 42, E);
+    const ops::WeightView sgu8 = fp8_weight(2 * Is, H, 44), sdn8 = fp8_weight(H, Is, 46);
+    report("moe_block fp8 T=1 (8 experts + shared)", graph_us([&] {
+               ops::moe_block(ctx, x, logits_shared, k, gu8, dn8, sgu8, sdn8, y);
+           }),
+           1.0 * 3 * H * (k * I + Is));
 }
 
 // The device work of Sampler::sample for one greedy row, without its two host copies: the row's

@@ -25,6 +25,11 @@ struct EngineOptions {
     std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
     std::string dtype = "auto";  // weights and activations: auto (CPU f32, CUDA bf16), bf16, f32
     bool cpu_reference = false;  // run the CPU reference ops (FP64 oracle; slow)
+    // FP8 checkpoints (quantization_config fp8): "resident" keeps the block-wise fp8
+    // projections as fp8 in memory (one byte a weight; CUDA with bf16 compute reads the codes,
+    // the CPU dequantizes them in every op: a test mode), "dequantize" converts them to the
+    // compute dtype at load, "auto" is resident on CUDA with bf16 and dequantize otherwise.
+    std::string fp8_weights = "auto";
     bool cuda_graphs = true;     // replay decode steps as CUDA graphs (CUDA devices)
     int threads = 0;             // CPU threads (0: the CPUs this process may use, one left free)
     int prefill_chunk = 512;     // most prompt tokens of one sequence in one step

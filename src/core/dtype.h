@@ -13,7 +13,8 @@
 
 namespace ninfer {
 
-enum class DType : uint8_t { F32, F16, BF16, F64, I32, I64, U8 };
+// F8E4M3: float8_e4m3fn codes (model/fp8.h), stored as bytes; never an activation dtype.
+enum class DType : uint8_t { F32, F16, BF16, F64, I32, I64, U8, F8E4M3 };
 
 int64_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -78,6 +79,12 @@ NINFER_HD inline uint16_t float_to_f16(float f) {
     abs_bits += 0xc8000fffu + mantissa_odd; // rebias exponent (-112 << 23) and round
     return uint16_t(sign | (abs_bits >> 13));
 }
+
+// float8_e4m3fn (F8E4M3): 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities,
+// S.1111.111 is NaN. Exact decoding; encoding rounds to the nearest value (ties to even),
+// saturating at +-448 (NaN stays NaN).
+float fp8_e4m3_to_float(uint8_t bits);
+uint8_t float_to_fp8_e4m3(float x);
 
 // Reads element i of a float-typed buffer as double/float.
 inline float load_as_float(const void* data, DType dtype, int64_t i) {

@@ -17,14 +17,6 @@ constexpr int64_t kValuesPerThread = int64_t(1) << 20;
 
 } // namespace
 
-float fp8_e4m3_to_float(uint8_t bits) {
-    const int sign = bits >> 7, exp = (bits >> 3) & 0xf, man = bits & 0x7;
-    if (exp == 0xf && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
-    const float v = exp == 0 ? std::ldexp(float(man), -9)            // man / 8 * 2^-6
-                             : std::ldexp(float(man | 0x8), exp - 10); // (8 + man) / 8 * 2^(e-7)
-    return sign ? -v : v;
-}
-
 std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::TensorEntry& scale,
                                   int64_t block_rows, int64_t block_cols) {
     require(weight.shape.size() == 2, "fp8 tensor '", weight.name, "' has shape ",
@@ -71,25 +63,6 @@ std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::Tenso
     rows_from(0, rows / threads);
     for (auto& th : pool) th.join();
     return out;
-}
-
-uint8_t float_to_fp8_e4m3(float x) {
-    // The positive codes 0x00..0x7e increase with their value: binary search, ties to the even
-    // code (round to nearest even), saturating at 448.
-    static const std::vector<float> values = [] {
-        std::vector<float> v(0x7f);
-        for (int c = 0; c < 0x7f; ++c) v[size_t(c)] = fp8_e4m3_to_float(uint8_t(c));
-        return v;
-    }();
-    if (std::isnan(x)) return 0x7f;
-    const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-    const float a = std::fabs(x);
-    if (a >= values.back()) return uint8_t(sign | 0x7e);
-    const auto hi = std::upper_bound(values.begin(), values.end(), a);
-    const int upper = int(hi - values.begin()), lower = upper - 1; // values[lower] <= a < upper
-    const float below = a - values[size_t(lower)], above = values[size_t(upper)] - a;
-    const int code = below < above ? lower : above < below ? upper : (lower % 2 == 0 ? lower : upper);
-    return uint8_t(sign | code);
 }
 
 Fp8Block quantize_fp8(const float* w, int64_t rows, int64_t cols, int64_t block_rows,

@@ -11,16 +11,15 @@
 
 namespace ninfer::model {
 
-// float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, S.1111.111 is NaN.
-float fp8_e4m3_to_float(uint8_t bits);
+// The e4m3 conversions live in core/dtype.h.
+using ninfer::float_to_fp8_e4m3;
+using ninfer::fp8_e4m3_to_float;
 
 // The dequantized weight [rows, cols] as F32. Errors name the tensors: a scale of the wrong
 // shape or dtype, or a non-finite scale.
 std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::TensorEntry& scale,
                                   int64_t block_rows, int64_t block_cols);
 
-// The nearest e4m3 value (ties to even, saturating at +-448; NaN stays NaN).
-uint8_t float_to_fp8_e4m3(float x);
 
 // Block-wise quantization, the official checkpoints' recipe: per block, scale = amax / 448,
 // rounded to scale_dtype (F32, BF16 or F16), then q = e4m3(w / scale). Deterministic.

@@ -31,7 +31,29 @@ std::pair<int64_t, int64_t> mlp_params(const ModelConfig& c) {
     return {fixed + c.num_experts * expert, fixed + c.num_experts_per_tok * expert};
 }
 
+// Params of one layer's mixer that the FP8 releases quantize.
+int64_t quantized_mixer_params(const ModelConfig& c, LayerKind kind) {
+    const int64_t H = c.hidden_size, D = c.head_dim;
+    if (kind == LayerKind::LinearAttention)
+        return c.conv_dim() * H + c.value_dim() * H + H * c.value_dim();
+    return c.num_heads * 2 * D * H + 2 * c.num_kv_heads * D * H + H * c.num_heads * D;
+}
+
+// MLP params read per token that the FP8 releases quantize (not the router or shared gate).
+int64_t quantized_mlp_active(const ModelConfig& c) {
+    const int64_t H = c.hidden_size;
+    if (!c.moe) return 3 * c.intermediate_size * H;
+    return c.num_experts_per_tok * 3 * c.moe_intermediate_size * H +
+           3 * c.shared_expert_intermediate_size * H;
+}
+
 } // namespace
+
+int64_t active_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems) {
+    if (!fp8_resident) return 2 * p.active_per_token;
+    const int64_t q = p.active_fp8_quantized;
+    return 2 * (p.active_per_token - q) + q + 4 * ((q + block_elems - 1) / block_elems);
+}
 
 ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
     ParamCounts p;
@@ -47,6 +69,7 @@ ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
         p.mlp += mlp_all;
         p.norms += 2 * H;
         active_layers += mixer + mlp_active + 2 * H;
+        p.active_fp8_quantized += quantized_mixer_params(c, kind) + quantized_mlp_active(c);
     }
     p.norms += H;
     p.text_total = p.embedding + p.lm_head + p.gdn_layers + p.attention_layers + p.mlp + p.norms;

@@ -17,7 +17,15 @@ struct ParamCounts {
     int64_t text_total = 0;       // everything above
     int64_t active_per_token = 0; // text params read per token (MoE: top-k experts + shared)
     int64_t mtp = 0;              // the MTP head, for mtp_layers layers
+    // Of active_per_token, the params of the projections the official FP8 releases quantize
+    // (attention q/k/v/o, GDN in_proj_qkv/z and out_proj, dense/shared/routed MLP), which a
+    // resident fp8 model reads as one byte each (plus an F32 scale per 128 x 128 block).
+    int64_t active_fp8_quantized = 0;
 };
+
+// Bytes of weights one decode token reads: bf16 (2 bytes a param), or with fp8 resident
+// weights, one byte per quantized param plus its block scales.
+int64_t active_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems = 128 * 128);
 
 ParamCounts count_params(const io::ModelConfig& config, int64_t mtp_layers);
 

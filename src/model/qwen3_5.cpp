@@ -81,12 +81,14 @@ namespace {
 
 int64_t layer_bytes(const LayerWeights& l) {
     int64_t n = 0;
-    for (const Tensor* t :
-         {&l.input_norm, &l.post_norm, &l.gdn.in_proj, &l.gdn.conv, &l.gdn.A_log, &l.gdn.dt_bias,
-          &l.gdn.norm, &l.gdn.out_proj, &l.attn.in_proj, &l.attn.q_norm, &l.attn.k_norm,
-          &l.attn.o_proj, &l.mlp.gate_up, &l.mlp.down, &l.mlp.router, &l.mlp.experts_gate_up,
-          &l.mlp.experts_down, &l.mlp.shared_gate_up, &l.mlp.shared_down})
+    for (const Tensor* t : {&l.input_norm, &l.post_norm, &l.gdn.conv, &l.gdn.A_log,
+                            &l.gdn.dt_bias, &l.gdn.norm, &l.attn.q_norm, &l.attn.k_norm,
+                            &l.mlp.router})
         if (t->defined()) n += t->view().nbytes();
+    for (const Weight* w : {&l.gdn.in_proj, &l.gdn.in_proj_ba, &l.gdn.out_proj, &l.attn.in_proj,
+                            &l.attn.o_proj, &l.mlp.gate_up, &l.mlp.down, &l.mlp.experts_gate_up,
+                            &l.mlp.experts_down, &l.mlp.shared_gate_up, &l.mlp.shared_down})
+        if (w->defined()) n += w->nbytes();
     return n;
 }
 
@@ -94,8 +96,8 @@ int64_t total_bytes(const ModelWeights& w) {
     int64_t n = w.embed.view().nbytes() + w.final_norm.view().nbytes();
     if (w.lm_head.view().data != w.embed.view().data) n += w.lm_head.view().nbytes();
     for (const auto& l : w.layers) n += layer_bytes(l);
-    for (const Tensor* t :
-         {&w.mtp.fc, &w.mtp.pre_fc_norm_embedding, &w.mtp.pre_fc_norm_hidden, &w.mtp.norm})
+    if (w.mtp.fc.defined()) n += w.mtp.fc.nbytes();
+    for (const Tensor* t : {&w.mtp.pre_fc_norm_embedding, &w.mtp.pre_fc_norm_hidden, &w.mtp.norm})
         if (t->defined()) n += t->view().nbytes();
     for (const auto& l : w.mtp.layers) n += layer_bytes(l);
     const VisionWeights& v = w.vision;
@@ -157,8 +159,10 @@ VisionEncoder& Qwen35Model::vision() {
 }
 
 std::unique_ptr<Qwen35Model> Qwen35Model::random(const io::ModelConfig& config,
-                                                 const ops::ExecContext& ctx, uint64_t seed) {
-    return std::make_unique<Qwen35Model>(config, random_weights(config, ctx, seed), ctx.device);
+                                                 const ops::ExecContext& ctx, uint64_t seed,
+                                                 bool fp8_resident) {
+    return std::make_unique<Qwen35Model>(config, random_weights(config, ctx, seed, fp8_resident),
+                                         ctx.device);
 }
 
 int64_t Qwen35Model::scratch_generation() const {
@@ -185,10 +189,10 @@ int64_t Qwen35Model::scratch_bytes() const {
 Qwen35Model::~Qwen35Model() = default;
 
 std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::filesystem::path& dir,
-                                               const ops::ExecContext& ctx) {
+                                               const ops::ExecContext& ctx, bool fp8_resident) {
     io::ModelConfig config = io::load_hf_config(dir);
     io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
-    ModelWeights weights = load_weights(config, ckpt, ctx);
+    ModelWeights weights = load_weights(config, ckpt, ctx, fp8_resident);
     return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), ctx.device);
 }
 
@@ -216,8 +220,14 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
     const int64_t Hv = c.linear_num_value_heads;
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     TensorView proj = cols(s.proj.view().narrow(0, 0, T), 0, C + Vd + 2 * Hv);
-    ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj, proj, h);
-    // in_proj columns: qkv [0, C), z [C, C + Vd), b [C + Vd, C + Vd + Hv), a (the next Hv).
+    // proj columns: qkv [0, C), z [C, C + Vd), b [C + Vd, C + Vd + Hv), a (the next Hv).
+    if (!w.gdn.in_proj_ba.defined()) {
+        ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj, proj, h);
+    } else { // fp8 qkv | z, dense b | a: two products of the same normalised rows
+        ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj,
+                             cols(proj, 0, C + Vd), h);
+        ops::linear(ctx, h, w.gdn.in_proj_ba, cols(proj, C + Vd, 2 * Hv));
+    }
     TensorView core = s.core.view().narrow(0, 0, T);
     ops::gdn_core(ctx, cols(proj, 0, C), cols(proj, C, Vd), cols(proj, C + Vd, Hv),
                   cols(proj, C + Vd + Hv, Hv), w.gdn.conv, w.gdn.A_log, w.gdn.dt_bias, w.gdn.norm,

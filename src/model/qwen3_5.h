@@ -64,11 +64,14 @@ public:
     ~Qwen35Model();
 
     // Reads config.json and the safetensors of a checkpoint directory onto a device.
+    // fp8_resident: see load_weights (weight_loader.h).
     static std::unique_ptr<Qwen35Model> load(const std::filesystem::path& dir,
-                                             const ops::ExecContext& ctx);
+                                             const ops::ExecContext& ctx,
+                                             bool fp8_resident = false);
     // A model of config's shapes with deterministic random weights (weight_loader.h).
     static std::unique_ptr<Qwen35Model> random(const io::ModelConfig& config,
-                                               const ops::ExecContext& ctx, uint64_t seed);
+                                               const ops::ExecContext& ctx, uint64_t seed,
+                                               bool fp8_resident = false);
 
     const io::ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }

@@ -11,14 +11,19 @@
 
 namespace ninfer::model {
 
+// fp8_resident: an fp8 checkpoint's block-wise projections stay fp8 on the device (codes plus
+// F32 scales, Weight) where every part of a fused projection is fp8; everything else, and all
+// of it without fp8_resident, is dequantized at load to the compute dtype. Needs CUDA with BF16
+// compute (the CPU reference always dequantizes).
 ModelWeights load_weights(const io::ModelConfig& config, const io::SafetensorsCheckpoint& ckpt,
-                          const ops::ExecContext& ctx);
+                          const ops::ExecContext& ctx, bool fp8_resident = false);
 
 // A model of the config's exact shapes with deterministic random weights made on ctx's device
 // (ops::fill_random, seeded per tensor name), for speed and memory at true size without a
-// checkpoint. MTP layers: config.mtp_num_hidden_layers.
+// checkpoint. MTP layers: config.mtp_num_hidden_layers. With an fp8 quantization_config and
+// fp8_resident, the projections the official FP8 layout quantizes are random fp8.
 ModelWeights random_weights(const io::ModelConfig& config, const ops::ExecContext& ctx,
-                            uint64_t seed);
+                            uint64_t seed, bool fp8_resident = false);
 
 // Number of MTP decoder layers present in the checkpoint (mtp.layers.N.*).
 int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt);

@@ -1,43 +1,67 @@
-// Device-resident weights of a Qwen3.5/3.6/3.8 text model, in the backend's compute dtype.
-// Projections that read the same input are fused at load (one GEMM each): GDN qkv|z|b|a,
-// attention q(+gate)|k|v, MLP gate|up, router|shared-expert gate.
+// Device-resident weights of a Qwen3.5/3.6/3.8 text model, in the backend's compute dtype, or
+// for an fp8 checkpoint on CUDA, the projections the checkpoint quantized as block-wise fp8
+// (Weight). Projections that read the same input are fused at load (one GEMM each): GDN
+// qkv|z|b|a (qkv|z and b|a when only qkv and z are fp8), attention q(+gate)|k|v, MLP gate|up,
+// router|shared-expert gate.
 #pragma once
 
 #include <vector>
 
 #include "core/tensor.h"
 #include "io/hf_config.h"
+#include "ops/weight.h"
 
 namespace ninfer::model {
 
 using io::LayerKind;
 
+// A projection weight [N, K] (or a stack [E, N, K]): dense in the compute dtype (scale
+// undefined), or fp8 codes (F8E4M3) with their F32 block scales (ops/weight.h).
+struct Weight {
+    Tensor w;
+    Tensor scale;
+    int64_t block_rows = 0, block_cols = 0;
+
+    Weight() = default;
+    Weight(Tensor dense) : w(std::move(dense)) {}
+    operator ops::WeightView() const {
+        return scale.defined() ? ops::WeightView::fp8(w, scale, block_rows, block_cols)
+                               : ops::WeightView(w);
+    }
+    bool defined() const { return w.defined(); }
+    bool is_fp8() const { return scale.defined(); }
+    int64_t size(int dim) const { return w.size(dim); }
+    int64_t nbytes() const { return w.view().nbytes() + (is_fp8() ? scale.view().nbytes() : 0); }
+};
+
 struct GdnWeights {
-    Tensor in_proj;  // [conv_dim + Vd + 2 Hv, H]: rows qkv | z | b | a
+    Weight in_proj;    // [conv_dim + Vd + 2 Hv, H]: rows qkv | z | b | a; or, when in_proj_ba is
+                       // defined, [conv_dim + Vd, H]: qkv | z
+    Weight in_proj_ba; // [2 Hv, H]: b | a, when they are stored apart from qkv | z (fp8)
     Tensor conv;     // [conv_dim, K]
     Tensor A_log;    // [Hv]
     Tensor dt_bias;  // [Hv]
     Tensor norm;     // [dv] gated norm (plain weight)
-    Tensor out_proj; // [H, Vd]
+    Weight out_proj; // [H, Vd]
 };
 
 struct AttentionWeights {
-    Tensor in_proj; // [nH*2D + 2*nKV*D, H]: rows q_proj (per head query | gate) | k_proj | v_proj
+    Weight in_proj; // [nH*2D + 2*nKV*D, H]: rows q_proj (per head query | gate) | k_proj | v_proj
     Tensor q_norm;  // [D]
     Tensor k_norm;  // [D]
-    Tensor o_proj;  // [H, nH*D]
+    Weight o_proj;  // [H, nH*D]
 };
 
 struct MlpWeights {
     // Dense SwiGLU.
-    Tensor gate_up; // [2I, H]: gate rows then up rows
-    Tensor down;    // [H, I]
+    Weight gate_up; // [2I, H]: gate rows then up rows
+    Weight down;    // [H, I]
     // MoE.
     Tensor router;          // [E + 1, H]: the router's E rows, then shared_expert_gate
-    Tensor experts_gate_up; // [E, 2Ie, H]
-    Tensor experts_down;    // [E, H, Ie]
-    Tensor shared_gate_up;  // [2Is, H]
-    Tensor shared_down;     // [H, Is]
+    Weight experts_gate_up; // [E, 2Ie, H]
+    Weight experts_down;    // [E, H, Ie]
+    Weight shared_gate_up;  // [2Is, H]
+    Weight shared_down;     // [H, Is]
 };
 
 struct LayerWeights {
@@ -51,7 +75,7 @@ struct LayerWeights {
 
 // The MTP head (MODEL_QWEN3_5.md §3): bound at load; the draft forward lives with speculation.
 struct MtpWeights {
-    Tensor fc;                        // [H, 2H]
+    Weight fc;                        // [H, 2H]
     Tensor pre_fc_norm_embedding;     // [H]
     Tensor pre_fc_norm_hidden;        // [H]
     Tensor norm;                      // [H]

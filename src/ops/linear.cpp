@@ -2,17 +2,24 @@
 
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/linear_fp8.h"
 #include "ops/rms_norm.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
 
-void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,
+void linear(const ExecContext& ctx, const TensorView& x, const WeightView& wv, const TensorView& y,
             bool accumulate) {
     constexpr const char* op = "linear";
-    for (auto [name, t] : {std::pair{"x", &x}, {"w", &w}, {"y", &y}}) {
-        check_device(ctx, op, name, *t);
-        check_float(op, name, *t);
+    const TensorView& w = wv.w;
+    for (auto [name, t] : {std::pair{"x", &x}, {"w", &w}, {"y", &y}}) check_device(ctx, op, name, *t);
+    check_float(op, "x", x);
+    check_float(op, "y", y);
+    if (wv.is_fp8()) {
+        check_weight(op, "w", wv);
+        check_device(ctx, op, "w scale", wv.scale);
+    } else {
+        check_float(op, "w", w);
     }
     check_shape(op, "x", x, {-1, -1});
     check_shape(op, "w", w, {-1, x.size(1)});
@@ -21,26 +28,33 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
     check_contiguous(op, "w", w);
     check_rows_contiguous(op, "y", y);
     switch (ctx.device.type) {
-    case DeviceType::Cpu:
-        check_cpu_f32(op, {&x, &w, &y});
-        return cpu::linear(ctx.cpu_mode, x, w, y, accumulate);
+    case DeviceType::Cpu: {
+        const HostDense dense = dense_on_host(wv);
+        check_cpu_f32(op, {&x, &dense.view, &y});
+        return cpu::linear(ctx.cpu_mode, x, dense.view, y, accumulate);
+    }
     case DeviceType::Cuda:
-        check_cuda_float(op, {&x, &w});
         require(y.dtype == x.dtype || y.dtype == DType::F32, op, ": y must be ",
                 dtype_name(x.dtype), " or F32, got ", y.describe());
+        if (wv.is_fp8()) {
+            check_dtype(op, "x", x, DType::BF16);
+            return cuda::linear_fp8(ctx, x, wv, y, accumulate);
+        }
+        check_cuda_float(op, {&x, &w});
         return cuda::linear(ctx, x, w, y, accumulate);
     }
     no_backend(op, ctx);
 }
 
 void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
-                     float eps, const TensorView& w, const TensorView& y, const TensorView& h) {
+                     float eps, const WeightView& wv, const TensorView& y, const TensorView& h) {
     constexpr const char* op = "rms_norm_linear";
     for (auto [name, t] :
-         {std::pair{"x", &x}, {"norm_w", &norm_w}, {"w", &w}, {"y", &y}, {"h", &h}}) {
+         {std::pair{"x", &x}, {"norm_w", &norm_w}, {"w", &wv.w}, {"y", &y}, {"h", &h}}) {
         check_device(ctx, op, name, *t);
-        check_float(op, name, *t);
+        if (t != &wv.w || !wv.is_fp8()) check_float(op, name, *t);
     }
+    const TensorView& w = wv.w;
     check_shape(op, "x", x, {-1, -1});
     check_shape(op, "norm_w", norm_w, {x.size(1)});
     check_shape(op, "w", w, {-1, x.size(1)});
@@ -48,11 +62,11 @@ void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorVi
     check_shape(op, "h", h, {x.size(0), x.size(1)});
     check_rows_contiguous(op, "x", x);
     check_rows_contiguous(op, "h", h);
-    if (ctx.device.type == DeviceType::Cuda &&
+    if (ctx.device.type == DeviceType::Cuda && !wv.is_fp8() &&
         cuda::rms_norm_linear_fused(ctx, x, norm_w, eps, w, y, h))
         return;
     rms_norm(ctx, x, norm_w, eps, h);
-    linear(ctx, h, w, y);
+    linear(ctx, h, wv, y);
 }
 
 } // namespace ninfer::ops

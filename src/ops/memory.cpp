@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -133,16 +134,18 @@ void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, f
                  float stddev) {
     check_device(ctx, "fill_random", "dst", dst);
     check_contiguous("fill_random", "dst", dst);
-    require(dst.dtype == DType::F32 || dst.dtype == DType::BF16, "fill_random: F32 or BF16, got ",
-            dst.describe());
+    require(dst.dtype == DType::F32 || dst.dtype == DType::BF16 || dst.dtype == DType::F8E4M3,
+            "fill_random: F32, BF16 or F8E4M3, got ", dst.describe());
     if (!ctx.device.is_cpu()) return cuda::fill_random(ctx, dst, seed, mean, stddev);
     const int64_t n = dst.numel();
     for (int64_t i = 0; i < n; ++i) {
         const float v = mean + stddev * philox_normal(seed, uint64_t(i));
         if (dst.dtype == DType::F32)
             dst.ptr<float>()[i] = v;
-        else
+        else if (dst.dtype == DType::BF16)
             dst.ptr<uint16_t>()[i] = float_to_bf16(v);
+        else // e4m3 saturates at +-448 like __NV_SATFINITE
+            dst.ptr<uint8_t>()[i] = float_to_fp8_e4m3(std::fmax(-448.0f, std::fmin(448.0f, v)));
     }
 }
 

@@ -54,8 +54,8 @@ struct DeviceMemory {
 };
 DeviceMemory device_memory(const ExecContext& ctx);
 // dst[i] = mean + stddev * philox_normal(seed, i) (core/philox.h), rounded to dst's dtype
-// (F32 or BF16): the same stream on every device (up to the last bits of logf/cosf), for
-// random-weight models at true size.
+// (F32, BF16, or F8E4M3 codes saturated at +-448): the same stream on every device (up to the
+// last bits of logf/cosf), for random-weight models at true size.
 void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
                  float stddev);
 

@@ -2,6 +2,7 @@
 
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/linear_fp8.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
@@ -109,12 +110,36 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
 
 namespace {
 
+// moe_experts over a stack that may be fp8: the CPU dequantizes the stacks; CUDA dequantizes
+// only the experts some pair is routed to into bf16 scratch (the others are never read).
+void moe_routed_experts(const ExecContext& ctx, const TensorView& h, const WeightView& gate_up,
+                        const WeightView& down, const TensorView& ids, const TensorView& weights,
+                        const TensorView& y) {
+    if (!gate_up.is_fp8() && !down.is_fp8())
+        return moe_experts(ctx, h, gate_up.w, down.w, ids, weights, y);
+    if (ctx.device.is_cpu()) {
+        const HostDense gu = dense_on_host(gate_up), dn = dense_on_host(down);
+        return moe_experts(ctx, h, gu.view, dn.view, ids, weights, y);
+    }
+    Allocator& a = device_allocator(ctx.device);
+    Tensor used = Tensor::empty(a, DType::I32, {gate_up.size(0)});
+    cuda::mark_used_experts(ctx, ids, used);
+    auto dense = [&](const WeightView& w) {
+        if (!w.is_fp8()) return Tensor(nullptr, w.w);
+        Tensor t = Tensor::empty(a, DType::BF16, w.w.shape.data(), w.w.ndim);
+        cuda::dequantize_fp8(ctx, w, t, used);
+        return t;
+    };
+    const Tensor gu = dense(gate_up), dn = dense(down);
+    moe_experts(ctx, h, gu, dn, ids, weights, y);
+}
+
 // moe_block as the composition of the ops it is defined by (the CPU body and CUDA's prefill
 // route), with scratch from the device allocator. Arguments are validated by moe_block.
 void moe_block_composed(const ExecContext& ctx, const TensorView& h,
                         const TensorView& router_logits, int64_t top_k,
-                        const TensorView& experts_gate_up, const TensorView& experts_down,
-                        const TensorView& shared_gate_up, const TensorView& shared_down,
+                        const WeightView& experts_gate_up, const WeightView& experts_down,
+                        const WeightView& shared_gate_up, const WeightView& shared_down,
                         const TensorView& y) {
     const int64_t T = h.size(0), H = h.size(1), E = experts_gate_up.size(0);
     const int64_t Is = shared_down.size(1);
@@ -122,7 +147,7 @@ void moe_block_composed(const ExecContext& ctx, const TensorView& h,
     Tensor route_w = Tensor::empty(a, DType::F32, {T, top_k});
     Tensor route_ids = Tensor::empty(a, DType::I32, {T, top_k});
     moe_route(ctx, router_logits.narrow(1, 0, E), top_k, route_w, route_ids);
-    moe_experts(ctx, h, experts_gate_up, experts_down, route_ids, route_w, y);
+    moe_routed_experts(ctx, h, experts_gate_up, experts_down, route_ids, route_w, y);
     Tensor gate_up = Tensor::empty(a, h.dtype, {T, 2 * Is}),
            act = Tensor::empty(a, h.dtype, {T, Is});
     Tensor shared = Tensor::empty(a, h.dtype, {T, H});
@@ -135,57 +160,62 @@ void moe_block_composed(const ExecContext& ctx, const TensorView& h,
 } // namespace
 
 void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
-               int64_t top_k, const TensorView& experts_gate_up, const TensorView& experts_down,
-               const TensorView& shared_gate_up, const TensorView& shared_down,
+               int64_t top_k, const WeightView& experts_gate_up, const WeightView& experts_down,
+               const WeightView& shared_gate_up, const WeightView& shared_down,
                const TensorView& y) {
     constexpr const char* op = "moe_block";
-    for (auto [name, t] : {std::pair{"h", &h},
-                           {"router_logits", &router_logits},
-                           {"experts_gate_up", &experts_gate_up},
-                           {"experts_down", &experts_down},
-                           {"shared_gate_up", &shared_gate_up},
-                           {"shared_down", &shared_down},
-                           {"y", &y}})
+    const std::pair<const char*, const WeightView*> weights[] = {
+        {"experts_gate_up", &experts_gate_up},
+        {"experts_down", &experts_down},
+        {"shared_gate_up", &shared_gate_up},
+        {"shared_down", &shared_down}};
+    for (auto [name, t] : {std::pair{"h", &h}, {"router_logits", &router_logits}, {"y", &y}})
         check_device(ctx, op, name, *t);
-    for (auto [name, t] : {std::pair{"h", &h},
-                           {"experts_gate_up", &experts_gate_up},
-                           {"experts_down", &experts_down},
-                           {"shared_gate_up", &shared_gate_up},
-                           {"shared_down", &shared_down},
-                           {"y", &y}})
-        check_float(op, name, *t);
+    check_float(op, "h", h);
+    check_float(op, "y", y);
+    bool any_fp8 = false;
+    for (auto [name, w] : weights) {
+        check_device(ctx, op, name, w->w);
+        check_contiguous(op, name, w->w);
+        if (w->is_fp8()) {
+            check_weight(op, name, *w);
+            check_device(ctx, op, name, w->scale);
+            any_fp8 = true;
+        } else {
+            check_float(op, name, w->w);
+        }
+    }
     check_shape(op, "h", h, {-1, -1});
     const int64_t T = h.size(0), H = h.size(1);
-    check_shape(op, "experts_gate_up", experts_gate_up, {-1, -1, H});
+    check_shape(op, "experts_gate_up", experts_gate_up.w, {-1, -1, H});
     const int64_t E = experts_gate_up.size(0), I = experts_gate_up.size(1) / 2;
     require(experts_gate_up.size(1) % 2 == 0, op,
             ": experts_gate_up rows must be even (gate | up)");
-    check_shape(op, "experts_down", experts_down, {E, H, I});
-    check_shape(op, "shared_gate_up", shared_gate_up, {-1, H});
+    check_shape(op, "experts_down", experts_down.w, {E, H, I});
+    check_shape(op, "shared_gate_up", shared_gate_up.w, {-1, H});
     const int64_t Is = shared_gate_up.size(0) / 2;
     require(shared_gate_up.size(0) % 2 == 0, op, ": shared_gate_up rows must be even (gate | up)");
-    check_shape(op, "shared_down", shared_down, {H, Is});
+    check_shape(op, "shared_down", shared_down.w, {H, Is});
     check_dtype(op, "router_logits", router_logits, DType::F32);
     check_shape(op, "router_logits", router_logits, {T, E + 1});
     check_shape(op, "y", y, {T, H});
     require(top_k >= 1 && top_k <= E, op, ": top_k ", top_k, " outside [1, ", E, "]");
-    for (auto [name, t] : {std::pair{"experts_gate_up", &experts_gate_up},
-                           {"experts_down", &experts_down},
-                           {"shared_gate_up", &shared_gate_up},
-                           {"shared_down", &shared_down}})
-        check_contiguous(op, name, *t);
     for (auto [name, t] : {std::pair{"h", &h}, {"router_logits", &router_logits}, {"y", &y}})
         check_rows_contiguous(op, name, *t);
     require(y.data != h.data, op, ": y must not alias h");
     if (T == 0) return;
     switch (ctx.device.type) {
     case DeviceType::Cpu:
-        check_cpu_f32(op, {&h, &experts_gate_up, &experts_down, &shared_gate_up, &shared_down, &y});
+        check_cpu_f32(op, {&h, &y});
+        for (auto [name, w] : weights)
+            if (!w->is_fp8()) check_cpu_f32(op, {&w->w});
         return moe_block_composed(ctx, h, router_logits, top_k, experts_gate_up, experts_down,
                                   shared_gate_up, shared_down, y);
     case DeviceType::Cuda:
-        check_cuda_float(op,
-                         {&h, &experts_gate_up, &experts_down, &shared_gate_up, &shared_down, &y});
+        check_cuda_float(op, {&h, &y});
+        if (any_fp8) check_dtype(op, "h", h, DType::BF16);
+        for (auto [name, w] : weights)
+            if (!w->is_fp8()) check_cuda_float(op, {&h, &w->w});
         if (cuda::moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up,
                                         shared_down))
             return cuda::moe_block_decode(ctx, h, router_logits, top_k, experts_gate_up,

@@ -24,12 +24,16 @@
 //   H, I, Is multiples of 8, 16-byte aligned rows) runs two fused kernels: f32 activations, the
 //   routed and shared contributions summed in f32 in a fixed order and added to y with one
 //   rounding (deterministic); larger T runs the composition.
+//   Block-wise fp8 weights (ops/weight.h; CUDA with BF16 h and y): the decode route reads the
+//   codes when all four weights are fp8 (moe_decode.cu); otherwise the composition dequantizes
+//   the routed experts (only those some pair uses) to bf16 scratch. The CPU dequantizes first.
 // Numerics: f32 (f64 in CPU reference mode). Workspace: none (CPU gathers per expert; moe_block
 // allocates its scratch from the device allocator: routes and activations, O(T * top_k * I)).
 #pragma once
 
 #include "core/tensor.h"
 #include "ops/exec_context.h"
+#include "ops/weight.h"
 
 namespace ninfer::ops {
 
@@ -48,8 +52,8 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
                         const TensorView& shared, const TensorView& y);
 
 void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
-               int64_t top_k, const TensorView& experts_gate_up, const TensorView& experts_down,
-               const TensorView& shared_gate_up, const TensorView& shared_down,
+               int64_t top_k, const WeightView& experts_gate_up, const WeightView& experts_down,
+               const WeightView& shared_gate_up, const WeightView& shared_down,
                const TensorView& y);
 
 // Whether moe_block over T rows runs without synchronising with the host (capturable).

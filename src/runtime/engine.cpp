@@ -54,17 +54,29 @@ DType parse_dtype(const std::string& name, Device device) {
     fail_invalid("unknown dtype '", name, "' (expected auto, bf16 or f32)");
 }
 
+// Whether an fp8 checkpoint's projections stay fp8 (EngineOptions::fp8_weights).
+bool fp8_resident(const EngineOptions& o, const ops::ExecContext& ctx) {
+    if (o.fp8_weights == "auto") return !ctx.device.is_cpu() && ctx.dtype == DType::BF16;
+    if (o.fp8_weights == "dequantize") return false;
+    require(o.fp8_weights == "resident", "unknown fp8_weights '", o.fp8_weights,
+            "' (expected auto, resident or dequantize)");
+    require(ctx.device.is_cpu() || ctx.dtype == DType::BF16,
+            "fp8_weights resident: CUDA runs fp8 weights with bf16 activations (--dtype bf16)");
+    return true;
+}
+
 std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
                                                const ops::ExecContext& ctx) {
+    const bool fp8 = fp8_resident(o, ctx);
     if (o.random_weights) {
         require(!o.config_file.empty() || !o.model_dir.empty(),
                 "random weights need a config file or a model directory");
         const io::ModelConfig c =
             io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file);
-        return model::Qwen35Model::random(c, ctx, o.random_seed);
+        return model::Qwen35Model::random(c, ctx, o.random_seed, fp8);
     }
     require(!o.model_dir.empty(), "no model directory given");
-    return model::Qwen35Model::load(o.model_dir, ctx);
+    return model::Qwen35Model::load(o.model_dir, ctx, fp8);
 }
 
 void validate_options(const EngineOptions& o) {

@@ -12,6 +12,8 @@
 
 #include "model/fixture_util.h"
 #include "model/fp8.h"
+#include "model/qwen3_5.h"
+#include "ops/exec_context.h"
 
 namespace ninfer::test {
 namespace {
@@ -131,6 +133,53 @@ TEST_P(Fp8Checkpoint, MatchesHfOnTheDequantizedWeights) {
                 EXPECT_NEAR(got[i].top_logprobs[k].logprob, top[k][1].get<double>(), kTol);
             }
         }
+    }
+}
+
+// fp8_weights "resident": the projections stay fp8 codes with F32 scales (the CPU dequantizes
+// them inside each op), which must run the same model as dequantizing at load: the GDN b|a
+// rows apart from the fp8 qkv|z rows, the dense fallback of a projection whose parts do not
+// span whole scale blocks, and the ops' fp8 dispatch.
+TEST_P(Fp8Checkpoint, ResidentFp8RunsTheDequantizedModel) {
+    EngineOptions o;
+    o.model_dir = quant_dir(GetParam());
+    Engine dequantized(o);
+    o.fp8_weights = "resident";
+    Engine resident(o);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 40; ++i) prompt.push_back((i * 29 + 5) % 200);
+    const auto got = generate(resident, greedy_request(prompt, 16));
+    const auto want = generate(dequantized, greedy_request(prompt, 16));
+    ASSERT_EQ(ids_of(got), ids_of(want));
+    for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_NEAR(got[i].logprob, want[i].logprob, kLogprobScheduleAbs) << "step " << i;
+}
+
+// Which projections a resident load keeps as fp8: all-fp8 groups whose parts span whole row
+// blocks; b|a (bf16 in the official layout) apart; the router and norms dense.
+TEST(Fp8Checkpoint, ResidentLoadKeepsTheFp8Projections) {
+    const std::string dir = quant_dir("moe_fp8");
+    const auto model = model::Qwen35Model::load(dir, ops::ExecContext::cpu(), true);
+    const model::ModelWeights& w = model->weights();
+    int fp8_experts = 0, split_gdn = 0;
+    for (const model::LayerWeights& l : w.layers) {
+        fp8_experts += l.mlp.experts_gate_up.is_fp8() && l.mlp.experts_down.is_fp8();
+        EXPECT_FALSE(l.mlp.shared_gate_up.is_fp8()) << "48 gate rows do not span 32-row blocks";
+        EXPECT_TRUE(l.mlp.shared_down.is_fp8());
+        if (l.kind == model::LayerKind::LinearAttention) {
+            split_gdn += l.gdn.in_proj.is_fp8() && l.gdn.in_proj_ba.defined() &&
+                         !l.gdn.in_proj_ba.is_fp8();
+            EXPECT_TRUE(l.gdn.out_proj.is_fp8());
+        } else {
+            EXPECT_TRUE(l.attn.in_proj.is_fp8() && l.attn.o_proj.is_fp8());
+        }
+    }
+    EXPECT_EQ(fp8_experts, int(w.layers.size()));
+    EXPECT_GT(split_gdn, 0);
+    const auto plain = model::Qwen35Model::load(dir, ops::ExecContext::cpu(), false);
+    for (const model::LayerWeights& l : plain->weights().layers) {
+        EXPECT_FALSE(l.mlp.experts_gate_up.is_fp8());
+        EXPECT_FALSE(l.gdn.in_proj_ba.defined());
     }
 }
 

@@ -42,6 +42,10 @@ std::vector<float> concat_f32(const SafetensorsCheckpoint& ckpt,
     return out;
 }
 
+std::vector<int64_t> dims_of(const model::Weight& w) {
+    return test::dims_of(w.w.view());
+}
+
 void expect_layer_shapes(const ModelConfig& c, const model::LayerWeights& l, LayerKind kind) {
     const int64_t H = c.hidden_size, C = c.conv_dim(), Vd = c.value_dim(),
                   Hv = c.linear_num_value_heads, D = c.head_dim, nH = c.num_heads,

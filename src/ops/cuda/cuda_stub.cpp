@@ -2,6 +2,7 @@
 // Unsupported, so a CUDA device is a clear error rather than a link failure.
 #include "core/error.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/vision_ops.h"
 
 namespace ninfer::ops::cuda {
@@ -41,6 +42,9 @@ void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, c
 void gated_rms_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("gated_rms_norm"); }
 void linear(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, bool) { no_cuda("linear"); }
 bool rms_norm_linear_fused(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&, const TensorView&, const TensorView&) { no_cuda("rms_norm_linear"); }
+void linear_fp8(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
+void dequantize_fp8(const ExecContext&, const WeightView&, const TensorView&, const TensorView&) { no_cuda("dequantize_fp8"); }
+void mark_used_experts(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
 void add(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add"); }
 void sigmoid_mul(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("sigmoid_mul"); }
 void silu_mul(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("silu_mul"); }
@@ -58,8 +62,8 @@ void moe_route(const ExecContext&, const TensorView&, int64_t, const TensorView&
 void moe_experts(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_experts"); }
 bool moe_experts_capturable(int64_t, int64_t, int64_t) { no_cuda("moe_experts_capturable"); }
 void add_sigmoid_scaled(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add_sigmoid_scaled"); }
-bool moe_block_decode_fits(const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
-void moe_block_decode(const ExecContext&, const TensorView&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
+bool moe_block_decode_fits(const TensorView&, int64_t, const WeightView&, const WeightView&, const WeightView&, const WeightView&) { no_cuda("moe_block"); }
+void moe_block_decode(const ExecContext&, const TensorView&, const TensorView&, int64_t, const WeightView&, const WeightView&, const WeightView&, const WeightView&, const TensorView&) { no_cuda("moe_block"); }
 void logprobs_top_k(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&) { no_cuda("logprobs_top_k"); }
 void apply_penalties(const ExecContext&, const TensorView&, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("apply_penalties"); }
 void sample_tokens(const ExecContext&, const TensorView&, int64_t, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("sample_tokens"); }

@@ -1,5 +1,6 @@
 // CUDA memory services: a stream-ordered pooled allocator, copies with dtype conversion on the
 // host side, fills, and the random fill used by --random-weights.
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/philox.h"
+
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -116,15 +118,18 @@ void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
     convert_from_f32(tmp.data(), dst, to, n);
 }
 
-__global__ void fill_normal_kernel(float* out_f32, __nv_bfloat16* out_bf16, int64_t n,
-                                   uint64_t seed, float mean, float stddev) {
+// One of out_f32 / out_bf16 / out_fp8 is set; fp8 codes saturate at +-448 (no NaN codes).
+__global__ void fill_normal_kernel(float* out_f32, __nv_bfloat16* out_bf16, __nv_fp8_e4m3* out_fp8,
+                                   int64_t n, uint64_t seed, float mean, float stddev) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
          i += int64_t(gridDim.x) * blockDim.x) {
         const float v = mean + stddev * philox_normal(seed, uint64_t(i));
         if (out_f32)
             out_f32[i] = v;
-        else
+        else if (out_bf16)
             out_bf16[i] = __float2bfloat16_rn(v);
+        else
+            out_fp8[i].__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
     }
 }
 
@@ -380,7 +385,8 @@ void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, f
     const unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, 65535));
     fill_normal_kernel<<<blocks, 256, 0, stream_of(ctx)>>>(
         dst.dtype == DType::F32 ? dst.ptr<float>() : nullptr,
-        dst.dtype == DType::BF16 ? dst.ptr<__nv_bfloat16>() : nullptr, n, seed, mean, stddev);
+        dst.dtype == DType::BF16 ? dst.ptr<__nv_bfloat16>() : nullptr,
+        dst.dtype == DType::F8E4M3 ? dst.ptr<__nv_fp8_e4m3>() : nullptr, n, seed, mean, stddev);
     check_launch("fill_normal_kernel");
 }
 

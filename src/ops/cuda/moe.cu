@@ -139,6 +139,13 @@ void experts_gemv(const ExecContext& ctx, const TensorView& x, const TensorView&
     check_launch("combine_kernel");
 }
 
+// used[ids[t, j]] = 1 for every pair (used zeroed before; racing writes store the same value).
+__global__ void mark_used_kernel(const int32_t* ids, int64_t i_s0, int k, int64_t pairs,
+                                 int32_t* used) {
+    const int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+    if (p < pairs) used[ids[(p / k) * i_s0 + p % k]] = 1;
+}
+
 // ---- Grouped route: device-side routing (no host synchronisation, graph-capturable) ----
 
 // counts[e] = number of pairs routed to expert e (counts zeroed before).
@@ -308,6 +315,15 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
         else
             experts_grouped<E>(ctx, x, gate_up, down, ids, weights, y);
     });
+}
+
+void mark_used_experts(const ExecContext& ctx, const TensorView& ids, const TensorView& used) {
+    check(cudaMemsetAsync(used.data, 0, size_t(used.nbytes()), stream_of(ctx)), "cudaMemsetAsync");
+    const int64_t pairs = ids.size(0) * ids.size(1);
+    if (pairs == 0) return;
+    mark_used_kernel<<<unsigned((pairs + 255) / 256), 256, 0, stream_of(ctx)>>>(
+        ids.ptr<int32_t>(), ids.stride[0], int(ids.size(1)), pairs, used.ptr<int32_t>());
+    check_launch("mark_used_kernel");
 }
 
 } // namespace ninfer::ops::cuda

@@ -1,6 +1,6 @@
 // Implements moe_block's decode route (ops/moe.h) on CUDA: the MoE block after the router linear
 // in two kernels (it took ~8, each boundary ~2 us in a graph even with PDL), for T * top_k <=
-// kDecodeMaxPairs and H, I, Is multiples of 8 with 16-byte aligned rows (moe_block_decode_fits).
+// kDecodeMaxPairs and 16-byte aligned rows of whole 16-byte loads (moe_block_decode_fits).
 //   moe_up_kernel: block (i-chunk, pair j, token t). Pairs j < top_k are the routed experts: warp
 //     0 recomputes the token's route from the logits (moe_route's arithmetic and tie rule) and
 //     hands the round-j expert to the block; pair top_k is the shared expert, whose rows are
@@ -9,37 +9,47 @@
 //   moe_down_kernel: block (column chunk, token t), warp -> column c: the shared expert's row
 //     (prefetched before the wait) times sigmoid(gate logit), plus sum_j w_j * down_e[c, :] .
 //     act[t, j] in a fixed order, added to y[t, c] with one rounding: no atomics, deterministic.
-// Weight rows stream as 16-byte evict-first loads, kUpBatch / kDownBatch steps in flight.
+// Weight rows stream as 16-byte evict-first loads, kUpBatch / W::kDownBatch steps in flight.
+// The kernels are templated on the weight format W:
+//   - DenseWeights<T>: F32 or BF16 weights in the activation dtype T, 8 elements a load (H, I,
+//     Is multiples of 8);
+//   - Fp8Weights (moe_decode_fp8.cuh): block-wise fp8 codes with F32 block scales and BF16
+//     activations, 16 codes a load (H, I, Is multiples of 16, Bc % 16 == 0; all four weights
+//     fp8 with one block size, else the dispatcher runs the composition). Each load's 16-term
+//     partial dot product is formed in f32 and multiplied by its block's scale.
+// Numerics either way: f32 products and accumulation, y rounded once.
 #include <algorithm>
 #include <cstdint>
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/moe_decode_fp8.cuh"
 #include "ops/cuda/moe_route.cuh"
 
 namespace ninfer::ops::cuda {
 namespace {
 
+using moe_decode::Fp8Weights;
+
 constexpr int kWarps = 8;               // warps per block, both kernels
 constexpr int kMaxExpertsPerLane = 16;  // E <= 512 (the route keeps E / 32 logits per lane)
 constexpr int kMaxTopK = 32;            // lane j holds the round-j choice
 constexpr int64_t kDecodeMaxPairs = 64; // = moe_experts' GEMV boundary (moe.cu)
-constexpr int kElems = 8;               // elements per lane per load: 16 bytes of bf16
-constexpr int kWarpElems = 32 * kElems; // elements a warp covers per load step
 // Load steps in flight per lane. Up: 2 rows (gate, up) x 2 steps = 4 x 16 bytes; at T = 1 the
 // 35B's 9 x 512 row warps are all resident (up_blocks_per_sm) and keep ~9 MB in the air, twice
-// what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down: a column
-// needs top_k x I / 256 steps, 16 at the 35B's shapes: all of them in one batch, issued before the
-// shared expert's dot products (with 8, two serial HBM round trips per warp held the kernel at
-// 1.2 TB/s: ncu, H200). f32 rows take twice the registers per step: 8.
+// what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down
+// (W::kDownBatch): a column needs top_k x I / (32 W::kElems) steps, 16 at the 35B's shapes in
+// bf16 (8 in fp8): all of them in one batch, issued before the shared expert's dot products (with
+// 8, two serial HBM round trips per warp held the bf16 kernel at 1.2 TB/s: ncu, H200). f32 rows
+// take twice the registers per step: 8.
 constexpr int kUpBatch = 2;
-template <typename T> constexpr int kDownBatch = sizeof(T) == 2 ? 16 : 8;
 constexpr int kSharedDownPre = 2; // shared_down steps prefetched before the wait (Is = 512: all)
 // The 35B at T = 1 runs 9 pairs x 64 blocks of moe_up_kernel: 5 blocks per SM (<= 48
 // registers) keep them in one wave on 132 SMs (4 would leave 48 blocks for a tail wave). The
-// bf16 kernel with <= 256 experts fits in 48 registers; the others take 4 rather than spill.
-template <typename T, int kPerLane> constexpr int up_blocks_per_sm() {
-    return sizeof(T) == 2 && kPerLane <= 8 ? 5 : 4;
+// bf16 and fp8 kernels with <= 256 experts fit in 48 registers; the others take 4 rather than
+// spill.
+template <typename W, int kPerLane> constexpr int up_blocks_per_sm() {
+    return W::kLightUp && kPerLane <= 8 ? 5 : 4;
 }
 
 // 8 consecutive elements of a row as loaded: 16 bytes of bf16 or 32 of f32.
@@ -72,24 +82,78 @@ __device__ __forceinline__ void to_float8(const Raw8<float>& r, float (&v)[8]) {
     v[4] = r.b.x, v[5] = r.b.y, v[6] = r.b.z, v[7] = r.b.w;
 }
 
-template <typename R> __device__ __forceinline__ float dot8(const float (&x)[8], const R& raw) {
-    float w[8];
-    to_float8(raw, w);
-    float sum = 0.0f;
+// N (a multiple of 8) consecutive activations as floats, through the read-only cache.
+template <int N, typename T>
+__device__ __forceinline__ void load_floats(const T* p, float (&v)[N]) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) sum += x[j] * w[j];
-    return sum;
+    for (int h = 0; h < N / 8; ++h) {
+        float part[8];
+        to_float8(load_cached(p + 8 * h), part);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[8 * h + j] = part[j];
+    }
 }
 
+// Dense weights in the activation dtype T (F32 or BF16); the interface of Fp8Weights.
+template <typename T> struct DenseWeights {
+    using Act = T;
+    static constexpr int kElems = 8; // elements per lane per load: 16 bytes of bf16
+    static constexpr int kDownBatch = sizeof(T) == 2 ? 16 : 8;
+    static constexpr bool kLightUp = sizeof(T) == 2;
+    using Raw = Raw8<T>;
+    struct Mat { // a 2-D weight [N, K] or a stack [E, N, K] (expert_elems = 0 for 2-D)
+        const T* w;
+        int64_t expert_elems; // N * K
+    };
+    struct Row {
+        const T* w;
+    };
+
+    static Mat mat(const WeightView& w) {
+        return {w.w.ptr<const T>(), w.w.ndim == 3 ? w.size(1) * w.size(2) : 0};
+    }
+    __device__ __forceinline__ static Row row(const Mat& m, int64_t r, int64_t K) {
+        return {m.w + r * K};
+    }
+    __device__ __forceinline__ static Row expert(const Mat& m, const Row& r, int e) {
+        return {r.w + int64_t(e) * m.expert_elems};
+    }
+    __device__ __forceinline__ static Raw load(const Mat&, const Row& r, int64_t col) {
+        return load_stream(r.w + col);
+    }
+    __device__ __forceinline__ static float dot(const float (&x)[8], const Raw& raw) {
+        float w[8];
+        to_float8(raw, w);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum += x[j] * w[j];
+        return sum;
+    }
+    // sg += g . x[0, 8), su += u . x[0, 8) for activations x (read-only cache).
+    __device__ __forceinline__ static void dot2(const T* x, const Raw& g, const Raw& u, float& sg,
+                                                float& su) {
+        float xv[8];
+        to_float8(load_cached(x), xv);
+        sg += dot(xv, g);
+        su += dot(xv, u);
+    }
+};
+
+template <typename W> constexpr int kWarpElems = 32 * W::kElems; // elements a warp loads a step
+template <typename W> using WMat = typename W::Mat;
+template <typename W> using WRow = typename W::Row;
+template <typename W> using WRaw = typename W::Raw;
+
 // The arguments of both kernels (row strides in elements).
-template <typename T> struct MoeArgs {
+template <typename W> struct MoeArgs {
+    using T = typename W::Act;
     const T* h; // [T, H], row stride h_s0
     int64_t h_s0;
     const float* logits; // [T, E + 1], row stride l_s0: column E gates the shared expert
     int64_t l_s0;
     int E, k;
-    const T *experts_gate_up, *experts_down; // [E, 2I, H], [E, H, I]
-    const T *shared_gate_up, *shared_down;   // [2Is, H], [H, Is]
+    WMat<W> experts_gate_up, experts_down; // [E, 2I, H], [E, H, I]
+    WMat<W> shared_gate_up, shared_down;   // [2Is, H], [H, Is]
     int64_t H, I, Is;
     float* act; // [T, k + 1, act_w], act_w = max(I, Is): scratch written by moe_up_kernel
     int64_t act_w;
@@ -99,63 +163,63 @@ template <typename T> struct MoeArgs {
     int64_t y_s0;
 };
 
-// Issues kN load steps of a row from column c0 (lane columns c < n only).
-template <int kN, typename T>
-__device__ __forceinline__ void load_steps(const T* row, int64_t c0, int64_t n,
-                                           Raw8<T> (&raw)[kN]) {
-    const int64_t lane_c = c0 + (threadIdx.x & 31) * kElems;
+// Issues kN load steps of a row of m from column c0 (lane columns c < n only).
+template <typename W, int kN>
+__device__ __forceinline__ void load_steps(const WMat<W>& m, const WRow<W>& row, int64_t c0,
+                                           int64_t n, WRaw<W> (&raw)[kN]) {
+    const int64_t lane_c = c0 + (threadIdx.x & 31) * W::kElems;
 #pragma unroll
     for (int s = 0; s < kN; ++s)
-        if (lane_c + s * kWarpElems < n) raw[s] = load_stream(row + lane_c + s * kWarpElems);
+        if (lane_c + s * kWarpElems<W> < n) raw[s] = W::load(m, row, lane_c + s * kWarpElems<W>);
 }
 
-// act[0, 8) . raw for f32 activations.
-template <typename R> __device__ __forceinline__ float dot_act8(const float* act, const R& raw) {
-    float av[8];
-    to_float8(load_cached(act), av);
-    return dot8(av, raw);
+// act[0, kElems) . raw for f32 activations.
+template <typename W>
+__device__ __forceinline__ float dot_act(const float* act, const WRaw<W>& raw) {
+    float av[W::kElems];
+    load_floats(act, av);
+    return W::dot(av, raw);
 }
 
 // Lane partial of the kN loaded steps . act[c0, n).
-template <int kN, typename T>
+template <typename W, int kN>
 __device__ __forceinline__ float dot_steps(const float* act, int64_t c0, int64_t n,
-                                           const Raw8<T> (&raw)[kN]) {
-    const int64_t lane_c = c0 + (threadIdx.x & 31) * kElems;
+                                           const WRaw<W> (&raw)[kN]) {
+    const int64_t lane_c = c0 + (threadIdx.x & 31) * W::kElems;
     float sum = 0.0f;
 #pragma unroll
     for (int s = 0; s < kN; ++s)
-        if (lane_c + s * kWarpElems < n) sum += dot_act8(act + lane_c + s * kWarpElems, raw[s]);
+        if (lane_c + s * kWarpElems<W> < n)
+            sum += dot_act<W>(act + lane_c + s * kWarpElems<W>, raw[s]);
     return sum;
 }
 
 // Adds the batch's dot products with x to (sg, su).
-template <typename T>
-__device__ __forceinline__ void dot_up_batch(const T* x, int64_t c0, int64_t H,
-                                             const Raw8<T> (&rg)[kUpBatch],
-                                             const Raw8<T> (&ru)[kUpBatch], float& sg, float& su) {
-    const int64_t lane_c = c0 + (threadIdx.x & 31) * kElems;
+template <typename W>
+__device__ __forceinline__ void dot_up_batch(const typename W::Act* x, int64_t c0, int64_t H,
+                                             const WRaw<W> (&rg)[kUpBatch],
+                                             const WRaw<W> (&ru)[kUpBatch], float& sg, float& su) {
+    const int64_t lane_c = c0 + (threadIdx.x & 31) * W::kElems;
 #pragma unroll
     for (int s = 0; s < kUpBatch; ++s) {
-        const int64_t c = lane_c + s * kWarpElems;
+        const int64_t c = lane_c + s * kWarpElems<W>;
         if (c >= H) continue;
-        float xv[8];
-        to_float8(load_cached(x + c), xv);
-        sg += dot8(xv, rg[s]);
-        su += dot8(xv, ru[s]);
+        W::dot2(x + c, rg[s], ru[s], sg, su);
     }
 }
 
-// act[t, j, i] = silu(g . x) * (up . x) for x = h[t], the first load batch already in (rg, ru).
-template <typename T>
-__device__ __forceinline__ void up_row(const MoeArgs<T>& a, const T* g, const T* up, int64_t t,
-                                       int j, int64_t i, Raw8<T> (&rg)[kUpBatch],
-                                       Raw8<T> (&ru)[kUpBatch]) {
-    const T* x = a.h + t * a.h_s0;
+// act[t, j, i] = silu(g . x) * (up . x) for x = h[t] and rows g, up of m, the first load batch
+// already in (rg, ru).
+template <typename W>
+__device__ __forceinline__ void up_row(const MoeArgs<W>& a, const WMat<W>& m, const WRow<W>& g,
+                                       const WRow<W>& up, int64_t t, int j, int64_t i,
+                                       WRaw<W> (&rg)[kUpBatch], WRaw<W> (&ru)[kUpBatch]) {
+    const typename W::Act* x = a.h + t * a.h_s0;
     float sg = 0.0f, su = 0.0f;
-    dot_up_batch(x, 0, a.H, rg, ru, sg, su);
-    for (int64_t c0 = kUpBatch * kWarpElems; c0 < a.H; c0 += kUpBatch * kWarpElems) {
-        load_steps(g, c0, a.H, rg), load_steps(up, c0, a.H, ru);
-        dot_up_batch(x, c0, a.H, rg, ru, sg, su);
+    dot_up_batch<W>(x, 0, a.H, rg, ru, sg, su);
+    for (int64_t c0 = kUpBatch * kWarpElems<W>; c0 < a.H; c0 += kUpBatch * kWarpElems<W>) {
+        load_steps<W>(m, g, c0, a.H, rg), load_steps<W>(m, up, c0, a.H, ru);
+        dot_up_batch<W>(x, c0, a.H, rg, ru, sg, su);
     }
     sg = warp_sum(sg);
     su = warp_sum(su);
@@ -166,8 +230,8 @@ __device__ __forceinline__ void up_row(const MoeArgs<T>& a, const T* g, const T*
 // The block's routed expert (round j of token t's route), from warp 0 through shared memory.
 // The last routed pair's first block computes every round and stores the route for the down
 // kernel. All threads of the block must call it.
-template <int kPerLane, typename T>
-__device__ int block_expert(const MoeArgs<T>& a, int64_t t, int j) {
+template <int kPerLane, typename W>
+__device__ int block_expert(const MoeArgs<W>& a, int64_t t, int j) {
     __shared__ int expert;
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
@@ -182,66 +246,68 @@ __device__ int block_expert(const MoeArgs<T>& a, int64_t t, int j) {
 
 // Grid (ceil(max(I, Is) / kWarps), k + 1, T); warp -> row i of pair j = blockIdx.y of token t.
 // Blocks past a pair's width idle (I != Is).
-template <typename T, int kPerLane>
-__global__ void __launch_bounds__(32 * kWarps, up_blocks_per_sm<T, kPerLane>())
-    moe_up_kernel(MoeArgs<T> a) {
+template <typename W, int kPerLane>
+__global__ void __launch_bounds__(32 * kWarps, up_blocks_per_sm<W, kPerLane>())
+    moe_up_kernel(MoeArgs<W> a) {
     const int64_t t = blockIdx.z;
     const int j = blockIdx.y;
     const int64_t i = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-    Raw8<T> rg[kUpBatch] = {}, ru[kUpBatch] = {};
+    WRaw<W> rg[kUpBatch] = {}, ru[kUpBatch] = {};
     if (j == a.k) { // the shared expert
         const int64_t row = i < a.Is ? i : 0;
-        const T* g = a.shared_gate_up + row * a.H;
-        const T* up = g + a.Is * a.H;
+        const WRow<W> g = W::row(a.shared_gate_up, row, a.H);
+        const WRow<W> up = W::row(a.shared_gate_up, a.Is + row, a.H);
         // Its weights are written only while a model loads, never by a kernel in flight, so the
         // first loads may precede the wait (pdl_wait_and_release's one exception).
-        load_steps(g, 0, a.H, rg), load_steps(up, 0, a.H, ru);
+        load_steps<W>(a.shared_gate_up, g, 0, a.H, rg);
+        load_steps<W>(a.shared_gate_up, up, 0, a.H, ru);
         pdl_wait_and_release();
-        if (i < a.Is) up_row(a, g, up, t, j, i, rg, ru);
+        if (i < a.Is) up_row(a, a.shared_gate_up, g, up, t, j, i, rg, ru);
         return;
     }
     pdl_wait_and_release();
     if (int64_t(blockIdx.x) * kWarps >= a.I) return; // block-uniform
     const int e = block_expert<kPerLane>(a, t, j);
     if (i >= a.I) return;
-    const T* g = a.experts_gate_up + (int64_t(e) * 2 * a.I + i) * a.H;
-    const T* up = g + a.I * a.H;
-    load_steps(g, 0, a.H, rg), load_steps(up, 0, a.H, ru);
-    up_row(a, g, up, t, j, i, rg, ru);
+    const WMat<W>& m = a.experts_gate_up;
+    const WRow<W> g = W::expert(m, W::row(m, i, a.H), e);
+    const WRow<W> up = W::expert(m, W::row(m, a.I + i, a.H), e);
+    load_steps<W>(m, g, 0, a.H, rg), load_steps<W>(m, up, 0, a.H, ru);
+    up_row(a, m, g, up, t, j, i, rg, ru);
 }
 
 // The k routed rows of output column c as one stream of k * S load steps (S per row of I):
 // item q is step q % S of pair q / S's row (lane j holds pair j's expert id and weight), so a batch
-// of kDownBatch<T> items spans pairs. issue_routed loads items [q0, q0 + kDownBatch<T>);
+// of W::kDownBatch items spans pairs. issue_routed loads items [q0, q0 + W::kDownBatch);
 // consume_routed adds their lane partial of sum_j w_j * down_{e_j}[c, :] . act[j, :], in order.
-template <typename T>
-__device__ __forceinline__ void issue_routed(const T* down_c, int64_t H, int64_t I, int S,
-                                             int items, int q0, int id,
-                                             Raw8<T> (&raw)[kDownBatch<T>]) {
+template <typename W>
+__device__ __forceinline__ void issue_routed(const WMat<W>& m, const WRow<W>& down_c, int64_t I,
+                                             int S, int items, int q0, int id,
+                                             WRaw<W> (&raw)[W::kDownBatch]) {
     const int lane = threadIdx.x & 31;
     int j = q0 / S, step = q0 - j * S;
 #pragma unroll
-    for (int u = 0; u < kDownBatch<T>; ++u) {
+    for (int u = 0; u < W::kDownBatch; ++u) {
         if (q0 + u >= items) break; // warp-uniform
-        const int64_t col = int64_t(step) * kWarpElems + lane * kElems;
+        const int64_t col = int64_t(step) * kWarpElems<W> + lane * W::kElems;
         const int e = __shfl_sync(0xffffffffu, id, j);
-        if (col < I) raw[u] = load_stream(down_c + int64_t(e) * H * I + col);
+        if (col < I) raw[u] = W::load(m, W::expert(m, down_c, e), col);
         if (++step == S) step = 0, ++j;
     }
 }
-template <typename T>
+template <typename W>
 __device__ __forceinline__ float consume_routed(const float* act, int64_t act_w, int64_t I, int S,
                                                 int items, int q0, float w,
-                                                const Raw8<T> (&raw)[kDownBatch<T>]) {
+                                                const WRaw<W> (&raw)[W::kDownBatch]) {
     const int lane = threadIdx.x & 31;
     int j = q0 / S, step = q0 - j * S;
     float sum = 0.0f;
 #pragma unroll
-    for (int u = 0; u < kDownBatch<T>; ++u) {
+    for (int u = 0; u < W::kDownBatch; ++u) {
         if (q0 + u >= items) break;
-        const int64_t col = int64_t(step) * kWarpElems + lane * kElems;
+        const int64_t col = int64_t(step) * kWarpElems<W> + lane * W::kElems;
         const float wj = __shfl_sync(0xffffffffu, w, j);
-        if (col < I) sum += wj * dot_act8(act + j * act_w + col, raw[u]);
+        if (col < I) sum += wj * dot_act<W>(act + j * act_w + col, raw[u]);
         if (++step == S) step = 0, ++j;
     }
     return sum;
@@ -249,53 +315,56 @@ __device__ __forceinline__ float consume_routed(const float* act, int64_t act_w,
 
 // Grid (ceil(H / kWarps), T); warp -> output column c of token t.
 // 2 blocks per SM (<= 128 registers) keep the 35B's H / 8 = 256 blocks in one wave.
-template <typename T>
-__global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<T> a) {
+template <typename W>
+__global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) {
     const int64_t t = blockIdx.y;
     const int64_t c = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
-    const T* srow = a.shared_down + (c < a.H ? c : 0) * a.Is;
-    Raw8<T> pre[kSharedDownPre] = {};
+    const WRow<W> srow = W::row(a.shared_down, c < a.H ? c : 0, a.Is);
+    WRaw<W> pre[kSharedDownPre] = {};
     // Weights only (see moe_up_kernel): the shared expert's first steps before the wait.
-    load_steps(srow, 0, a.Is, pre);
+    load_steps<W>(a.shared_down, srow, 0, a.Is, pre);
     pdl_wait_and_release();
     if (c >= a.H) return;
     // The route first, then the routed rows' first batch, so their HBM latency overlaps the
     // shared expert's dot products and the gate below.
     const int id = lane < a.k ? a.route_ids[t * a.k + lane] : 0;
     const float w = lane < a.k ? a.route_w[t * a.k + lane] : 0.0f;
-    const T* down_c = a.experts_down + c * a.I;
-    const int S = int((a.I + kWarpElems - 1) / kWarpElems), items = a.k * S;
-    Raw8<T> raw[kDownBatch<T>] = {};
-    issue_routed(down_c, a.H, a.I, S, items, 0, id, raw);
+    const WRow<W> down_c = W::row(a.experts_down, c, a.I);
+    const int S = int((a.I + kWarpElems<W> - 1) / kWarpElems<W>), items = a.k * S;
+    WRaw<W> raw[W::kDownBatch] = {};
+    issue_routed<W>(a.experts_down, down_c, a.I, S, items, 0, id, raw);
     const float* act = a.act + t * (a.k + 1) * a.act_w; // [k + 1, act_w] of token t
     const float* shared_act = act + a.k * a.act_w;
-    float shared_sum = dot_steps(shared_act, 0, a.Is, pre);
-    for (int64_t c0 = kSharedDownPre * kWarpElems; c0 < a.Is; c0 += kSharedDownPre * kWarpElems) {
-        load_steps(srow, c0, a.Is, pre);
-        shared_sum += dot_steps(shared_act, c0, a.Is, pre);
+    float shared_sum = dot_steps<W>(shared_act, 0, a.Is, pre);
+    for (int64_t c0 = kSharedDownPre * kWarpElems<W>; c0 < a.Is;
+         c0 += kSharedDownPre * kWarpElems<W>) {
+        load_steps<W>(a.shared_down, srow, c0, a.Is, pre);
+        shared_sum += dot_steps<W>(shared_act, c0, a.Is, pre);
     }
     const float gate = 1.0f / (1.0f + __expf(-a.logits[t * a.l_s0 + a.E]));
     float routed = 0.0f; // in a fixed order: deterministic
     for (int q0 = 0;;) {
-        routed += consume_routed(act, a.act_w, a.I, S, items, q0, w, raw);
-        q0 += kDownBatch<T>;
+        routed += consume_routed<W>(act, a.act_w, a.I, S, items, q0, w, raw);
+        q0 += W::kDownBatch;
         if (q0 >= items) break;
-        issue_routed(down_c, a.H, a.I, S, items, q0, id, raw);
+        issue_routed<W>(a.experts_down, down_c, a.I, S, items, q0, id, raw);
     }
     float sum = gate * shared_sum + routed;
     sum = warp_sum(sum);
-    if (lane == 0) a.y[t * a.y_s0 + c] = from_float<T>(to_float(a.y[t * a.y_s0 + c]) + sum);
+    if (lane == 0)
+        a.y[t * a.y_s0 + c] = from_float<typename W::Act>(to_float(a.y[t * a.y_s0 + c]) + sum);
 }
 
 bool aligned16(const void* p) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-template <typename T>
+template <typename W>
 void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logits, int k,
-            const TensorView& egu, const TensorView& edown, const TensorView& sgu,
-            const TensorView& sdown, const TensorView& y) {
+            const WeightView& egu, const WeightView& edown, const WeightView& sgu,
+            const WeightView& sdown, const TensorView& y) {
+    using T = typename W::Act;
     const int64_t T_ = h.size(0), H = h.size(1), E = egu.size(0), I = edown.size(2);
     const int64_t Is = sdown.size(1), act_w = std::max(I, Is);
     // The stream's workspace (no allocation node in a captured graph): act [T, k + 1, act_w] |
@@ -304,46 +373,61 @@ void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logit
         stream_workspace(ctx, size_t(T_ * (k + 1) * act_w + 2 * T_ * k) * sizeof(float)));
     float* route_w = act + T_ * (k + 1) * act_w;
     int32_t* route_ids = reinterpret_cast<int32_t*>(route_w + T_ * k);
-    MoeArgs<T> a;
+    MoeArgs<W> a;
     a.h = h.ptr<T>(), a.h_s0 = h.stride[0], a.logits = logits.ptr<float>();
     a.l_s0 = logits.stride[0], a.E = int(E), a.k = k;
-    a.experts_gate_up = egu.ptr<T>(), a.experts_down = edown.ptr<T>();
-    a.shared_gate_up = sgu.ptr<T>(), a.shared_down = sdown.ptr<T>();
+    a.experts_gate_up = W::mat(egu), a.experts_down = W::mat(edown);
+    a.shared_gate_up = W::mat(sgu), a.shared_down = W::mat(sdown);
     a.H = H, a.I = I, a.Is = Is, a.act = act, a.act_w = act_w;
     a.route_w = route_w, a.route_ids = route_ids, a.y = y.ptr<T>(), a.y_s0 = y.stride[0];
     const dim3 up_grid(blocks_for(act_w, kWarps), unsigned(k + 1), unsigned(T_));
     if (E <= 32 * 8)
-        launch_pdl(ctx, moe_up_kernel<T, 8>, up_grid, 32 * kWarps, 0, a);
+        launch_pdl(ctx, moe_up_kernel<W, 8>, up_grid, 32 * kWarps, 0, a);
     else
-        launch_pdl(ctx, moe_up_kernel<T, kMaxExpertsPerLane>, up_grid, 32 * kWarps, 0, a);
-    launch_pdl(ctx, moe_down_kernel<T>, dim3(blocks_for(H, kWarps), unsigned(T_)), 32 * kWarps, 0,
+        launch_pdl(ctx, moe_up_kernel<W, kMaxExpertsPerLane>, up_grid, 32 * kWarps, 0, a);
+    launch_pdl(ctx, moe_down_kernel<W>, dim3(blocks_for(H, kWarps), unsigned(T_)), 32 * kWarps, 0,
                a);
 }
 
 } // namespace
 
-bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const TensorView& experts_gate_up,
-                           const TensorView& experts_down, const TensorView& shared_gate_up,
-                           const TensorView& shared_down) {
+bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const WeightView& experts_gate_up,
+                           const WeightView& experts_down, const WeightView& shared_gate_up,
+                           const WeightView& shared_down) {
+    const WeightView* const w[4] = {&experts_gate_up, &experts_down, &shared_gate_up, &shared_down};
+    int fp8 = 0;
+    for (const WeightView* v : w) fp8 += v->is_fp8();
+    if (fp8 != 0 && fp8 != 4) return false; // mixed dense and fp8 weights: the composition
+    // Elements per 16-byte load: H, I and Is hold whole loads.
+    const int64_t elems = fp8 ? Fp8Weights::kElems : DenseWeights<float>::kElems;
     const int64_t H = h.size(1), I = experts_down.size(2), Is = shared_down.size(1);
-    return fused_routes_enabled("moe_block") && h.size(0) * top_k <= kDecodeMaxPairs && top_k <= kMaxTopK &&
-           experts_gate_up.size(0) <= 32 * kMaxExpertsPerLane && H % kElems == 0 &&
-           I % kElems == 0 && Is % kElems == 0 && h.stride[0] % kElems == 0 && aligned16(h.data) &&
-           aligned16(experts_gate_up.data) && aligned16(experts_down.data) &&
-           aligned16(shared_gate_up.data) && aligned16(shared_down.data);
+    bool fits = fused_routes_enabled("moe_block") && h.size(0) * top_k <= kDecodeMaxPairs &&
+                top_k <= kMaxTopK && experts_gate_up.size(0) <= 32 * kMaxExpertsPerLane &&
+                H % elems == 0 && I % elems == 0 && Is % elems == 0 && h.stride[0] % 8 == 0 &&
+                aligned16(h.data);
+    for (const WeightView* v : w) fits = fits && aligned16(v->w.data);
+    return fits && (!fp8 || (h.dtype == DType::BF16 && Fp8Weights::fits(w)));
 }
 
 void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
-                      int64_t top_k, const TensorView& experts_gate_up,
-                      const TensorView& experts_down, const TensorView& shared_gate_up,
-                      const TensorView& shared_down, const TensorView& y) {
+                      int64_t top_k, const WeightView& experts_gate_up,
+                      const WeightView& experts_down, const WeightView& shared_gate_up,
+                      const WeightView& shared_down, const TensorView& y) {
     require(
         moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up, shared_down),
         "moe_block: the decode route needs T * top_k <= ", kDecodeMaxPairs, ", top_k <= ", kMaxTopK,
-        ", E <= ", 32 * kMaxExpertsPerLane, ", H, I, Is multiples of 8 and 16-byte aligned rows");
+        ", E <= ", 32 * kMaxExpertsPerLane,
+        ", 16-byte aligned rows, H, I, Is multiples of 8 (16 "
+        "and all four weights fp8 with one block size, block_cols % 16 == 0 and BF16 h for fp8)");
+    if (experts_gate_up.is_fp8()) {
+        require(h.dtype == DType::BF16 && y.dtype == DType::BF16,
+                "moe_block: fp8 weights take BF16 h and y");
+        return launch<Fp8Weights>(ctx, h, router_logits, int(top_k), experts_gate_up, experts_down,
+                                  shared_gate_up, shared_down, y);
+    }
     dispatch_float(h.dtype, "moe_block", [&](auto tag) {
-        launch<decltype(tag)>(ctx, h, router_logits, int(top_k), experts_gate_up, experts_down,
-                              shared_gate_up, shared_down, y);
+        launch<DenseWeights<decltype(tag)>>(ctx, h, router_logits, int(top_k), experts_gate_up,
+                                            experts_down, shared_gate_up, shared_down, y);
     });
 }
 

@@ -1,0 +1,382 @@
+// Block-wise fp8 weights on CUDA (linear_fp8.h): the few-row fp8 GEMV, the dequantization to bf16
+// and linear_fp8, which picks between the GEMV and dequantize + cuBLAS.
+//
+// Numerics contract:
+//   - W[n, k] = e4m3(q[n, k]) * scale[n / Br, k / Bc]: f32 products of code and scale (the code
+//     is decoded exactly: e4m3 -> f16 -> f32).
+//   - GEMV: each lane's 16 codes lie in one scale block (16 | Bc), so the lane forms the 16-term
+//     partial dot x[t, k..k+16) . e4m3(q[n, k..k+16)) in f32 (each product of a bf16 and an e4m3
+//     is exact in f32: 8 + 4 significant bits), multiplies it by the block's scale and adds it to
+//     an f32 accumulator: within f32 rounding of x . W in real arithmetic. f32 accumulation
+//     throughout; y rounded once (y = round(y + total) with accumulate).
+//   - dequantize_fp8: out = bf16_rn(f32(code) * scale), one rounding; NaN codes (S.1111.111)
+//     give NaN.
+//   - linear_fp8 past the GEMV: dequantize_fp8 into a bf16 scratch, then cuBLAS (bf16 inputs,
+//     f32 accumulation, y rounded once), so those rows see the weight rounded to bf16.
+//
+// The GEMV (linear_gemv.cu's design, one byte a weight): one warp per output column n streams the
+// code row q[n, :] once; each lane reads 16 bytes (16 codes) a step, so a warp covers 512 columns
+// of K a step, with kUnroll = 4 steps in flight (2 KB of the weight stream per warp, as the bf16
+// GEMV). The lane's block scale is read with its codes (through the read-only cache: the scale row
+// is shared by Br output columns); the scale column of each step comes from a running quotient
+// and remainder (no division in the loop). x's R rows are read through L1 (__ldg), each weight
+// chunk multiplied with every row (R a template parameter, so the accumulators stay in registers),
+// and the warp's R totals reduced with the transposed butterfly of linear_gemv.cu.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/linear_fp8.h"
+#include "ops/cuda/linear_gemv.h"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+static_assert(kGemvMaxRows >= 1 && kGemvMaxRows <= 8,
+              "the fp8 GEMV is sized (registers, warp_sum_rows) for 1..8 rows");
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kUnroll = 4;                // 16-byte loads per lane in flight
+constexpr int kCodesPerLoad = 16;         // e4m3 codes per 16-byte load
+constexpr int kStep = 32 * kCodesPerLoad; // columns of K a warp covers per load
+
+// The 16 e4m3 codes of one 16-byte load as floats, in memory order: cvt.rn.f16x2.e4m3x2 (exact:
+// every e4m3 value, subnormals and NaN included, is an f16 value), then f16 -> f32 (exact). The
+// low byte of each 16-bit pair is the earlier code and becomes the half2's low (.x) half.
+__device__ __forceinline__ void fp8x2_to_float(uint32_t pair, float& lo, float& hi) {
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+    const float2 f = __half22float2(__half2(h));
+    lo = f.x;
+    hi = f.y;
+}
+__device__ __forceinline__ void fp8x16_to_float(const uint4& raw, float (&v)[16]) {
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        fp8x2_to_float(words[j], v[4 * j], v[4 * j + 1]);
+        fp8x2_to_float(words[j] >> 16, v[4 * j + 2], v[4 * j + 3]);
+    }
+}
+__device__ __forceinline__ float fp8_to_float(uint8_t code) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3)));
+}
+
+// The GEMV's view of an fp8 weight [N, K].
+struct Fp8Rows {
+    const uint8_t* q;     // codes [N, K], contiguous
+    const float* scale;   // [ceil(N / Br), ceil(K / Bc)]
+    int64_t scale_stride; // floats between scale rows
+    uint32_t block_rows;  // Br >= 1
+    uint32_t block_cols;  // Bc, a multiple of 16
+    uint32_t step_q;      // kStep / Bc: scale columns a step of kStep advances by ...
+    uint32_t step_r;      // ... and kStep % Bc, the remainder
+};
+
+// The lane's position in the scale row: the scale column q of the next chunk it loads and the
+// chunk's offset r inside that block (r < Bc). Advancing by kStep needs no division.
+struct ScaleCursor {
+    uint32_t q, r;
+    __device__ __forceinline__ void advance(const Fp8Rows& w) {
+        q += w.step_q;
+        r += w.step_r;
+        if (r >= w.block_cols) { // r < Bc and step_r < Bc: one subtraction is enough
+            r -= w.block_cols;
+            ++q;
+        }
+    }
+};
+
+// 16 codes and the scale of their block.
+struct Chunk {
+    uint4 codes;
+    float scale;
+};
+
+// The chunk at column c < K of the code row; advances the cursor.
+__device__ __forceinline__ Chunk load_chunk(const uint8_t* row, const float* srow, int64_t c,
+                                            ScaleCursor& cur, const Fp8Rows& w) {
+    const Chunk ch{__ldcs(reinterpret_cast<const uint4*>(row + c)), __ldg(srow + cur.q)};
+    cur.advance(w);
+    return ch;
+}
+// The same for any c (zero past K); advances the cursor either way.
+__device__ __forceinline__ Chunk load_chunk_or_zero(const uint8_t* row, const float* srow,
+                                                    int64_t c, int64_t K, ScaleCursor& cur,
+                                                    const Fp8Rows& w) {
+    if (c < K) return load_chunk(row, srow, c, cur, w);
+    cur.advance(w);
+    return Chunk{uint4{}, 0.0f};
+}
+
+// acc[r] += (x[r, c .. c+16) . e4m3(codes)) * scale for every row r, the codes converted once.
+template <int R>
+__device__ __forceinline__ void dot16_rows(const __nv_bfloat16* x, int64_t x_stride, int64_t c,
+                                           const Chunk& ch, float (&acc)[R]) {
+    float wv[16];
+    fp8x16_to_float(ch.codes, wv);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const uint4* xr = reinterpret_cast<const uint4*>(x + r * x_stride + c);
+        float lo[8], hi[8];
+        bf16x8_to_float(__ldg(xr), lo);
+        bf16x8_to_float(__ldg(xr + 1), hi);
+        float s0 = 0.0f, s1 = 0.0f; // two chains: more independent FMAs in flight
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            s0 += lo[j] * wv[j];
+            s1 += hi[j] * wv[8 + j];
+        }
+        acc[r] = fmaf(s0 + s1, ch.scale, acc[r]);
+    }
+}
+
+// linear_gemv.cu's transposed butterfly (see there): returns the total of row `row` (set here);
+// the lanes with lane % (32 / P) == 0 (P: R rounded up to a power of two) hold rows 0..P-1 once.
+template <int R>
+__device__ __forceinline__ float warp_sum_rows(const float (&acc)[R], int lane, int& row) {
+    constexpr int P = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
+    float v[P];
+#pragma unroll
+    for (int i = 0; i < P; ++i) v[i] = i < R ? acc[i] : 0.0f;
+    row = 0;
+#pragma unroll
+    for (int m = P, off = 16; m > 1; m /= 2, off /= 2) {
+        const bool upper = lane & off; // keeps v[m/2 .. m), the partner keeps v[0 .. m/2)
+#pragma unroll
+        for (int i = 0; i < m / 2; ++i) {
+            const float send = upper ? v[i] : v[i + m / 2];
+            const float keep = upper ? v[i + m / 2] : v[i];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        }
+        if (upper) row += m / 2;
+    }
+#pragma unroll
+    for (int off = 16 / P; off > 0; off /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], off);
+    return v[0];
+}
+
+// y[r, n] (+)= the warp's total for row r, r < R; y points at y[0, n]. One rounding.
+template <int R, typename Y>
+__device__ __forceinline__ void store_rows(const float (&acc)[R], int lane, Y* y, int64_t y_stride,
+                                           bool accumulate) {
+    constexpr int P = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
+    int r = 0;
+    const float total = warp_sum_rows(acc, lane, r);
+    if (lane % (32 / P) != 0 || r >= R) return;
+    Y* out = y + r * y_stride;
+    *out = from_float<Y>(accumulate ? to_float(*out) + total : total);
+}
+
+// Blocks per SM the GEMV is compiled for (ptxas -v, sm_90a): up to two rows 3 (72-80 registers,
+// no spills: 24 warps an SM, each with 2 KB of the weight stream in flight); from three rows on
+// the accumulators and the x chunks take 105-128 registers, which 80 would spill, so 2 (16 warps).
+template <int R> constexpr int kMinBlocks = R <= 2 ? 3 : 2;
+
+// implements: y[r, n] (+)= sum_k x[r, k] * e4m3(q[n, k]) * scale[n / Br, k / Bc], r < R.
+// chosen when: linear_gemv_fp8_fits (linear_fp8).
+// assumes: K % 16 == 0, Bc % 16 == 0; x and q 16-byte aligned, x's row stride a multiple of 8.
+// Grid: ceil(N / kWarpsPerBlock) blocks of kWarpsPerBlock warps; warp -> column n.
+template <typename Y, int R>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks<R>)
+    gemv_fp8_kernel(const __nv_bfloat16* __restrict__ x, int64_t x_stride, Fp8Rows w, int64_t N,
+                    int64_t K, Y* __restrict__ y, int64_t y_stride, bool accumulate) {
+    const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    const uint32_t nn = uint32_t(n < N ? n : 0); // N < 2^31 (checked on the host)
+    const uint8_t* row = w.q + int64_t(nn) * K;
+    const float* srow = w.scale + int64_t(nn / w.block_rows) * w.scale_stride;
+    int64_t c = int64_t(lane) * kCodesPerLoad;
+    ScaleCursor cur{uint32_t(c) / w.block_cols, uint32_t(c) % w.block_cols};
+    // Codes and scales are written only while a model loads, never by a kernel in flight, so the
+    // first loads may precede the dependency wait (the exception pdl_wait_and_release allows).
+    Chunk first[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+        first[u] = load_chunk_or_zero(row, srow, c + u * kStep, K, cur, w);
+    pdl_wait_and_release();
+    if (n >= N) return;
+    float acc[R] = {};
+    // Software-pipelined as linear_gemv.cu's dot_rest_pipelined: the next kUnroll chunks are
+    // loaded before the current ones are consumed. One row too: with the plain loop of the bf16
+    // GEMV, ptxas sinks each load to just before its use here (one load per warp in flight).
+    for (; c < K; c += kUnroll * kStep) {
+        Chunk next[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            next[u] = load_chunk_or_zero(row, srow, c + (kUnroll + u) * kStep, K, cur, w);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            if (c + u * kStep < K) dot16_rows(x, x_stride, c + u * kStep, first[u], acc);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) first[u] = next[u];
+    }
+    store_rows(acc, lane, y + n, y_stride, accumulate);
+}
+
+// Calls fn(std::integral_constant<int, R>{}) for R = rows, 1 <= rows <= kGemvMaxRows.
+template <typename Fn, int... I>
+void with_rows(int64_t rows, Fn&& fn, std::integer_sequence<int, I...>) {
+    ((rows == I + 1 ? fn(std::integral_constant<int, I + 1>{}) : void()), ...);
+}
+template <typename Fn> void with_rows(int64_t rows, Fn&& fn) {
+    with_rows(rows, fn, std::make_integer_sequence<int, int(kGemvMaxRows)>{});
+}
+
+// implements: out[row, k] = bf16(e4m3(q[row, k]) * scale[e, n / Br, k / Bc]) over the rows
+// row = e * N + n of a stack [E, N, K] (E = 1 for a 2-D weight), V codes per thread and step
+// (16: K % 16 == 0, Bc % 16 == 0, 16-byte aligned q and out; 1 otherwise); rows of experts with
+// used[e] == 0 are skipped (used may be null).
+// Grid: a grid-stride loop over rows, each row taken by one block (threads stride over K).
+template <int V>
+__global__ void __launch_bounds__(256)
+    dequantize_fp8_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scale,
+                          __nv_bfloat16* __restrict__ out, const int32_t* __restrict__ used,
+                          uint32_t rows, uint32_t N, int64_t K, uint32_t block_rows,
+                          uint32_t block_cols, int64_t scale_rows, int64_t scale_cols) {
+    pdl_wait_and_release();
+    for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const uint32_t e = r / N, n = r - e * N;
+        if (used && used[e] == 0) continue;
+        const float* srow = scale + (int64_t(e) * scale_rows + n / block_rows) * scale_cols;
+        const uint8_t* src = q + int64_t(r) * K;
+        __nv_bfloat16* dst = out + int64_t(r) * K;
+        for (int64_t k = int64_t(threadIdx.x) * V; k < K; k += int64_t(blockDim.x) * V) {
+            const float s = __ldg(srow + uint32_t(k) / block_cols);
+            if constexpr (V == 16) {
+                float v[16];
+                fp8x16_to_float(__ldcs(reinterpret_cast<const uint4*>(src + k)), v);
+                __nv_bfloat162 packed[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+                    packed[j] = __floats2bfloat162_rn(v[2 * j] * s, v[2 * j + 1] * s);
+                uint4* d = reinterpret_cast<uint4*>(dst + k);
+                d[0] = *reinterpret_cast<const uint4*>(&packed[0]);
+                d[1] = *reinterpret_cast<const uint4*>(&packed[4]);
+            } else {
+                dst[k] = __float2bfloat16_rn(fp8_to_float(src[k]) * s);
+            }
+        }
+    }
+}
+
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+} // namespace
+
+bool linear_gemv_fp8_fits(const TensorView& x, const WeightView& w) {
+    if (x.ndim != 2 || !w.is_fp8() || w.w.ndim != 2) return false;
+    const int64_t T = x.size(0), K = x.size(1);
+    return T >= 1 && T <= kGemvMaxRows && x.dtype == DType::BF16 && x.rows_contiguous() &&
+           K % kCodesPerLoad == 0 && w.w.size(1) == K && aligned16(x.data) &&
+           (T == 1 || x.stride[0] % 8 == 0) && w.block_rows >= 1 && w.block_cols >= kCodesPerLoad &&
+           w.block_cols % kCodesPerLoad == 0 && w.block_rows <= kMaxInt32 &&
+           w.block_cols <= kMaxInt32 && w.w.size(0) <= kMaxInt32 && K <= kMaxInt32 &&
+           aligned16(w.w.data);
+}
+
+void linear_gemv_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
+                     const TensorView& y, bool accumulate) {
+    require(linear_gemv_fp8_fits(x, w), "linear_gemv_fp8: needs BF16 x with 1..", kGemvMaxRows,
+            " rows, K % 16 == 0, 16-byte aligned rows and a 2-D fp8 weight with block_cols % 16 "
+            "== 0; got ",
+            x.describe(), " and ", w.w.describe(), " (blocks ", w.block_rows, "x", w.block_cols,
+            ")");
+    check_weight("linear_gemv_fp8", "w", w);
+    const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
+    require(y.ndim == 2 && y.size(0) == T && y.size(1) == N && y.rows_contiguous() &&
+                (y.dtype == DType::BF16 || y.dtype == DType::F32),
+            "linear_gemv_fp8: y must be BF16 or F32 [", T, ", ", N,
+            "] with a contiguous last dim, got ", y.describe());
+    if (N == 0) return;
+    const Fp8Rows rows{w.w.ptr<uint8_t>(),
+                       w.scale.ptr<float>(),
+                       w.scale.stride[0],
+                       uint32_t(w.block_rows),
+                       uint32_t(w.block_cols),
+                       uint32_t(kStep / w.block_cols),
+                       uint32_t(kStep % w.block_cols)};
+    const auto* xp = x.ptr<__nv_bfloat16>();
+    const unsigned blocks = unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    with_rows(T, [&](auto r) {
+        constexpr int R = decltype(r)::value;
+        if (y.dtype == DType::F32)
+            launch_pdl(ctx, gemv_fp8_kernel<float, R>, blocks, 32 * kWarpsPerBlock, 0, xp,
+                       x.stride[0], rows, N, K, y.ptr<float>(), y.stride[0], accumulate);
+        else
+            launch_pdl(ctx, gemv_fp8_kernel<__nv_bfloat16, R>, blocks, 32 * kWarpsPerBlock, 0, xp,
+                       x.stride[0], rows, N, K, y.ptr<__nv_bfloat16>(), y.stride[0], accumulate);
+    });
+}
+
+void dequantize_fp8(const ExecContext& ctx, const WeightView& w, const TensorView& out,
+                    const TensorView& used) {
+    constexpr const char* op = "dequantize_fp8";
+    require(w.is_fp8() && (w.w.ndim == 2 || w.w.ndim == 3), op,
+            ": a 2-D or 3-D fp8 weight expected, got ", w.w.describe());
+    check_weight(op, "w", w);
+    const int nd = w.w.ndim;
+    bool same_shape = out.ndim == nd;
+    for (int d = 0; d < nd && same_shape; ++d) same_shape = out.size(d) == w.size(d);
+    require(out.dtype == DType::BF16 && same_shape && out.is_contiguous() &&
+                out.device == w.w.device,
+            op, ": out must be a contiguous BF16 tensor of w's shape on its device, got ",
+            out.describe(), " for ", w.w.describe());
+    const int64_t E = nd == 3 ? w.size(0) : 1, N = w.size(nd - 2), K = w.size(nd - 1);
+    if (!used.empty()) {
+        require(nd == 3 && used.dtype == DType::I32 && used.ndim == 1 && used.size(0) == E &&
+                    used.is_contiguous() && used.device == w.w.device,
+                op, ": used must be I32 [", E, "] on the weight's device (3-D weights only), got ",
+                used.describe());
+    }
+    const int64_t rows = E * N;
+    if (rows == 0 || K == 0) return;
+    require(rows <= kMaxInt32 && w.block_rows <= kMaxInt32 && w.block_cols <= kMaxInt32 &&
+                K <= kMaxInt32,
+            op, ": ", w.w.describe(), " is too large");
+    // 16 codes share one scale when the block columns are a multiple of 16.
+    const bool vec =
+        K % 16 == 0 && w.block_cols % 16 == 0 && aligned16(w.w.data) && aligned16(out.data);
+    const int per_thread = vec ? 16 : 1;
+    const int64_t groups = (K + per_thread - 1) / per_thread;
+    const int threads = int(std::clamp<int64_t>((groups + 31) / 32 * 32, 32, 256));
+    const unsigned grid =
+        unsigned(std::min<int64_t>(rows, int64_t(sm_count(ctx)) * (2048 / threads)));
+    const auto* q = w.w.ptr<uint8_t>();
+    const float* s = w.scale.ptr<float>();
+    auto* o = out.ptr<__nv_bfloat16>();
+    const int32_t* u = used.empty() ? nullptr : used.ptr<int32_t>();
+    const int64_t sr = w.scale.size(nd - 2), sc = w.scale.size(nd - 1);
+    const auto kernel = vec ? dequantize_fp8_kernel<16> : dequantize_fp8_kernel<1>;
+    launch_pdl(ctx, kernel, grid, threads, 0, q, s, o, u, uint32_t(rows), uint32_t(N), K,
+               uint32_t(w.block_rows), uint32_t(w.block_cols), sr, sc);
+}
+
+void linear_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
+                const TensorView& y, bool accumulate) {
+    require(x.dtype == DType::BF16, "linear: fp8 weights run with BF16 activations on CUDA, got x ",
+            x.describe());
+    require(w.is_fp8() && w.w.ndim == 2, "linear_fp8: a 2-D fp8 weight expected, got ",
+            w.w.describe());
+    const int64_t T = x.size(0), N = w.size(0), K = w.size(1);
+    if (T == 0 || N == 0) return;
+    // The GEMV whenever it fits: at 1..kGemvMaxRows rows it reads one byte a weight, where the
+    // other route writes and reads a bf16 copy of the weight besides.
+    if (linear_gemv_fp8_fits(x, w)) return linear_gemv_fp8(ctx, x, w, y, accumulate);
+    Tensor dense = Tensor::empty(allocator(ctx.device), DType::BF16, {N, K});
+    dequantize_fp8(ctx, w, dense);
+    linear_cublas(ctx, x, dense, y, accumulate);
+}
+
+} // namespace ninfer::ops::cuda

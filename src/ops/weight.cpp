@@ -1,0 +1,86 @@
+#include "ops/weight.h"
+
+#include "core/error.h"
+
+namespace ninfer::ops {
+namespace {
+
+int64_t blocks(int64_t n, int64_t block) {
+    return (n + block - 1) / block;
+}
+
+} // namespace
+
+WeightView WeightView::expert(int64_t e) const {
+    require(w.ndim == 3, "WeightView::expert: a stack [E, N, K] expected, got ", w.describe());
+    WeightView v(w.narrow(0, e, 1).reshape({w.size(1), w.size(2)}));
+    if (is_fp8()) {
+        v.scale = scale.narrow(0, e, 1).reshape({scale.size(1), scale.size(2)});
+        v.block_rows = block_rows;
+        v.block_cols = block_cols;
+    }
+    return v;
+}
+
+WeightView WeightView::rows(int64_t begin, int64_t count) const {
+    require(w.ndim == 2, "WeightView::rows: a 2-D weight expected, got ", w.describe());
+    WeightView v(w.narrow(0, begin, count));
+    if (is_fp8()) {
+        require(begin % block_rows == 0, "WeightView::rows: fp8 rows from ", begin,
+                " do not start a ", block_rows, "-row scale block");
+        v.scale = scale.narrow(0, begin / block_rows, blocks(count, block_rows));
+        v.block_rows = block_rows;
+        v.block_cols = block_cols;
+    }
+    return v;
+}
+
+HostDense dense_on_host(const WeightView& w) {
+    if (!w.is_fp8()) return {Tensor(), w.w};
+    check_weight("dense_on_host", "w", w);
+    require(w.w.device.is_cpu(), "dense_on_host: the fp8 weight is not in host memory");
+    const int n = w.w.ndim;
+    const int64_t R = w.w.size(n - 2), C = w.w.size(n - 1), stacks = w.w.numel() / (R * C);
+    const int64_t sr = w.scale.size(n - 2), sc = w.scale.size(n - 1);
+    HostDense out;
+    out.storage = Tensor::empty(cpu_allocator(), DType::F32, w.w.shape.data(), n);
+    out.view = out.storage.view();
+    const auto* q = w.w.ptr<uint8_t>();
+    const float* s = w.scale.ptr<float>();
+    float* d = out.storage.ptr<float>();
+    float table[256];
+    for (int b = 0; b < 256; ++b) table[b] = fp8_e4m3_to_float(uint8_t(b));
+    for (int64_t e = 0; e < stacks; ++e)
+        for (int64_t r = 0; r < R; ++r) {
+            const float* srow = s + (e * sr + r / w.block_rows) * sc;
+            const int64_t base = (e * R + r) * C;
+            for (int64_t c = 0; c < C; ++c) d[base + c] = table[q[base + c]] * srow[c / w.block_cols];
+        }
+    return out;
+}
+
+void check_weight(const char* op, const char* what, const WeightView& w) {
+    if (!w.is_fp8()) {
+        require(w.scale.empty(), op, ": dense weight '", what, "' carries a scale");
+        return;
+    }
+    require(w.block_rows > 0 && w.block_cols > 0, op, ": fp8 weight '", what,
+            "' has no block size");
+    require(w.w.is_contiguous() && w.w.ndim >= 2, op, ": fp8 weight '", what,
+            "' must be contiguous, got ", w.w.describe());
+    require(w.scale.dtype == DType::F32 && w.scale.is_contiguous() && w.scale.ndim == w.w.ndim &&
+                w.scale.device == w.w.device,
+            op, ": fp8 weight '", what, "' needs a contiguous F32 scale of its rank on its device, got ",
+            w.scale.describe());
+    const int n = w.w.ndim;
+    for (int d = 0; d + 2 < n; ++d)
+        require(w.scale.size(d) == w.w.size(d), op, ": fp8 weight '", what, "' scale ",
+                w.scale.describe(), " does not match ", w.w.describe());
+    require(w.scale.size(n - 2) == blocks(w.w.size(n - 2), w.block_rows) &&
+                w.scale.size(n - 1) == blocks(w.w.size(n - 1), w.block_cols),
+            op, ": fp8 weight '", what, "' scale ", w.scale.describe(), " is not [ceil(",
+            w.w.size(n - 2), " / ", w.block_rows, "), ceil(", w.w.size(n - 1), " / ",
+            w.block_cols, ")]");
+}
+
+} // namespace ninfer::ops

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# On the H200 (after `source tools/gpu/unpack_binaries.sh`): the fp8 CUDA tests, then decode of
+# the random-weight 35B-A3B (and 27B) with resident fp8 weights against the same config with
+# --fp8-weights dequantize (bf16) in one run. Logs and JSON under $OUT.
+#   NINFER_BIN=/tmp/g/ninfer bash tools/gpu/fp8_check.sh [tests|bench|all]
+set -uo pipefail
+out=${OUT:-out}
+mkdir -p "$out"
+bin=${NINFER_BIN:-/tmp/g/ninfer}
+what=${1:-all}
+if [ "$what" != bench ]; then
+    for t in test_cuda_linear_fp8 test_cuda_moe_fp8 test_cuda_fp8_model ${EXTRA_TESTS:-}; do
+        [ -x /tmp/g/$t ] || continue
+        echo "== $t"
+        timeout 240 /tmp/g/$t --gtest_brief=1 > "$out/$t.log" 2>&1
+        echo "exit $?"
+        grep -E "PASSED|FAILED|Failure" "$out/$t.log" | head -20
+    done
+fi
+[ "$what" = tests ] && exit 0
+for model in ${FP8_MODELS:-qwen3.6-35b-a3b}; do
+    for mode in auto dequantize; do
+        echo "== bench $model fp8_weights=$mode"
+        timeout 200 "$bin" bench --config "configs/$model-fp8.json" --random-weights --device cuda \
+            --fp8-weights $mode -p 512 -n 128 -r 3 --warmup 1 -o json \
+            > "$out/bench_${model}_fp8_$mode.json" 2> "$out/bench_${model}_fp8_$mode.err"
+        echo "exit $?"
+        python3 - "$out/bench_${model}_fp8_$mode.json" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no json:", e); sys.exit(0)
+print(j.get("weights"), "weights %.1f GB" % (j["memory_bytes"]["weights"] / 1e9),
+      "copy %.0f GB/s" % (j["ceilings"]["copy_bytes_per_s"] / 1e9))
+for r in j["results"]:
+    s = r["test"]
+    if "prefill_tok_s" in r: s += " prefill %.0f tok/s (%.1f TFLOP/s)" % (r["prefill_tok_s"]["mean"], r["prefill_tflops"]["mean"])
+    if "decode_tok_s" in r: s += " decode %.1f tok/s (%.1f%% roofline)" % (r["decode_tok_s"]["mean"], 100 * r["decode_roofline_fraction"]["mean"])
+    print(" ", s)
+PY
+    done
+done
