@@ -269,7 +269,7 @@ GdnWeights bind_gdn(Binder& b, const std::string& p) {
     // The FP8 releases quantize qkv and z but keep b and a in bf16: two weights then.
     if (b.keep_fp8 && b.is_fp8(qkv) && b.is_fp8(z) && !(b.is_fp8(beta) && b.is_fp8(alpha))) {
         w.in_proj = b.fuse_weight({C + Vd, H}, {&qkv, &z});
-        w.in_proj_ba = b.fuse({2 * Hv, H}, {&beta, &alpha});
+        w.in_proj_ba = Weight(b.fuse({2 * Hv, H}, {&beta, &alpha}));
     } else {
         w.in_proj = b.fuse_weight({C + Vd + 2 * Hv, H}, {&qkv, &z, &beta, &alpha});
     }

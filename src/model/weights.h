@@ -23,7 +23,7 @@ struct Weight {
     int64_t block_rows = 0, block_cols = 0;
 
     Weight() = default;
-    Weight(Tensor dense) : w(std::move(dense)) {}
+    explicit Weight(Tensor dense) : w(std::move(dense)) {}
     operator ops::WeightView() const {
         return scale.defined() ? ops::WeightView::fp8(w, scale, block_rows, block_cols)
                                : ops::WeightView(w);

@@ -1,7 +1,7 @@
 // moe_block's fused decode route with block-wise fp8 weights (ops/cuda/moe_decode.cu, label cuda)
 // against the CPU reference on the weights dequantized on the host (e4m3(code) * scale in f32,
 // exact): Qwen3.6-35B-A3B's shapes (E = 256, top-8, H = 2048, I = Is = 512, 128 x 128 blocks) at
-// T = 1, 2 and 8 (64 pairs, the decode limit), partial scale blocks (H = 272, I = 144, Is = 160),
+// T = 1, 2, 8 (64 pairs, the dense decode limit), 32 and 128 (1024 pairs, the fp8 limit), partial scale blocks (H = 272, I = 144, Is = 160),
 // non-square and non-power-of-two blocks (64 x 32, 3 x 48), more than 256 experts, routed rows
 // longer than one down batch; two runs and a graph replay bit for bit; the dispatcher taking the
 // route; the shapes the route refuses (mixed dense and fp8 weights, H % 16 != 0, block sizes).
@@ -185,6 +185,8 @@ TEST(CudaMoeFp8, Qwen35bShapes) {
     const auto c = cuda_ctx(DType::BF16);
     const MoeFp8 m(c, {256, 8, 2048, 512, 512}, 500);
     for (int64_t T : {1, 2, 8}) check_case(c, m, T, 510 + uint64_t(T));
+    // Past the dense route's 64 pairs: fp8 takes it up to 1024 (32 x 8 = 256; 128 x 8 = 1024).
+    for (int64_t T : {32, 128}) check_case(c, m, T, 520 + uint64_t(T));
 }
 
 TEST(CudaMoeFp8, PartialBlocks) {
@@ -261,9 +263,13 @@ TEST(CudaMoeFp8, ShapesTheRouteRefuses) {
     // F32 activations with fp8 weights.
     const Tensor h32 = to_device(c, random_tensor({2, d.H}, 602), DType::F32);
     EXPECT_FALSE(m.fits(h32));
-    // More pairs than the decode route takes (17 x 4 > 64).
+    // fp8 takes more pairs than the dense route (17 x 4 > 64), up to 1024 (257 x 4 is past it).
     const Tensor h17 = to_device(c, random_tensor({17, d.H}, 603), DType::BF16);
-    EXPECT_FALSE(m.fits(h17));
+    EXPECT_TRUE(m.fits(h17));
+    const Tensor h256 = to_device(c, random_tensor({256, d.H}, 604), DType::BF16);
+    EXPECT_TRUE(m.fits(h256));
+    const Tensor h257 = to_device(c, random_tensor({257, d.H}, 605), DType::BF16);
+    EXPECT_FALSE(m.fits(h257));
 
     // H = 264: a multiple of 8 (the dense route takes it) but not of 16 codes.
     const Dims d264{16, 4, 264, 144, 160};

@@ -42,8 +42,15 @@ std::vector<float> concat_f32(const SafetensorsCheckpoint& ckpt,
     return out;
 }
 
+// The views' helpers (unit_test_util.h), and the same for a model::Weight.
+using test::dims_of;
+using test::tensor_values;
 std::vector<int64_t> dims_of(const model::Weight& w) {
     return test::dims_of(w.w.view());
+}
+std::vector<float> tensor_values(const model::Weight& w) {
+    EXPECT_FALSE(w.is_fp8()) << "a dense load holds no fp8 weights";
+    return test::tensor_values(w.w.view());
 }
 
 void expect_layer_shapes(const ModelConfig& c, const model::LayerWeights& l, LayerKind kind) {

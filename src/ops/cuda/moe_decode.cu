@@ -35,6 +35,13 @@ constexpr int kWarps = 8;               // warps per block, both kernels
 constexpr int kMaxExpertsPerLane = 16;  // E <= 512 (the route keeps E / 32 logits per lane)
 constexpr int kMaxTopK = 32;            // lane j holds the round-j choice
 constexpr int64_t kDecodeMaxPairs = 64; // = moe_experts' GEMV boundary (moe.cu)
+// fp8 weights take this route up to more pairs: each pair streams its expert's codes (3 x I x H
+// bytes), where the alternative, the composition, dequantizes every routed expert to bf16 scratch
+// and reads it again (~5 bytes of traffic per weight of each used expert). With the 35B's 256
+// experts nearly all routed from ~32 tokens on, pairs x 1 byte beats E x 5 bytes up to ~1300
+// pairs; the L2 also serves the experts several pairs share. Measured on the H200 (35B, 1k/128
+// at 32 concurrent): this route at 256 pairs against the composition, see bench/NOTES.md.
+constexpr int64_t kFp8DecodeMaxPairs = 1024;
 // Load steps in flight per lane. Up: 2 rows (gate, up) x 2 steps = 4 x 16 bytes; at T = 1 the
 // 35B's 9 x 512 row warps are all resident (up_blocks_per_sm) and keep ~9 MB in the air, twice
 // what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down
@@ -401,7 +408,8 @@ bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const WeightView&
     // Elements per 16-byte load: H, I and Is hold whole loads.
     const int64_t elems = fp8 ? Fp8Weights::kElems : DenseWeights<float>::kElems;
     const int64_t H = h.size(1), I = experts_down.size(2), Is = shared_down.size(1);
-    bool fits = fused_routes_enabled("moe_block") && h.size(0) * top_k <= kDecodeMaxPairs &&
+    const int64_t max_pairs = fp8 ? kFp8DecodeMaxPairs : kDecodeMaxPairs;
+    bool fits = fused_routes_enabled("moe_block") && h.size(0) * top_k <= max_pairs &&
                 top_k <= kMaxTopK && experts_gate_up.size(0) <= 32 * kMaxExpertsPerLane &&
                 H % elems == 0 && I % elems == 0 && Is % elems == 0 && h.stride[0] % 8 == 0 &&
                 aligned16(h.data);
@@ -415,7 +423,8 @@ void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorV
                       const WeightView& shared_down, const TensorView& y) {
     require(
         moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up, shared_down),
-        "moe_block: the decode route needs T * top_k <= ", kDecodeMaxPairs, ", top_k <= ", kMaxTopK,
+        "moe_block: the decode route needs T * top_k <= ", kDecodeMaxPairs, " (fp8: ",
+        kFp8DecodeMaxPairs, "), top_k <= ", kMaxTopK,
         ", E <= ", 32 * kMaxExpertsPerLane,
         ", 16-byte aligned rows, H, I, Is multiples of 8 (16 "
         "and all four weights fp8 with one block size, block_cols % 16 == 0 and BF16 h for fp8)");
