@@ -219,8 +219,8 @@ TEST(DType, ArrayConversionsMatchScalarOnes) {
 TEST(DType, SafetensorsNamesAndSizes) {
     const std::vector<std::pair<const char*, DType>> table = {
         {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"F64", DType::F64},
-        {"I32", DType::I32}, {"I64", DType::I64}, {"U8", DType::U8}};
-    const std::vector<int64_t> sizes = {4, 2, 2, 8, 4, 8, 1};
+        {"I32", DType::I32}, {"I64", DType::I64}, {"U8", DType::U8}, {"F8_E4M3", DType::F8E4M3}};
+    const std::vector<int64_t> sizes = {4, 2, 2, 8, 4, 8, 1, 1};
     for (size_t i = 0; i < table.size(); ++i) {
         DType d = DType::U8;
         ASSERT_TRUE(dtype_from_safetensors(table[i].first, &d)) << table[i].first;
@@ -229,7 +229,8 @@ TEST(DType, SafetensorsNamesAndSizes) {
         EXPECT_EQ(dtype_size(d), sizes[i]) << table[i].first;
     }
     DType d = DType::F32;
-    EXPECT_FALSE(dtype_from_safetensors("F8_E4M3", &d));
+    EXPECT_FALSE(dtype_from_safetensors("F8_E5M2", &d)); // no e5m2 weights
+    EXPECT_FALSE(is_float(DType::F8E4M3)); // codes, never an activation dtype
     EXPECT_FALSE(dtype_from_safetensors("bf16", &d));
     EXPECT_FALSE(dtype_from_safetensors("", &d));
     EXPECT_TRUE(is_float(DType::BF16) && is_float(DType::F64));

@@ -143,17 +143,17 @@ TEST(Safetensors, DataOutOfHeaderOrderAndPadding) {
 
 TEST(Safetensors, UnknownDtypeIsListedButCannotBeViewed) {
     TempDir dir;
-    std::vector<StTensor> tensors = {{"q", "F8_E4M3", {2, 2}, std::string(4, '\x01')},
+    std::vector<StTensor> tensors = {{"q", "F8_E5M2", {2, 2}, std::string(4, '\x01')},
                                      f32_tensor("w", {1, 2})};
     write_file(dir / "m.safetensors", safetensors_image(tensors));
     SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir / "m.safetensors");
     const TensorEntry* q = ckpt.find("q");
     ASSERT_NE(q, nullptr);
     EXPECT_FALSE(q->dtype_known);
-    EXPECT_EQ(q->dtype_name, "F8_E4M3");
+    EXPECT_EQ(q->dtype_name, "F8_E5M2");
     EXPECT_EQ(q->shape, (std::vector<int64_t>{2, 2}));
     EXPECT_EQ(q->nbytes, 4);
-    EXPECT_TRUE(raises([&] { q->view(); }, {"'q'", "F8_E4M3"}));
+    EXPECT_TRUE(raises([&] { q->view(); }, {"'q'", "F8_E5M2"}));
     EXPECT_NO_THROW(ckpt.find("w")->view());
 }
 
