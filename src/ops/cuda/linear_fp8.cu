@@ -21,7 +21,7 @@
 // is shared by Br output columns); the scale column of each step comes from a running quotient
 // and remainder (no division in the loop). x's R rows are read through L1 (__ldg), each weight
 // chunk multiplied with every row (R a template parameter, so the accumulators stay in registers),
-// and the warp's R totals reduced with the transposed butterfly of linear_gemv.cu.
+// and the warp's R totals reduced with gemv_rows.cuh's transposed butterfly.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -33,6 +33,7 @@
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/gemv_rows.cuh"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/linear_gemv.h"
 
@@ -136,43 +137,6 @@ __device__ __forceinline__ void dot16_rows(const __nv_bfloat16* x, int64_t x_str
         }
         acc[r] = fmaf(s0 + s1, ch.scale, acc[r]);
     }
-}
-
-// linear_gemv.cu's transposed butterfly (see there): returns the total of row `row` (set here);
-// the lanes with lane % (32 / P) == 0 (P: R rounded up to a power of two) hold rows 0..P-1 once.
-template <int R>
-__device__ __forceinline__ float warp_sum_rows(const float (&acc)[R], int lane, int& row) {
-    constexpr int P = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
-    float v[P];
-#pragma unroll
-    for (int i = 0; i < P; ++i) v[i] = i < R ? acc[i] : 0.0f;
-    row = 0;
-#pragma unroll
-    for (int m = P, off = 16; m > 1; m /= 2, off /= 2) {
-        const bool upper = lane & off; // keeps v[m/2 .. m), the partner keeps v[0 .. m/2)
-#pragma unroll
-        for (int i = 0; i < m / 2; ++i) {
-            const float send = upper ? v[i] : v[i + m / 2];
-            const float keep = upper ? v[i + m / 2] : v[i];
-            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
-        }
-        if (upper) row += m / 2;
-    }
-#pragma unroll
-    for (int off = 16 / P; off > 0; off /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], off);
-    return v[0];
-}
-
-// y[r, n] (+)= the warp's total for row r, r < R; y points at y[0, n]. One rounding.
-template <int R, typename Y>
-__device__ __forceinline__ void store_rows(const float (&acc)[R], int lane, Y* y, int64_t y_stride,
-                                           bool accumulate) {
-    constexpr int P = R <= 1 ? 1 : R <= 2 ? 2 : R <= 4 ? 4 : 8;
-    int r = 0;
-    const float total = warp_sum_rows(acc, lane, r);
-    if (lane % (32 / P) != 0 || r >= R) return;
-    Y* out = y + r * y_stride;
-    *out = from_float<Y>(accumulate ? to_float(*out) + total : total);
 }
 
 // Blocks per SM the GEMV is compiled for (ptxas -v, sm_90a): up to two rows 3 (72-80 registers,
