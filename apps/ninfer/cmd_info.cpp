@@ -83,6 +83,12 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
                          {"context", context},
                          {"one_sequence_at_context", kv_token * context + gdn_seq}};
     if (checkpoint_bytes > 0) j["memory_bytes"]["checkpoint_tensors"] = checkpoint_bytes;
+    if (c.fp8) { // what CUDA holds with --fp8-weights auto (text weights; bf16 MTP and tower)
+        const int64_t blocks = c.fp8_block[0] * c.fp8_block[1];
+        j["memory_bytes"]["text_weights_fp8_resident"] = model::text_weight_bytes(p, true, blocks);
+        j["memory_bytes"]["weights_read_per_token_fp8_resident"] =
+            model::active_weight_bytes(p, true, blocks);
+    }
     // The checkpoint's weight format: block-wise fp8 projections stay fp8 on CUDA with bf16
     // compute (about half the bf16 bytes above); the CPU, or --fp8-weights dequantize, holds
     // the bf16 weights above.

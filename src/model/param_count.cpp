@@ -39,20 +39,29 @@ int64_t quantized_mixer_params(const ModelConfig& c, LayerKind kind) {
     return c.num_heads * 2 * D * H + 2 * c.num_kv_heads * D * H + H * c.num_heads * D;
 }
 
-// MLP params read per token that the FP8 releases quantize (not the router or shared gate).
-int64_t quantized_mlp_active(const ModelConfig& c) {
+// MLP params that the FP8 releases quantize (not the router or shared gate), over `experts`
+// routed experts (top-k: read per token; all: held).
+int64_t quantized_mlp(const ModelConfig& c, int64_t experts) {
     const int64_t H = c.hidden_size;
     if (!c.moe) return 3 * c.intermediate_size * H;
-    return c.num_experts_per_tok * 3 * c.moe_intermediate_size * H +
-           3 * c.shared_expert_intermediate_size * H;
+    return experts * 3 * c.moe_intermediate_size * H + 3 * c.shared_expert_intermediate_size * H;
+}
+
+// 2 bytes a dense param, 1 a quantized one plus an F32 scale per block.
+int64_t bytes_with_fp8(int64_t total, int64_t quantized, int64_t block_elems) {
+    return 2 * (total - quantized) + quantized + 4 * ((quantized + block_elems - 1) / block_elems);
 }
 
 } // namespace
 
 int64_t active_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems) {
-    if (!fp8_resident) return 2 * p.active_per_token;
-    const int64_t q = p.active_fp8_quantized;
-    return 2 * (p.active_per_token - q) + q + 4 * ((q + block_elems - 1) / block_elems);
+    return fp8_resident ? bytes_with_fp8(p.active_per_token, p.active_fp8_quantized, block_elems)
+                        : 2 * p.active_per_token;
+}
+
+int64_t text_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems) {
+    return fp8_resident ? bytes_with_fp8(p.text_total, p.text_fp8_quantized, block_elems)
+                        : 2 * p.text_total;
 }
 
 ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
@@ -69,7 +78,9 @@ ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
         p.mlp += mlp_all;
         p.norms += 2 * H;
         active_layers += mixer + mlp_active + 2 * H;
-        p.active_fp8_quantized += quantized_mixer_params(c, kind) + quantized_mlp_active(c);
+        p.active_fp8_quantized +=
+            quantized_mixer_params(c, kind) + quantized_mlp(c, c.num_experts_per_tok);
+        p.text_fp8_quantized += quantized_mixer_params(c, kind) + quantized_mlp(c, c.num_experts);
     }
     p.norms += H;
     p.text_total = p.embedding + p.lm_head + p.gdn_layers + p.attention_layers + p.mlp + p.norms;

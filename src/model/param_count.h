@@ -21,11 +21,14 @@ struct ParamCounts {
     // (attention q/k/v/o, GDN in_proj_qkv/z and out_proj, dense/shared/routed MLP), which a
     // resident fp8 model reads as one byte each (plus an F32 scale per 128 x 128 block).
     int64_t active_fp8_quantized = 0;
+    int64_t text_fp8_quantized = 0; // the same over all of text_total (every expert)
 };
 
 // Bytes of weights one decode token reads: bf16 (2 bytes a param), or with fp8 resident
 // weights, one byte per quantized param plus its block scales.
 int64_t active_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems = 128 * 128);
+// Bytes of the text weights held in memory: bf16, or with fp8 resident weights (as above).
+int64_t text_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems = 128 * 128);
 
 ParamCounts count_params(const io::ModelConfig& config, int64_t mtp_layers);
 
