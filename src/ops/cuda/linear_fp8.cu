@@ -22,8 +22,6 @@
 // and remainder (no division in the loop). x's R rows are read through L1 (__ldg), each weight
 // chunk multiplied with every row (R a template parameter, so the accumulators stay in registers),
 // and the warp's R totals reduced with gemv_rows.cuh's transposed butterfly.
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -33,6 +31,7 @@
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/fp8_codes.cuh"
 #include "ops/cuda/gemv_rows.cuh"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/linear_gemv.h"
@@ -48,27 +47,7 @@ constexpr int kUnroll = 4;                // 16-byte loads per lane in flight
 constexpr int kCodesPerLoad = 16;         // e4m3 codes per 16-byte load
 constexpr int kStep = 32 * kCodesPerLoad; // columns of K a warp covers per load
 
-// The 16 e4m3 codes of one 16-byte load as floats, in memory order: cvt.rn.f16x2.e4m3x2 (exact:
-// every e4m3 value, subnormals and NaN included, is an f16 value), then f16 -> f32 (exact). The
-// low byte of each 16-bit pair is the earlier code and becomes the half2's low (.x) half.
-__device__ __forceinline__ void fp8x2_to_float(uint32_t pair, float& lo, float& hi) {
-    const __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
-    const float2 f = __half22float2(__half2(h));
-    lo = f.x;
-    hi = f.y;
-}
-__device__ __forceinline__ void fp8x16_to_float(const uint4& raw, float (&v)[16]) {
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        fp8x2_to_float(words[j], v[4 * j], v[4 * j + 1]);
-        fp8x2_to_float(words[j] >> 16, v[4 * j + 2], v[4 * j + 3]);
-    }
-}
-__device__ __forceinline__ float fp8_to_float(uint8_t code) {
-    return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3)));
-}
+// Codes decode with fp8_codes.cuh's fp8x16_to_float / fp8_to_float (exact).
 
 // The GEMV's view of an fp8 weight [N, K].
 struct Fp8Rows {
