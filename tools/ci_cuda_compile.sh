@@ -25,5 +25,5 @@ $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINF
     -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a
 # ninfer, every CUDA test (tests/cuda/test_*.cpp) and the op benchmarks.
 cuda_tests=$(ls tests/cuda/test_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
-$venv/bin/cmake --build build-cuda-ci -j "$jobs" --target ninfer $cuda_tests bench_prefill_ops bench_decode_ops
+$venv/bin/cmake --build build-cuda-ci -j "$jobs" --target ninfer $cuda_tests bench_prefill_ops bench_decode_ops bench_fp8_ops
 echo "CUDA backend compiled for sm_90a"

@@ -110,8 +110,11 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
 
 namespace {
 
-// moe_experts over a stack that may be fp8: the CPU dequantizes the stacks; CUDA dequantizes
-// only the experts some pair is routed to into bf16 scratch (the others are never read).
+// moe_experts over a stack that may be fp8: the CPU dequantizes the stacks; CUDA runs both fp8
+// stacks on the grouped tensor-core route (codes turned into bf16 in shared memory), and for
+// layouts that route does not take (mixed stacks, block_cols % 64 != 0) dequantizes only the
+// experts some pair is routed to into bf16 scratch (the others are never read). Both CUDA routes
+// multiply by the same bf16 weights.
 void moe_routed_experts(const ExecContext& ctx, const TensorView& h, const WeightView& gate_up,
                         const WeightView& down, const TensorView& ids, const TensorView& weights,
                         const TensorView& y) {
@@ -121,6 +124,8 @@ void moe_routed_experts(const ExecContext& ctx, const TensorView& h, const Weigh
         const HostDense gu = dense_on_host(gate_up), dn = dense_on_host(down);
         return moe_experts(ctx, h, gu.view, dn.view, ids, weights, y);
     }
+    if (gate_up.is_fp8() && down.is_fp8() && cuda::moe_experts_fp8_fits(h, gate_up, down))
+        return cuda::moe_experts_fp8(ctx, h, gate_up, down, ids, weights, y);
     Allocator& a = device_allocator(ctx.device);
     Tensor used = Tensor::empty(a, DType::I32, {gate_up.size(0)});
     cuda::mark_used_experts(ctx, ids, used);

@@ -25,7 +25,7 @@
 //   routed and shared contributions summed in f32 in a fixed order and added to y with one
 //   rounding (deterministic); larger T runs the composition.
 //   Block-wise fp8 weights (ops/weight.h; CUDA with BF16 h and y): the decode route reads the
-//   codes when all four weights are fp8, up to T * top_k <= 1024 (moe_decode.cu); otherwise the
+//   codes when all four weights are fp8, up to T * top_k <= 192 (moe_decode.cu); otherwise the
 //   composition dequantizes the routed experts (only those some pair uses) to bf16 scratch. The
 //   CPU dequantizes first.
 // Numerics: f32 (f64 in CPU reference mode). Workspace: none (CPU gathers per expert; moe_block

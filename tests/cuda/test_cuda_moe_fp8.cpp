@@ -1,12 +1,15 @@
 // moe_block's fused decode route with block-wise fp8 weights (ops/cuda/moe_decode.cu, label cuda)
 // against the CPU reference on the weights dequantized on the host (e4m3(code) * scale in f32,
 // exact): Qwen3.6-35B-A3B's shapes (E = 256, top-8, H = 2048, I = Is = 512, 128 x 128 blocks) at
-// T = 1, 2, 8 (64 pairs, the dense decode limit), 32 and 128 (1024 pairs, the fp8 limit), partial scale blocks (H = 272, I = 144, Is = 160),
+// T = 1, 2, 8 (64 pairs, the dense decode limit), 16 and 24 (192 pairs, the fp8 limit), partial scale blocks (H = 272, I = 144, Is = 160),
 // non-square and non-power-of-two blocks (64 x 32, 3 x 48), more than 256 experts, routed rows
 // longer than one down batch; two runs and a graph replay bit for bit; the dispatcher taking the
 // route; the shapes the route refuses (mixed dense and fp8 weights, H % 16 != 0, block sizes).
 // Negative controls: the reference with the up rows' scale rows taken from i / Br instead of
-// (I + i) / Br, or with the scales ignored, must not match.
+// (I + i) / Br, or with the scales ignored, must not match. And the grouped tensor-core route
+// over fp8 stacks (moe_experts_fp8, prefill): bit for bit the bf16 grouped route on the
+// dequantized stacks, against the CPU reference, with partial tiles and blocks, and
+// ops::moe_block taking it (or the dequantize fallback) past the fused route's pairs.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,88 +18,20 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/cuda_test_util.h"
-#include "model/fp8.h"
+#include "cuda/fp8_test_util.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/linear_fp8.h"
+#include "ops/memory.h"
 #include "ops/moe.h"
 
 namespace ninfer::test {
 namespace {
 
-int64_t blocks(int64_t n, int64_t block) {
-    return (n + block - 1) / block;
+// A MoE weight: any code but NaN, scales in [0.5, 1.5] * scale_mid.
+HostFp8 moe_weight(const std::vector<int64_t>& dims, int64_t br, int64_t bc, uint64_t seed,
+                   float scale_mid) {
+    return HostFp8(dims, br, bc, seed, Fp8Codes::AnyByte, 0.5f * scale_mid, 1.5f * scale_mid);
 }
-
-// How the host dequantizes: correctly, or with one of the bugs the negative controls model.
-enum class Dequant {
-    Exact,
-    UpScaleRowFromI, // gate_up stacks: row n >= N / 2 takes scale row (n - N / 2) / Br
-    NoScale,         // the codes alone
-};
-
-// A host fp8 weight [.., N, K]: codes (every byte but the NaN codes 0x7f / 0xff, so subnormals
-// and +-448 appear), F32 scales [.., ceil(N / br), ceil(K / bc)] in [0.5, 1.5] * scale_mid.
-struct HostFp8 {
-    Tensor codes, scale;
-    int64_t br = 0, bc = 0;
-
-    HostFp8(const std::vector<int64_t>& dims, int64_t block_rows, int64_t block_cols, uint64_t seed,
-            float scale_mid)
-        : br(block_rows), bc(block_cols) {
-        const int nd = int(dims.size());
-        std::vector<int64_t> sdims = dims;
-        sdims[size_t(nd - 2)] = blocks(dims[size_t(nd - 2)], br);
-        sdims[size_t(nd - 1)] = blocks(dims[size_t(nd - 1)], bc);
-        codes = Tensor::empty(cpu_allocator(), DType::F8E4M3, dims.data(), nd);
-        scale = Tensor::empty(cpu_allocator(), DType::F32, sdims.data(), nd);
-        std::mt19937_64 rng(seed);
-        std::uniform_real_distribution<float> scale_dist(0.5f * scale_mid, 1.5f * scale_mid);
-        float* s = scale.ptr<float>();
-        for (int64_t i = 0; i < scale.numel(); ++i) s[i] = scale_dist(rng);
-        uint8_t* q = codes.ptr<uint8_t>();
-        const int64_t n = codes.numel();
-        for (int64_t i = 0; i < n; i += 8) {
-            uint64_t bits = rng();
-            for (int64_t b = i; b < std::min(n, i + 8); ++b, bits >>= 8) {
-                const uint8_t v = uint8_t(bits & 0xff);
-                q[b] = (v & 0x7f) == 0x7f ? uint8_t(v - 1) : v;
-            }
-        }
-    }
-
-    // The dense F32 weight e4m3(code) * scale (the f32 product, exact), or a buggy variant.
-    Tensor dense(Dequant mode = Dequant::Exact) const {
-        const int nd = codes.view().ndim;
-        const int64_t N = codes.size(nd - 2), K = codes.size(nd - 1);
-        const int64_t E = nd == 3 ? codes.size(0) : 1;
-        const int64_t sr = blocks(N, br), sc = blocks(K, bc);
-        float lut[256];
-        for (int v = 0; v < 256; ++v) lut[v] = model::fp8_e4m3_to_float(uint8_t(v));
-        Tensor d = Tensor::empty(cpu_allocator(), DType::F32, codes.view().shape.data(), nd);
-        const uint8_t* q = codes.ptr<uint8_t>();
-        const float* s = scale.ptr<float>();
-        float* out = d.ptr<float>();
-        for (int64_t e = 0; e < E; ++e)
-            for (int64_t n = 0; n < N; ++n) {
-                const int64_t sn = mode == Dequant::UpScaleRowFromI && n >= N / 2 ? n - N / 2 : n;
-                const float* srow = s + (e * sr + sn / br) * sc;
-                const int64_t row = (e * N + n) * K;
-                for (int64_t k = 0; k < K; ++k)
-                    out[row + k] =
-                        lut[q[row + k]] * (mode == Dequant::NoScale ? 1.0f : srow[k / bc]);
-            }
-        return d;
-    }
-};
-
-// A device copy, as the ops take it.
-struct DeviceFp8 {
-    Tensor codes, scale;
-    ops::WeightView view;
-    DeviceFp8(const ops::ExecContext& ctx, const HostFp8& w)
-        : codes(to_device(ctx, w.codes, DType::F8E4M3)), scale(to_device(ctx, w.scale, DType::F32)),
-          view(ops::WeightView::fp8(codes, scale, w.br, w.bc)) {}
-};
 
 struct Dims {
     int64_t E, k, H, I, Is;
@@ -125,10 +60,10 @@ struct MoeFp8 {
     DeviceFp8 d_egu, d_edown, d_sgu, d_sdown;
 
     MoeFp8(const ops::ExecContext& c, const Dims& dims, uint64_t seed)
-        : d(dims), egu({d.E, 2 * d.I, d.H}, d.br, d.bc, seed, scale_for(d.H)),
-          edown({d.E, d.H, d.I}, d.br, d.bc, seed + 1, scale_for(d.I)),
-          sgu({2 * d.Is, d.H}, d.br, d.bc, seed + 2, scale_for(d.H)),
-          sdown({d.H, d.Is}, d.br, d.bc, seed + 3, scale_for(d.Is)), egu_ref(egu.dense()),
+        : d(dims), egu(moe_weight({d.E, 2 * d.I, d.H}, d.br, d.bc, seed, scale_for(d.H))),
+          edown(moe_weight({d.E, d.H, d.I}, d.br, d.bc, seed + 1, scale_for(d.I))),
+          sgu(moe_weight({2 * d.Is, d.H}, d.br, d.bc, seed + 2, scale_for(d.H))),
+          sdown(moe_weight({d.H, d.Is}, d.br, d.bc, seed + 3, scale_for(d.Is))), egu_ref(egu.dense()),
           edown_ref(edown.dense()), sgu_ref(sgu.dense()), sdown_ref(sdown.dense()), d_egu(c, egu),
           d_edown(c, edown), d_sgu(c, sgu), d_sdown(c, sdown) {}
 
@@ -185,8 +120,8 @@ TEST(CudaMoeFp8, Qwen35bShapes) {
     const auto c = cuda_ctx(DType::BF16);
     const MoeFp8 m(c, {256, 8, 2048, 512, 512}, 500);
     for (int64_t T : {1, 2, 8}) check_case(c, m, T, 510 + uint64_t(T));
-    // Past the dense route's 64 pairs: fp8 takes it up to 1024 (32 x 8 = 256; 128 x 8 = 1024).
-    for (int64_t T : {32, 128}) check_case(c, m, T, 520 + uint64_t(T));
+    // Past the dense route's 64 pairs: fp8 takes it up to 192 (16 x 8 = 128; 24 x 8 = 192).
+    for (int64_t T : {16, 24}) check_case(c, m, T, 520 + uint64_t(T));
 }
 
 TEST(CudaMoeFp8, PartialBlocks) {
@@ -213,6 +148,101 @@ TEST(CudaMoeFp8, ManyExpertsAndLongRows) {
     // and the shared row past its prefetch.
     const MoeFp8 m(c, {16, 8, 128, 1040, 1040}, 570);
     for (int64_t T : {1, 4}) check_case(c, m, T, 571 + uint64_t(T));
+}
+
+// moe_experts_fp8 (the grouped tensor-core route over fp8 stacks, codes turned into bf16 in
+// shared memory) for T tokens routed on the device: bit for bit the grouped bf16 route on the
+// stacks dequantize_fp8 writes (past its 64-pair GEMV), and the CPU reference within bf16.
+// (cpu_reference false: the bit-exact comparison only, for shapes the FP64 reference is slow on.)
+void check_grouped(const ops::ExecContext& c, const MoeFp8& m, int64_t T, uint64_t seed,
+                   bool cpu_reference = true) {
+    const std::string what = "grouped " + describe(m.d, T);
+    const Inputs in = inputs(m.d, T, seed);
+    const Tensor dh = to_device(c, in.h, DType::BF16);
+    const Tensor dlogits = to_device(c, in.logits, DType::F32);
+    Allocator& a = ops::device_allocator(c.device);
+    Tensor w = Tensor::empty(a, DType::F32, {T, m.d.k}), ids = Tensor::empty(a, DType::I32, {T, m.d.k});
+    ops::moe_route(c, dlogits.view().narrow(1, 0, m.d.E), m.d.k, w, ids);
+    ASSERT_TRUE(ops::cuda::moe_experts_fp8_fits(dh, m.d_egu.view, m.d_edown.view)) << what;
+    Tensor y = to_device(c, in.y0, DType::BF16);
+    ops::cuda::moe_experts_fp8(c, dh, m.d_egu.view, m.d_edown.view, ids, w, y);
+    const Tensor out = to_host(c, y);
+
+    Tensor gu16 = Tensor::empty(a, DType::BF16, m.d_egu.codes.view().shape.data(), 3);
+    Tensor dn16 = Tensor::empty(a, DType::BF16, m.d_edown.codes.view().shape.data(), 3);
+    ops::cuda::dequantize_fp8(c, m.d_egu.view, gu16);
+    ops::cuda::dequantize_fp8(c, m.d_edown.view, dn16);
+    Tensor y16 = to_device(c, in.y0, DType::BF16);
+    ops::cuda::moe_experts(c, dh, gu16, dn16, ids, w, y16);
+    if (T * m.d.k > 64) {
+        EXPECT_TRUE(near(to_host(c, y16), out, kExact)) << "bf16 stacks, " << what;
+    }
+    if (!cpu_reference) return;
+    Tensor ref = clone(in.y0);
+    ops::moe_experts(kCpuRef, in.h, m.egu_ref, m.edown_ref, to_host(c, ids), to_host(c, w), ref);
+    EXPECT_TRUE(near(out, ref, kBf16Reduction)) << what;
+}
+
+TEST(CudaMoeFp8, GroupedTensorCoreRoute) {
+    const auto c = cuda_ctx(DType::BF16);
+    // The 35B's shapes: 9 x 8 = 72 pairs and 160 x 8 = 1280 (past the fused route: what
+    // ops::moe_block takes for prefill) on 32-row tiles, 1000 x 8 on 64-row tiles (>= 24 rows
+    // per expert), 3100 x 8 on 128-row tiles (>= 96 rows per expert).
+    const MoeFp8 big(c, {256, 8, 2048, 512, 512}, 700);
+    for (int64_t T : {9, 160}) check_grouped(c, big, T, 710 + uint64_t(T));
+    check_grouped(c, big, 1000, 712, false);
+    check_grouped(c, big, 3100, 713, false);
+    // Partial K tiles (H = 272 = 4 x 64 + 16, I = 144 = 2 x 64 + 16), partial N blocks and scale
+    // blocks, and 64 x 64 / 3 x 192 blocks.
+    check_grouped(c, MoeFp8(c, {16, 4, 272, 144, 160}, 720), 40, 721);
+    check_grouped(c, MoeFp8(c, {16, 4, 272, 144, 160, 64, 64}, 730), 40, 731);
+    check_grouped(c, MoeFp8(c, {16, 4, 400, 208, 160, 3, 192}, 740), 70, 741);
+}
+
+TEST(CudaMoeFp8, BlockPastTheDecodeRoute) {
+    // ops::moe_block at 160 x 8 pairs (past kFp8DecodeMaxPairs): the composition, whose routed
+    // experts take the grouped fp8 route; block columns of 32 take dequantize-the-used-experts.
+    const auto c = cuda_ctx(DType::BF16);
+    for (int64_t bc : {128, 32}) {
+        const MoeFp8 m(c, {64, 8, 272, 144, 160, 128, bc}, 750 + uint64_t(bc));
+        const int64_t T = 160;
+        const Inputs in = inputs(m.d, T, 760);
+        const Tensor dh = to_device(c, in.h, DType::BF16);
+        EXPECT_FALSE(m.fits(dh));
+        EXPECT_EQ(ops::cuda::moe_experts_fp8_fits(dh, m.d_egu.view, m.d_edown.view), bc == 128);
+        const Tensor dlogits = to_device(c, in.logits, DType::F32);
+        Tensor y = to_device(c, in.y0, DType::BF16);
+        ops::moe_block(c, dh, dlogits, m.d.k, m.d_egu.view, m.d_edown.view, m.d_sgu.view,
+                       m.d_sdown.view, y);
+        EXPECT_TRUE(near(to_host(c, y), m.reference(in.h, in.logits, in.y0, m.egu_ref),
+                         kBf16Reduction))
+            << "block_cols " << bc;
+    }
+}
+
+TEST(CudaMoeFp8, GroupedNegativeControl) {
+    // The grouped route's result must not match the reference with the up rows on the gate
+    // rows' scale rows.
+    const auto c = cuda_ctx(DType::BF16);
+    const MoeFp8 m(c, {16, 4, 272, 256, 160}, 770);
+    const int64_t T = 40;
+    const Inputs in = inputs(m.d, T, 771);
+    const Tensor dh = to_device(c, in.h, DType::BF16);
+    const Tensor dlogits = to_device(c, in.logits, DType::F32);
+    Allocator& a = ops::device_allocator(c.device);
+    Tensor w = Tensor::empty(a, DType::F32, {T, m.d.k}), ids = Tensor::empty(a, DType::I32, {T, m.d.k});
+    ops::moe_route(c, dlogits.view().narrow(1, 0, m.d.E), m.d.k, w, ids);
+    Tensor y = to_device(c, in.y0, DType::BF16);
+    ops::cuda::moe_experts_fp8(c, dh, m.d_egu.view, m.d_edown.view, ids, w, y);
+    const Tensor out = to_host(c, y), hids = to_host(c, ids), hw = to_host(c, w);
+    const auto reference = [&](const Tensor& gate_up) {
+        Tensor ref = clone(in.y0);
+        ops::moe_experts(kCpuRef, in.h, gate_up, m.edown_ref, hids, hw, ref);
+        return ref;
+    };
+    EXPECT_TRUE(near(out, reference(m.egu_ref), kBf16Reduction));
+    EXPECT_FALSE(near(out, reference(m.egu.dense(Dequant::UpScaleRowFromI)), kBf16Reduction));
+    EXPECT_FALSE(near(out, reference(m.egu.dense(Dequant::NoScale)), kBf16Reduction));
 }
 
 TEST(CudaMoeFp8, NegativeControls) {
@@ -263,13 +293,13 @@ TEST(CudaMoeFp8, ShapesTheRouteRefuses) {
     // F32 activations with fp8 weights.
     const Tensor h32 = to_device(c, random_tensor({2, d.H}, 602), DType::F32);
     EXPECT_FALSE(m.fits(h32));
-    // fp8 takes more pairs than the dense route (17 x 4 > 64), up to 1024 (257 x 4 is past it).
+    // fp8 takes more pairs than the dense route (17 x 4 > 64), up to 192 (49 x 4 is past it).
     const Tensor h17 = to_device(c, random_tensor({17, d.H}, 603), DType::BF16);
     EXPECT_TRUE(m.fits(h17));
-    const Tensor h256 = to_device(c, random_tensor({256, d.H}, 604), DType::BF16);
-    EXPECT_TRUE(m.fits(h256));
-    const Tensor h257 = to_device(c, random_tensor({257, d.H}, 605), DType::BF16);
-    EXPECT_FALSE(m.fits(h257));
+    const Tensor h48 = to_device(c, random_tensor({48, d.H}, 604), DType::BF16);
+    EXPECT_TRUE(m.fits(h48));
+    const Tensor h49 = to_device(c, random_tensor({49, d.H}, 605), DType::BF16);
+    EXPECT_FALSE(m.fits(h49));
 
     // H = 264: a multiple of 8 (the dense route takes it) but not of 16 codes.
     const Dims d264{16, 4, 264, 144, 160};
@@ -288,7 +318,7 @@ TEST(CudaMoeFp8, ShapesTheRouteRefuses) {
 
     // Block columns not a multiple of 16, and the four weights on different block sizes.
     EXPECT_FALSE(MoeFp8(c, {16, 4, 272, 144, 160, 128, 24}, 630).fits(h));
-    const HostFp8 sdown64(std::vector<int64_t>{d.H, d.Is}, 64, 64, 631, scale_for(d.Is));
+    const HostFp8 sdown64 = moe_weight({d.H, d.Is}, 64, 64, 631, scale_for(d.Is));
     const DeviceFp8 d_sdown64(c, sdown64);
     EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, d.k, m.d_egu.view, m.d_edown.view,
                                                   m.d_sgu.view, d_sdown64.view));

@@ -97,6 +97,12 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
 bool moe_experts_capturable(int64_t pairs, int64_t H, int64_t I);
 // used[e] = 1 when some pair of ids [T, k] (I32) is routed to expert e, else 0; used: I32 [E].
 void mark_used_experts(const ExecContext& ctx, const TensorView& ids, const TensorView& used);
+// moe_experts over block-wise fp8 stacks on the grouped tensor-core route (the codes are read
+// once per M-tile and turned into bf16 in shared memory: the values dequantize_fp8 writes).
+bool moe_experts_fp8_fits(const TensorView& x, const WeightView& gate_up, const WeightView& down);
+void moe_experts_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& gate_up,
+                     const WeightView& down, const TensorView& ids, const TensorView& weights,
+                     const TensorView& y);
 void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
                         const TensorView& shared, const TensorView& y);
 // moe_block's fused decode route (moe_decode.cu) and the shapes it takes; the dispatcher runs

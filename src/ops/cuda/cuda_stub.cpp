@@ -42,9 +42,17 @@ void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, c
 void gated_rms_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("gated_rms_norm"); }
 void linear(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, bool) { no_cuda("linear"); }
 bool rms_norm_linear_fused(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&, const TensorView&, const TensorView&) { no_cuda("rms_norm_linear"); }
+bool linear_tc_fp8_fits(const TensorView&, const WeightView&, const TensorView&) { no_cuda("linear"); }
+void linear_tc_fp8(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
+bool linear_w8a8_fits(const TensorView&, const WeightView&, const TensorView&) { no_cuda("linear"); }
+bool linear_w8a8(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
+void quantize_rows_fp8(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("quantize_rows_fp8"); }
+Fp8LinearRoute linear_fp8_route(const TensorView&, const WeightView&, const TensorView&) { no_cuda("linear"); }
 void linear_fp8(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
 void dequantize_fp8(const ExecContext&, const WeightView&, const TensorView&, const TensorView&) { no_cuda("dequantize_fp8"); }
 void mark_used_experts(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
+bool moe_experts_fp8_fits(const TensorView&, const WeightView&, const WeightView&) { no_cuda("moe_block"); }
+void moe_experts_fp8(const ExecContext&, const TensorView&, const WeightView&, const WeightView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
 void add(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add"); }
 void sigmoid_mul(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("sigmoid_mul"); }
 void silu_mul(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("silu_mul"); }

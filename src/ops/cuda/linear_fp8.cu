@@ -1,5 +1,6 @@
 // Block-wise fp8 weights on CUDA (linear_fp8.h): the few-row fp8 GEMV, the dequantization to bf16
-// and linear_fp8, which picks between the GEMV and dequantize + cuBLAS.
+// and linear_fp8, which picks the GEMV, the tensor-core GEMM (moe_grouped.cu in dense mode) or
+// dequantize + cuBLAS.
 //
 // Numerics contract:
 //   - W[n, k] = e4m3(q[n, k]) * scale[n / Br, k / Bc]: f32 products of code and scale (the code
@@ -11,8 +12,10 @@
 //     throughout; y rounded once (y = round(y + total) with accumulate).
 //   - dequantize_fp8: out = bf16_rn(f32(code) * scale), one rounding; NaN codes (S.1111.111)
 //     give NaN.
-//   - linear_fp8 past the GEMV: dequantize_fp8 into a bf16 scratch, then cuBLAS (bf16 inputs,
-//     f32 accumulation, y rounded once), so those rows see the weight rounded to bf16.
+//   - linear_fp8 past the GEMV: the tensor-core GEMM multiplies bf16 x by bf16_rn(code * scale)
+//     formed in shared memory (dequantize_fp8's values) with f32 accumulation, y rounded once;
+//     shapes it does not take: dequantize_fp8 into a bf16 scratch, then cuBLAS. Either way those
+//     rows see the weight rounded to bf16.
 //
 // The GEMV (linear_gemv.cu's design, one byte a weight): one warp per output column n streams the
 // code row q[n, :] once; each lane reads 16 bytes (16 codes) a step, so a warp covers 512 columns
@@ -34,6 +37,7 @@
 #include "ops/cuda/fp8_codes.cuh"
 #include "ops/cuda/gemv_rows.cuh"
 #include "ops/cuda/linear_fp8.h"
+#include "ops/cuda/moe_grouped.h"
 #include "ops/cuda/linear_gemv.h"
 
 namespace ninfer::ops::cuda {
@@ -216,6 +220,7 @@ bool aligned16(const void* p) {
 
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
+
 } // namespace
 
 bool linear_gemv_fp8_fits(const TensorView& x, const WeightView& w) {
@@ -306,6 +311,64 @@ void dequantize_fp8(const ExecContext& ctx, const WeightView& w, const TensorVie
                uint32_t(w.block_rows), uint32_t(w.block_cols), sr, sc);
 }
 
+bool linear_tc_fp8_fits(const TensorView& x, const WeightView& w, const TensorView& y) {
+    if (x.ndim != 2 || y.ndim != 2 || !grouped_fp8_fits(w) || w.w.ndim != 2) return false;
+    const int64_t K = x.size(1), N = w.size(0);
+    const int64_t y_align = y.dtype == DType::BF16 ? 4 : 8; // the epilogue's column pairs
+    return x.dtype == DType::BF16 && w.size(1) == K && x.rows_contiguous() &&
+           x.stride[0] % 8 == 0 && aligned16(x.data) && N % 2 == 0 &&
+           (y.dtype == DType::BF16 || y.dtype == DType::F32) && y.rows_contiguous() &&
+           y.size(0) == x.size(0) && y.size(1) == N && y.stride[0] % 2 == 0 &&
+           reinterpret_cast<uintptr_t>(y.data) % y_align == 0;
+}
+
+void linear_tc_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
+                   const TensorView& y, bool accumulate) {
+    require(linear_tc_fp8_fits(x, w, y),
+            "linear_tc_fp8: needs BF16 x with 16-byte aligned rows, K % 16 == 0, N % 8 == 0, "
+            "block_cols % 64 == 0 and a BF16 or F32 y; got x ",
+            x.describe(), ", w ", w.w.describe(), ", y ", y.describe());
+    check_weight("linear_tc_fp8", "w", w);
+    const int64_t T = x.size(0);
+    GroupedGemm g;
+    g.a = x.data;
+    g.a_s0 = x.stride[0];
+    set_fp8_weight(g, w);
+    g.K = x.size(1);
+    g.N = w.size(0);
+    g.dense_rows = T;
+    g.out = y.data;
+    g.out_s0 = y.stride[0];
+    g.out_bf16 = y.dtype == DType::BF16;
+    g.accumulate = accumulate;
+    // The smallest tile that holds the rows (32 and 64 keep more weight stages in flight), 128
+    // past 64 rows (each weight tile serves twice the rows).
+    const int bm = T <= 32 ? 32 : T <= 64 ? 64 : 128;
+    g.k_splits = dense_k_splits(ctx, g, bm);
+    Tensor partial;
+    if (g.k_splits > 1) {
+        partial = Tensor::empty(allocator(ctx.device), DType::F32, {g.k_splits, T, g.N});
+        g.partial = partial.ptr<float>();
+    }
+    grouped_down_bf16(ctx, g, bm);
+}
+
+Fp8LinearRoute linear_fp8_route(const TensorView& x, const WeightView& w, const TensorView& y) {
+    // Measured per route (bench/NOTES.md): the GEMV reads one byte a weight but is bound by the
+    // CUDA cores from ~5 rows (twice the multiply-adds per byte of bf16); from 5 rows cuBLASLt's
+    // fp8 MMAs on quantized activations beat every other route (and bf16's) where they take the
+    // shape; then tensor cores on bf16 activations reading the codes once per 32-128 row tile;
+    // what none takes dequantizes.
+    const int64_t T = x.size(0);
+    const bool gemv = linear_gemv_fp8_fits(x, w);
+    if (gemv && T <= kFp8GemvRows) return Fp8LinearRoute::Gemv;
+    if (T >= kFp8W8a8MinRows && linear_w8a8_fits(x, w, y)) return Fp8LinearRoute::W8A8;
+    if (T <= kFp8TensorCoreMaxRows && linear_tc_fp8_fits(x, w, y))
+        return Fp8LinearRoute::TensorCores;
+    if (gemv) return Fp8LinearRoute::Gemv;
+    return Fp8LinearRoute::Dequantize;
+}
+
 void linear_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                 const TensorView& y, bool accumulate) {
     require(x.dtype == DType::BF16, "linear: fp8 weights run with BF16 activations on CUDA, got x ",
@@ -314,9 +377,14 @@ void linear_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w
             w.w.describe());
     const int64_t T = x.size(0), N = w.size(0), K = w.size(1);
     if (T == 0 || N == 0) return;
-    // The GEMV whenever it fits: at 1..kGemvMaxRows rows it reads one byte a weight, where the
-    // other route writes and reads a bf16 copy of the weight besides.
-    if (linear_gemv_fp8_fits(x, w)) return linear_gemv_fp8(ctx, x, w, y, accumulate);
+    switch (linear_fp8_route(x, w, y)) {
+    case Fp8LinearRoute::Gemv: return linear_gemv_fp8(ctx, x, w, y, accumulate);
+    case Fp8LinearRoute::TensorCores: return linear_tc_fp8(ctx, x, w, y, accumulate);
+    case Fp8LinearRoute::W8A8:
+        if (linear_w8a8(ctx, x, w, y, accumulate)) return;
+        break; // no cuBLASLt algorithm for the shape
+    case Fp8LinearRoute::Dequantize: break;
+    }
     Tensor dense = Tensor::empty(allocator(ctx.device), DType::BF16, {N, K});
     dequantize_fp8(ctx, w, dense);
     linear_cublas(ctx, x, dense, y, accumulate);

@@ -1,7 +1,9 @@
 // Block-wise fp8 weights resident on CUDA (ops/weight.h): weight-only fp8, bf16 activations.
 //   linear_fp8: linear's contract (ops/linear.h) for an fp8 weight. 1..kGemvMaxRows rows take
 //     the fp8 GEMV (linear_fp8.cu: one byte a weight from HBM, the code times its block scale in
-//     f32, f32 accumulation); more rows dequantize the weight to a bf16 scratch and run cuBLAS.
+//     f32, f32 accumulation); more rows the tensor-core GEMM (linear_tc_fp8: the grouped GEMM of
+//     moe_grouped.h in dense mode, codes turned into bf16(code x scale) in shared memory, f32
+//     accumulation); shapes neither takes dequantize the weight to a bf16 scratch, then cuBLAS.
 //   dequantize_fp8: out[.., n, k] = bf16(e4m3(q[.., n, k]) * scale[.., n / Br, k / Bc]) for a
 //     2-D weight or a 3-D stack; with `used` (I32 [E], 3-D only) the experts whose flag is 0 are
 //     skipped (their rows of out are left as they were).
@@ -19,6 +21,32 @@ namespace ninfer::ops::cuda {
 bool linear_gemv_fp8_fits(const TensorView& x, const WeightView& w);
 void linear_gemv_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                      const TensorView& y, bool accumulate);
+
+bool linear_tc_fp8_fits(const TensorView& x, const WeightView& w, const TensorView& y);
+// The W8A8 route (linear_fp8_w8a8.cu, sm_90 cuBLASLt): x quantized per (row, 128 columns) to
+// e4m3 with f32 scales (the checkpoints' activation_scheme: dynamic), then cuBLASLt's fp8 matmul
+// with the weight's 128 x 128 block scales. Needs BF16 x and y, 128 x 128 blocks, K % 128 == 0,
+// N % 16 == 0; returns false (nothing written) when cuBLASLt has no algorithm for the shape.
+bool linear_w8a8_fits(const TensorView& x, const WeightView& w, const TensorView& y);
+bool linear_w8a8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
+                 const TensorView& y, bool accumulate);
+// Step 1 of it: codes[t, k] = e4m3_rn(x[t, k] / s[k / 128, t]) (saturating), s[g, t] =
+// max(max_k |x[t, 128 g + k]|, 1e-12) / 448 (IEEE division); x: BF16 [T, K], K % 128 == 0;
+// codes [Tp, K] and scales [K / 128, Tp] for Tp >= T rows (rows past T: zero codes).
+void quantize_rows_fp8(const ExecContext& ctx, const TensorView& x, const TensorView& codes,
+                       const TensorView& scales);
+
+// linear_fp8's routes by rows (measured on the H200, bench_fp8_ops; bench/NOTES.md): the GEMV to
+// kFp8GemvRows (it stays the fallback to kGemvMaxRows where tensor cores cannot take the
+// shape), the tensor-core GEMM to kFp8TensorCoreMaxRows, W8A8 from kFp8W8a8MinRows, dequantize +
+// cuBLAS for the rest.
+inline constexpr int64_t kFp8GemvRows = 4;
+inline constexpr int64_t kFp8TensorCoreMaxRows = 128;
+inline constexpr int64_t kFp8W8a8MinRows = 5;
+enum class Fp8LinearRoute { Gemv, TensorCores, W8A8, Dequantize };
+Fp8LinearRoute linear_fp8_route(const TensorView& x, const WeightView& w, const TensorView& y);
+void linear_tc_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
+                   const TensorView& y, bool accumulate);
 
 void linear_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                 const TensorView& y, bool accumulate);

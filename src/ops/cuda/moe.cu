@@ -4,7 +4,7 @@
 //   P <= kGemvMaxPairs (decode) and H, I multiples of 8: warp-per-output GEMV kernels with
 //     16-byte loads read each selected expert's rows once per pair; f32 intermediates; a
 //     deterministic combine adds the k weighted outputs.
-//   larger P (prefill): the pairs are put in expert order on the device (counts, one-block
+//   larger P (prefill), and block-wise fp8 experts at any P (moe_experts_fp8): the pairs are put in expert order on the device (counts, one-block
 //     scan, atomic slot cursors, a tile table of (expert, first slot, rows) M-tiles), then two
 //     grouped GEMMs over the tiles (moe_grouped.h): gate_up with SwiGLU fused in its epilogue
 //     and A rows gathered from x, down into f32, and the same deterministic combine. bf16 with
@@ -220,18 +220,24 @@ bool aligned16(const void* p) {
 
 // Pairs in expert order (token_of_slot, slot_of_pair, tile table) on the device, then
 // act = SwiGLU(gate_up GEMM), out = down GEMM (f32), and the deterministic combine into y.
+// Weights: dense stacks, or both block-wise fp8 (moe_experts_fp8: tensor cores only).
 template <typename T>
-void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorView& gate_up,
-                     const TensorView& down, const TensorView& ids, const TensorView& weights,
+void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightView& gate_up,
+                     const WeightView& down, const TensorView& ids, const TensorView& weights,
                      const TensorView& y) {
     const int64_t T_ = x.size(0), H = x.size(1), E = gate_up.size(0), I = down.size(2);
     const int k = int(ids.size(1));
     const int64_t pairs = T_ * k;
     require(pairs < (int64_t(1) << 31), "moe_experts: too many (token, expert) pairs");
+    const bool fp8 = gate_up.is_fp8();
     const bool tensor_cores = std::is_same_v<T, __nv_bfloat16> && H % 8 == 0 && I % 8 == 0 &&
                               x.stride[0] % 8 == 0 && aligned16(x.data) &&
-                              aligned16(gate_up.data) && aligned16(down.data);
-    const int bm = tensor_cores ? grouped_tile_rows_bf16(pairs, E) : kGroupedSimpleRows;
+                              (fp8 ? grouped_fp8_fits(gate_up) && grouped_fp8_fits(down)
+                                   : aligned16(gate_up.w.data) && aligned16(down.w.data));
+    require(tensor_cores || !fp8, "moe_experts: fp8 experts need the tensor-core route");
+    const int bm = !tensor_cores ? kGroupedSimpleRows
+                   : fp8         ? grouped_tile_rows_fp8(pairs, E)
+                                 : grouped_tile_rows_bf16(pairs, E);
     // sum_e ceil(count_e / bm) <= floor(pairs / bm) + E.
     const int64_t max_tiles = pairs / bm + E;
     cudaStream_t stream = stream_of(ctx);
@@ -258,7 +264,7 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorVi
     GroupedGemm up{x.data,
                    x.stride[0],
                    token_of_slot.ptr<int32_t>(),
-                   gate_up.data,
+                   gate_up.w.data,
                    2 * I * H,
                    H,
                    I,
@@ -267,8 +273,9 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const TensorVi
                    max_tiles,
                    act.view().data,
                    I};
-    GroupedGemm dn{act.view().data,      I,         nullptr,   down.data,       H * I, I, H,
+    GroupedGemm dn{act.view().data,      I,         nullptr,   down.w.data,     H * I, I, H,
                    tiles.ptr<int32_t>(), num_tiles, max_tiles, out.view().data, H};
+    if (fp8) set_fp8_weight(up, gate_up), set_fp8_weight(dn, down);
     if (tensor_cores) {
         grouped_gate_up_bf16(ctx, up, bm);
         grouped_down_bf16(ctx, dn, bm);
@@ -315,6 +322,24 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
         else
             experts_grouped<E>(ctx, x, gate_up, down, ids, weights, y);
     });
+}
+
+bool moe_experts_fp8_fits(const TensorView& x, const WeightView& gate_up, const WeightView& down) {
+    const int64_t H = x.size(1), I = down.size(2);
+    return x.dtype == DType::BF16 && H % 8 == 0 && I % 8 == 0 && x.stride[0] % 8 == 0 &&
+           aligned16(x.data) && grouped_fp8_fits(gate_up) && grouped_fp8_fits(down) &&
+           gate_up.w.ndim == 3 && down.w.ndim == 3;
+}
+
+void moe_experts_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& gate_up,
+                     const WeightView& down, const TensorView& ids, const TensorView& weights,
+                     const TensorView& y) {
+    require(moe_experts_fp8_fits(x, gate_up, down),
+            "moe_experts: fp8 experts on tensor cores need BF16 x with 16-byte aligned rows, H "
+            "and I multiples of 8 (K % 16) and block_cols % 64 == 0; got x ",
+            x.describe(), ", gate_up ", gate_up.w.describe(), ", down ", down.w.describe());
+    if (x.size(0) == 0) return;
+    experts_grouped<__nv_bfloat16>(ctx, x, gate_up, down, ids, weights, y);
 }
 
 void mark_used_experts(const ExecContext& ctx, const TensorView& ids, const TensorView& used) {

@@ -36,12 +36,11 @@ constexpr int kMaxExpertsPerLane = 16;  // E <= 512 (the route keeps E / 32 logi
 constexpr int kMaxTopK = 32;            // lane j holds the round-j choice
 constexpr int64_t kDecodeMaxPairs = 64; // = moe_experts' GEMV boundary (moe.cu)
 // fp8 weights take this route up to more pairs: each pair streams its expert's codes (3 x I x H
-// bytes), where the alternative, the composition, dequantizes every routed expert to bf16 scratch
-// and reads it again (~5 bytes of traffic per weight of each used expert). With the 35B's 256
-// experts nearly all routed from ~32 tokens on, pairs x 1 byte beats E x 5 bytes up to ~1300
-// pairs; the L2 also serves the experts several pairs share. Measured on the H200 (35B, 1k/128
-// at 32 concurrent): this route at 256 pairs against the composition, see bench/NOTES.md.
-constexpr int64_t kFp8DecodeMaxPairs = 1024;
+// bytes), against the composition's grouped tensor-core GEMM over fp8 stacks (moe_grouped.cu),
+// which reads each used expert's codes once per 64-row tile but pays the routing passes and the
+// MMA pipeline's fill. Measured on the H200 at the 35B's shapes (bench_fp8_ops, moe_block):
+// 0.214 against 0.263 ms at 128 pairs (T = 16, top-8), 0.414 against 0.372 ms at 256.
+constexpr int64_t kFp8DecodeMaxPairs = 192;
 // Load steps in flight per lane. Up: 2 rows (gate, up) x 2 steps = 4 x 16 bytes; at T = 1 the
 // 35B's 9 x 512 row warps are all resident (up_blocks_per_sm) and keep ~9 MB in the air, twice
 // what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down
