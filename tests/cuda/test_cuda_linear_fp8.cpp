@@ -47,7 +47,6 @@ struct Pads {
 };
 
 using Route = ops::cuda::Fp8LinearRoute;
-using ops::cuda::kFp8GemvRows;
 const char* route_name(Route r) {
     return r == Route::Gemv          ? "gemv"
            : r == Route::TensorCores ? "tensor_cores"
@@ -155,13 +154,12 @@ TEST(CudaLinearFp8, GemvEveryRowCountPartialBlocks) {
     for (int64_t T = 1; T <= kGemvMaxRows + 1; ++T) rows.push_back(T);
     rows.push_back(64);
     for (int64_t T : rows) {
-        // The GEMV to kFp8GemvRows, then tensor cores when K % 16 == 0, block_cols % 64 == 0
-        // and N is even, else the GEMV to kGemvMaxRows, else dequantize.
+        // Weights under kFp8W8a8LargeWeight: the GEMV to kGemvMaxRows, then tensor cores when
+        // K % 16 == 0, block_cols % 64 == 0 and N is even, else dequantize.
         const auto past = [&](bool tensor_cores) {
-            return T <= kFp8GemvRows ? Route::Gemv
+            return T <= kGemvMaxRows ? Route::Gemv
                    : tensor_cores    ? Route::TensorCores
-                   : T <= kGemvMaxRows ? Route::Gemv
-                                       : Route::Dequantize;
+                                     : Route::Dequantize;
         };
         SCOPED_TRACE("T=" + std::to_string(T));
         // K = 2048: whole 128-column blocks, one unrolled step of 4 x 512 columns per lane.
@@ -187,8 +185,7 @@ TEST(CudaLinearFp8, BlockShapesAndFallbacks) {
         EXPECT_EQ(check_linear_fp8({T, 2064, 130, 1, 16, false, DType::F32}), Route::Gemv);
         EXPECT_EQ(check_linear_fp8({T, 2064, 130, 3, 48, true, DType::F32}), Route::Gemv);
         EXPECT_EQ(check_linear_fp8({T, 2064, 130, 128, 160, false, DType::BF16}), Route::Gemv);
-        EXPECT_EQ(check_linear_fp8({T, 2064, 130, 256, 1024, true, DType::F32}),
-                  T <= kFp8GemvRows ? Route::Gemv : Route::TensorCores);
+        EXPECT_EQ(check_linear_fp8({T, 2064, 130, 256, 1024, true, DType::F32}), Route::Gemv);
         EXPECT_EQ(check_linear_fp8({T, 2064, 130, 7, 2064, false, DType::F32, Fp8Codes::AnyByte}),
                   Route::Gemv);
         // Block columns not a multiple of 16, or K % 16 != 0: dequantize + cuBLAS.
@@ -309,8 +306,12 @@ TEST(CudaLinearFp8, RealShapes) {
     for (int64_t T : {1, 4})
         for (auto [K, N] : shapes)
             EXPECT_EQ(check_linear_fp8({T, K, N, 128, 128, T == 1, DType::BF16}), Route::Gemv);
-    for (auto [K, N] : shapes)
+    for (auto [K, N] : shapes) {
+        // Large weights: W8A8 from 5 rows; with an F32 y (W8A8 cannot) the tensor cores.
         EXPECT_EQ(check_linear_fp8({16, K, N, 128, 128, true, DType::F32}), Route::TensorCores);
+        EXPECT_EQ(check_linear_fp8({5, K, N, 128, 128, true, DType::F32}), Route::TensorCores);
+        EXPECT_EQ(check_linear_fp8({8, K, N, 128, 128, false, DType::BF16}), Route::W8A8);
+    }
     EXPECT_EQ(check_linear_fp8({136, 5120, 6144, 128, 128, false, DType::BF16}, {}, Call::TensorCores),
               Route::TensorCores);
     EXPECT_EQ(check_linear_fp8({136, 5120, 6144, 128, 128, false, DType::BF16}), Route::W8A8);

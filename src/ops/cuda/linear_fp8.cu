@@ -354,17 +354,19 @@ void linear_tc_fp8(const ExecContext& ctx, const TensorView& x, const WeightView
 }
 
 Fp8LinearRoute linear_fp8_route(const TensorView& x, const WeightView& w, const TensorView& y) {
-    // Measured per route (bench/NOTES.md): the GEMV reads one byte a weight but is bound by the
-    // CUDA cores from ~5 rows (twice the multiply-adds per byte of bf16); from 5 rows cuBLASLt's
-    // fp8 MMAs on quantized activations beat every other route (and bf16's) where they take the
-    // shape; then tensor cores on bf16 activations reading the codes once per 32-128 row tile;
-    // what none takes dequantizes.
+    // The order of linear_fp8.h: the GEMV reads one byte a weight but is bound by the CUDA cores
+    // from ~5 rows (twice the multiply-adds per byte of bf16); W8A8's fp8 MMAs beat every other
+    // route (and bf16's) where its fixed cost is amortized; the tensor-core GEMM on bf16
+    // activations reads the codes once per 32-128 row tile; what none takes dequantizes.
     const int64_t T = x.size(0);
+    const bool large = w.size(0) * w.size(1) >= kFp8W8a8LargeWeight;
     const bool gemv = linear_gemv_fp8_fits(x, w);
-    if (gemv && T <= kFp8GemvRows) return Fp8LinearRoute::Gemv;
-    if (T >= kFp8W8a8MinRows && linear_w8a8_fits(x, w, y)) return Fp8LinearRoute::W8A8;
-    if (T <= kFp8TensorCoreMaxRows && linear_tc_fp8_fits(x, w, y))
-        return Fp8LinearRoute::TensorCores;
+    const bool w8a8 = linear_w8a8_fits(x, w, y);
+    const bool tc = T <= kFp8TensorCoreMaxRows && linear_tc_fp8_fits(x, w, y);
+    if (gemv && T <= (large ? kFp8GemvRows : kGemvMaxRows)) return Fp8LinearRoute::Gemv;
+    if (w8a8 && (large ? T >= kFp8W8a8MinRows : T > kFp8TensorCoreMaxRows))
+        return Fp8LinearRoute::W8A8;
+    if (tc) return Fp8LinearRoute::TensorCores;
     if (gemv) return Fp8LinearRoute::Gemv;
     return Fp8LinearRoute::Dequantize;
 }

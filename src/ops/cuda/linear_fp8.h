@@ -36,13 +36,19 @@ bool linear_w8a8(const ExecContext& ctx, const TensorView& x, const WeightView& 
 void quantize_rows_fp8(const ExecContext& ctx, const TensorView& x, const TensorView& codes,
                        const TensorView& scales);
 
-// linear_fp8's routes by rows (measured on the H200, bench_fp8_ops; bench/NOTES.md): the GEMV to
-// kFp8GemvRows (it stays the fallback to kGemvMaxRows where tensor cores cannot take the
-// shape), the tensor-core GEMM to kFp8TensorCoreMaxRows, W8A8 from kFp8W8a8MinRows, dequantize +
-// cuBLAS for the rest.
+// linear_fp8's routes by rows and weight size (measured on the H200, bench_fp8_ops;
+// bench/NOTES.md). cuBLASLt's W8A8 costs ~21 us at any size, so it pays from 5 rows on weights
+// of kFp8W8a8LargeWeight elements or more, and only past the tensor-core route's rows on smaller
+// ones (the 35B's o / out_proj / shared expert); the GEMV beats tensor cores to 4 rows on large
+// weights, to 8 on small ones:
+//   large: GEMV 1..kFp8GemvRows, then W8A8 from kFp8W8a8MinRows;
+//   small: GEMV 1..kGemvMaxRows, tensor cores to kFp8TensorCoreMaxRows, W8A8 past it;
+//   shapes W8A8 cannot take: the tensor cores (to kFp8TensorCoreMaxRows rows), else the GEMV
+//   (to kGemvMaxRows); dequantize + cuBLAS for the rest.
 inline constexpr int64_t kFp8GemvRows = 4;
 inline constexpr int64_t kFp8TensorCoreMaxRows = 128;
 inline constexpr int64_t kFp8W8a8MinRows = 5;
+inline constexpr int64_t kFp8W8a8LargeWeight = int64_t(16) << 20;
 enum class Fp8LinearRoute { Gemv, TensorCores, W8A8, Dequantize };
 Fp8LinearRoute linear_fp8_route(const TensorView& x, const WeightView& w, const TensorView& y);
 void linear_tc_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
