@@ -8,8 +8,6 @@
 //     it fits, the composition on the grouped fp8 tensor-core route, and bf16's best route.
 // Used to set linear_fp8's and moe_block's route limits.
 //   bench_fp8_ops [reps]
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -35,24 +33,9 @@ Tensor dev(DType dt, std::vector<int64_t> shape, uint64_t seed, float stddev = 1
     return bench::random_tensor(ctx, dt, shape, seed, stddev);
 }
 
-// Median over reps of the mean of kInner back-to-back calls (one synchronisation per kInner
-// calls, so that microsecond kernels are not timed as a host round trip each).
+// 10 back-to-back calls per timing: the fp8 routes' microsecond kernels.
 double time_ms(const std::function<void()>& body, int reps) {
-    constexpr int kInner = 10;
-    body(); // warm-up
-    ops::synchronize(ctx);
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < kInner; ++i) body();
-        ops::synchronize(ctx);
-        ms.push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count() /
-            kInner);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return bench::time_ms(ctx, body, reps, 10);
 }
 
 void report(const std::string& name, double ms, double flops) {

@@ -46,19 +46,7 @@ Tensor device_ints(const std::vector<int32_t>& v) {
 }
 
 double time_ms(const std::function<void()>& body, int reps) {
-    body(); // warm-up
-    ops::synchronize(ctx);
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        body();
-        ops::synchronize(ctx);
-        ms.push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return bench::time_ms(ctx, body, reps);
 }
 
 void report(const std::string& name, double ms, double flops) {

@@ -2,7 +2,10 @@
 // given contents.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -25,6 +28,27 @@ inline Tensor int_tensor(const ops::ExecContext& ctx, const std::vector<int32_t>
                                        {int64_t(v.size())}),
                 t);
     return t;
+}
+
+// Milliseconds per call of body: after one warm-up call, the median over reps of the mean of
+// `inner` back-to-back calls (one synchronisation per `inner` calls, so that microsecond kernels
+// are not timed as a host round trip each).
+inline double time_ms(const ops::ExecContext& ctx, const std::function<void()>& body, int reps,
+                      int inner = 1) {
+    body();
+    ops::synchronize(ctx);
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < inner; ++i) body();
+        ops::synchronize(ctx);
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count() /
+            inner);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
 }
 
 } // namespace ninfer::bench
