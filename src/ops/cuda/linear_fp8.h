@@ -26,7 +26,8 @@ bool linear_tc_fp8_fits(const TensorView& x, const WeightView& w, const TensorVi
 // The W8A8 route (linear_fp8_w8a8.cu, sm_90 cuBLASLt): x quantized per (row, 128 columns) to
 // e4m3 with f32 scales (the checkpoints' activation_scheme: dynamic), then cuBLASLt's fp8 matmul
 // with the weight's 128 x 128 block scales. Needs BF16 x and y, 128 x 128 blocks, K % 128 == 0,
-// N % 16 == 0; returns false (nothing written) when cuBLASLt has no algorithm for the shape.
+// N % 16 == 0, y and the weight's codes and scales 256-byte aligned (whole allocations); returns
+// false (nothing written) when cuBLASLt has no algorithm for the shape.
 bool linear_w8a8_fits(const TensorView& x, const WeightView& w, const TensorView& y);
 bool linear_w8a8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                  const TensorView& y, bool accumulate);

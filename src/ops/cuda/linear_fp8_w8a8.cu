@@ -114,8 +114,11 @@ void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
     check_lt(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)), "cuBLASLt attr");
 }
 
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+// cuBLASLt's heuristic assumes 256-byte aligned buffers unless told otherwise
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES); allocations are, views into them may not be, and
+// those take another route.
+bool aligned256(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 256 == 0;
 }
 
 } // namespace
@@ -128,7 +131,7 @@ bool linear_w8a8_fits(const TensorView& x, const WeightView& w, const TensorView
            x.rows_contiguous() && (T == 1 || x.stride[0] % 4 == 0) &&
            reinterpret_cast<uintptr_t>(x.data) % 8 == 0 && y.rows_contiguous() &&
            y.size(0) == T && y.size(1) == N && (T == 1 || y.stride[0] % 8 == 0) &&
-           aligned16(y.data) && aligned16(w.w.data) && aligned16(w.scale.data) &&
+           aligned256(y.data) && aligned256(w.w.data) && aligned256(w.scale.data) &&
            w.w.is_contiguous() && w.scale.is_contiguous() && T < (int64_t(1) << 31) &&
            N < (int64_t(1) << 31) && K < (int64_t(1) << 31);
 }
