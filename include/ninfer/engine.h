@@ -49,7 +49,7 @@ struct EngineOptions {
     // at the end of every prompt and generation and every snapshot_stride tokens.
     bool prefix_cache = true;
     int snapshot_stride = 0;        // tokens, a multiple of kv_block_size (0: the default, 512)
-    int prefix_cache_snapshots = 0; // device snapshot slots (0: from memory)
+    int prefix_cache_snapshots = 0; // device snapshot slots (0: from memory; CPU: 8 a slot)
     double prefix_cache_host_gb = 0; // host memory for snapshots evicted from the device
     // Speculative decoding: "" (off) or "mtp" (the checkpoint's MTP head drafts, the model
     // verifies; greedy output is unchanged and sampling keeps its distribution).

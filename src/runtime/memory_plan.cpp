@@ -46,13 +46,18 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
         plan.sequences = bounded ? int32_t(std::clamp<int64_t>(rows_in(kSlotShare), 1,
                                                                kMaxAutoSequences))
                                  : kCpuSequences;
+    const auto cpu_snapshots = [&] {
+        const int64_t by_bytes = row > 0 ? kCpuSnapshotBytes / row : kCpuSnapshotsPerSequence;
+        return int32_t(std::clamp<int64_t>(by_bytes, plan.sequences,
+                                           int64_t(kCpuSnapshotsPerSequence) * plan.sequences));
+    };
     if (in.prefix_cache)
         plan.snapshot_rows =
             in.snapshots > 0
                 ? in.snapshots
                 : (bounded ? int32_t(std::clamp<int64_t>(rows_in(kSnapshotShare), 1,
                                                          2 * int64_t(plan.sequences)))
-                           : plan.sequences);
+                           : cpu_snapshots());
     plan.verify_rows = in.verify_rows;
     const int64_t state_bytes =
         (int64_t(plan.sequences) + 1 + plan.snapshot_rows + plan.verify_rows) * row;

@@ -36,6 +36,13 @@ inline constexpr int32_t kMaxAutoSequences = 256;
 // CPU defaults (no budget): slots, and KV for this many full contexts.
 inline constexpr int32_t kCpuSequences = 16;
 inline constexpr int32_t kCpuFullContexts = 8;
+// CPU snapshot rows by default: this many per sequence slot (a conversation keeps its turn
+// boundary and its last generation, and chats outnumber running slots), within
+// kCpuSnapshotBytes of state, and never fewer than one per slot. With one per slot, 16
+// concurrent 8-turn chats on the demo model served 0% of their prompts from the cache: every
+// new snapshot evicted one a waiting conversation was about to resume from.
+inline constexpr int32_t kCpuSnapshotsPerSequence = 8;
+inline constexpr int64_t kCpuSnapshotBytes = int64_t(4) << 30;
 
 MemoryPlan plan_memory(const MemoryPlanInput& in);
 

@@ -429,6 +429,23 @@ TEST(MemoryPlan, SplitsTheBudgetAndHonoursExplicitCounts) {
     EXPECT_EQ(runtime::plan_memory(in).snapshot_rows, 0);
 }
 
+TEST(MemoryPlan, CpuDefaultsKeepSeveralSnapshotsPerSlotWithinTheirBytes) {
+    runtime::MemoryPlanInput in; // no budget: the CPU
+    in.kv_bytes_per_token = 1024;
+    in.max_context = 4096;
+    in.block_size = 16;
+    in.state_bytes_per_row = int64_t(1) << 20; // small state: 8 per slot
+    runtime::MemoryPlan plan = runtime::plan_memory(in);
+    EXPECT_EQ(plan.sequences, runtime::kCpuSequences);
+    EXPECT_EQ(plan.snapshot_rows, runtime::kCpuSnapshotsPerSequence * runtime::kCpuSequences);
+    in.state_bytes_per_row = int64_t(128) << 20; // 4 GiB hold 32 rows
+    EXPECT_EQ(runtime::plan_memory(in).snapshot_rows, 32);
+    in.state_bytes_per_row = int64_t(1) << 30; // never fewer than one per slot
+    EXPECT_EQ(runtime::plan_memory(in).snapshot_rows, runtime::kCpuSequences);
+    in.snapshots = 5;
+    EXPECT_EQ(runtime::plan_memory(in).snapshot_rows, 5);
+}
+
 TEST(MemoryPlan, ConfigurationsThatCannotFitSayWhatToChange) {
     runtime::MemoryPlanInput in;
     in.budget_bytes = int64_t(64) << 20;
