@@ -7,8 +7,6 @@
 // kGemvMaxRows.
 // NINFER_PDL=0 turns programmatic dependent launch off, for an A/B of the launch gaps.
 //   bench_decode_ops [reps]
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -54,20 +52,8 @@ double graph_us(const std::function<void()>& body) {
     auto graph = ops::capture_graph(ctx, [&] {
         for (int i = 0; i < kCallsPerGraph; ++i) body();
     });
-    graph->launch(ctx);
-    ops::synchronize(ctx);
-    std::vector<double> us;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        graph->launch(ctx);
-        ops::synchronize(ctx);
-        us.push_back(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                .count() /
-            kCallsPerGraph);
-    }
-    std::sort(us.begin(), us.end());
-    return us[us.size() / 2];
+    // bench::time_ms launches the graph once as its warm-up, then times reps replays.
+    return bench::time_ms(ctx, [&] { graph->launch(ctx); }, reps) * 1e3 / kCallsPerGraph;
 }
 
 void report(const std::string& name, double us, double bytes) {

@@ -124,7 +124,7 @@ void moe_routed_experts(const ExecContext& ctx, const TensorView& h, const Weigh
         const HostDense gu = dense_on_host(gate_up), dn = dense_on_host(down);
         return moe_experts(ctx, h, gu.view, dn.view, ids, weights, y);
     }
-    if (gate_up.is_fp8() && down.is_fp8() && cuda::moe_experts_fp8_fits(h, gate_up, down))
+    if (cuda::moe_experts_fp8_fits(h, gate_up, down))
         return cuda::moe_experts_fp8(ctx, h, gate_up, down, ids, weights, y);
     Allocator& a = device_allocator(ctx.device);
     Tensor used = Tensor::empty(a, DType::I32, {gate_up.size(0)});

@@ -220,7 +220,6 @@ bool aligned16(const void* p) {
 
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
-
 } // namespace
 
 bool linear_gemv_fp8_fits(const TensorView& x, const WeightView& w) {
@@ -325,8 +324,8 @@ bool linear_tc_fp8_fits(const TensorView& x, const WeightView& w, const TensorVi
 void linear_tc_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                    const TensorView& y, bool accumulate) {
     require(linear_tc_fp8_fits(x, w, y),
-            "linear_tc_fp8: needs BF16 x with 16-byte aligned rows, K % 16 == 0, N % 8 == 0, "
-            "block_cols % 64 == 0 and a BF16 or F32 y; got x ",
+            "linear_tc_fp8: needs BF16 x with 16-byte aligned rows, K % 16 == 0, an even N, "
+            "block_cols % 64 == 0 and a BF16 or F32 y with an even row stride; got x ",
             x.describe(), ", w ", w.w.describe(), ", y ", y.describe());
     check_weight("linear_tc_fp8", "w", w);
     const int64_t T = x.size(0);
@@ -361,12 +360,11 @@ Fp8LinearRoute linear_fp8_route(const TensorView& x, const WeightView& w, const 
     const int64_t T = x.size(0);
     const bool large = w.size(0) * w.size(1) >= kFp8W8a8LargeWeight;
     const bool gemv = linear_gemv_fp8_fits(x, w);
-    const bool w8a8 = linear_w8a8_fits(x, w, y);
-    const bool tc = T <= kFp8TensorCoreMaxRows && linear_tc_fp8_fits(x, w, y);
     if (gemv && T <= (large ? kFp8GemvRows : kGemvMaxRows)) return Fp8LinearRoute::Gemv;
-    if (w8a8 && (large ? T >= kFp8W8a8MinRows : T > kFp8TensorCoreMaxRows))
+    if ((large ? T >= kFp8W8a8MinRows : T > kFp8TensorCoreMaxRows) && linear_w8a8_fits(x, w, y))
         return Fp8LinearRoute::W8A8;
-    if (tc) return Fp8LinearRoute::TensorCores;
+    if (T <= kFp8TensorCoreMaxRows && linear_tc_fp8_fits(x, w, y))
+        return Fp8LinearRoute::TensorCores;
     if (gemv) return Fp8LinearRoute::Gemv;
     return Fp8LinearRoute::Dequantize;
 }

@@ -4,8 +4,8 @@
 //   P <= kGemvMaxPairs (decode) and H, I multiples of 8: warp-per-output GEMV kernels with
 //     16-byte loads read each selected expert's rows once per pair; f32 intermediates; a
 //     deterministic combine adds the k weighted outputs.
-//   larger P (prefill), and block-wise fp8 experts at any P (moe_experts_fp8): the pairs are put in expert order on the device (counts, one-block
-//     scan, atomic slot cursors, a tile table of (expert, first slot, rows) M-tiles), then two
+//   larger P (prefill), and block-wise fp8 experts at any P (moe_experts_fp8): the pairs are put
+//     in expert order on the device (counts, one-block scan, atomic slot cursors, a tile table of (expert, first slot, rows) M-tiles), then two
 //     grouped GEMMs over the tiles (moe_grouped.h): gate_up with SwiGLU fused in its epilogue
 //     and A rows gathered from x, down into f32, and the same deterministic combine. bf16 with
 //     16-byte aligned rows takes tensor cores (moe_grouped.cu); other cases (F32) a CUDA-core
@@ -218,6 +218,16 @@ bool aligned16(const void* p) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// Whether the grouped tensor-core GEMMs take these operands (given bf16 activations): H and I
+// multiples of 8, 16-byte aligned rows, and dense stacks aligned or fp8 stacks they take.
+bool grouped_operands_fit(const TensorView& x, const WeightView& gate_up, const WeightView& down) {
+    const int64_t H = x.size(1), I = down.size(2);
+    const bool fp8 = gate_up.is_fp8();
+    return H % 8 == 0 && I % 8 == 0 && x.stride[0] % 8 == 0 && aligned16(x.data) &&
+           (fp8 ? grouped_fp8_fits(gate_up) && grouped_fp8_fits(down)
+                : aligned16(gate_up.w.data) && aligned16(down.w.data));
+}
+
 // Pairs in expert order (token_of_slot, slot_of_pair, tile table) on the device, then
 // act = SwiGLU(gate_up GEMM), out = down GEMM (f32), and the deterministic combine into y.
 // Weights: dense stacks, or both block-wise fp8 (moe_experts_fp8: tensor cores only).
@@ -230,10 +240,8 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
     const int64_t pairs = T_ * k;
     require(pairs < (int64_t(1) << 31), "moe_experts: too many (token, expert) pairs");
     const bool fp8 = gate_up.is_fp8();
-    const bool tensor_cores = std::is_same_v<T, __nv_bfloat16> && H % 8 == 0 && I % 8 == 0 &&
-                              x.stride[0] % 8 == 0 && aligned16(x.data) &&
-                              (fp8 ? grouped_fp8_fits(gate_up) && grouped_fp8_fits(down)
-                                   : aligned16(gate_up.w.data) && aligned16(down.w.data));
+    const bool tensor_cores =
+        std::is_same_v<T, __nv_bfloat16> && grouped_operands_fit(x, gate_up, down);
     require(tensor_cores || !fp8, "moe_experts: fp8 experts need the tensor-core route");
     const int bm = !tensor_cores ? kGroupedSimpleRows
                    : fp8         ? grouped_tile_rows_fp8(pairs, E)
@@ -325,10 +333,8 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
 }
 
 bool moe_experts_fp8_fits(const TensorView& x, const WeightView& gate_up, const WeightView& down) {
-    const int64_t H = x.size(1), I = down.size(2);
-    return x.dtype == DType::BF16 && H % 8 == 0 && I % 8 == 0 && x.stride[0] % 8 == 0 &&
-           aligned16(x.data) && grouped_fp8_fits(gate_up) && grouped_fp8_fits(down) &&
-           gate_up.w.ndim == 3 && down.w.ndim == 3;
+    return x.dtype == DType::BF16 && gate_up.is_fp8() && down.is_fp8() && gate_up.w.ndim == 3 &&
+           down.w.ndim == 3 && grouped_operands_fit(x, gate_up, down);
 }
 
 void moe_experts_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& gate_up,
