@@ -108,9 +108,10 @@ RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint
 // Bytes one decode step must read at context c: active weights, the KV of c tokens, and the
 // GDN state (read and written).
 // (weight_bytes: model::active_weight_bytes, fp8 resident or not.)
-double decode_bytes(const io::ModelConfig& c, int64_t weight_bytes, int64_t elem, double context) {
+double decode_bytes(const io::ModelConfig& c, int64_t weight_bytes, int64_t elem, double context,
+                    ops::KvDtype kv_dtype, DType activation) {
     return double(weight_bytes) +
-           double(model::kv_bytes_per_token(c, elem)) * context +
+           double(model::kv_bytes_per_token(c, kv_dtype, activation)) * context +
            2.0 * double(model::gdn_state_bytes_per_sequence(c, elem));
 }
 
@@ -130,6 +131,8 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
                         const io::ModelConfig& c, const model::ParamCounts& p, int64_t elem,
                         int64_t weight_bytes, double copy_bw) {
     const int64_t limit = engine.model_info().token_limit;
+    const ops::KvDtype kv = ops::parse_kv_dtype(o.engine.kv_dtype);
+    const DType act = elem == 4 ? DType::F32 : DType::BF16;
     for (int w = 0; w < o.warmup; ++w) run_once(engine, t, limit, 1000 + uint64_t(w));
     std::vector<double> prefill, ttft, decode, roofline, tflops;
     SpeculativeStats spec; // over the measured repetitions
@@ -145,7 +148,8 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
             const double tok_s = (tm.generated_tokens - 1) / tm.decode_s;
             decode.push_back(tok_s);
             const double context = t.prompt + 0.5 * t.gen; // the mean context while decoding
-            roofline.push_back(tok_s * decode_bytes(c, weight_bytes, elem, context) / copy_bw);
+            roofline.push_back(tok_s * decode_bytes(c, weight_bytes, elem, context, kv, act) /
+                               copy_bw);
         }
     }
     nlohmann::json j = {{"test", t.name},
@@ -161,7 +165,8 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
     if (!decode.empty()) {
         j["decode_tok_s"] = stat_json(stat_of(decode));
         j["decode_roofline_fraction"] = stat_json(stat_of(roofline));
-        j["decode_bytes_per_step"] = decode_bytes(c, weight_bytes, elem, t.prompt + 0.5 * t.gen);
+        j["decode_bytes_per_step"] =
+            decode_bytes(c, weight_bytes, elem, t.prompt + 0.5 * t.gen, kv, act);
         j["decode_tok_s_runs"] = decode;
     }
     if (!o.engine.speculative.empty())
@@ -237,6 +242,7 @@ int bench(BenchOptions o) {
         {"model_type", c.model_type},
         {"device", o.engine.device},
         {"dtype", dtype_name(ctx.dtype)},
+        {"kv_dtype", ops::kv_dtype_name(ops::parse_kv_dtype(o.engine.kv_dtype), ctx.dtype)},
         {"weights", fp8_resident ? "fp8 block-wise (resident)" : dtype_name(ctx.dtype)},
         {"prefill_chunk", o.engine.prefill_chunk},
         {"load_s", load_s},

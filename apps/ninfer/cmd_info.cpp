@@ -74,11 +74,15 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
                        {"active_per_token", p.active_per_token},
                        {"mtp", p.mtp},
                        {"total_with_mtp", p.text_total + p.mtp}};
-    const int64_t kv_token = model::kv_bytes_per_token(c, kBf16);
+    const int64_t kv_token = model::kv_bytes_per_token(c, ops::KvDtype::Activation, DType::BF16);
     const int64_t gdn_seq = model::gdn_state_bytes_per_sequence(c, kBf16);
     j["memory_bytes"] = {{"weights_bf16", (p.text_total + p.mtp) * kBf16},
                          {"weights_read_per_token_bf16", p.active_per_token * kBf16},
                          {"kv_per_token_bf16", kv_token},
+                         {"kv_per_token_int8",
+                          model::kv_bytes_per_token(c, ops::KvDtype::Int8, DType::BF16)},
+                         {"kv_per_token_fp8",
+                          model::kv_bytes_per_token(c, ops::KvDtype::Fp8, DType::BF16)},
                          {"gdn_state_per_sequence", gdn_seq},
                          {"context", context},
                          {"one_sequence_at_context", kv_token * context + gdn_seq}};

@@ -73,9 +73,9 @@ void print_engine(const EngineOptions& o, const EngineStats& st) {
         cache += ")";
     }
     std::fprintf(stderr,
-                 "ninfer: engine: KV capacity %lld tokens, %lld sequence slots, %lld batch "
+                 "ninfer: engine: KV capacity %lld tokens (%s), %lld sequence slots, %lld batch "
                  "tokens, prefix cache %s\n",
-                 (long long)st.kv_capacity_tokens, (long long)st.state_slots_total,
+                 (long long)st.kv_capacity_tokens, st.kv_dtype.c_str(), (long long)st.state_slots_total,
                  (long long)st.max_batch_tokens, cache.c_str());
 }
 

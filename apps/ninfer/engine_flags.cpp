@@ -60,6 +60,11 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "resident (projections stay fp8) or dequantize (to the compute dtype at "
                        "load)")
             ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
+        app.add_option("--kv-dtype", o.kv_dtype,
+                       "KV cache storage: bf16 (the activation dtype), int8 (an f16 scale per 64 "
+                       "dims) or fp8 (e4m3, a scale per token and head); int8 and fp8 hold about "
+                       "twice the tokens")
+            ->check(CLI::IsMember({"bf16", "int8", "fp8"}));
         app.add_option("--threads", o.threads,
                        "CPU threads (0: the CPUs this process may use, less one when that is the "
                        "whole machine)")

@@ -39,6 +39,10 @@ struct EngineOptions {
     int max_sequences = 0;
     int max_context = 0;         // longest sequence (0: min(max_position_embeddings, 32768))
     int kv_block_size = 16;      // tokens per KV block
+    // KV cache storage: "bf16" (the activation dtype: bf16 on CUDA, f32 on the CPU), "int8"
+    // (int8 codes, an f16 scale per 64 dims of each token and head) or "fp8" (e4m3 codes, an
+    // f32 scale per token and head). int8 and fp8 about double the tokens that fit.
+    std::string kv_dtype = "bf16";
     // KV capacity in tokens. 0: from memory (CUDA: gpu_memory_utilization; CPU: max_sequences *
     // max_context).
     int64_t kv_cache_tokens = 0;
@@ -241,6 +245,7 @@ struct EngineStats {
     int64_t preemptions = 0;            // total
     int64_t max_batch_tokens = 0;       // the step's row budget
     int64_t kv_capacity_tokens = 0;     // kv_blocks_total * block size
+    std::string kv_dtype;               // the KV cache's storage: "bf16", "f32", "int8", "fp8"
     std::string speculative;            // "" or the method ("mtp")
     SpeculativeStats speculation;       // totals
     int64_t draft_tokens = 0;           // the draft tokens of the latest step that drafted

@@ -25,6 +25,7 @@ int64_t dtype_size(DType dtype) {
         return 8;
     case DType::U8:
     case DType::F8E4M3:
+    case DType::I8:
         return 1;
     }
     return 0;
@@ -48,6 +49,8 @@ const char* dtype_name(DType dtype) {
         return "U8";
     case DType::F8E4M3:
         return "F8_E4M3";
+    case DType::I8:
+        return "I8";
     }
     return "?";
 }
@@ -58,7 +61,8 @@ bool dtype_from_safetensors(std::string_view name, DType* out) {
         DType dtype;
     } kTable[] = {{"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16},
                   {"F64", DType::F64}, {"I32", DType::I32}, {"I64", DType::I64},
-                  {"U8", DType::U8},   {"F8_E4M3", DType::F8E4M3}};
+                  {"U8", DType::U8},   {"F8_E4M3", DType::F8E4M3},
+                  {"I8", DType::I8}};
     for (const auto& entry : kTable) {
         if (entry.name == name) {
             *out = entry.dtype;

@@ -14,7 +14,8 @@
 namespace ninfer {
 
 // F8E4M3: float8_e4m3fn codes (model/fp8.h), stored as bytes; never an activation dtype.
-enum class DType : uint8_t { F32, F16, BF16, F64, I32, I64, U8, F8E4M3 };
+// I8: signed 8-bit codes (the int8 KV cache, ops/kv_cache.h).
+enum class DType : uint8_t { F32, F16, BF16, F64, I32, I64, U8, F8E4M3, I8 };
 
 int64_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);

@@ -91,9 +91,9 @@ ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
     return p;
 }
 
-int64_t kv_bytes_per_token(const ModelConfig& c, int64_t element_bytes) {
-    return c.count_layers(LayerKind::FullAttention) * 2 * c.num_kv_heads * c.head_dim *
-           element_bytes;
+int64_t kv_bytes_per_token(const ModelConfig& c, ops::KvDtype kv_dtype, DType activation) {
+    return c.count_layers(LayerKind::FullAttention) * 2 * c.num_kv_heads *
+           ops::kv_row_bytes(kv_dtype, activation, c.head_dim);
 }
 
 int64_t gdn_state_bytes_per_sequence(const ModelConfig& c, int64_t conv_element_bytes) {

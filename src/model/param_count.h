@@ -3,7 +3,9 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "io/hf_config.h"
+#include "ops/kv_cache.h"
 
 namespace ninfer::model {
 
@@ -32,9 +34,10 @@ int64_t text_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block
 
 ParamCounts count_params(const io::ModelConfig& config, int64_t mtp_layers);
 
-// Bytes of per-sequence state: KV per token (all full-attention layers, K and V) at the given
-// element size, and the fixed GDN state (conv history + fp32 recurrent state, all GDN layers).
-int64_t kv_bytes_per_token(const io::ModelConfig& config, int64_t element_bytes);
+// Bytes of per-sequence state: KV per token (all full-attention layers, K and V: codes and
+// scales of the KV dtype, ops/kv_cache.h), and the fixed GDN state (conv history + fp32
+// recurrent state, all GDN layers).
+int64_t kv_bytes_per_token(const io::ModelConfig& config, ops::KvDtype kv_dtype, DType activation);
 int64_t gdn_state_bytes_per_sequence(const io::ModelConfig& config, int64_t conv_element_bytes);
 
 } // namespace ninfer::model

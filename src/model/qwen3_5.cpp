@@ -238,8 +238,8 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
 }
 
 void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeights& w,
-                                  const ForwardBatch& batch, const TensorView& k_cache,
-                                  const TensorView& v_cache, const RopeTables& rope) {
+                                  const ForwardBatch& batch, const ops::KvPlane& k_cache,
+                                  const ops::KvPlane& v_cache, const RopeTables& rope) {
     const io::ModelConfig& c = config_;
     Scratch& s = *scratch_;
     const int64_t T = batch.tokens.size(0), D = c.head_dim, nH = c.num_heads, nKV = c.num_kv_heads;

@@ -10,6 +10,7 @@
 #include "model/vision.h"
 #include "model/weights.h"
 #include "ops/exec_context.h"
+#include "ops/kv_cache.h"
 #include "ops/seq_batch.h"
 
 namespace ninfer::model {
@@ -30,10 +31,10 @@ struct CacheSpec {
 
 // Per-layer cache tensors, indexed by the layer's rank among layers of its kind.
 struct CacheViews {
-    std::vector<TensorView> k_cache, v_cache; // [NB, bs, nKV, D]
-    std::vector<TensorView> conv_state;       // [slots, C, K-1]
-    std::vector<TensorView> recurrent_state;  // [slots, Hv, dk, dv] F32
-    std::vector<TensorView> mtp_k_cache, mtp_v_cache; // [NB, bs, nKV, D]: the MTP layers' KV
+    std::vector<ops::KvPlane> k_cache, v_cache; // [NB, bs, nKV, D] (ops/kv_cache.h)
+    std::vector<TensorView> conv_state;         // [slots, C, K-1]
+    std::vector<TensorView> recurrent_state;    // [slots, Hv, dk, dv] F32
+    std::vector<ops::KvPlane> mtp_k_cache, mtp_v_cache; // the MTP layers' KV, same layout
 };
 
 // One forward call. All views are on the execution device.
@@ -118,8 +119,8 @@ private:
     void gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w, const ForwardBatch& batch,
                    const TensorView& conv_state, const TensorView& recurrent_state);
     void attention_layer(const ops::ExecContext& ctx, const LayerWeights& w,
-                         const ForwardBatch& batch, const TensorView& k_cache,
-                         const TensorView& v_cache, const RopeTables& rope);
+                         const ForwardBatch& batch, const ops::KvPlane& k_cache,
+                         const ops::KvPlane& v_cache, const RopeTables& rope);
     void mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, int64_t T);
 
     io::ModelConfig config_;

@@ -7,22 +7,27 @@
 namespace ninfer::ops {
 namespace {
 
-void check_cache(const ExecContext& ctx, const char* op, const TensorView& k_cache,
-                 const TensorView& v_cache, const SeqBatch& batch) {
-    for (auto [name, t] : {std::pair{"k_cache", &k_cache}, {"v_cache", &v_cache}}) {
-        check_device(ctx, op, name, *t);
-        check_float(op, name, *t);
-        check_contiguous(op, name, *t);
-    }
-    check_shape(op, "k_cache", k_cache, {-1, batch.block_size, -1, -1});
-    check_shape(op, "v_cache", v_cache,
-                {k_cache.size(0), k_cache.size(1), k_cache.size(2), k_cache.size(3)});
+void check_cache(const ExecContext& ctx, const char* op, const KvPlane& k_cache,
+                 const KvPlane& v_cache, const SeqBatch& batch) {
+    check_kv_planes(op, k_cache, v_cache);
+    check_device(ctx, op, "k_cache", k_cache.data);
+    check_device(ctx, op, "v_cache", v_cache.data);
+    check_shape(op, "k_cache", k_cache.data, {-1, batch.block_size, -1, -1});
+}
+
+// A backend's dtype rule over two float tensors and the caches (when unquantized: codes have
+// their codec's dtype, checked by check_kv_planes).
+void check_floats(const char* op, const TensorView& a, const TensorView& b, const KvPlane& k_cache,
+                  const KvPlane& v_cache,
+                  void (*check)(const char*, std::initializer_list<const TensorView*>)) {
+    if (k_cache.quantized()) return check(op, {&a, &b});
+    check(op, {&a, &b, &k_cache.data, &v_cache.data});
 }
 
 } // namespace
 
 void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorView& v,
-                    const SeqBatch& batch, const TensorView& k_cache, const TensorView& v_cache) {
+                    const SeqBatch& batch, const KvPlane& k_cache, const KvPlane& v_cache) {
     constexpr const char* op = "kv_cache_write";
     check_cache(ctx, op, k_cache, v_cache, batch);
     for (auto [name, t] : {std::pair{"k", &k}, {"v", &v}}) {
@@ -35,17 +40,17 @@ void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorVie
     check_seq_batch(op, batch, k.size(0), -1, k_cache.size(0));
     switch (ctx.device.type) {
     case DeviceType::Cpu:
-        check_cpu_f32(op, {&k, &v, &k_cache, &v_cache});
+        check_floats(op, k, v, k_cache, v_cache, check_cpu_f32);
         return cpu::kv_cache_write(ctx.cpu_mode, k, v, batch, k_cache, v_cache);
     case DeviceType::Cuda:
-        check_cuda_float(op, {&k, &v, &k_cache, &v_cache});
+        check_floats(op, k, v, k_cache, v_cache, check_cuda_float);
         return cuda::kv_cache_write(ctx, k, v, batch, k_cache, v_cache);
     }
     no_backend(op, ctx);
 }
 
-void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
-                     const TensorView& v_cache, const SeqBatch& batch, float scale,
+void paged_attention(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
+                     const KvPlane& v_cache, const SeqBatch& batch, float scale,
                      const TensorView& out) {
     constexpr const char* op = "paged_attention";
     check_cache(ctx, op, k_cache, v_cache, batch);
@@ -61,10 +66,10 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorVi
     check_seq_batch(op, batch, q.size(0), -1, k_cache.size(0));
     switch (ctx.device.type) {
     case DeviceType::Cpu:
-        check_cpu_f32(op, {&q, &k_cache, &v_cache, &out});
+        check_floats(op, q, out, k_cache, v_cache, check_cpu_f32);
         return cpu::paged_attention(ctx.cpu_mode, q, k_cache, v_cache, batch, scale, out);
     case DeviceType::Cuda:
-        check_cuda_float(op, {&q, &k_cache, &v_cache, &out});
+        check_floats(op, q, out, k_cache, v_cache, check_cuda_float);
         return cuda::paged_attention(ctx, q, k_cache, v_cache, batch, scale, out);
     }
     no_backend(op, ctx);

@@ -2,26 +2,31 @@
 //
 // kv_cache_write: stores each row's k and v at its position in its sequence's blocks:
 //   position p -> block block_table[s, p / bs], offset p % bs.
-//   k, v: [T, nKV, D] float, last dim contiguous    k_cache, v_cache: [NB, bs, nKV, D] float
+//   k, v: [T, nKV, D] float, last dim contiguous    k_cache, v_cache: KvPlane (ops/kv_cache.h),
+//   [NB, bs, nKV, D]: the activation dtype (a copy), or a quantized codec's codes and scales
+//   (each (row, kv head) is encoded by its codec, ops/kv_codec.h).
 //
 // paged_attention: for a row at position p of sequence s and head h (kv head h / (nH / nKV)):
 //   out[r, h] = sum_{tau <= p} softmax_tau(scale * q[r, h] . K[s, tau, kvh]) V[s, tau, kvh]
 //   reading K/V for tau in [0, p] through the block table (causal; the rows of this call must
 //   already be written). q: [T, nH, D] float, last dim contiguous   out: [T, nH, D] contiguous.
-// Numerics: scores and softmax in f32 (f64 in CPU reference mode), online-softmax allowed.
+//   K and V are the planes' values: the stored elements, or the codec's decode(code, scale).
+// Numerics: scores and softmax in f32 (f64 in CPU reference mode), online-softmax allowed. The
+// CUDA tensor-core prefill route rounds quantized K and V values to bf16 before its MMAs.
 #pragma once
 
 #include "core/tensor.h"
 #include "ops/exec_context.h"
+#include "ops/kv_cache.h"
 #include "ops/seq_batch.h"
 
 namespace ninfer::ops {
 
 void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorView& v,
-                    const SeqBatch& batch, const TensorView& k_cache, const TensorView& v_cache);
+                    const SeqBatch& batch, const KvPlane& k_cache, const KvPlane& v_cache);
 
-void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
-                     const TensorView& v_cache, const SeqBatch& batch, float scale,
+void paged_attention(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
+                     const KvPlane& v_cache, const SeqBatch& batch, float scale,
                      const TensorView& out);
 
 } // namespace ninfer::ops

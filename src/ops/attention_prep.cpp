@@ -17,8 +17,8 @@ void attention_prep_composed(const ExecContext& ctx, const TensorView& q_in, con
                              const TensorView& v_in, const TensorView& q_norm,
                              const TensorView& k_norm, float eps, const TensorView& positions,
                              int64_t rotary_dim, double theta, const SeqBatch& batch,
-                             const TensorView& q, const TensorView& k, const TensorView& k_cache,
-                             const TensorView& v_cache) {
+                             const TensorView& q, const TensorView& k, const KvPlane& k_cache,
+                             const KvPlane& v_cache) {
     rms_norm(ctx, q_in, q_norm, eps, q);
     rms_norm(ctx, k_in, k_norm, eps, k);
     rope(ctx, q, positions, rotary_dim, theta);
@@ -31,17 +31,15 @@ void check_attention_prep(const ExecContext& ctx, const TensorView& q_in, const 
                           const TensorView& v_in, const TensorView& q_norm,
                           const TensorView& k_norm, const TensorView& positions, int64_t rotary_dim,
                           double theta, const SeqBatch& batch, const TensorView& q,
-                          const TensorView& k, const TensorView& k_cache,
-                          const TensorView& v_cache) {
+                          const TensorView& k, const KvPlane& k_cache,
+                          const KvPlane& v_cache) {
     for (auto [name, t] : {std::pair{"q_in", &q_in},
                            {"k_in", &k_in},
                            {"v_in", &v_in},
                            {"q_norm", &q_norm},
                            {"k_norm", &k_norm},
                            {"q", &q},
-                           {"k", &k},
-                           {"k_cache", &k_cache},
-                           {"v_cache", &v_cache}}) {
+                           {"k", &k}}) {
         check_device(ctx, kOp, name, *t);
         check_float(kOp, name, *t);
         check_rows_contiguous(kOp, name, *t);
@@ -61,10 +59,10 @@ void check_attention_prep(const ExecContext& ctx, const TensorView& q_in, const 
     require(theta > 0, kOp, ": theta must be positive");
     check_shape(kOp, "q", q, {T, nH, D});
     check_shape(kOp, "k", k, {T, nKV, D});
-    check_shape(kOp, "k_cache", k_cache, {-1, batch.block_size, nKV, D});
-    check_shape(kOp, "v_cache", v_cache, {k_cache.size(0), batch.block_size, nKV, D});
-    check_contiguous(kOp, "k_cache", k_cache);
-    check_contiguous(kOp, "v_cache", v_cache);
+    check_kv_planes(kOp, k_cache, v_cache);
+    check_device(ctx, kOp, "k_cache", k_cache.data);
+    check_device(ctx, kOp, "v_cache", v_cache.data);
+    check_shape(kOp, "k_cache", k_cache.data, {-1, batch.block_size, nKV, D});
     check_seq_batch(kOp, batch, T, -1, k_cache.size(0));
 }
 
@@ -74,17 +72,19 @@ void attention_prep(const ExecContext& ctx, const TensorView& q_in, const Tensor
                     const TensorView& v_in, const TensorView& q_norm, const TensorView& k_norm,
                     float eps, const TensorView& positions, int64_t rotary_dim, double theta,
                     const SeqBatch& batch, const TensorView& q, const TensorView& k,
-                    const TensorView& k_cache, const TensorView& v_cache) {
+                    const KvPlane& k_cache, const KvPlane& v_cache) {
     check_attention_prep(ctx, q_in, k_in, v_in, q_norm, k_norm, positions, rotary_dim, theta, batch,
                          q, k, k_cache, v_cache);
     if (q_in.size(0) == 0) return;
     switch (ctx.device.type) {
     case DeviceType::Cpu:
-        check_cpu_f32(kOp, {&q_in, &k_in, &v_in, &q_norm, &k_norm, &q, &k, &k_cache, &v_cache});
+        check_cpu_f32(kOp, {&q_in, &k_in, &v_in, &q_norm, &k_norm, &q, &k});
+        if (!k_cache.quantized()) check_cpu_f32(kOp, {&q, &k_cache.data, &v_cache.data});
         return attention_prep_composed(ctx, q_in, k_in, v_in, q_norm, k_norm, eps, positions,
                                        rotary_dim, theta, batch, q, k, k_cache, v_cache);
     case DeviceType::Cuda:
-        check_cuda_float(kOp, {&q_in, &k_in, &v_in, &q_norm, &k_norm, &q, &k, &k_cache, &v_cache});
+        check_cuda_float(kOp, {&q_in, &k_in, &v_in, &q_norm, &k_norm, &q, &k});
+        if (!k_cache.quantized()) check_cuda_float(kOp, {&q, &k_cache.data, &v_cache.data});
         if (cuda::attention_prep_fused_fits(q_in, k_in, v_in, q_norm, k_norm, rotary_dim, q,
                                             k_cache, v_cache))
             return cuda::attention_prep_fused(ctx, q_in, k_in, v_in, q_norm, k_norm, eps, positions,

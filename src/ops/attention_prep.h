@@ -13,9 +13,10 @@
 //     itself (in place)
 //   k: [T, nKV, D], last dim contiguous: scratch, left unspecified (the fused CUDA route does not
 //     write it); may be k_in itself
-//   k_cache, v_cache: [NB, bs, nKV, D] contiguous, bs = batch.block_size: the rows' positions are
-//     written, every other entry is left as it was
-//   Every float tensor has the activation dtype.
+//   k_cache, v_cache: KvPlane (ops/kv_cache.h) [NB, bs, nKV, D], bs = batch.block_size: the rows'
+//     positions are written (stored as kv_cache_write stores them: a copy, or the plane's
+//     codec), every other entry is left as it was
+//   Every float tensor (the caches too, unless quantized) has the activation dtype.
 // Numerics: the composition's: the norm in f32 (f64 in CPU reference mode) with the normalised
 // value rounded once to the activation dtype; the rotation reads that rounded value, computes in
 // f32 with the angle f32(positions[t]) * inv_freq rounded to f32, and rounds once. The CPU body
@@ -27,6 +28,7 @@
 
 #include "core/tensor.h"
 #include "ops/exec_context.h"
+#include "ops/kv_cache.h"
 #include "ops/seq_batch.h"
 
 namespace ninfer::ops {
@@ -35,6 +37,6 @@ void attention_prep(const ExecContext& ctx, const TensorView& q_in, const Tensor
                     const TensorView& v_in, const TensorView& q_norm, const TensorView& k_norm,
                     float eps, const TensorView& positions, int64_t rotary_dim, double theta,
                     const SeqBatch& batch, const TensorView& q, const TensorView& k,
-                    const TensorView& k_cache, const TensorView& v_cache);
+                    const KvPlane& k_cache, const KvPlane& v_cache);
 
 } // namespace ninfer::ops

@@ -9,7 +9,7 @@ CacheStore::CacheStore(const ops::ExecContext& ctx, const model::CacheSpec& spec
     : ctx_(ctx), sequences_(plan.sequences), snapshot_rows_(plan.snapshot_rows),
       host_buffers_(host_buffers) {
     kv_ = std::make_unique<KvPool>(spec, plan.kv_blocks + 1, plan.block_size, ctx.device,
-                                   ctx.dtype);
+                                   ctx.dtype, plan.kv_dtype);
     states_ = std::make_unique<StatePool>(
         spec, plan.sequences + 1 + plan.snapshot_rows + plan.verify_rows, ctx.device, ctx.dtype);
     host_.resize(size_t(host_buffers));

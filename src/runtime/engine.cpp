@@ -122,6 +122,7 @@ void validate_sampling(const SamplingOptions& s) {
 
 Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     validate_options(o);
+    kv_dtype = ops::parse_kv_dtype(o.kv_dtype);
     ctx.device = parse_device(o.device);
     ctx.dtype = parse_dtype(o.dtype, ctx.device);
     ctx.cpu_mode = o.cpu_reference ? ops::CpuMode::Reference : ops::CpuMode::Fast;
@@ -228,7 +229,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
 void Engine::Impl::plan_memory() {
     const model::CacheSpec spec = model->cache_spec(policy != nullptr);
     runtime::MemoryPlanInput in;
-    in.kv_bytes_per_token = runtime::KvPool::bytes_per_token(spec, ctx.dtype);
+    in.kv_bytes_per_token = runtime::KvPool::bytes_per_token(spec, ctx.dtype, kv_dtype);
     in.state_bytes_per_row = runtime::StatePool::bytes_per_row(spec, ctx.dtype);
     in.max_context = info.max_context;
     in.block_size = options.kv_block_size;
@@ -252,6 +253,7 @@ void Engine::Impl::plan_memory() {
                  "lower --max-batch-tokens");
     }
     memory = runtime::plan_memory(in);
+    memory.kv_dtype = kv_dtype;
 }
 
 // One forward of the largest step the scheduler can plan (max_batch_tokens rows in chunks of
@@ -261,6 +263,7 @@ void Engine::Impl::profile_workspace() {
     const int64_t seqs = std::min<int64_t>((total + chunk - 1) / chunk, 256);
     runtime::MemoryPlan tmp;
     tmp.block_size = options.kv_block_size;
+    tmp.kv_dtype = kv_dtype;
     tmp.sequences = int32_t(seqs);
     tmp.kv_blocks = seqs * ((chunk + tmp.block_size - 1) / tmp.block_size);
     runtime::CacheStore store(ctx, model->cache_spec(policy != nullptr), tmp, 0);

@@ -35,6 +35,7 @@ struct Engine::Impl {
     std::unique_ptr<model::Qwen35Model> model;
     ModelInfo info;
     runtime::MemoryPlan memory;
+    ops::KvDtype kv_dtype = ops::KvDtype::Activation; // options.kv_dtype
     std::unique_ptr<runtime::CacheStore> cache;
     std::unique_ptr<runtime::BlockManager> blocks;
     std::unique_ptr<runtime::SnapshotCache> snapshots; // null: prefix cache off

@@ -83,6 +83,7 @@ void Engine::Impl::publish_stats() {
     s.preemptions = st.preemptions;
     s.max_batch_tokens = options.max_batch_tokens;
     s.kv_capacity_tokens = memory.kv_tokens();
+    s.kv_dtype = ops::kv_dtype_name(memory.kv_dtype, ctx.dtype);
     s.speculative = options.speculative;
     s.speculation = spec_totals;
     s.draft_tokens = last_draft_tokens;

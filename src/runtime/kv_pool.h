@@ -1,7 +1,8 @@
 // KvPool: the device tensors of the paged KV cache of every full-attention layer (then the MTP
 // layers', when speculation runs them; they share the block ids): num_blocks
-// blocks of block_size tokens ([NB, bs, nKV, D] per layer and K/V). Which block holds what is
-// the scheduler's business (scheduler/block_manager.h).
+// blocks of block_size tokens ([NB, bs, nKV, D] per layer and K/V, plus the scale planes of a
+// quantized --kv-dtype, ops/kv_cache.h). Which block holds what is the scheduler's business
+// (scheduler/block_manager.h).
 #pragma once
 
 #include <cstdint>
@@ -10,34 +11,39 @@
 #include "core/tensor.h"
 #include "model/qwen3_5.h"
 #include "ops/exec_context.h"
+#include "ops/kv_cache.h"
 
 namespace ninfer::runtime {
 
 class KvPool {
 public:
+    // activation: the compute dtype (the planes' dtype for KvDtype::Activation).
     KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_size, Device device,
-           DType dtype);
+           DType activation, ops::KvDtype kv_dtype = ops::KvDtype::Activation);
 
     int32_t block_size() const { return block_size_; }
     int64_t num_blocks() const { return num_blocks_; }
+    ops::KvDtype kv_dtype() const { return kv_dtype_; }
     // Layers [0, attention_layers) are the model's; the MTP layers' follow.
     int64_t attention_layers() const { return attention_layers_; }
-    // Bytes of one token's K and V over every attention layer.
-    static int64_t bytes_per_token(const model::CacheSpec& spec, DType dtype);
+    // Bytes of one token's K and V (codes and scales) over every attention layer.
+    static int64_t bytes_per_token(const model::CacheSpec& spec, DType activation,
+                                   ops::KvDtype kv_dtype = ops::KvDtype::Activation);
 
-    // Block dst = block src in every layer's K and V.
+    // Block dst = block src in every layer's K and V (codes and scales).
     void copy_block(const ops::ExecContext& ctx, int32_t src, int32_t dst) const;
 
     int64_t bytes() const;
-    const std::vector<TensorView>& k_views() const { return k_views_; }
-    const std::vector<TensorView>& v_views() const { return v_views_; }
+    const std::vector<ops::KvPlane>& k_views() const { return k_views_; }
+    const std::vector<ops::KvPlane>& v_views() const { return v_views_; }
 
 private:
     int32_t block_size_;
     int64_t num_blocks_;
     int64_t attention_layers_;
-    std::vector<Tensor> k_, v_;
-    std::vector<TensorView> k_views_, v_views_;
+    ops::KvDtype kv_dtype_;
+    std::vector<Tensor> storage_;
+    std::vector<ops::KvPlane> k_views_, v_views_;
 };
 
 } // namespace ninfer::runtime

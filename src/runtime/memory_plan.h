@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "ops/kv_cache.h"
+
 namespace ninfer::runtime {
 
 struct MemoryPlanInput {
@@ -29,6 +31,7 @@ struct MemoryPlan {
     int32_t verify_rows = 0;   // state rows for the per-column states of speculative verification
     int64_t kv_tokens() const;
     int32_t block_size = 16;
+    ops::KvDtype kv_dtype = ops::KvDtype::Activation; // the KV pool's storage
 };
 
 // The largest number of sequences a plan gives when none is requested.

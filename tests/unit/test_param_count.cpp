@@ -135,9 +135,13 @@ ModelConfig small_config() {
 TEST(ParamCount, KvBytesPerToken) {
     const ModelConfig c = small_config();
     // 2 attention layers * (K + V) * 2 kv heads * head_dim 8 = 64 elements per token.
-    EXPECT_EQ(model::kv_bytes_per_token(c, 2), 128);
-    EXPECT_EQ(model::kv_bytes_per_token(c, 4), 256);
-    EXPECT_EQ(model::kv_bytes_per_token(c, 1), 64);
+    using ops::KvDtype;
+    EXPECT_EQ(model::kv_bytes_per_token(c, KvDtype::Activation, DType::BF16), 128);
+    EXPECT_EQ(model::kv_bytes_per_token(c, KvDtype::Activation, DType::F32), 256);
+    // int8: a byte a dim plus one f16 scale per (token, head) row of 8 dims (one group of 64).
+    EXPECT_EQ(model::kv_bytes_per_token(c, KvDtype::Int8, DType::BF16), 64 + 8 * 2);
+    // fp8: a byte a dim plus one f32 scale per row.
+    EXPECT_EQ(model::kv_bytes_per_token(c, KvDtype::Fp8, DType::BF16), 64 + 8 * 4);
 }
 
 TEST(ParamCount, GdnStateBytesPerSequence) {

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "runtime/kv_pool.h"
 #include "runtime/scheduler/block_manager.h"
@@ -45,13 +46,51 @@ TEST(KvPool, Shapes) {
     EXPECT_EQ(pool.block_size(), 16);
     ASSERT_EQ(pool.k_views().size(), 2u);
     ASSERT_EQ(pool.v_views().size(), 2u);
-    for (const TensorView& v : pool.k_views()) {
-        EXPECT_EQ(dims_of(v), (std::vector<int64_t>{10, 16, 2, 4}));
-        EXPECT_EQ(v.dtype, DType::BF16);
+    for (const ops::KvPlane& p : pool.k_views()) {
+        EXPECT_EQ(dims_of(p.data), (std::vector<int64_t>{10, 16, 2, 4}));
+        EXPECT_EQ(p.data.dtype, DType::BF16);
+        EXPECT_FALSE(p.quantized());
     }
-    EXPECT_NE(pool.k_views()[0].data, pool.v_views()[0].data);
+    EXPECT_NE(pool.k_views()[0].data.data, pool.v_views()[0].data.data);
     EXPECT_EQ(KvPool::bytes_per_token(small_spec(), DType::BF16), 2 * 2 * 2 * 4 * 2);
     EXPECT_EQ(pool.bytes(), 10 * 16 * KvPool::bytes_per_token(small_spec(), DType::BF16));
+}
+
+TEST(KvPool, QuantizedPlanesCarryTheirScales) {
+    model::CacheSpec spec = small_spec();
+    spec.head_dim = 72; // int8: two groups of 64 (the second partial)
+    for (auto [kv, code, scale, groups] :
+         {std::tuple{ops::KvDtype::Int8, DType::I8, DType::F16, 2},
+          std::tuple{ops::KvDtype::Fp8, DType::F8E4M3, DType::F32, 1}}) {
+        KvPool pool(spec, 10, 16, Device::cpu(), DType::BF16, kv);
+        EXPECT_EQ(pool.kv_dtype(), kv);
+        for (const ops::KvPlane& p : pool.v_views()) {
+            EXPECT_EQ(p.dtype(), kv);
+            EXPECT_EQ(p.data.dtype, code);
+            EXPECT_EQ(p.scale.dtype, scale);
+            EXPECT_EQ(dims_of(p.scale), (std::vector<int64_t>{10, 16, 2, groups}));
+        }
+        // Per token: 2 layers x (K + V) x 2 heads x (72 code bytes + the row's scales).
+        const int64_t per_token = 2 * 2 * 2 * (72 + groups * dtype_size(scale));
+        EXPECT_EQ(KvPool::bytes_per_token(spec, DType::BF16, kv), per_token);
+        EXPECT_EQ(pool.bytes(), 10 * 16 * per_token);
+        // About half of bf16's bytes: what doubles the tokens that fit.
+        EXPECT_LT(2 * per_token, KvPool::bytes_per_token(spec, DType::BF16) * 11 / 10);
+    }
+}
+
+TEST(KvPool, CopyBlockCopiesScalesToo) {
+    KvPool pool(small_spec(), 4, 2, Device::cpu(), DType::F32, ops::KvDtype::Fp8);
+    const ops::KvPlane& p = pool.k_views()[1];
+    for (int64_t i = 0; i < p.scale.numel(); ++i) p.scale.ptr<float>()[i] = float(i);
+    for (int64_t i = 0; i < p.data.numel(); ++i) p.data.ptr<uint8_t>()[i] = uint8_t(i);
+    pool.copy_block(kCpu, 1, 3);
+    const int64_t scales_per_block = 2 * 2, codes_per_block = 2 * 2 * 4;
+    for (int64_t i = 0; i < scales_per_block; ++i)
+        EXPECT_EQ(p.scale.ptr<float>()[3 * scales_per_block + i], float(scales_per_block + i));
+    for (int64_t i = 0; i < codes_per_block; ++i)
+        EXPECT_EQ(p.data.ptr<uint8_t>()[3 * codes_per_block + i], uint8_t(codes_per_block + i));
+    EXPECT_EQ(p.scale.ptr<float>()[0], 0.0f); // other blocks untouched
 }
 
 TEST(KvPool, RejectsEmptyPools) {
@@ -61,8 +100,9 @@ TEST(KvPool, RejectsEmptyPools) {
 
 TEST(KvPool, CopyBlockCopiesEveryLayerAndNothingElse) {
     KvPool pool(small_spec(), 4, 2, Device::cpu(), DType::F32);
-    auto views = pool.k_views();
-    views.insert(views.end(), pool.v_views().begin(), pool.v_views().end());
+    std::vector<TensorView> views;
+    for (const auto* planes : {&pool.k_views(), &pool.v_views()})
+        for (const ops::KvPlane& p : *planes) views.push_back(p.data);
     for (size_t l = 0; l < views.size(); ++l)
         for (int64_t i = 0; i < views[l].numel(); ++i)
             views[l].ptr<float>()[i] = float(l * 1000 + size_t(i));

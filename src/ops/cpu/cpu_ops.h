@@ -5,6 +5,7 @@
 
 #include "ops/exec_context.h"
 #include "ops/gated_delta_rule.h"
+#include "ops/kv_cache.h"
 #include "ops/sampling.h"
 #include "ops/seq_batch.h"
 
@@ -32,9 +33,9 @@ void gated_delta_rule(CpuMode mode, const TensorView& q, const TensorView& k, co
 void rope(CpuMode mode, const TensorView& x, const TensorView& positions, int64_t rotary_dim,
           double theta);
 void kv_cache_write(CpuMode mode, const TensorView& k, const TensorView& v, const SeqBatch& batch,
-                    const TensorView& k_cache, const TensorView& v_cache);
-void paged_attention(CpuMode mode, const TensorView& q, const TensorView& k_cache,
-                     const TensorView& v_cache, const SeqBatch& batch, float scale,
+                    const KvPlane& k_cache, const KvPlane& v_cache);
+void paged_attention(CpuMode mode, const TensorView& q, const KvPlane& k_cache,
+                     const KvPlane& v_cache, const SeqBatch& batch, float scale,
                      const TensorView& out);
 void moe_route(CpuMode mode, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids);

@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "ops/exec_context.h"
 #include "ops/gated_delta_rule.h"
+#include "ops/kv_cache.h"
 #include "ops/memory.h"
 #include "ops/sampling.h"
 #include "ops/seq_batch.h"
@@ -73,22 +74,22 @@ void gdn_core_fused(const ExecContext& ctx, const TensorView& qkv, const TensorV
 void rope(const ExecContext& ctx, const TensorView& x, const TensorView& positions,
           int64_t rotary_dim, double theta);
 void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorView& v,
-                    const SeqBatch& batch, const TensorView& k_cache, const TensorView& v_cache);
-void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
-                     const TensorView& v_cache, const SeqBatch& batch, float scale,
+                    const SeqBatch& batch, const KvPlane& k_cache, const KvPlane& v_cache);
+void paged_attention(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
+                     const KvPlane& v_cache, const SeqBatch& batch, float scale,
                      const TensorView& out);
 // attention_prep's fused route (attention_prep.cu) and the shapes it takes (any batch); the
 // dispatcher runs the op composition for the rest.
 bool attention_prep_fused_fits(const TensorView& q_in, const TensorView& k_in,
                                const TensorView& v_in, const TensorView& q_norm,
                                const TensorView& k_norm, int64_t rotary_dim, const TensorView& q,
-                               const TensorView& k_cache, const TensorView& v_cache);
+                               const KvPlane& k_cache, const KvPlane& v_cache);
 void attention_prep_fused(const ExecContext& ctx, const TensorView& q_in, const TensorView& k_in,
                           const TensorView& v_in, const TensorView& q_norm,
                           const TensorView& k_norm, float eps, const TensorView& positions,
                           int64_t rotary_dim, double theta, const SeqBatch& batch,
-                          const TensorView& q, const TensorView& k_cache,
-                          const TensorView& v_cache);
+                          const TensorView& q, const KvPlane& k_cache,
+                          const KvPlane& v_cache);
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids);
 void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& gate_up,

@@ -62,10 +62,10 @@ void gated_delta_rule(const ExecContext&, const TensorView&, const TensorView&, 
 bool gdn_core_fused_fits(const SeqBatch&, const TensorView&, const TensorView&, int64_t) { no_cuda("gdn_core_fused"); }
 void gdn_core_fused(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, float, const SeqBatch&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("gdn_core_fused"); }
 void rope(const ExecContext&, const TensorView&, const TensorView&, int64_t, double) { no_cuda("rope"); }
-void kv_cache_write(const ExecContext&, const TensorView&, const TensorView&, const SeqBatch&, const TensorView&, const TensorView&) { no_cuda("kv_cache_write"); }
-void paged_attention(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const SeqBatch&, float, const TensorView&) { no_cuda("paged_attention"); }
-bool attention_prep_fused_fits(const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&) { no_cuda("attention_prep"); }
-void attention_prep_fused(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&, int64_t, double, const SeqBatch&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("attention_prep"); }
+void kv_cache_write(const ExecContext&, const TensorView&, const TensorView&, const SeqBatch&, const KvPlane&, const KvPlane&) { no_cuda("kv_cache_write"); }
+void paged_attention(const ExecContext&, const TensorView&, const KvPlane&, const KvPlane&, const SeqBatch&, float, const TensorView&) { no_cuda("paged_attention"); }
+bool attention_prep_fused_fits(const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, int64_t, const TensorView&, const KvPlane&, const KvPlane&) { no_cuda("attention_prep"); }
+void attention_prep_fused(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&, int64_t, double, const SeqBatch&, const TensorView&, const KvPlane&, const KvPlane&) { no_cuda("attention_prep"); }
 void moe_route(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&) { no_cuda("moe_route"); }
 void moe_experts(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_experts"); }
 bool moe_experts_capturable(int64_t, int64_t, int64_t) { no_cuda("moe_experts_capturable"); }

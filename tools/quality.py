@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Quality of fp8 weights against bf16 on the demo model, with the ninfer CLI (CPU by default).
+"""Quality of quantized weights and KV caches against bf16 on the demo model, with the ninfer CLI.
 
-The demo model is converted with `ninfer convert --to fp8` (the official block-wise layout), then
-both checkpoints are measured the same way:
+Variants (--variants, each against bf16 weights with a bf16 KV cache):
+  fp8      the demo model converted with `ninfer convert --to fp8` (the official block-wise layout);
+  kv_int8  the bf16 model with `--kv-dtype int8` (int8 codes, an f16 scale per 64 dims);
+  kv_fp8   the bf16 model with `--kv-dtype fp8` (e4m3 codes, a scale per token and head).
+Each is measured the same way:
   - perplexity (`ninfer perplexity`) on a text: by default this repository's Python tools, code as
     the demo model was trained on;
   - greedy agreement: each prompt (the demo model's reference.json cases and mtp_eval.json
@@ -13,7 +16,9 @@ both checkpoints are measured the same way:
     in one bucket), so a lower bound of the full KL.
 On the CPU the fp8 checkpoint runs dequantized (the weights e4m3(code) x scale, bf16
 activations): the numerics of CUDA's fp8 GEMV and tensor-core routes, not of W8A8.
-  python3 tools/quality_fp8.py [--ninfer build/apps/ninfer/ninfer] [--device cpu] [-o out.json]
+On the CPU the KV variants quantize the f32 activations' keys and values with the same codecs as
+CUDA (ops/kv_codec.h).
+  python3 tools/quality.py [--variants fp8,kv_int8,kv_fp8] [--device cpu] [-o out.json]
 """
 import argparse
 import glob
@@ -32,8 +37,9 @@ def run(cmd):
     return out.stdout
 
 
-def generate(args, model, ids, new, top=0):
-    cmd = [args.ninfer, "run", "--model", model, "--device", args.device, "--prompt-ids",
+def generate(args, variant, ids, new, top=0):
+    model, flags = variant
+    cmd = [args.ninfer, "run", "--model", model, *flags, "--device", args.device, "--prompt-ids",
            ",".join(map(str, ids)), "--max-new", str(new), "--greedy", "--ignore-eos", "--json"]
     if top:
         cmd += ["--top-logprobs", str(top)]
@@ -64,12 +70,21 @@ def main():
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--kl-every", type=int, default=32)
     ap.add_argument("--top-logprobs", type=int, default=20)
+    ap.add_argument("--variants", default="fp8,kv_int8,kv_fp8")
     ap.add_argument("-o", "--output")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="ninfer-quality-")
-    fp8 = os.path.join(work, "demo-fp8")
-    run([args.ninfer, "convert", "--model", args.model, "--to", "fp8", "--out", fp8])
+    variants = {"bf16": (args.model, [])}
+    for name in args.variants.split(","):
+        if name == "fp8":
+            fp8 = os.path.join(work, "demo-fp8")
+            run([args.ninfer, "convert", "--model", args.model, "--to", "fp8", "--out", fp8])
+            variants[name] = (fp8, [])
+        elif name in ("kv_int8", "kv_fp8"):
+            variants[name] = (args.model, ["--kv-dtype", name[3:]])
+        else:
+            sys.exit(f"unknown variant {name} (fp8, kv_int8, kv_fp8)")
     text = args.text
     if not text:
         text = os.path.join(work, "text.py")
@@ -78,11 +93,10 @@ def main():
                 source = open(path).read()
                 if "<|" not in source:  # special tokens (image placeholders) would be matched
                     f.write(source + "\n")
-    models = {"bf16": args.model, "fp8": fp8}
     report = {"model": args.model, "device": args.device, "new_tokens": args.new}
-    for name, path in models.items():
-        ppl = json.loads(run([args.ninfer, "perplexity", "--model", path, "--device", args.device,
-                              "--file", text, "--context", str(args.context)]))
+    for name, (path, flags) in variants.items():
+        ppl = json.loads(run([args.ninfer, "perplexity", "--model", path, *flags, "--device",
+                              args.device, "--file", text, "--context", str(args.context)]))
         report[f"ppl_{name}"] = ppl["ppl"]
         report["ppl_tokens"] = ppl["tokens"]
 
@@ -91,27 +105,35 @@ def main():
     mtp = os.path.join(args.model, "mtp_eval.json")
     if os.path.exists(mtp):
         prompts += json.load(open(mtp))["prompts"]
-    agree, positions, identical, kls = 0, 0, 0, []
-    for ids in prompts:
-        base = [t["id"] for t in generate(args, models["bf16"], ids, args.new)]
-        other = [t["id"] for t in generate(args, models["fp8"], ids, args.new)]
-        same = next((i for i, (a, b) in enumerate(zip(base, other)) if a != b), len(base))
-        agree += same
-        positions += len(base)
-        identical += same == len(base)
-        for cut in range(0, args.new, args.kl_every):
-            prefix = ids + base[:cut]
-            p = generate(args, models["bf16"], prefix, 1, args.top_logprobs)[0]["top_logprobs"]
-            q = generate(args, models["fp8"], prefix, 1, args.top_logprobs)[0]["top_logprobs"]
-            kls.append(kl_top([(t["id"], t["logprob"]) for t in p],
-                              [(t["id"], t["logprob"]) for t in q]))
-    report.update({
-        "prompts": len(prompts),
-        "greedy_agreement_before_first_divergence": agree / positions,
-        "greedy_identical_continuations": identical,
-        "kl_positions": len(kls),
-        "mean_kl_top": sum(kls) / len(kls),
-    })
+    base = {i: [t["id"] for t in generate(args, variants["bf16"], ids, args.new)]
+            for i, ids in enumerate(prompts)}
+    base_top = {}  # (prompt, cut) -> bf16's top alternatives
+    for name, variant in variants.items():
+        if name == "bf16":
+            continue
+        agree, positions, identical, kls = 0, 0, 0, []
+        for i, ids in enumerate(prompts):
+            other = [t["id"] for t in generate(args, variant, ids, args.new)]
+            same = next((j for j, (a, b) in enumerate(zip(base[i], other)) if a != b), len(base[i]))
+            agree += same
+            positions += len(base[i])
+            identical += same == len(base[i])
+            for cut in range(0, args.new, args.kl_every):
+                prefix = ids + base[i][:cut]
+                if (i, cut) not in base_top:
+                    base_top[(i, cut)] = generate(args, variants["bf16"], prefix, 1,
+                                                  args.top_logprobs)[0]["top_logprobs"]
+                q = generate(args, variant, prefix, 1, args.top_logprobs)[0]["top_logprobs"]
+                kls.append(kl_top([(t["id"], t["logprob"]) for t in base_top[(i, cut)]],
+                                  [(t["id"], t["logprob"]) for t in q]))
+        report[name] = {
+            "flags": variant[1],
+            "greedy_agreement_before_first_divergence": agree / positions,
+            "greedy_identical_continuations": identical,
+            "kl_positions": len(kls),
+            "mean_kl_top": sum(kls) / len(kls),
+        }
+    report["prompts"] = len(prompts)
     out = json.dumps(report, indent=1)
     print(out)
     if args.output:
