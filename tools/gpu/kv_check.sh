@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# On the H200 (after `source tools/gpu/unpack_binaries.sh`): the KV-dtype CUDA tests, the decode
+# attention op at bf16 / int8 / fp8 KV (bench_decode_ops' paged_attention lines), then the
+# random-weight 35B-A3B decoding at a long context with each --kv-dtype in one run, and the KV
+# capacity `ninfer serve` plans with each. Logs and JSON under $OUT.
+#   NINFER_BIN=/tmp/g/ninfer bash tools/gpu/kv_check.sh [tests|ops|bench|all]
+# env: KV_CONTEXT (default 131072), KV_MODEL (default qwen3.6-35b-a3b), EXTRA_TESTS.
+set -uo pipefail
+out=${OUT:-out}
+mkdir -p "$out"
+bin=${NINFER_BIN:-/tmp/g/ninfer}
+what=${1:-all}
+model=${KV_MODEL:-qwen3.6-35b-a3b}
+context=${KV_CONTEXT:-131072}
+if [ "$what" = tests ] || [ "$what" = all ]; then
+    for t in test_cuda_kv_quant test_cuda_attention test_cuda_attention_prep ${EXTRA_TESTS:-}; do
+        [ -x /tmp/g/$t ] || { echo "== $t: not packed"; continue; }
+        echo "== $t"
+        timeout 300 /tmp/g/$t --gtest_brief=1 > "$out/$t.log" 2>&1
+        echo "exit $?"
+        grep -E "PASSED|FAILED|Failure" "$out/$t.log" | head -20
+    done
+fi
+if { [ "$what" = ops ] || [ "$what" = all ]; } && [ -x /tmp/g/bench_decode_ops ]; then
+    echo "== bench_decode_ops (paged_attention)"
+    timeout 300 /tmp/g/bench_decode_ops 20 > "$out/bench_decode_ops.txt" 2>&1
+    echo "exit $?"
+    grep -i "attention" "$out/bench_decode_ops.txt" | head -40
+fi
+{ [ "$what" = tests ] || [ "$what" = ops ]; } && exit 0
+for kv in bf16 int8 fp8; do
+    echo "== bench $model kv=$kv pg$context,128"
+    timeout 240 "$bin" bench --config "configs/$model.json" --random-weights --device cuda \
+        --kv-dtype $kv --prefill-chunk 8192 \
+        -p 0 -n 0 --pg $context,128 -r 2 --warmup 0 -o json \
+        > "$out/bench_${model}_kv_$kv.json" 2> "$out/bench_${model}_kv_$kv.err"
+    echo "exit $?"
+    python3 - "$out/bench_${model}_kv_$kv.json" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no json:", e); sys.exit(0)
+print(j.get("kv_dtype"), "kv cache %.2f GB" % (j["memory_bytes"]["kv_cache"] / 1e9),
+      "copy %.0f GB/s" % (j["ceilings"]["copy_bytes_per_s"] / 1e9))
+for r in j["results"]:
+    s = r["test"]
+    if "prefill_tok_s" in r: s += " prefill %.0f tok/s" % r["prefill_tok_s"]["mean"]
+    if "decode_tok_s" in r: s += " decode %.1f tok/s (%.1f%% roofline, %.2f GB/step)" % (
+        r["decode_tok_s"]["mean"], 100 * r["decode_roofline_fraction"]["mean"],
+        r["decode_bytes_per_step"] / 1e9)
+    print(" ", s)
+PY
+done
+for kv in bf16 int8 fp8; do
+    echo "== serve $model kv=$kv: planned capacity"
+    timeout 120 "$bin" serve --config "configs/$model.json" --random-weights --device cuda \
+        --kv-dtype $kv --port 8391 > "$out/serve_capacity_$kv.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 110); do
+        grep -q "KV capacity" "$out/serve_capacity_$kv.log" && break
+        sleep 1
+    done
+    grep "KV capacity" "$out/serve_capacity_$kv.log"
+    kill $pid 2> /dev/null; wait $pid 2> /dev/null
+done
