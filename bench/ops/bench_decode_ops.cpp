@@ -21,6 +21,7 @@
 #include "ops/elementwise.h"
 #include "ops/gated_delta_rule.h"
 #include "ops/gated_rms_norm.h"
+#include "ops/kv_cache.h"
 #include "ops/linear.h"
 #include "ops/logits.h"
 #include "ops/memory.h"
@@ -62,16 +63,18 @@ void report(const std::string& name, double us, double bytes) {
     std::fflush(stdout);
 }
 
-// One decode row of one sequence at position ctx_len - 1, contiguous KV blocks.
+// The last `rows` rows (a decode row by default) of one sequence of ctx_len positions,
+// contiguous KV blocks.
 struct DecodeBatch {
-    std::vector<int32_t> row_begin{0, 1}, pos_begin, slot{0}, table;
+    std::vector<int32_t> row_begin, pos_begin, slot{0}, table;
     Tensor d_row, d_pos, d_slot, d_table;
     ops::SeqBatch b;
-    DecodeBatch(int32_t ctx_len, int32_t bs) : pos_begin{ctx_len - 1} {
+    DecodeBatch(int32_t ctx_len, int32_t bs, int32_t rows = 1)
+        : row_begin{0, rows}, pos_begin{ctx_len - rows} {
         for (int32_t i = 0; i < (ctx_len + bs - 1) / bs; ++i) table.push_back(i);
         d_row = ints(row_begin), d_pos = ints(pos_begin), d_slot = ints(slot),
         d_table = ints(table);
-        b.num_seqs = 1, b.num_rows = 1, b.max_rows_per_seq = 1, b.max_context = ctx_len;
+        b.num_seqs = 1, b.num_rows = rows, b.max_rows_per_seq = rows, b.max_context = ctx_len;
         b.host_row_begin = row_begin.data(), b.host_pos_begin = pos_begin.data();
         b.host_state_slot = slot.data(), b.host_block_table = table.data();
         b.block_table_stride = int32_t(table.size()), b.block_size = bs;
@@ -168,17 +171,40 @@ void gdn_core(int64_t Hv) {
            gdn_bytes);
 }
 
-void attention_decode(int64_t nH, int64_t nKV, int32_t ctx_len) {
+// One decode row over a KV cache of ctx_len positions stored as kv (bf16, or the int8 / fp8
+// codes and scales that kv_cache_write makes of random bf16 rows). Rate: the planes' bytes.
+void attention_decode(int64_t nH, int64_t nKV, int32_t ctx_len,
+                      ops::KvDtype kv = ops::KvDtype::Activation) {
     const int64_t D = 256;
     const int32_t bs = 16;
     DecodeBatch batch(ctx_len, bs);
     const int64_t NB = (ctx_len + bs - 1) / bs;
     Tensor q = dev(DType::BF16, {1, nH, D}, 20), out = dev(DType::BF16, {1, nH, D}, 21);
-    Tensor kc = dev(DType::BF16, {NB, bs, nKV, D}, 22), vc = dev(DType::BF16, {NB, bs, nKV, D}, 23);
-    report("paged_attention T=1 ctx=" + std::to_string(ctx_len) + " nH=" + std::to_string(nH) +
-               " nKV=" + std::to_string(nKV),
-           graph_us([&] { ops::paged_attention(ctx, q, kc, vc, batch.b, 0.0625f, out); }),
-           2.0 * 2 * ctx_len * nKV * D);
+    std::vector<Tensor> keep;
+    auto plane = [&](uint64_t seed) {
+        if (kv == ops::KvDtype::Activation) {
+            keep.push_back(dev(DType::BF16, {NB, bs, nKV, D}, seed));
+            return ops::KvPlane(keep.back());
+        }
+        Allocator& a = ops::device_allocator(ctx.device);
+        keep.push_back(Tensor::empty(a, ops::kv_code_dtype(kv, DType::BF16), {NB, bs, nKV, D}));
+        keep.push_back(Tensor::empty(a, ops::kv_scale_dtype(kv),
+                                     {NB, bs, nKV, ops::kv_scale_groups(kv, D)}));
+        return ops::KvPlane::quantized(keep[keep.size() - 2], keep.back());
+    };
+    const ops::KvPlane kc = plane(22), vc = plane(23);
+    if (kc.quantized()) {
+        DecodeBatch all(ctx_len, bs, ctx_len);
+        Tensor k = dev(DType::BF16, {ctx_len, nKV, D}, 24);
+        Tensor v = dev(DType::BF16, {ctx_len, nKV, D}, 25);
+        ops::kv_cache_write(ctx, k, v, all.b, kc, vc);
+        ops::synchronize(ctx);
+    }
+    std::string name = "paged_attention T=1 ctx=" + std::to_string(ctx_len) +
+                       " nH=" + std::to_string(nH) + " nKV=" + std::to_string(nKV);
+    if (kc.quantized()) name += std::string(" kv=") + ops::kv_dtype_name(kv, DType::BF16);
+    report(name, graph_us([&] { ops::paged_attention(ctx, q, kc, vc, batch.b, 0.0625f, out); }),
+           2.0 * ctx_len * nKV * ops::kv_row_bytes(kv, DType::BF16, D));
 }
 
 // An attention layer's work between in_proj and paged attention at decode (q/k norms, RoPE, the
@@ -282,9 +308,11 @@ int main(int argc, char** argv) {
     small_ops();
     gdn_core(32);
     gdn_core(48);
-    attention_decode(16, 2, 2048);
+    // 35B-A3B at bf16 / int8 / fp8 KV side by side, up to a 128k context; 27B at bf16.
+    for (int32_t len : {2048, 8192, 32768, 131072})
+        for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8, ops::KvDtype::Fp8})
+            attention_decode(16, 2, len, kv);
     attention_decode(24, 4, 2048);
-    attention_decode(16, 2, 8192);
     attention_decode(24, 4, 8192);
     attention_prep_decode(16, 2, 12352); // 35B-A3B
     moe_decode();

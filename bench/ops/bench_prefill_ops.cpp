@@ -16,6 +16,7 @@
 #include "bench_util.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
+#include "ops/kv_cache.h"
 #include "ops/bias_act.h"
 #include "ops/conv1d.h"
 #include "ops/cuda/vision_ops.h"
@@ -72,20 +73,40 @@ struct Batch {
     }
 };
 
-void attention(int32_t T, int64_t nH, int64_t nKV, int reps) {
+// A T-row prompt over its own KV (bf16, or int8 / fp8 planes that kv_cache_write fills from
+// random bf16 rows).
+void attention(int32_t T, int64_t nH, int64_t nKV, int reps,
+               ops::KvDtype kv = ops::KvDtype::Activation) {
     const int64_t D = 256;
     const int32_t bs = 16;
     Batch batch(T, bs);
     const int64_t NB = (T + bs - 1) / bs;
     Tensor q = device_random(DType::BF16, {T, nH, D}, 1),
-           kc = device_random(DType::BF16, {NB, bs, nKV, D}, 2);
-    Tensor vc = device_random(DType::BF16, {NB, bs, nKV, D}, 3),
            out = device_random(DType::BF16, {T, nH, D}, 4);
+    std::vector<Tensor> keep;
+    auto plane = [&](uint64_t seed) {
+        if (kv == ops::KvDtype::Activation) {
+            keep.push_back(device_random(DType::BF16, {NB, bs, nKV, D}, seed));
+            return ops::KvPlane(keep.back());
+        }
+        Allocator& a = ops::device_allocator(ctx.device);
+        keep.push_back(Tensor::empty(a, ops::kv_code_dtype(kv, DType::BF16), {NB, bs, nKV, D}));
+        keep.push_back(Tensor::empty(a, ops::kv_scale_dtype(kv),
+                                     {NB, bs, nKV, ops::kv_scale_groups(kv, D)}));
+        return ops::KvPlane::quantized(keep[keep.size() - 2], keep.back());
+    };
+    const ops::KvPlane kc = plane(2), vc = plane(3);
+    if (kc.quantized()) {
+        Tensor k = device_random(DType::BF16, {T, nKV, D}, 5),
+               v = device_random(DType::BF16, {T, nKV, D}, 6);
+        ops::kv_cache_write(ctx, k, v, batch.b, kc, vc);
+    }
     const double ms =
         time_ms([&] { ops::paged_attention(ctx, q, kc, vc, batch.b, 0.0625f, out); }, reps);
-    report("paged_attention T=" + std::to_string(T) + " nH=" + std::to_string(nH) +
-               " nKV=" + std::to_string(nKV),
-           ms, 4.0 * double(T) * double(T) / 2 * D * nH);
+    std::string name = "paged_attention T=" + std::to_string(T) + " nH=" + std::to_string(nH) +
+                       " nKV=" + std::to_string(nKV);
+    if (kc.quantized()) name += std::string(" kv=") + ops::kv_dtype_name(kv, DType::BF16);
+    report(name, ms, 4.0 * double(T) * double(T) / 2 * D * nH);
 }
 
 void gdn(int32_t T, int64_t Hk, int64_t Hv, int reps) {
@@ -294,7 +315,8 @@ int main(int argc, char** argv) {
     const int reps = argc > 2 ? std::stoi(argv[2]) : 5;
     ctx = ops::ExecContext::cuda(0, DType::BF16);
     ops::bind_device(ctx);
-    attention(T, 16, 2, reps); // 35B-A3B
+    for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8, ops::KvDtype::Fp8})
+        attention(T, 16, 2, reps, kv); // 35B-A3B
     attention(T, 24, 4, reps); // 27B
     gdn(T, 16, 32, reps);      // 35B-A3B
     gdn(T, 16, 48, reps);      // 27B

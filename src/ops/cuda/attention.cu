@@ -1,50 +1,36 @@
 // Implements ops/attention.h on CUDA.
-// kv_cache_write: one block per (sequence, row slot), threads over kv heads x head dim.
+// kv_cache_write: one block per (sequence, row slot), threads over kv heads x head dim; quantized
+// planes a warp per (row, K or V, kv head), which encodes the row with the plane's codec.
 // paged_attention (any T, head dim <= 256): a block per (row, head group, key split), a head group
 // being up to 8 query heads that share a KV head (GQA), so each key is read once per group; the
 // block stages 32 keys at a time in shared memory and each of its 8 warps keeps the online softmax
 // of one of the group's heads (lane = key when scoring, lane = 8 dims when accumulating P V).
 // Chosen split-K (flash-decoding) when few rows run: splits write partials that a second kernel
-// merges; otherwise one split writes the output directly. Prompt chunks of kFlashMinRows rows
-// or more in bf16 take the tensor-core route instead (attention_flash.cu).
+// merges; otherwise one split writes the output directly. Quantized planes run the same schedule
+// over staged codes (attention_coded.cu). Prompt chunks of kFlashMinRows rows or more in bf16 take
+// the tensor-core route instead (attention_flash.cu), quantized planes included.
 #include <algorithm>
 #include <cfloat>
 
+#include "ops/cuda/attention_decode.cuh"
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/kv_plane.cuh"
 #include "ops/cuda/mma.cuh"
 
 namespace ninfer::ops::cuda {
 namespace {
 
-constexpr int kMaxDim = 256; // 32 lanes x 8 dims
-// A warp per query head of the group: at decode a block holds one 32-key tile per split, so its
-// time is the serial chain of one warp's work (ncu, H200, 35B shapes: with 4 warps of 2 heads each
-// the kernel took 19 us for 4 MB, latency-bound at 6% occupancy).
-constexpr int kWarps = 8;
-constexpr int kMaxGroup = 8; // query heads per block (Qwen3.6: 8 for 35B-A3B, 6 for 27B)
-static_assert(kMaxGroup % kWarps == 0);
+using namespace decode_attn;
+
 // Keys staged per tile: one per lane when scoring; f32 stages half as many so that the block's
 // static shared memory stays under 48 KB.
 template <typename T> constexpr int kTileKeys = sizeof(T) == 2 ? 32 : 16;
 constexpr int kBlocksPerSm = 2; // split-K target: two blocks on every SM of the device
-constexpr int kMaxSplits = 64;
 constexpr int kCombineThreads = 256; // one thread per split in the merge, then one per dim
 static_assert(kCombineThreads >= kMaxSplits && kCombineThreads >= kMaxDim);
 constexpr int kCombineLoads = 16; // partial loads a merge thread has in flight
-
-struct PagedArgs {
-    const int32_t *row_begin, *pos_begin, *block_table;
-    int block_table_stride, block_size;
-    int num_heads;                        // query heads (partials layout)
-    int64_t cache_s0, cache_s1, cache_s2; // [NB, bs, nKV, D] strides
-};
-
-__device__ __forceinline__ int64_t cache_offset(const PagedArgs& a, int s, int64_t p, int kvh) {
-    const int32_t block = a.block_table[int64_t(s) * a.block_table_stride + p / a.block_size];
-    return block * a.cache_s0 + (p % a.block_size) * a.cache_s1 + kvh * a.cache_s2;
-}
 
 template <typename T>
 __global__ void cache_write_kernel(PagedArgs a, const T* k, const T* v, int64_t k_s0, int64_t k_s1,
@@ -60,6 +46,38 @@ __global__ void cache_write_kernel(PagedArgs a, const T* k, const T* v, int64_t 
         const int64_t off = cache_offset(a, s, p, h) + d;
         kc[off] = k[r * k_s0 + h * k_s1 + d];
         vc[off] = v[r * v_s0 + h * v_s1 + d];
+    }
+}
+
+// Quantized planes: warp w of a row's block encodes (plane, kv head) pairs w, w + kEncodeWarps, ...
+// (K heads, then V heads); lane l loads dims [8 l, 8 l + 8) element by element (any row stride,
+// any D <= 256) and kvq::encode_row writes the codes and scales. `a` addresses the planes in rows.
+constexpr int kEncodeWarps = 4;
+
+template <typename T, typename Codec>
+__global__ void __launch_bounds__(32 * kEncodeWarps)
+    cache_encode_kernel(PagedArgs a, const T* k, const T* v, int64_t k_s0, int64_t k_s1,
+                        int64_t v_s0, int64_t v_s1, int nKV, int D, kvq::CodedPlanes<Codec> kv,
+                        int max_rows) {
+    pdl_wait_and_release();
+    const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows;
+    const int32_t r0 = a.row_begin[s];
+    if (r0 + i >= a.row_begin[s + 1]) return;
+    const int64_t r = r0 + i, p = a.pos_begin[s] + i;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = Codec::groups(D);
+    for (int pair = warp; pair < 2 * nKV; pair += kEncodeWarps) { // warp-uniform
+        const bool is_v = pair >= nKV;
+        const int h = is_v ? pair - nKV : pair;
+        const T* src = is_v ? v + r * v_s0 + h * v_s1 : k + r * k_s0 + h * k_s1;
+        float x[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int d = lane * 8 + e;
+            x[e] = d < D ? to_float(src[d]) : 0.0f;
+        }
+        const int64_t row = cache_offset(a, s, p, h);
+        kvq::encode_row<Codec>(x, D, lane, (is_v ? kv.v : kv.k) + row * D,
+                               (is_v ? kv.v_scale : kv.k_scale) + row * G);
     }
 }
 
@@ -117,25 +135,6 @@ __device__ void stage_tile(const PagedArgs& a, int s, int64_t t0, int n, int kvh
     __syncthreads();
 }
 
-// The group's queries, scaled, as f32 rows of kMaxDim (zeros past D): all of a thread's loads
-// are issued before its stores, so they overlap instead of queuing one after another.
-template <typename T>
-__device__ void stage_queries(const T* q, int64_t row, int64_t q_s1, int h0, int G, int D,
-                              float scale, DecodeSmem<T>& sm) {
-    constexpr int kPerThread = kMaxGroup * kMaxDim / (32 * kWarps);
-    float v[kPerThread];
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-        const int e = threadIdx.x + i * 32 * kWarps, g = e / kMaxDim, d = e % kMaxDim;
-        v[i] = g < G && d < D ? to_float(q[row + (h0 + g) * q_s1 + d]) : 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-        const int e = threadIdx.x + i * 32 * kWarps;
-        sm.q[e / kMaxDim][e % kMaxDim] = v[i] * scale;
-    }
-}
-
 // Staged key row . staged query over dims [d0, d0 + 8).
 template <typename T>
 __device__ __forceinline__ float dot8_staged(const T* k_row, const float* q_row, int d0) {
@@ -147,13 +146,8 @@ __device__ __forceinline__ float dot8_staged(const T* k_row, const float* q_row,
            qb.z * kv[6] + qb.w * kv[7];
 }
 
-// Online-softmax state of one query head in one warp; lane l owns output dims [8l, 8l + 8).
-struct HeadState {
-    float max = -FLT_MAX, sum = 0.0f, acc[8] = {};
-};
-
 // Folds one tile into head g's state: lane j scores key j against the staged query, the warp
-// takes the tile's max and sum with two reductions, then accumulates P V with lanes over dims.
+// updates the softmax (softmax_update), then accumulates P V with lanes over dims.
 template <typename T>
 __device__ void attend_tile(const DecodeSmem<T>& sm, int g, int n, int D, HeadState& st) {
     const int lane = threadIdx.x & 31;
@@ -171,13 +165,7 @@ __device__ void attend_tile(const DecodeSmem<T>& sm, int g, int n, int D, HeadSt
         for (; d0 < D8; d0 += 8) dot[0] += dot8_staged(sm.k[lane], sm.q[g], d0);
         score = (dot[0] + dot[1]) + (dot[2] + dot[3]);
     }
-    const float new_max = fmaxf(st.max, warp_max(score));
-    const float p = lane < n ? __expf(score - new_max) : 0.0f;
-    const float correction = __expf(st.max - new_max);
-    st.sum = st.sum * correction + warp_sum(p);
-    st.max = new_max;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) st.acc[j] *= correction;
+    const float p = softmax_update(score, n, st);
     const int d0 = lane * 8;
     const bool has_dims = d0 < D; // every lane shuffles; lanes past D add nothing
     for (int j = 0; j < n; ++j) {
@@ -204,50 +192,25 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
                      int max_rows, float* partials) {
     pdl_wait_and_release();
     __shared__ __align__(16) DecodeSmem<T> sm;
-    const int s = blockIdx.x / max_rows, i = blockIdx.x % max_rows;
-    const int split = blockIdx.z, splits = gridDim.z;
-    const int32_t r0 = a.row_begin[s];
-    if (r0 + i >= a.row_begin[s + 1]) return;
-    const int64_t r = r0 + i, p = a.pos_begin[s] + i;
-    // Head group -> kv head and its query heads [h0, h0 + G).
-    const int chunks = (group + kMaxGroup - 1) / kMaxGroup;
-    const int kvh = blockIdx.y / chunks, h0 = kvh * group + (blockIdx.y % chunks) * kMaxGroup;
-    const int G = min(kMaxGroup, kvh * group + group - h0);
-    stage_queries(q, r * q_s0, q_s1, h0, G, D, scale, sm); // read after stage_tile's barrier
-    // This block's share of the keys [0, p]: one of `splits` equal ranges.
-    const int64_t per_split = (p + splits) / splits; // ceil((p + 1) / splits)
-    const int64_t key_begin = split * per_split, key_end = min(p + 1, key_begin + per_split);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    DecodeWork w;
+    if (!decode_work(a, group, max_rows, w)) return;
+    // Read after stage_tile's barrier.
+    stage_queries(q, w.r * q_s0, q_s1, w.h0, w.G, D, scale, sm.q);
+    const KeyRange keys = split_keys(w);
+    const int warp = threadIdx.x >> 5;
     HeadState st[kMaxGroup / kWarps];
-    for (int64_t t0 = key_begin; t0 < key_end; t0 += kTileKeys<T>) {
-        const int n = int(min(int64_t(kTileKeys<T>), key_end - t0));
-        stage_tile(a, s, t0, n, kvh, kc, vc, D, vec, sm); // ends with a barrier (q staged too)
+    for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kTileKeys<T>) {
+        const int n = int(min(int64_t(kTileKeys<T>), keys.end - t0));
+        stage_tile(a, w.s, t0, n, w.kvh, kc, vc, D, vec, sm); // ends with a barrier (q staged too)
 #pragma unroll
         for (int m = 0; m < kMaxGroup / kWarps; ++m)
-            if (warp + kWarps * m < G) attend_tile(sm, warp + kWarps * m, n, D, st[m]);
+            if (warp + kWarps * m < w.G) attend_tile(sm, warp + kWarps * m, n, D, st[m]);
         __syncthreads(); // the tile is reused
     }
-    const int d0 = lane * 8;
 #pragma unroll
-    for (int m = 0; m < kMaxGroup / kWarps; ++m) {
-        const int g = warp + kWarps * m;
-        if (g >= G) continue;
-        const int h = h0 + g;
-        if (partials) { // split-K: (max, sum, unnormalised acc) for the combine kernel
-            float* part =
-                partials + ((int64_t(blockIdx.x) * a.num_heads + h) * splits + split) * (D + 2);
-            if (lane == 0) {
-                part[0] = st[m].max;
-                part[1] = st[m].sum;
-            }
-            for (int e = 0; e < 8; ++e)
-                if (d0 + e < D) part[2 + d0 + e] = st[m].acc[e];
-        } else {
-            for (int e = 0; e < 8; ++e)
-                if (d0 + e < D)
-                    out[r * o_s0 + h * o_s1 + d0 + e] = from_float<T>(st[m].acc[e] / st[m].sum);
-        }
-    }
+    for (int m = 0; m < kMaxGroup / kWarps; ++m)
+        if (warp + kWarps * m < w.G)
+            store_head(a, st[m], w.h0 + warp + kWarps * m, w.r, D, partials, out, o_s0, o_s1);
 }
 
 // Merges the split-K partials of one (row, head): out = sum_s e^{m_s - M} acc_s / sum_s e^{m_s - M}
@@ -292,10 +255,10 @@ __global__ void __launch_bounds__(kCombineThreads)
 // rows run (decode), one block per (row, head group) otherwise. The count depends on the row and
 // head counts only, not on the context, so a graph captured at one context length replays the same
 // arithmetic at another (splits with no keys exit at once).
-int choose_splits(const ExecContext& ctx, int64_t row_groups) {
+int choose_splits(const ExecContext& ctx, int64_t row_groups, int max_splits) {
     const int64_t target = int64_t(kBlocksPerSm) * sm_count(ctx);
     if (row_groups >= target) return 1;
-    return int(std::min<int64_t>((target + row_groups - 1) / row_groups, kMaxSplits));
+    return int(std::min<int64_t>((target + row_groups - 1) / row_groups, max_splits));
 }
 
 PagedArgs paged_args(const SeqBatch& b, const TensorView& cache, int num_heads = 0) {
@@ -310,55 +273,94 @@ PagedArgs paged_args(const SeqBatch& b, const TensorView& cache, int num_heads =
             cache.stride[2]};
 }
 
+// A quantized plane's PagedArgs: cache_offset gives the row (block * bs + offset) * nKV + kv head
+// of both planes, codes at row * D and scales at row * G (kv_cache.h: both contiguous).
+PagedArgs paged_row_args(const SeqBatch& b, const KvPlane& plane, int num_heads = 0) {
+    PagedArgs a = paged_args(b, plane.data, num_heads);
+    a.cache_s0 = plane.size(1) * plane.size(2);
+    a.cache_s1 = plane.size(2);
+    a.cache_s2 = 1;
+    return a;
+}
+
+void cache_encode(const ExecContext& ctx, const TensorView& k, const TensorView& v,
+                  const SeqBatch& batch, const KvPlane& k_cache, const KvPlane& v_cache) {
+    const unsigned grid = unsigned(batch.num_seqs * batch.max_rows_per_seq);
+    kvq::dispatch_codec(k_cache, "kv_cache_write", [&](auto codec) {
+        using Codec = decltype(codec);
+        if (!kvq::shape_fits<Codec>(k.size(2)))
+            fail(ErrorCategory::Unsupported, "kv_cache_write: CUDA encodes ",
+                 kv_dtype_name(k_cache.dtype(), k.dtype), " rows of head dim <= ", kvq::kRowDims,
+                 ", got ", k.size(2));
+        dispatch_float(k.dtype, "kv_cache_write", [&](auto tag) {
+            using E = decltype(tag);
+            launch_pdl(ctx, cache_encode_kernel<E, Codec>, grid, 32 * kEncodeWarps, 0,
+                       paged_row_args(batch, k_cache), k.ptr<E>(), v.ptr<E>(), k.stride[0],
+                       k.stride[1], v.stride[0], v.stride[1], int(k.size(1)), int(k.size(2)),
+                       kvq::coded_planes<Codec>(k_cache, v_cache), batch.max_rows_per_seq);
+        });
+    });
+    check_launch("cache_encode_kernel");
+}
+
 } // namespace
 
 void kv_cache_write(const ExecContext& ctx, const TensorView& k, const TensorView& v,
-                    const SeqBatch& batch, const TensorView& k_cache, const TensorView& v_cache) {
+                    const SeqBatch& batch, const KvPlane& k_cache, const KvPlane& v_cache) {
     if (batch.num_seqs == 0 || batch.max_rows_per_seq == 0) return;
+    if (k_cache.quantized()) return cache_encode(ctx, k, v, batch, k_cache, v_cache);
     const unsigned grid = unsigned(batch.num_seqs * batch.max_rows_per_seq);
     dispatch_float(k.dtype, "kv_cache_write", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, cache_write_kernel<E>, grid, 256, 0, paged_args(batch, k_cache), k.ptr<E>(),
-                   v.ptr<E>(), k.stride[0], k.stride[1], v.stride[0], v.stride[1], int(k.size(1)),
-                   int(k.size(2)), k_cache.ptr<E>(), v_cache.ptr<E>(), batch.max_rows_per_seq);
+        launch_pdl(ctx, cache_write_kernel<E>, grid, 256, 0, paged_args(batch, k_cache.data),
+                   k.ptr<E>(), v.ptr<E>(), k.stride[0], k.stride[1], v.stride[0], v.stride[1],
+                   int(k.size(1)), int(k.size(2)), k_cache.data.ptr<E>(), v_cache.data.ptr<E>(),
+                   batch.max_rows_per_seq);
     });
     check_launch("cache_write_kernel");
 }
 
-void paged_attention(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
-                     const TensorView& v_cache, const SeqBatch& batch, float scale,
+void paged_attention(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
+                     const KvPlane& v_cache, const SeqBatch& batch, float scale,
                      const TensorView& out) {
     const int D = int(q.size(2));
     require(D <= kMaxDim, "paged_attention: CUDA supports head dim <= ", kMaxDim, ", got ", D);
     if (batch.num_seqs == 0 || batch.max_rows_per_seq == 0) return;
-    if (batch.max_rows_per_seq >= kFlashMinRows && flash_prefill_supported(q, k_cache, out))
+    if (batch.max_rows_per_seq >= kFlashMinRows &&
+        flash_prefill_supported(q, k_cache, v_cache, out))
         return flash_prefill(ctx, q, k_cache, v_cache, batch, scale, out);
     const int64_t nH = q.size(1), nKV = k_cache.size(2);
     const int group = int(nH / nKV);
     const int64_t head_groups = nKV * ((group + kMaxGroup - 1) / kMaxGroup);
     const int64_t row_slots = int64_t(batch.num_seqs) * batch.max_rows_per_seq;
-    const int splits = choose_splits(ctx, int64_t(batch.num_rows) * head_groups);
+    const int splits = choose_splits(ctx, int64_t(batch.num_rows) * head_groups,
+                                     k_cache.quantized() ? kMaxSplits : kDenseSplits);
     const dim3 grid{unsigned(row_slots), unsigned(head_groups), unsigned(splits)};
-    // 16-byte cp.async of the K and V rows (queries are staged element by element, any stride).
-    const bool vec = D % 8 == 0 && k_cache.stride[2] % 8 == 0 && v_cache.stride[2] % 8 == 0 &&
-                     k_cache.stride[1] % 8 == 0 && v_cache.stride[1] % 8 == 0 &&
-                     k_cache.stride[0] % 8 == 0 && v_cache.stride[0] % 8 == 0 &&
-                     reinterpret_cast<uintptr_t>(k_cache.data) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(v_cache.data) % 16 == 0;
     float* partials = splits > 1
                           ? static_cast<float*>(stream_workspace(
                                 ctx, size_t(row_slots * nH * splits * (D + 2)) * sizeof(float)))
                           : nullptr;
+    const TensorView &kc = k_cache.data, &vc = v_cache.data;
+    // 16-byte cp.async of the K and V rows (queries are staged element by element, any stride).
+    const bool vec = D % 8 == 0 && kc.stride[2] % 8 == 0 && vc.stride[2] % 8 == 0 &&
+                     kc.stride[1] % 8 == 0 && vc.stride[1] % 8 == 0 && kc.stride[0] % 8 == 0 &&
+                     vc.stride[0] % 8 == 0 && reinterpret_cast<uintptr_t>(kc.data) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(vc.data) % 16 == 0;
+    if (k_cache.quantized())
+        launch_attention_coded(ctx, grid, paged_row_args(batch, k_cache, int(nH)), q, k_cache,
+                               v_cache, group, scale, out, batch.max_rows_per_seq, partials);
     dispatch_float(q.dtype, "paged_attention", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, attention_kernel<E>, grid, 32 * kWarps, 0,
-                   paged_args(batch, k_cache, int(nH)), q.ptr<E>(), q.stride[0], q.stride[1],
-                   k_cache.ptr<E>(), v_cache.ptr<E>(), group, D, vec, scale, out.ptr<E>(),
-                   out.stride[0], out.stride[1], batch.max_rows_per_seq, partials);
-        check_launch("attention_kernel");
+        if (!k_cache.quantized()) {
+            launch_pdl(ctx, attention_kernel<E>, grid, 32 * kWarps, 0,
+                       paged_args(batch, kc, int(nH)), q.ptr<E>(), q.stride[0], q.stride[1],
+                       kc.ptr<E>(), vc.ptr<E>(), group, D, vec, scale, out.ptr<E>(),
+                       out.stride[0], out.stride[1], batch.max_rows_per_seq, partials);
+            check_launch("attention_kernel");
+        }
         if (splits > 1) {
             launch_pdl(ctx, combine_splits<E>, dim3(unsigned(row_slots), unsigned(q.size(1))),
-                       kCombineThreads, 0, paged_args(batch, k_cache), partials, splits, D,
+                       kCombineThreads, 0, paged_args(batch, kc), partials, splits, D,
                        out.ptr<E>(), out.stride[0], out.stride[1], batch.max_rows_per_seq);
             check_launch("combine_splits");
         }

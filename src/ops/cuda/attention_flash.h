@@ -3,6 +3,7 @@
 
 #include "core/tensor.h"
 #include "ops/exec_context.h"
+#include "ops/kv_cache.h"
 #include "ops/seq_batch.h"
 
 namespace ninfer::ops::cuda {
@@ -12,12 +13,14 @@ namespace ninfer::ops::cuda {
 // split-K kernel, which reads each key once per row instead of once per 64 rows).
 constexpr int kFlashMinRows = 16;
 
-// bf16 tensors, head dim 64/128/256, 16-byte aligned rows.
-bool flash_prefill_supported(const TensorView& q, const TensorView& k_cache, const TensorView& out);
+// bf16 q and out, head dim 64/128/256, 16-byte aligned rows; planes in bf16 or quantized (the
+// codes and scales of a tile are staged, then turned into a bf16 tile: bf16_rn(decode)).
+bool flash_prefill_supported(const TensorView& q, const KvPlane& k_cache, const KvPlane& v_cache,
+                             const TensorView& out);
 
 // paged_attention's contract (ops/attention.h) for batches that pass flash_prefill_supported.
-void flash_prefill(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
-                   const TensorView& v_cache, const SeqBatch& batch, float scale,
+void flash_prefill(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
+                   const KvPlane& v_cache, const SeqBatch& batch, float scale,
                    const TensorView& out);
 
 } // namespace ninfer::ops::cuda

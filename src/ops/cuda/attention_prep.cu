@@ -3,11 +3,16 @@
 // key and nKV value heads; lane l holds dims [8 l, 8 l + 8) of its head.
 // Chosen for any batch when D % 8 == 0, D <= 256, rotary_dim % 16 == 0 (a rotate-half partner is
 // then another lane's 8 dims) and every row, head, weight and cache starts 16-byte aligned.
+// Quantized planes: the K head (its values rounded to T, as an unquantized cache stores them) and
+// the V head are encoded by their warp with the plane's codec (kvq::encode_row), so the codes and
+// scales equal kv_cache_write's of the same T rows (the composed route's).
 // Assumes contiguous caches and norm weights (checked by the dispatcher).
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/kv_plane.cuh"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -25,7 +30,8 @@ struct PrepArgs {
     int64_t q_in_s0, q_in_s1, k_in_s0, k_in_s1, v_in_s0, v_in_s1; // row, head strides (elements)
     void* q;
     int64_t q_s0, q_s1;
-    void *k_cache, *v_cache; // [NB, bs, nKV, D], contiguous
+    void *k_cache, *v_cache; // [NB, bs, nKV, D], contiguous: T, or a codec's codes
+    void *k_scale, *v_scale; // [NB, bs, nKV, G], contiguous (quantized planes)
     const int32_t *positions, *row_begin, *pos_begin, *block_table;
     int block_table_stride, block_size, max_rows;
     int nH, nKV, D, half; // half = rotary_dim / 2
@@ -100,13 +106,16 @@ __device__ void rotate_half(float (&v)[kLaneDims], int half, double theta, float
         v[e] = first ? v[e] * ce[e] - other[e] * se[e] : v[e] * ce[e] + other[e] * se[e];
 }
 
-// rms_norm then rope of one head (x, w, y: the head's first element), a warp per head.
+// rms_norm then rope of one head (x, w: the head's first element), a warp per head: v gets the
+// lane's dims (zeros past D), which the caller rounds to T.
 template <typename T>
-__device__ void norm_rope_head(const T* x, const T* w, T* y, const PrepArgs& a, float pos,
-                               int lane) {
+__device__ void norm_rope_head(const T* x, const T* w, const PrepArgs& a, float pos, int lane,
+                               float (&v)[kLaneDims]) {
     const int d0 = lane * kLaneDims;
     const bool active = d0 < a.D;
-    float v[kLaneDims] = {}, wv[kLaneDims] = {};
+    float wv[kLaneDims] = {};
+#pragma unroll
+    for (int e = 0; e < kLaneDims; ++e) v[e] = 0.0f;
     if (active) {
         load8(x + d0, v);
         load8(w + d0, wv);
@@ -120,12 +129,12 @@ __device__ void norm_rope_head(const T* x, const T* w, T* y, const PrepArgs& a, 
     for (int e = 0; e < kLaneDims; ++e)
         v[e] = to_float(from_float<T>(v[e] * scale * (1.0f + wv[e])));
     rotate_half(v, a.half, a.theta, pos, lane);
-    if (active) store8(y + d0, v);
 }
 
 // grid (sequence x row slot, head quad): warp w of block (x, y) takes head 4 y + w of the row,
-// query heads [0, nH), then key heads, then value heads.
-template <typename T>
+// query heads [0, nH), then key heads, then value heads. Codec: void for a T cache, else the
+// planes' codec.
+template <typename T, typename Codec>
 __global__ void __launch_bounds__(32 * kWarps) attention_prep_rows(PrepArgs a) {
     pdl_wait_and_release();
     const int s = blockIdx.x / a.max_rows, i = blockIdx.x % a.max_rows;
@@ -134,10 +143,12 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prep_rows(PrepArgs a) {
     if (r0 + i >= a.row_begin[s + 1] || head >= a.nH + 2 * a.nKV) return; // warp-uniform
     const int64_t r = r0 + i;
     const float pos = float(a.positions[r]);
+    const int d0 = lane * kLaneDims;
+    float v[kLaneDims];
     if (head < a.nH) {
         norm_rope_head(static_cast<const T*>(a.q_in) + r * a.q_in_s0 + head * a.q_in_s1,
-                       static_cast<const T*>(a.q_norm),
-                       static_cast<T*>(a.q) + r * a.q_s0 + head * a.q_s1, a, pos, lane);
+                       static_cast<const T*>(a.q_norm), a, pos, lane, v);
+        if (d0 < a.D) store8(static_cast<T*>(a.q) + r * a.q_s0 + head * a.q_s1 + d0, v);
         return;
     }
     // Cache row of (position p, kv head kvh): kv_cache_write's paged layout.
@@ -145,14 +156,34 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prep_rows(PrepArgs a) {
     const int64_t p = a.pos_begin[s] + i;
     const int32_t block = a.block_table[int64_t(s) * a.block_table_stride + p / a.block_size];
     const int64_t cache_row = (int64_t(block) * a.block_size + p % a.block_size) * a.nKV + kvh;
-    if (head < a.nH + a.nKV) {
+    const bool is_k = head < a.nH + a.nKV;
+    if (is_k)
         norm_rope_head(static_cast<const T*>(a.k_in) + r * a.k_in_s0 + kvh * a.k_in_s1,
-                       static_cast<const T*>(a.k_norm),
-                       static_cast<T*>(a.k_cache) + cache_row * a.D, a, pos, lane);
-    } else if (lane * kLaneDims < a.D) {
-        const int d0 = lane * kLaneDims;
-        copy8(static_cast<const T*>(a.v_in) + r * a.v_in_s0 + kvh * a.v_in_s1 + d0,
-              static_cast<T*>(a.v_cache) + cache_row * a.D + d0);
+                       static_cast<const T*>(a.k_norm), a, pos, lane, v);
+    const T* v_in = static_cast<const T*>(a.v_in) + r * a.v_in_s0 + kvh * a.v_in_s1 + d0;
+    if constexpr (std::is_void_v<Codec>) {
+        if (d0 >= a.D) return;
+        if (is_k)
+            store8(static_cast<T*>(a.k_cache) + cache_row * a.D + d0, v);
+        else
+            copy8(v_in, static_cast<T*>(a.v_cache) + cache_row * a.D + d0);
+    } else {
+        // The values an unquantized cache would hold (K rounded to T; V as given), encoded by
+        // the whole warp.
+        if (is_k) {
+#pragma unroll
+            for (int e = 0; e < kLaneDims; ++e) v[e] = to_float(from_float<T>(v[e]));
+        } else {
+#pragma unroll
+            for (int e = 0; e < kLaneDims; ++e) v[e] = 0.0f;
+            if (d0 < a.D) load8(v_in, v);
+        }
+        using Code = typename Codec::Code;
+        using Scale = typename Codec::Scale;
+        const int G = Codec::groups(a.D);
+        kvq::encode_row<Codec>(v, a.D, lane,
+                               static_cast<Code*>(is_k ? a.k_cache : a.v_cache) + cache_row * a.D,
+                               static_cast<Scale*>(is_k ? a.k_scale : a.v_scale) + cache_row * G);
     }
 }
 
@@ -169,21 +200,21 @@ bool heads_aligned(const TensorView& t) {
 bool attention_prep_fused_fits(const TensorView& q_in, const TensorView& k_in,
                                const TensorView& v_in, const TensorView& q_norm,
                                const TensorView& k_norm, int64_t rotary_dim, const TensorView& q,
-                               const TensorView& k_cache, const TensorView& v_cache) {
+                               const KvPlane& k_cache, const KvPlane& v_cache) {
     const int64_t D = q_in.size(2), heads = q_in.size(1) + 2 * k_in.size(1);
     return fused_routes_enabled("attention_prep") && D % kLaneDims == 0 && D <= kMaxDim &&
            rotary_dim % (2 * kLaneDims) == 0 && heads <= int64_t(kMaxGridY) * kWarps &&
            heads_aligned(q_in) && heads_aligned(k_in) && heads_aligned(v_in) && heads_aligned(q) &&
-           aligned16(q_norm.data) && aligned16(k_norm.data) && aligned16(k_cache.data) &&
-           aligned16(v_cache.data);
+           aligned16(q_norm.data) && aligned16(k_norm.data) && aligned16(k_cache.data.data) &&
+           aligned16(v_cache.data.data); // codes too: a lane stores 8 at once (D % 8 == 0)
 }
 
 void attention_prep_fused(const ExecContext& ctx, const TensorView& q_in, const TensorView& k_in,
                           const TensorView& v_in, const TensorView& q_norm,
                           const TensorView& k_norm, float eps, const TensorView& positions,
                           int64_t rotary_dim, double theta, const SeqBatch& batch,
-                          const TensorView& q, const TensorView& k_cache,
-                          const TensorView& v_cache) {
+                          const TensorView& q, const KvPlane& k_cache,
+                          const KvPlane& v_cache) {
     if (batch.num_seqs == 0 || batch.max_rows_per_seq == 0) return;
     const int nH = int(q_in.size(1)), nKV = int(k_in.size(1));
     const PrepArgs args{q_in.data,
@@ -200,8 +231,10 @@ void attention_prep_fused(const ExecContext& ctx, const TensorView& q_in, const 
                         q.data,
                         q.stride[0],
                         q.stride[1],
-                        k_cache.data,
-                        v_cache.data,
+                        k_cache.data.data,
+                        v_cache.data.data,
+                        k_cache.scale.data,
+                        v_cache.scale.data,
                         positions.ptr<int32_t>(),
                         batch.row_begin.ptr<int32_t>(),
                         batch.pos_begin.ptr<int32_t>(),
@@ -219,7 +252,11 @@ void attention_prep_fused(const ExecContext& ctx, const TensorView& q_in, const 
                     unsigned((nH + 2 * nKV + kWarps - 1) / kWarps)};
     dispatch_float(q_in.dtype, "attention_prep", [&](auto tag) {
         using E = decltype(tag);
-        launch_pdl(ctx, attention_prep_rows<E>, grid, 32 * kWarps, 0, args);
+        if (!k_cache.quantized())
+            return launch_pdl(ctx, attention_prep_rows<E, void>, grid, 32 * kWarps, 0, args);
+        kvq::dispatch_codec(k_cache, "attention_prep", [&](auto codec) {
+            launch_pdl(ctx, attention_prep_rows<E, decltype(codec)>, grid, 32 * kWarps, 0, args);
+        });
     });
     check_launch("attention_prep_rows");
 }
