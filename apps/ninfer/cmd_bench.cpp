@@ -92,7 +92,17 @@ nlohmann::json stat_json(const Stat& s) {
 RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint64_t seed) {
     GenerationRequest r;
     std::mt19937_64 gen(seed);
-    for (int i = 0; i < t.prompt; ++i) r.prompt.push_back(int32_t(gen() % uint64_t(token_limit)));
+    // Random ids, never a media placeholder (a prompt holding one needs its image): long prompts
+    // (128k draws over ~248k ids) would hit the vision tokens.
+    const ModelInfo& info = engine.model_info();
+    const auto is_media = [&](int32_t id) {
+        return id == info.image_token_id || id == info.video_token_id ||
+               id == info.vision_start_token_id || id == info.vision_end_token_id;
+    };
+    while (int(r.prompt.size()) < t.prompt) {
+        const auto id = int32_t(gen() % uint64_t(token_limit));
+        if (!is_media(id)) r.prompt.push_back(id);
+    }
     r.max_new_tokens = t.gen;
     r.ignore_eos = true;
     r.sampling.greedy = true;
