@@ -186,11 +186,7 @@ void attention_decode(int64_t nH, int64_t nKV, int32_t ctx_len,
             keep.push_back(dev(DType::BF16, {NB, bs, nKV, D}, seed));
             return ops::KvPlane(keep.back());
         }
-        Allocator& a = ops::device_allocator(ctx.device);
-        keep.push_back(Tensor::empty(a, ops::kv_code_dtype(kv, DType::BF16), {NB, bs, nKV, D}));
-        keep.push_back(Tensor::empty(a, ops::kv_scale_dtype(kv),
-                                     {NB, bs, nKV, ops::kv_scale_groups(kv, D)}));
-        return ops::KvPlane::quantized(keep[keep.size() - 2], keep.back());
+        return bench::quantized_kv_plane(ctx, kv, NB, bs, nKV, D, keep);
     };
     const ops::KvPlane kc = plane(22), vc = plane(23);
     if (kc.quantized()) {

@@ -89,11 +89,7 @@ void attention(int32_t T, int64_t nH, int64_t nKV, int reps,
             keep.push_back(device_random(DType::BF16, {NB, bs, nKV, D}, seed));
             return ops::KvPlane(keep.back());
         }
-        Allocator& a = ops::device_allocator(ctx.device);
-        keep.push_back(Tensor::empty(a, ops::kv_code_dtype(kv, DType::BF16), {NB, bs, nKV, D}));
-        keep.push_back(Tensor::empty(a, ops::kv_scale_dtype(kv),
-                                     {NB, bs, nKV, ops::kv_scale_groups(kv, D)}));
-        return ops::KvPlane::quantized(keep[keep.size() - 2], keep.back());
+        return bench::quantized_kv_plane(ctx, kv, NB, bs, nKV, D, keep);
     };
     const ops::KvPlane kc = plane(2), vc = plane(3);
     if (kc.quantized()) {

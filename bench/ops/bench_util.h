@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/kv_cache.h"
 #include "ops/memory.h"
 
 namespace ninfer::bench {
@@ -19,6 +20,18 @@ inline Tensor random_tensor(const ops::ExecContext& ctx, DType dt,
         Tensor::empty(ops::device_allocator(ctx.device), dt, shape.data(), int(shape.size()));
     ops::fill_random(ctx, t, seed, 0.0f, stddev);
     return t;
+}
+
+// An uninitialised quantized KV plane [NB, bs, nKV, D] of dtype kv (codes and scales), its
+// tensors appended to keep (which owns them).
+inline ops::KvPlane quantized_kv_plane(const ops::ExecContext& ctx, ops::KvDtype kv, int64_t NB,
+                                       int64_t bs, int64_t nKV, int64_t D,
+                                       std::vector<Tensor>& keep) {
+    Allocator& a = ops::device_allocator(ctx.device);
+    keep.push_back(Tensor::empty(a, ops::kv_code_dtype(kv, DType::BF16), {NB, bs, nKV, D}));
+    keep.push_back(
+        Tensor::empty(a, ops::kv_scale_dtype(kv), {NB, bs, nKV, ops::kv_scale_groups(kv, D)}));
+    return ops::KvPlane::quantized(keep[keep.size() - 2], keep.back());
 }
 
 inline Tensor int_tensor(const ops::ExecContext& ctx, const std::vector<int32_t>& v) {
