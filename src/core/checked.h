@@ -27,4 +27,21 @@ inline int32_t checked_i32(int64_t value, const char* what) {
     return static_cast<int32_t>(value);
 }
 
+// An int64 count or byte size whose + and * fail with a clear error instead of
+// wrapping: for the sizes derived from config fields (parameter counts, plan bytes).
+struct Size {
+    int64_t v = 0;
+    constexpr Size() = default;
+    constexpr Size(int64_t value) : v(value) {} // NOLINT: implicit from plain integers
+    explicit operator int64_t() const { return v; }
+    Size& operator+=(Size o) { return *this = *this + o; }
+    friend Size operator+(Size a, Size b) { return checked_add(a.v, b.v, "config-derived size"); }
+    friend Size operator*(Size a, Size b) { return checked_mul(a.v, b.v, "config-derived size"); }
+    friend Size operator-(Size a, Size b) {
+        int64_t result = 0;
+        if (__builtin_sub_overflow(a.v, b.v, &result)) fail_invalid("config-derived size: overflow");
+        return result;
+    }
+};
+
 } // namespace ninfer

@@ -72,26 +72,22 @@ bool dtype_from_safetensors(std::string_view name, DType* out) {
     return false;
 }
 
+// Both directions read and write the non-float side through load_/store_unaligned (dtype.h):
+// the per-element memcpy is a plain load or store, and the loops still vectorise.
 void convert_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
     switch (src_dtype) {
     case DType::F32:
-        std::memcpy(dst, src, size_t(n) * 4);
+        if (n > 0) std::memcpy(dst, src, size_t(n) * 4); // empty tensors may have null data
         return;
-    case DType::BF16: {
-        const auto* s = static_cast<const uint16_t*>(src);
-        for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
+    case DType::BF16:
+        for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(load_unaligned<uint16_t>(src, i));
         return;
-    }
-    case DType::F16: {
-        const auto* s = static_cast<const uint16_t*>(src);
-        for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_float(s[i]);
+    case DType::F16:
+        for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_float(load_unaligned<uint16_t>(src, i));
         return;
-    }
-    case DType::F64: {
-        const auto* s = static_cast<const double*>(src);
-        for (int64_t i = 0; i < n; ++i) dst[i] = float(s[i]);
+    case DType::F64:
+        for (int64_t i = 0; i < n; ++i) dst[i] = float(load_unaligned<double>(src, i));
         return;
-    }
     default:
         fail_invalid("convert_to_f32: ", dtype_name(src_dtype), " is not a float dtype");
     }
@@ -100,23 +96,17 @@ void convert_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
 void convert_from_f32(const float* src, void* dst, DType dst_dtype, int64_t n) {
     switch (dst_dtype) {
     case DType::F32:
-        std::memcpy(dst, src, size_t(n) * 4);
+        if (n > 0) std::memcpy(dst, src, size_t(n) * 4); // empty tensors may have null data
         return;
-    case DType::BF16: {
-        auto* d = static_cast<uint16_t*>(dst);
-        for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+    case DType::BF16:
+        for (int64_t i = 0; i < n; ++i) store_unaligned(dst, i, float_to_bf16(src[i]));
         return;
-    }
-    case DType::F16: {
-        auto* d = static_cast<uint16_t*>(dst);
-        for (int64_t i = 0; i < n; ++i) d[i] = float_to_f16(src[i]);
+    case DType::F16:
+        for (int64_t i = 0; i < n; ++i) store_unaligned(dst, i, float_to_f16(src[i]));
         return;
-    }
-    case DType::F64: {
-        auto* d = static_cast<double*>(dst);
-        for (int64_t i = 0; i < n; ++i) d[i] = double(src[i]);
+    case DType::F64:
+        for (int64_t i = 0; i < n; ++i) store_unaligned(dst, i, double(src[i]));
         return;
-    }
     default:
         fail_invalid("convert_from_f32: ", dtype_name(dst_dtype), " is not a float dtype");
     }

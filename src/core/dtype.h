@@ -87,25 +87,37 @@ NINFER_HD inline uint16_t float_to_f16(float f) {
 float fp8_e4m3_to_float(uint8_t bits);
 uint8_t float_to_fp8_e4m3(float x);
 
-// Reads element i of a float-typed buffer as double/float.
+// Tensor bytes may sit at any address: safetensors data is read in place, and a header of odd
+// length (legal) shifts every tensor after it. Typed reads and writes of such bytes go through
+// memcpy, which compiles to a plain (unaligned-tolerant) load or store, never a misaligned access.
+template <typename T> inline T load_unaligned(const void* data, int64_t i) {
+    T value;
+    std::memcpy(&value, static_cast<const unsigned char*>(data) + i * int64_t(sizeof(T)), sizeof(T));
+    return value;
+}
+template <typename T> inline void store_unaligned(void* data, int64_t i, T value) {
+    std::memcpy(static_cast<unsigned char*>(data) + i * int64_t(sizeof(T)), &value, sizeof(T));
+}
+
+// Reads element i of a float-typed buffer (at any alignment) as float.
 inline float load_as_float(const void* data, DType dtype, int64_t i) {
     switch (dtype) {
     case DType::F32:
-        return static_cast<const float*>(data)[i];
+        return load_unaligned<float>(data, i);
     case DType::BF16:
-        return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+        return bf16_to_float(load_unaligned<uint16_t>(data, i));
     case DType::F16:
-        return f16_to_float(static_cast<const uint16_t*>(data)[i]);
+        return f16_to_float(load_unaligned<uint16_t>(data, i));
     case DType::F64:
-        return float(static_cast<const double*>(data)[i]);
+        return float(load_unaligned<double>(data, i));
     default:
         return 0.0f;
     }
 }
 
-// Converts n contiguous elements of a float dtype into float.
+// Converts n contiguous elements of a float dtype into float; src may have any alignment.
 void convert_to_f32(const void* src, DType src_dtype, float* dst, int64_t n);
-// Converts n floats into a float dtype (rounding to nearest even).
+// Converts n floats into a float dtype (rounding to nearest even); dst may have any alignment.
 void convert_from_f32(const float* src, void* dst, DType dst_dtype, int64_t n);
 
 } // namespace ninfer

@@ -1,5 +1,6 @@
 #include "io/hf_config.h"
 
+#include <climits>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,21 @@ using nlohmann::json;
 
 namespace {
 
+// The largest value each field may take: a few times what the largest real model has (the
+// Qwen3.5/3.6 releases' figure in the comment), so that no product of them below overflows
+// int64: experts x 3 x expert_intermediate x hidden x layers < 2^59, and KV bytes per token
+// x positions < 2^56.
+constexpr int64_t kMaxVocab = int64_t(1) << 22;        // 248,320
+constexpr int64_t kMaxHidden = int64_t(1) << 16;       // 5,120
+constexpr int64_t kMaxLayers = 1024;                   // 64
+constexpr int64_t kMaxHeads = 1024;                    // 64 (value heads of GDN: 48)
+constexpr int64_t kMaxHeadDim = 1024;                  // 256
+constexpr int64_t kMaxIntermediate = int64_t(1) << 20; // 17,408
+constexpr int64_t kMaxExperts = 4096;                  // 256 (8 per token)
+constexpr int64_t kMaxConvKernel = 64;                 // 4
+constexpr int64_t kMaxMtpLayers = 16;                  // 1
+constexpr int64_t kMaxPositions = int64_t(1) << 24;    // 262,144
+constexpr int64_t kMaxFp8Block = 4096;                 // 128 x 128
 
 std::vector<LayerKind> parse_layer_types(const json& text, int64_t num_layers, const Reader& r) {
     std::vector<LayerKind> kinds;
@@ -33,7 +49,7 @@ std::vector<LayerKind> parse_layer_types(const json& text, int64_t num_layers, c
                   concat("has ", kinds.size(), " entries for ", num_layers, " layers"));
         return kinds;
     }
-    int64_t interval = r.integer("full_attention_interval", 4);
+    int64_t interval = r.integer("full_attention_interval", 4, 1, kMaxLayers);
     for (int64_t i = 0; i < num_layers; ++i)
         kinds.push_back((i + 1) % interval ? LayerKind::LinearAttention : LayerKind::FullAttention);
     return kinds;
@@ -42,7 +58,7 @@ std::vector<LayerKind> parse_layer_types(const json& text, int64_t num_layers, c
 void parse_rope(const json& text, ModelConfig& c, const Reader& r) {
     // As HF: a non-empty legacy rope_scaling dict replaces rope_parameters; the top-level
     // rope_theta and partial_rotary_factor fill in what the dict lacks.
-    c.rope_theta = r.number("rope_theta", 10000.0);
+    c.rope_theta = r.positive_number("rope_theta", 10000.0);
     c.partial_rotary_factor = r.number("partial_rotary_factor", 0.25);
     const json* rope = nullptr;
     for (const char* key : {"rope_scaling", "rope_parameters"})
@@ -55,7 +71,7 @@ void parse_rope(const json& text, ModelConfig& c, const Reader& r) {
         if (type != "default")
             fail(ErrorCategory::Unsupported, r.source, ": rope_type '", type,
                  "' is not supported (only 'default')");
-        c.rope_theta = rr.number("rope_theta", c.rope_theta);
+        c.rope_theta = rr.positive_number("rope_theta", c.rope_theta);
         // HF reads the factor inside rope_parameters; the top-level copy is a legacy duplicate.
         c.partial_rotary_factor = rr.number("partial_rotary_factor", c.partial_rotary_factor);
         if (rp.contains("mrope_section") && !rp["mrope_section"].is_null()) {
@@ -63,13 +79,14 @@ void parse_rope(const json& text, ModelConfig& c, const Reader& r) {
             if (!ms.is_array() || ms.size() != 3)
                 r.bad("mrope_section", "must be a list of 3 integers");
             for (int i = 0; i < 3; ++i) {
-                if (!ms[size_t(i)].is_number_integer() || ms[size_t(i)].get<int64_t>() < 0)
-                    r.bad("mrope_section", "must be a list of 3 non-negative integers");
+                if (!ms[size_t(i)].is_number_integer() || ms[size_t(i)].get<int64_t>() < 0 ||
+                    ms[size_t(i)].get<int64_t>() > kMaxHeadDim)
+                    r.bad("mrope_section",
+                          concat("must be a list of 3 integers in [0, ", kMaxHeadDim, "]"));
                 c.mrope_section[i] = ms[size_t(i)].get<int64_t>();
             }
         }
     }
-    if (!(c.rope_theta > 0)) r.bad("rope_theta", "must be positive");
     if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1))
         r.bad("partial_rotary_factor", "must be in (0, 1]");
     c.rotary_dim = int64_t(double(c.head_dim) * c.partial_rotary_factor);
@@ -78,15 +95,21 @@ void parse_rope(const json& text, ModelConfig& c, const Reader& r) {
               concat("gives rotary dim ", c.rotary_dim, ", which must be even and >= 2"));
 }
 
-void parse_eos(const json& top, const json& text, ModelConfig& c) {
+void parse_eos(const json& top, const json& text, ModelConfig& c, const std::string& source) {
     for (const json* src : {&text, &top}) {
         if (!src->contains("eos_token_id")) continue;
         const json& e = (*src)["eos_token_id"];
+        // A token id outside [0, 2^31) can name no token: refused rather than wrapped.
+        auto id = [&](const json& v) {
+            if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX ||
+                (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT32_MAX)))
+                fail_invalid(source, ": eos_token_id ", v.dump(), " is not a token id");
+            return v.get<int32_t>();
+        };
         if (e.is_number_integer())
-            c.eos_token_ids = {e.get<int32_t>()};
+            c.eos_token_ids = {id(e)};
         else if (e.is_array())
-            for (const json& v : e)
-                if (v.is_number_integer()) c.eos_token_ids.push_back(v.get<int32_t>());
+            for (const json& v : e) c.eos_token_ids.push_back(id(v));
         if (!c.eos_token_ids.empty()) return;
     }
 }
@@ -141,9 +164,10 @@ void parse_quantization(const json& holder, ModelConfig& c, const std::string& s
     if (q.contains("weight_block_size") && !q["weight_block_size"].is_null()) {
         const json& b = q["weight_block_size"];
         if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() ||
-            !b[1].is_number_integer() || b[0].get<int64_t>() < 1 || b[1].get<int64_t>() < 1)
-            fail_invalid(source, ": quantization_config weight_block_size must be two positive "
-                                 "integers");
+            !b[1].is_number_integer() || b[0].get<int64_t>() < 1 || b[1].get<int64_t>() < 1 ||
+            b[0].get<int64_t>() > kMaxFp8Block || b[1].get<int64_t>() > kMaxFp8Block)
+            fail_invalid(source, ": quantization_config weight_block_size must be two integers "
+                                 "in [1, ", kMaxFp8Block, "]");
         c.fp8_block[0] = b[0].get<int64_t>();
         c.fp8_block[1] = b[1].get<int64_t>();
     }
@@ -174,39 +198,38 @@ ModelConfig parse_hf_config_fields(const json& top, const std::string& source) {
     if (r.boolean("attention_bias", false))
         fail(ErrorCategory::Unsupported, source, ": attention_bias true");
 
-    c.vocab_size = r.integer("vocab_size", 248320);
-    c.hidden_size = r.integer("hidden_size", c.moe ? 2048 : 4096);
-    c.num_layers = r.integer("num_hidden_layers", c.moe ? 40 : 32);
+    c.vocab_size = r.integer("vocab_size", 248320, 1, kMaxVocab);
+    c.hidden_size = r.integer("hidden_size", c.moe ? 2048 : 4096, 1, kMaxHidden);
+    c.num_layers = r.integer("num_hidden_layers", c.moe ? 40 : 32, 1, kMaxLayers);
     c.layer_types = parse_layer_types(*text, c.num_layers, r);
-    c.num_heads = r.integer("num_attention_heads", c.moe ? 16 : 16);
-    c.num_kv_heads = r.integer("num_key_value_heads", c.moe ? 2 : 4);
-    c.head_dim = r.integer("head_dim", 256);
+    c.num_heads = r.integer("num_attention_heads", 16, 1, kMaxHeads);
+    c.num_kv_heads = r.integer("num_key_value_heads", c.moe ? 2 : 4, 1, kMaxHeads);
+    c.head_dim = r.integer("head_dim", 256, 1, kMaxHeadDim);
     parse_rope(*text, c, r);
-    c.linear_num_key_heads = r.integer("linear_num_key_heads", 16);
-    c.linear_num_value_heads = r.integer("linear_num_value_heads", 32);
-    c.linear_key_head_dim = r.integer("linear_key_head_dim", 128);
-    c.linear_value_head_dim = r.integer("linear_value_head_dim", 128);
-    c.linear_conv_kernel = r.integer("linear_conv_kernel_dim", 4, 2);
+    c.linear_num_key_heads = r.integer("linear_num_key_heads", 16, 1, kMaxHeads);
+    c.linear_num_value_heads = r.integer("linear_num_value_heads", 32, 1, kMaxHeads);
+    c.linear_key_head_dim = r.integer("linear_key_head_dim", 128, 1, kMaxHeadDim);
+    c.linear_value_head_dim = r.integer("linear_value_head_dim", 128, 1, kMaxHeadDim);
+    c.linear_conv_kernel = r.integer("linear_conv_kernel_dim", 4, 2, kMaxConvKernel);
     if (c.moe) {
-        c.moe_intermediate_size = r.integer("moe_intermediate_size", 512);
-        c.shared_expert_intermediate_size = r.integer("shared_expert_intermediate_size", 512);
-        c.num_experts = r.integer("num_experts", 256);
-        c.num_experts_per_tok = r.integer("num_experts_per_tok", 8);
+        c.moe_intermediate_size = r.integer("moe_intermediate_size", 512, 1, kMaxIntermediate);
+        c.shared_expert_intermediate_size = r.integer("shared_expert_intermediate_size", 512, 1, kMaxIntermediate);
+        c.num_experts = r.integer("num_experts", 256, 1, kMaxExperts);
+        c.num_experts_per_tok = r.integer("num_experts_per_tok", 8, 1, kMaxExperts);
     } else {
-        c.intermediate_size = r.integer("intermediate_size", 12288);
+        c.intermediate_size = r.integer("intermediate_size", 12288, 1, kMaxIntermediate);
     }
-    c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
-    if (!(c.rms_norm_eps > 0)) r.bad("rms_norm_eps", "must be positive");
+    c.rms_norm_eps = r.positive_number("rms_norm_eps", 1e-6);
     // In the nested layout the top-level flag governs the head (HF ties through the top config).
     Reader top_reader{top, source};
     c.tie_word_embeddings = c.nested ? top_reader.boolean("tie_word_embeddings",
                                                           r.boolean("tie_word_embeddings", false))
                                      : r.boolean("tie_word_embeddings", false);
-    c.mtp_num_hidden_layers = r.integer("mtp_num_hidden_layers", 0, 0);
-    c.max_position_embeddings = r.integer("max_position_embeddings", 32768);
+    c.mtp_num_hidden_layers = r.integer("mtp_num_hidden_layers", 0, 0, kMaxMtpLayers);
+    c.max_position_embeddings = r.integer("max_position_embeddings", 32768, 1, kMaxPositions);
     c.dtype = top.value("dtype", top.value("torch_dtype", std::string()));
     parse_quantization(top.contains("quantization_config") ? top : *text, c, source);
-    parse_eos(top, *text, c);
+    parse_eos(top, *text, c, source);
     if (c.has_vision) parse_vision_config(top, c, source);
     validate(c, r);
     return c;

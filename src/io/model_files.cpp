@@ -1,6 +1,7 @@
 #include "io/model_files.h"
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -28,11 +29,19 @@ std::vector<int32_t> read_generation_eos(const fs::path& dir) {
     std::vector<int32_t> ids;
     if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) return ids;
     const json& e = j["eos_token_id"];
+    // Ids outside [0, 2^31) name no token: an error, never a wrapped id that stops early.
+    auto id = [&](const json& v) {
+        if (v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX ||
+            (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT32_MAX)))
+            fail_invalid((dir / "generation_config.json").string(), ": eos_token_id ", v.dump(),
+                         " is not a token id");
+        return v.get<int32_t>();
+    };
     if (e.is_number_integer())
-        ids.push_back(e.get<int32_t>());
+        ids.push_back(id(e));
     else if (e.is_array())
         for (const json& v : e)
-            if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+            if (v.is_number_integer()) ids.push_back(id(v));
     return ids;
 }
 

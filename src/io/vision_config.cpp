@@ -1,11 +1,25 @@
 // vision_config parsing (hf_config.h).
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include "io/config_reader.h"
 #include "io/hf_config.h"
 
 namespace ninfer::io {
 using nlohmann::json;
+
+namespace {
+// Bounds of the vision fields: a few times the releases' figures (in the comments), so that
+// patch, position and weight sizes stay far from int64 overflow.
+constexpr int64_t kMaxDepth = 256;                     // 27
+constexpr int64_t kMaxWidth = int64_t(1) << 15;        // 1,152
+constexpr int64_t kMaxHeads = 256;                     // 16
+constexpr int64_t kMaxIntermediate = int64_t(1) << 18; // 4,304
+constexpr int64_t kMaxChannels = 16;                   // 3
+constexpr int64_t kMaxPatch = 64;                      // 16 (temporal 2, merge 2)
+constexpr int64_t kMaxPositions = int64_t(1) << 20;    // 2,304
+} // namespace
 
 int64_t VisionConfig::grid_side() const {
     return int64_t(std::llround(std::sqrt(double(num_position_embeddings))));
@@ -15,16 +29,16 @@ void parse_vision_config(const json& top, ModelConfig& c, const std::string& sou
     const json& v = top["vision_config"];
     Reader r{v, source};
     VisionConfig& vc = c.vision;
-    vc.depth = r.integer("depth", vc.depth);
-    vc.hidden_size = r.integer("hidden_size", vc.hidden_size);
-    vc.num_heads = r.integer("num_heads", vc.num_heads);
-    vc.intermediate_size = r.integer("intermediate_size", vc.intermediate_size);
-    vc.in_channels = r.integer("in_channels", vc.in_channels);
-    vc.patch_size = r.integer("patch_size", vc.patch_size);
-    vc.temporal_patch_size = r.integer("temporal_patch_size", vc.temporal_patch_size);
-    vc.spatial_merge_size = r.integer("spatial_merge_size", vc.spatial_merge_size);
-    vc.num_position_embeddings = r.integer("num_position_embeddings", vc.num_position_embeddings);
-    vc.out_hidden_size = r.integer("out_hidden_size", c.hidden_size);
+    vc.depth = r.integer("depth", vc.depth, 1, kMaxDepth);
+    vc.hidden_size = r.integer("hidden_size", vc.hidden_size, 1, kMaxWidth);
+    vc.num_heads = r.integer("num_heads", vc.num_heads, 1, kMaxHeads);
+    vc.intermediate_size = r.integer("intermediate_size", vc.intermediate_size, 1, kMaxIntermediate);
+    vc.in_channels = r.integer("in_channels", vc.in_channels, 1, kMaxChannels);
+    vc.patch_size = r.integer("patch_size", vc.patch_size, 1, kMaxPatch);
+    vc.temporal_patch_size = r.integer("temporal_patch_size", vc.temporal_patch_size, 1, kMaxPatch);
+    vc.spatial_merge_size = r.integer("spatial_merge_size", vc.spatial_merge_size, 1, kMaxPatch);
+    vc.num_position_embeddings = r.integer("num_position_embeddings", vc.num_position_embeddings, 1, kMaxPositions);
+    vc.out_hidden_size = r.integer("out_hidden_size", c.hidden_size, 1, INT64_MAX);
     const std::string act = v.value("hidden_act", std::string("gelu_pytorch_tanh"));
     if (act != "gelu_pytorch_tanh")
         fail(ErrorCategory::Unsupported, source, ": vision_config hidden_act '", act,
@@ -48,7 +62,7 @@ void parse_vision_config(const json& top, ModelConfig& c, const std::string& sou
                                         c.hidden_size));
     Reader tr{top, source};
     auto id = [&](const char* key, int32_t fallback) {
-        return int32_t(tr.integer(key, fallback, 0));
+        return int32_t(tr.integer(key, fallback, 0, INT32_MAX));
     };
     c.image_token_id = id("image_token_id", c.image_token_id);
     c.video_token_id = id("video_token_id", c.video_token_id);

@@ -1,4 +1,5 @@
 // model/param_count.h: parameter counts vs the fixture tensors, KV and GDN state byte formulas.
+#include "core/checked.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/param_count.h"
@@ -164,6 +165,41 @@ TEST(ParamCount, SmallConfigByHand) {
     EXPECT_EQ(p.norms, 4 * 2 * 16 + 16);
     EXPECT_EQ(p.embedding, 32 * 16);
     EXPECT_EQ(p.lm_head, 32 * 16);
+}
+
+// The config reader's upper bounds keep every derived count in range: a MoE config with every
+// field at its limit counts without overflow, and the checked Size arithmetic itself refuses a
+// product past int64 (the guard a wrapped count would otherwise slip through).
+TEST(ParamCount, LargestAllowedConfigCountsWithoutOverflow) {
+    const json top = {{"model_type", "qwen3_5_moe_text"},
+                      {"vocab_size", 1 << 22},
+                      {"hidden_size", 1 << 16},
+                      {"num_hidden_layers", 1024},
+                      {"num_attention_heads", 1024},
+                      {"num_key_value_heads", 1024},
+                      {"head_dim", 1024},
+                      {"linear_num_key_heads", 1024},
+                      {"linear_num_value_heads", 1024},
+                      {"linear_key_head_dim", 1024},
+                      {"linear_value_head_dim", 1024},
+                      {"linear_conv_kernel_dim", 64},
+                      {"moe_intermediate_size", 1 << 20},
+                      {"shared_expert_intermediate_size", 1 << 20},
+                      {"num_experts", 4096},
+                      {"num_experts_per_tok", 4096},
+                      {"mtp_num_hidden_layers", 16},
+                      {"max_position_embeddings", 1 << 24}};
+    const ModelConfig c = io::parse_hf_config(top, "limits.json");
+    model::ParamCounts p;
+    ASSERT_NO_THROW(p = model::count_params(c, c.mtp_num_hidden_layers));
+    EXPECT_GT(p.text_total, p.mlp);
+    EXPECT_GT(p.mlp, int64_t(1) << 58);
+    EXPECT_GT(model::text_weight_bytes(p, false), p.text_total);
+    const int64_t kv = model::kv_bytes_per_token(c, ops::KvDtype::Activation, DType::BF16);
+    EXPECT_EQ(kv, 256 * 2 * 1024 * 1024 * int64_t(2));
+    EXPECT_NO_THROW(checked_mul(kv, c.max_position_embeddings, "KV bytes"));
+    EXPECT_THROW(Size(int64_t(1) << 40) * Size(int64_t(1) << 30), Error);
+    EXPECT_THROW(Size(INT64_MAX) + Size(1), Error);
 }
 
 } // namespace
