@@ -243,6 +243,8 @@ struct EngineStats {
     int64_t prefix_query_tokens = 0;    // prompt tokens looked up in the prefix cache (total)
     int64_t prefix_hit_tokens = 0;      // of those, served from the cache (total)
     int64_t preemptions = 0;            // total
+    int64_t steps = 0;                  // model steps run (total)
+    int64_t max_step_sequences = 0;     // the most sequences batched into one step
     int64_t max_batch_tokens = 0;       // the step's row budget
     int64_t kv_capacity_tokens = 0;     // kv_blocks_total * block size
     std::string kv_dtype;               // the KV cache's storage: "bf16", "f32", "int8", "fp8"

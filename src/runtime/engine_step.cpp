@@ -81,6 +81,8 @@ void Engine::Impl::publish_stats() {
     s.prefix_query_tokens = st.prefix_query_tokens;
     s.prefix_hit_tokens = st.prefix_hit_tokens;
     s.preemptions = st.preemptions;
+    s.steps = st.steps;
+    s.max_step_sequences = st.max_step_sequences;
     s.max_batch_tokens = options.max_batch_tokens;
     s.kv_capacity_tokens = memory.kv_tokens();
     s.kv_dtype = ops::kv_dtype_name(memory.kv_dtype, ctx.dtype);

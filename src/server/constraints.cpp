@@ -4,9 +4,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#ifdef NINFER_HAVE_JSON_CONSTRAINT
 #include "text/json_constraint.h"
-#endif
 
 namespace ninfer::server {
 namespace {
@@ -104,10 +102,8 @@ private:
     // The tail learns the tokens left of max_tokens (a JSON value then closes in time).
     void start_tail() {
         phase_ = Phase::Tail;
-#ifdef NINFER_HAVE_JSON_CONSTRAINT
         if (auto* b = dynamic_cast<text::BoundedConstraint*>(plan_.tail.get()))
             if (plan_.max_tokens > 0) b->set_tokens_left(std::max(1, plan_.max_tokens - used_));
-#endif
     }
 
     // Tokens whose bytes keep the output a prefix of some literal.

@@ -8,11 +8,8 @@
 #include "server/constraints.h"
 #include "server/media_parts.h"
 
-// Defined by src/server/CMakeLists.txt when ninfer_text builds the JSON grammar.
-#ifdef NINFER_HAVE_JSON_CONSTRAINT
 #include "text/json_constraint.h"
 #include "text/tool_call_constraint.h"
-#endif
 
 namespace ninfer::server {
 namespace {
@@ -52,7 +49,6 @@ std::vector<int32_t> encode(const ModelContext& m, const std::string& text) {
 // The JSON grammar of response_format; `end_ids` may end the output once the value is complete.
 std::shared_ptr<TokenConstraint> json_tail(const ModelContext& m, const ChatJob& job,
                                            const std::vector<int32_t>& end_ids) {
-#ifdef NINFER_HAVE_JSON_CONSTRAINT
     try {
         return text::make_json_constraint(
             job.format == ChatJob::Format::JsonSchema ? job.schema : nlohmann::ordered_json(),
@@ -60,12 +56,6 @@ std::shared_ptr<TokenConstraint> json_tail(const ModelContext& m, const ChatJob&
     } catch (const Error& e) {
         throw ApiError(400, std::string("response_format: ") + e.what(), "response_format");
     }
-#else
-    (void)m;
-    (void)job;
-    (void)end_ids;
-    throw ApiError(400, "response_format is not available in this build", "response_format");
-#endif
 }
 
 bool forces_tool(const ChatJob& job) {
@@ -88,7 +78,6 @@ std::shared_ptr<TokenConstraint> tool_tail(const ModelContext& m,
                                            const nlohmann::ordered_json& tools, bool parallel,
                                            const std::vector<int32_t>& end_ids,
                                            const std::string& lead, int tokens_left) {
-#ifdef NINFER_HAVE_JSON_CONSTRAINT
     text::ToolCallConstraintOptions o;
     o.parallel = parallel;
     o.lead = lead;
@@ -98,10 +87,6 @@ std::shared_ptr<TokenConstraint> tool_tail(const ModelContext& m,
     } catch (const Error& e) {
         throw ApiError(400, std::string("tools: ") + e.what(), "tools");
     }
-#else
-    (void)m, (void)tools, (void)parallel, (void)end_ids, (void)lead, (void)tokens_left;
-    throw ApiError(400, "forced tool calls are not available in this build", "tool_choice");
-#endif
 }
 
 } // namespace
@@ -138,11 +123,9 @@ ConstraintPlan constraint_plan(const ModelContext& m, const ChatJob& job, bool i
         const bool parallel = job.parallel_tool_calls;
         // Built once up front so that schema errors are a 400 before anything runs.
         (void)tool_tail(m, tools, parallel, stop_ids, "", max_tokens);
-#ifdef NINFER_HAVE_JSON_CONSTRAINT
         text::ToolCallConstraintOptions o;
         o.lead = "\n</think>\n\n";
         answer_min = text::min_tool_call_tokens(tools, *m.tokenizer, stop_ids, o);
-#endif
         plan.tool_tail = [mc, tools, parallel, stop_ids](const std::string& lead, int left) {
             return tool_tail(*mc, tools, parallel, stop_ids, lead, left);
         };

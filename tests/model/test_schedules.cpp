@@ -95,6 +95,8 @@ TEST_P(Schedules, ConcurrentRequestsMatchSoloRuns) {
     std::vector<std::vector<int32_t>> solo;
     for (const auto& c : f.cases)
         solo.push_back(ids_of(generate(engine, greedy_request(c.prompt, 10))));
+    const EngineStats after_solo = engine.stats();
+    EXPECT_EQ(after_solo.max_step_sequences, 1); // one request at a time: never batched
     // All prompts at once, twice over: they share steps (ragged batches of chunks and decodes).
     std::vector<RequestStream> streams;
     for (int rep = 0; rep < 2; ++rep)
@@ -107,6 +109,11 @@ TEST_P(Schedules, ConcurrentRequestsMatchSoloRuns) {
             for (const auto& t : u.tokens) ids.push_back(t.id);
         EXPECT_EQ(ids, solo[i % f.cases.size()]) << "request " << i;
     }
+    // They really shared steps: more than one sequence in a step, and fewer steps than the
+    // solo runs of the same requests took.
+    const EngineStats s = engine.stats();
+    EXPECT_GE(s.max_step_sequences, 2);
+    EXPECT_LT(s.steps - after_solo.steps, 2 * after_solo.steps);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Schedules, ::testing::ValuesIn(load_fixtures()),

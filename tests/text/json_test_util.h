@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -101,10 +101,11 @@ inline const Tokenizer& tiny() {
 }
 
 // The real Qwen3.5/3.6 tokenizer: $NINFER_QWEN_TOKENIZER (a tokenizer.json), or the one
-// tools/text/make_qwen_tokenizer.py writes into text_work/ (as check_tokenizer_oracle.py does),
-// made with the repository's venv; nullptr when neither is possible.
-inline const Tokenizer* qwen() {
-    static const std::optional<Tokenizer> t = []() -> std::optional<Tokenizer> {
+// tools/text/make_qwen_tokenizer.py writes into text_work/ (as check_tokenizer_oracle.py does)
+// with the repository's venv, which the test command always sets up. Failing to get it is an
+// error naming the cause (the tests that use it fail), never a silent skip.
+inline const Tokenizer& qwen() {
+    static const Tokenizer t = [] {
         namespace fs = std::filesystem;
         if (const char* env = std::getenv("NINFER_QWEN_TOKENIZER"))
             return Tokenizer::from_file(env);
@@ -112,20 +113,30 @@ inline const Tokenizer* qwen() {
         const fs::path dir = fs::absolute("text_work/qwen3_6_tokenizer");
         if (!fs::exists(dir / "tokenizer_config.json")) {
             const fs::path python = root / "venv/bin/python";
-            if (!fs::exists(python)) return std::nullopt;
+            if (!fs::exists(python))
+                throw std::runtime_error("no Qwen tokenizer: " + python.string() +
+                                         " is missing (run tools/setup_python.sh, or set "
+                                         "NINFER_QWEN_TOKENIZER to a tokenizer.json)");
+            fs::create_directories(dir.parent_path());
             const fs::path tmp = fs::absolute("text_work/qwen_tok_" + std::to_string(::getpid()));
+            const fs::path log = tmp.string() + ".log";
             const std::string cmd = python.string() + " " +
                                     (root / "tools/text/make_qwen_tokenizer.py").string() + " " +
-                                    tmp.string() + " > /dev/null 2>&1";
-            if (std::system(cmd.c_str()) != 0) return std::nullopt;
+                                    tmp.string() + " > " + log.string() + " 2>&1";
+            if (std::system(cmd.c_str()) != 0)
+                throw std::runtime_error("no Qwen tokenizer: `" + cmd + "` failed (see " +
+                                         log.string() + ")");
             std::error_code ec;
             fs::rename(tmp, dir, ec); // another test process may have won the race
             if (ec) fs::remove_all(tmp, ec);
-            if (!fs::exists(dir / "tokenizer_config.json")) return std::nullopt;
+            fs::remove(log, ec);
+            if (!fs::exists(dir / "tokenizer_config.json"))
+                throw std::runtime_error("no Qwen tokenizer: " + dir.string() +
+                                         " has no tokenizer_config.json after building it");
         }
         return Tokenizer::from_model_dir(dir);
     }();
-    return t ? &*t : nullptr;
+    return t;
 }
 
 struct Walk {

@@ -1,12 +1,12 @@
 // JSON constraint, token level: seeded random walks over the masks (tiny fixture tokenizer and
 // the real Qwen3.5/3.6 one) until the end token; every finished output must parse and validate
 // (independent validator), and the masks must equal the byte matcher's verdict on every token.
-// JsonConstraintBench prints the cost of a mask on the Qwen vocabulary (no timing assertion).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
 
+#include "json_test_schemas.h"
 #include "json_test_util.h"
 #include "ninfer/error.h"
 #include "text/token_trie.h"
@@ -14,39 +14,11 @@
 namespace {
 
 using json_test::json;
+using json_test::kOpen;
+using json_test::kPerson;
+using json_test::kTree;
+using json_test::kUnion;
 using ninfer::text::make_json_constraint;
-
-const char* const kPerson = R"({
-  "type": "object",
-  "properties": {
-    "name": {"type": "string", "minLength": 1, "maxLength": 12},
-    "age": {"type": "integer", "minimum": 0, "maximum": 150},
-    "height": {"type": "number", "exclusiveMinimum": 0, "maximum": 3},
-    "role": {"enum": ["admin", "user", "guest"]},
-    "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "maxItems": 3},
-    "address": {"$ref": "#/$defs/address"},
-    "nick": {"type": ["string", "null"]}
-  },
-  "required": ["name", "age", "role"],
-  "additionalProperties": false,
-  "$defs": {"address": {"type": "object", "properties": {"city": {"type": "string"},
-            "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}, "required": ["city"]}}
-})";
-
-const char* const kTree = R"({"$defs": {"node": {"type": "object", "properties": {
-  "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"},
-  "maxItems": 2}}, "required": ["v"], "additionalProperties": false}}, "$ref": "#/$defs/node"})";
-
-const char* const kUnion = R"({"type": "array", "items": {"anyOf": [
-  {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}},
-   "required": ["kind", "r"], "additionalProperties": false},
-  {"type": "object", "properties": {"kind": {"const": "rect"}, "w": {"type": "integer"},
-   "h": {"type": "integer"}}, "required": ["kind", "w", "h"], "additionalProperties": false},
-  {"type": "string", "enum": ["none", "nothing"]}, {"type": "null"}]}, "minItems": 1})";
-
-const char* const kOpen = R"({"type": "object", "properties": {"a": {"type": "integer"},
-  "b": {"type": "array", "items": {"type": "integer"}}},
-  "additionalProperties": {"type": ["string", "boolean"]}})";
 
 void check_walks(const json& schema, const ninfer::text::Tokenizer& tok, int seeds, int exact_every,
                  int max_steps, const ninfer::text::JsonConstraintOptions& o = {}) {
@@ -93,10 +65,7 @@ TEST(JsonConstraintWalk, TinyTokenizerScalarsAndOptions) {
 }
 
 TEST(JsonConstraintWalk, QwenTokenizer) {
-    const auto* tok = json_test::qwen();
-    if (!tok)
-        GTEST_SKIP() << "no Qwen tokenizer (set NINFER_QWEN_TOKENIZER or run "
-                        "tools/setup_python.sh)";
+    const auto* tok = &json_test::qwen();
     for (const char* s : {"null", kPerson, kTree, kUnion, kOpen}) {
         SCOPED_TRACE(s);
         check_walks(json::parse(s), *tok, 6, 0, 400); // masks checked exactly below
@@ -154,7 +123,7 @@ void check_exact_states(const ninfer::text::Tokenizer& tok) {
 
 TEST(JsonConstraintWalk, ExactMasksAtStates) {
     check_exact_states(json_test::tiny());
-    if (const auto* tok = json_test::qwen()) check_exact_states(*tok);
+    check_exact_states(json_test::qwen());
 }
 
 TEST(JsonConstraint, EndAndErrors) {
@@ -202,55 +171,6 @@ TEST(JsonConstraint, SharedTrieAcrossThreads) {
     }
     EXPECT_EQ(ninfer::text::TokenTrie::get(tok)->order.size() + tok.added_tokens().size(),
               size_t(tok.vocab_size()));
-}
-
-TEST(JsonConstraintBench, QwenMaskCost) {
-    const auto* tok = json_test::qwen();
-    if (!tok) GTEST_SKIP() << "no Qwen tokenizer";
-    using Clock = std::chrono::steady_clock;
-    auto t0 = Clock::now();
-    auto trie = ninfer::text::TokenTrie::build(*tok);
-    const double build_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    std::printf("[bench] vocabulary %d tokens, trie %zu nodes built in %.1f ms\n",
-                tok->vocab_size(), trie->nodes.size(), build_ms);
-    struct State {
-        const char* name;
-        const char* schema;
-        const char* prefix;
-    };
-    const std::vector<State> states = {
-        {"object start (closed keys)", kPerson, "{"},
-        {"declared key", kPerson, "{\"na"},
-        {"string value, maxLength 12", kPerson, "{\"name\": \"Al"},
-        {"integer value", kPerson, "{\"name\": \"Al\", \"age\": "},
-        {"enum value", kPerson, "{\"role\": \""},
-        {"after a value", kPerson, "{\"name\": \"Al\""},
-        {"any: value start", "{}", "{\"a\": "},
-        {"any: free key", "{}", "{\"a\": 1, \""},
-        {"any: free string", "{}", "{\"a\": \"The quick brown"},
-        {"any: number", "{}", "[1, 2.5"},
-        {"anyOf: 4 branches", kUnion, "["},
-        {"anyOf: inside a branch", kUnion, "[{\"kind\": \"rect\", \"w\": 3, "},
-        {"done: end only", "{}", "{\"a\": [1, 2]}"},
-    };
-    std::vector<uint8_t> mask(size_t(tok->vocab_size()));
-    for (const auto& s : states) {
-        ninfer::text::json::Matcher m(ninfer::text::json::Grammar::compile(json::parse(s.schema)));
-        ASSERT_TRUE(m.advance(std::string(s.prefix))) << s.prefix;
-        // The best of 5 rounds of 20 masks (the machine may be shared).
-        double us = 1e30;
-        for (int round = 0; round < 5; ++round) {
-            t0 = Clock::now();
-            for (int r = 0; r < 20; ++r) {
-                std::fill(mask.begin(), mask.end(), 0);
-                m.fill_mask(*trie, mask.data(), mask.size());
-            }
-            us = std::min(us, std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
-                                  20);
-        }
-        const size_t allowed = size_t(std::count(mask.begin(), mask.end(), 1));
-        std::printf("[bench] %-28s %9.1f us/mask  %7zu tokens allowed\n", s.name, us, allowed);
-    }
 }
 
 } // namespace

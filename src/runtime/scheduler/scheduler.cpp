@@ -231,6 +231,11 @@ Scheduler::Step Scheduler::schedule() {
     for (auto& s : running_)
         if (s->step_rows == 0) s->draft_ready = false;
     step.plan = build_plan();
+    if (!step.plan.entries.empty()) {
+        ++stats_.steps;
+        stats_.max_step_sequences =
+            std::max(stats_.max_step_sequences, int64_t(step.plan.entries.size()));
+    }
     return step;
 }
 

@@ -49,6 +49,8 @@ struct SchedulerStats {
     int64_t prefix_query_tokens = 0; // prompt tokens of first admissions
     int64_t prefix_hit_tokens = 0;   // of those, served from the prefix cache
     int64_t preemptions = 0;
+    int64_t steps = 0;              // plans with at least one sequence
+    int64_t max_step_sequences = 0; // the most sequences one plan carried
 };
 
 class Scheduler {

@@ -125,6 +125,16 @@ class Server:
     def wait_metric(self, name, at_least, timeout=10):
         return self._wait_metric(name, lambda v: v >= at_least, timeout)
 
+    def wait_log_record(self, matches, timeout=10):
+        """The first log record for which matches(record) holds, waiting for it to be written
+        (the server logs a request after its metrics move); None at the timeout."""
+        end = time.time() + timeout
+        while True:
+            found = next((r for r in self.log_records() if matches(r)), None)
+            if found is not None or time.time() >= end:
+                return found
+            time.sleep(0.05)
+
 
 def split_reasoning(raw, starts_in_reasoning):
     """The reasoning/content split the server must make of raw generated text."""

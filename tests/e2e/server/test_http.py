@@ -147,7 +147,8 @@ class Cancellation(unittest.TestCase):
         after = SERVER.wait_metric('ninfer_generations_finished_total{reason="cancelled"}',
                                    before + 1)
         self.assertGreaterEqual(after, before + 1)
-        self.assertTrue(any(r.get("finish_reason") == "cancelled" for r in SERVER.log_records()))
+        # The log line follows the metric: wait for it rather than read the log at once.
+        self.assertIsNotNone(SERVER.wait_log_record(lambda r: r.get("finish_reason") == "cancelled"))
 
     def test_keepalive_while_queued(self):
         # one sequence at a time: the second stream waits in the engine's queue, where only
