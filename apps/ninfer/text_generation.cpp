@@ -108,8 +108,13 @@ TurnResult generate_turn(TextModel& m, const Conversation& conv, const TextOptio
         }
     }
     if (!stopped) printer.show(parser.push(detok.finish()));
+    const bool cut_in_reasoning = r.reason == FinishReason::Length && parser.in_reasoning();
     printer.show(parser.finish());
     printer.end_reasoning();
+    if (cut_in_reasoning) // else a thinking model's answer seems to vanish: stdout stays empty
+        std::fprintf(stderr,
+                     "ninfer: the token limit ended the output inside the reasoning block, "
+                     "before any answer (raise --max-new, or pass --no-thinking)\n");
     for (const auto& call : parser.tool_calls())
         write_out(stdout,
                   "\n" +
