@@ -9,13 +9,10 @@ out=${OUT:-out}
 mkdir -p "$out"
 bin=${NINFER_BIN:-/tmp/g/ninfer}
 what=${1:-all}
+source "$(dirname "$0")/gate.sh"
 if [ "$what" = tests ] || [ "$what" = all ]; then
     for t in test_cuda_linear_fp8 test_cuda_moe_fp8 test_cuda_fp8_model ${EXTRA_TESTS:-}; do
-        [ -x /tmp/g/$t ] || continue
-        echo "== $t"
-        timeout 240 /tmp/g/$t --gtest_brief=1 > "$out/$t.log" 2>&1
-        echo "exit $?"
-        grep -E "PASSED|FAILED|Failure" "$out/$t.log" | head -20
+        gate_test $t 240 /tmp/g/$t --gtest_brief=1 # a failure or a missing test stops here
     done
 fi
 if { [ "$what" = ops ] || [ "$what" = all ]; } && [ -x /tmp/g/bench_fp8_ops ]; then

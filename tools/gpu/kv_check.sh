@@ -10,15 +10,12 @@ out=${OUT:-out}
 mkdir -p "$out"
 bin=${NINFER_BIN:-/tmp/g/ninfer}
 what=${1:-all}
+source "$(dirname "$0")/gate.sh"
 model=${KV_MODEL:-qwen3.6-35b-a3b}
 context=${KV_CONTEXT:-131072}
 if [ "$what" = tests ] || [ "$what" = all ]; then
     for t in test_cuda_kv_quant test_cuda_attention test_cuda_attention_prep ${EXTRA_TESTS:-}; do
-        [ -x /tmp/g/$t ] || { echo "== $t: not packed"; continue; }
-        echo "== $t"
-        timeout 300 /tmp/g/$t --gtest_brief=1 > "$out/$t.log" 2>&1
-        echo "exit $?"
-        grep -E "PASSED|FAILED|Failure" "$out/$t.log" | head -20
+        gate_test $t 300 /tmp/g/$t --gtest_brief=1 # a failure or a missing test stops here
     done
 fi
 if { [ "$what" = ops ] || [ "$what" = all ]; } && [ -x /tmp/g/bench_decode_ops ]; then

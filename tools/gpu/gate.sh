@@ -1,0 +1,44 @@
+# Sourced by the GPU scripts (tools/gpu/*.sh): steps whose failure makes the script fail.
+#   gate_test NAME TIMEOUT CMD...  a test: exit 1 now when it fails or is missing (what follows
+#                                  a failing cuda test measures nothing worth keeping)
+#   gate_step NAME CMD...          a build/bench step: on failure, remember it and go on
+#   gate_finish                    exit 1 when any gate_step failed, naming them
+# Logs go to "$out" (the caller's output folder).
+gate_failed=()
+
+gate_test() {
+    local name=$1 limit=$2
+    shift 2
+    if ! command -v "$1" > /dev/null 2>&1 && [ ! -x "$1" ]; then
+        echo "== FAILED $name: $1 is missing (not built or not packed)"
+        exit 1
+    fi
+    echo "== $name"
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    grep -E "PASSED|FAILED|Failure|tests passed|\*\*\*" "$out/$name.log" | tail -20
+    if [ $rc -ne 0 ]; then
+        echo "== FAILED $name (exit $rc; log $out/$name.log): stopping"
+        exit 1
+    fi
+}
+
+gate_step() {
+    local name=$1
+    shift
+    "$@"
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "== FAILED $name (exit $rc)"
+        gate_failed+=("$name")
+    fi
+    return 0
+}
+
+gate_finish() {
+    if [ ${#gate_failed[@]} -gt 0 ]; then
+        echo "== FAILED steps: ${gate_failed[*]}"
+        exit 1
+    fi
+    echo "== all steps passed"
+}
