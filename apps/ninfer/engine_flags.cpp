@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "load_progress.h"
+
 namespace ninfer::app {
 namespace {
 
@@ -29,6 +31,8 @@ std::string check_device(const std::string& name) {
 } // namespace
 
 void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
+    // Every command that takes engine flags loads a model: show its progress on stderr.
+    if (!o.on_load_progress) o.on_load_progress = stderr_load_progress();
     if (flags & kSpeculativeFlags) {
         app.add_option("--spec", o.speculative,
                        "Speculative decoding: mtp (the checkpoint's MTP head drafts; output is "

@@ -23,6 +23,7 @@ enum EngineFlags : unsigned {
     kSpeculativeFlags = 1u << 8,  // --spec, --draft-tokens
 };
 
+// Also installs the stderr load progress printer (load_progress.h) unless one is set.
 void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags);
 
 // {"method", "draft_tokens", "rounds", "drafted", "accepted", "accepted_per_position"} as one

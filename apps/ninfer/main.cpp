@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "load_progress.h"
 #include "ninfer/error.h"
 
 #include <unistd.h>
@@ -61,10 +62,12 @@ int main(int argc, char** argv) {
         for (auto& [sub, action] : actions)
             if (sub->parsed()) return action();
     } catch (const ninfer::Error& e) {
+        ninfer::app::end_load_progress_line(); // a load that failed mid-way (out of memory)
         std::fprintf(stderr, "ninfer: error (%s): %s\n", ninfer::error_category_name(e.category()),
                      e.what());
         return 1;
     } catch (const std::exception& e) {
+        ninfer::app::end_load_progress_line();
         std::fprintf(stderr, "ninfer: error: %s\n", e.what());
         return 1;
     }

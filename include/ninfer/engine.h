@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,11 @@ struct EngineOptions {
     // Draft tokens per round with speculation: 1..8, or 0 (auto: chosen every step from the
     // measured acceptance and step times, 0..kAutoMaxDraftTokens, off when it would not pay).
     int draft_tokens = 0;
+    // Progress of reading a checkpoint's weights (not random_weights): bytes_done of the
+    // bytes_total its safetensors hold. Called on the thread that constructs the Engine, before
+    // the constructor returns: once with 0 at the start, about every 64 MiB read, and once with
+    // bytes_done == bytes_total at the end. Unset: no reports. A throw ends the construction.
+    std::function<void(int64_t bytes_done, int64_t bytes_total)> on_load_progress;
 };
 
 inline constexpr int kMaxDraftTokens = 8;

@@ -189,10 +189,11 @@ int64_t Qwen35Model::scratch_bytes() const {
 Qwen35Model::~Qwen35Model() = default;
 
 std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::filesystem::path& dir,
-                                               const ops::ExecContext& ctx, bool fp8_resident) {
+                                               const ops::ExecContext& ctx, bool fp8_resident,
+                                               const LoadProgress& progress) {
     io::ModelConfig config = io::load_hf_config(dir);
     io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
-    ModelWeights weights = load_weights(config, ckpt, ctx, fp8_resident);
+    ModelWeights weights = load_weights(config, ckpt, ctx, fp8_resident, progress);
     return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), ctx.device);
 }
 

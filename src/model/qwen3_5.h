@@ -8,6 +8,7 @@
 
 #include "io/hf_config.h"
 #include "model/vision.h"
+#include "model/weight_loader.h"
 #include "model/weights.h"
 #include "ops/exec_context.h"
 #include "ops/kv_cache.h"
@@ -65,10 +66,11 @@ public:
     ~Qwen35Model();
 
     // Reads config.json and the safetensors of a checkpoint directory onto a device.
-    // fp8_resident: see load_weights (weight_loader.h).
+    // fp8_resident and progress (bytes read of the checkpoint's): see load_weights
+    // (weight_loader.h).
     static std::unique_ptr<Qwen35Model> load(const std::filesystem::path& dir,
-                                             const ops::ExecContext& ctx,
-                                             bool fp8_resident = false);
+                                             const ops::ExecContext& ctx, bool fp8_resident = false,
+                                             const LoadProgress& progress = {});
     // A model of config's shapes with deterministic random weights (weight_loader.h).
     static std::unique_ptr<Qwen35Model> random(const io::ModelConfig& config,
                                                const ops::ExecContext& ctx, uint64_t seed,

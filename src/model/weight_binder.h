@@ -1,7 +1,7 @@
 // The checkpoint binder of weight_loader.cpp: checks each tensor a binding takes (name, shape,
 // dtype, fp8 scale), fuses parts into device tensors in the compute dtype, or keeps block-wise
-// fp8 projections resident (fuse_weight), and makes seeded random weights for random models.
-// Internal to the loader.
+// fp8 projections resident (fuse_weight), and makes seeded random weights for random models;
+// reports the checkpoint bytes it has uploaded (ProgressMeter). Internal to the loader.
 #pragma once
 
 #include <algorithm>
@@ -10,12 +10,14 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/fp8.h"
+#include "model/weight_loader.h"
 #include "model/weights.h"
 #include "ops/exec_context.h"
 #include "ops/memory.h"
@@ -75,11 +77,55 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
     return (a + b - 1) / b;
 }
 
+// The checkpoint bytes of every entry: what a load reads at most (LoadProgress's total).
+inline int64_t checkpoint_bytes(const io::SafetensorsCheckpoint& ckpt) {
+    int64_t n = 0;
+    for (const auto& [name, entry] : ckpt.entries()) n += entry.nbytes;
+    return n;
+}
+
+// Counts the checkpoint bytes uploaded so far and calls a LoadProgress no more often than every
+// `step` bytes (a report per tensor would flood a printer with a 1000-tensor checkpoint), with
+// one report at start() and one at finish(). Without a callback it does nothing.
+class ProgressMeter {
+public:
+    ProgressMeter() = default;
+    ProgressMeter(LoadProgress fn, int64_t total, int64_t step = kLoadProgressStepBytes)
+        : fn_(std::move(fn)), total_(total), step_(step) {}
+
+    void start() { report(0); }
+    void add(int64_t bytes) {
+        // Clamped: entries the binder never uploads (a saved tied lm_head) keep done below the
+        // total, but a tensor bound twice must not carry it past.
+        done_ = std::min(total_, done_ + bytes);
+        if (done_ - reported_ >= step_ && done_ < total_) report(done_); // finish() says total
+    }
+    void finish() {
+        done_ = total_;
+        report(total_);
+    }
+
+private:
+    void report(int64_t done) {
+        if (!fn_) return;
+        reported_ = done;
+        fn_(done, total_);
+    }
+
+    LoadProgress fn_;
+    int64_t total_ = 0, step_ = kLoadProgressStepBytes;
+    int64_t done_ = 0, reported_ = 0;
+};
+
 class Binder {
 public:
     Binder(const ModelConfig& c, const io::SafetensorsCheckpoint& ck, const ops::ExecContext& x,
-           bool fp8_resident)
-        : cfg(c), ckpt(ck), ctx(x), dtype(x.dtype), keep_fp8(fp8_resident && c.fp8) {}
+           bool fp8_resident, const LoadProgress& on_progress = {},
+           int64_t progress_step = kLoadProgressStepBytes)
+        : cfg(c), ckpt(ck), ctx(x), dtype(x.dtype), keep_fp8(fp8_resident && c.fp8),
+          progress(on_progress, checkpoint_bytes(ck), progress_step) {
+        progress.start();
+    }
     // Random mode: no checkpoint; every tensor gets seeded random values (random_init_for).
     Binder(const ModelConfig& c, const ops::ExecContext& x, uint64_t seed, bool fp8_resident)
         : cfg(c), ckpt(empty_checkpoint()), ctx(x), dtype(x.dtype),
@@ -150,6 +196,7 @@ public:
             }
             ops::upload(ctx, src, flat.narrow(0, offset, p->numel())); // staged: values may go
             offset += p->numel();
+            progress.add(checkpoint_bytes_of(*p));
         }
         require(offset == t.numel(), "internal: fused tensor size mismatch");
         return t;
@@ -207,6 +254,7 @@ public:
                                                     {int64_t(s.size())}),
                         scales.narrow(0, scale_at, int64_t(s.size())));
             scale_at += int64_t(s.size());
+            progress.add(checkpoint_bytes_of(*p));
         }
         require(code_at == w.w.numel() && scale_at == w.scale.numel(),
                 "internal: fused fp8 weight size mismatch");
@@ -216,7 +264,8 @@ public:
         return fuse_weight(shape, {&take(name, shape)});
     }
 
-    void finish() const {
+    // Checks that every checkpoint tensor was bound, then reports the load complete.
+    void finish() {
         for (const auto& [name, entry] : ckpt.entries()) {
             if (consumed.count(name)) continue;
             // Static fp8 activation scales: weights are dequantized, activations stay unscaled.
@@ -225,11 +274,17 @@ public:
             fail_invalid("checkpoint has unexpected tensor '", name, "' ", entry.shape_string(),
                          " (not part of a ", cfg.model_type, " text model)");
         }
+        progress.finish();
     }
 
     static const io::SafetensorsCheckpoint& empty_checkpoint() {
         static const io::SafetensorsCheckpoint none;
         return none;
+    }
+
+    // The bytes a bound part read from the checkpoint: its own, and its scale's when fp8.
+    int64_t checkpoint_bytes_of(const TensorEntry& e) const {
+        return e.nbytes + (e.dtype == DType::F8E4M3 ? scale_of(e).nbytes : 0);
     }
 
     const TensorEntry& scale_of(const TensorEntry& e) const {
@@ -261,6 +316,7 @@ public:
     uint64_t random_seed = 0;
     std::set<std::string> consumed;
     std::deque<TensorEntry> placeholders;
+    ProgressMeter progress; // silent in random mode (no callback)
 };
 
 } // namespace ninfer::model::binding

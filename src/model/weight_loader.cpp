@@ -212,8 +212,9 @@ ModelWeights bind_all(Binder& b, int64_t mtp_layers) {
 } // namespace
 
 ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoint& ckpt,
-                          const ops::ExecContext& ctx, bool fp8_resident) {
-    Binder b(cfg, ckpt, ctx, fp8_resident);
+                          const ops::ExecContext& ctx, bool fp8_resident,
+                          const LoadProgress& progress, int64_t progress_step) {
+    Binder b(cfg, ckpt, ctx, fp8_resident, progress, progress_step);
     ModelWeights w = bind_all(b, count_mtp_layers(ckpt));
     b.finish();
     return w;

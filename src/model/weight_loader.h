@@ -4,6 +4,9 @@
 // A missing, unknown, misshapen or non-float tensor is an error that names it.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
@@ -11,12 +14,24 @@
 
 namespace ninfer::model {
 
+// Told how far a checkpoint load has got: bytes_done of the bytes_total that the checkpoint's
+// safetensors entries hold (scales included). Called once with 0 before the first tensor (so a
+// caller can start a clock), then after roughly every kLoadProgressStepBytes uploaded, and once
+// with bytes_done == bytes_total when every tensor is bound; bytes_done never decreases. A throw
+// from it ends the load with that exception. Random weights report nothing.
+using LoadProgress = std::function<void(int64_t bytes_done, int64_t bytes_total)>;
+inline constexpr int64_t kLoadProgressStepBytes = int64_t(64) << 20;
+
 // fp8_resident: an fp8 checkpoint's block-wise projections stay fp8 on the device (codes plus
 // F32 scales, Weight) where every part of a fused projection is fp8; everything else, and all
 // of it without fp8_resident, is dequantized at load to the compute dtype. Needs CUDA with BF16
 // compute (the CPU reference always dequantizes).
+// progress (may be empty): told the bytes read, at most every progress_step bytes (tests pass a
+// small step to see every tensor).
 ModelWeights load_weights(const io::ModelConfig& config, const io::SafetensorsCheckpoint& ckpt,
-                          const ops::ExecContext& ctx, bool fp8_resident = false);
+                          const ops::ExecContext& ctx, bool fp8_resident = false,
+                          const LoadProgress& progress = {},
+                          int64_t progress_step = kLoadProgressStepBytes);
 
 // A model of the config's exact shapes with deterministic random weights made on ctx's device
 // (ops::fill_random, seeded per tensor name), for speed and memory at true size without a

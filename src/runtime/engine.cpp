@@ -76,7 +76,7 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
         return model::Qwen35Model::random(c, ctx, o.random_seed, fp8);
     }
     require(!o.model_dir.empty(), "no model directory given");
-    return model::Qwen35Model::load(o.model_dir, ctx, fp8);
+    return model::Qwen35Model::load(o.model_dir, ctx, fp8, o.on_load_progress);
 }
 
 void validate_options(const EngineOptions& o) {

@@ -1,7 +1,9 @@
 // model/weight_loader.h: fixture loading, fused layouts and shapes, expert layouts, errors.
 #include <map>
 #include <regex>
+#include <set>
 
+#include "model/weight_binder.h"
 #include "model/weight_loader.h"
 #include "unit_test_util.h"
 
@@ -470,6 +472,62 @@ TEST(WeightLoader, CountMtpLayers) {
         if (t.name.rfind("mtp.layers.", 0) != 0) kept.push_back(std::move(t));
     c.tensors = std::move(kept);
     EXPECT_TRUE(load_fails(c, {"mtp.layers.0."}));
+}
+
+// The meter reports at start, after each `step` bytes more than its last report, and the total
+// once at finish; done never passes the total.
+TEST(LoadProgressMeter, ReportsEveryStepAndOnceAtTheEnd) {
+    std::vector<std::pair<int64_t, int64_t>> got;
+    model::binding::ProgressMeter m(
+        [&](int64_t done, int64_t total) { got.emplace_back(done, total); }, 1000, 300);
+    m.start();
+    for (int64_t bytes : {100, 250, 100, 200, 900}) m.add(bytes); // the last overshoots
+    m.finish();
+    const std::vector<std::pair<int64_t, int64_t>> want = {
+        {0, 1000}, {350, 1000}, {650, 1000}, {1000, 1000}};
+    EXPECT_EQ(got, want);
+    model::binding::ProgressMeter silent; // no callback: nothing to call
+    silent.start();
+    silent.add(5);
+    silent.finish();
+}
+
+// With a step of one byte the loader reports after every part it uploads: each report adds the
+// checkpoint bytes of one tensor (with its scale when fp8), and the last is the checkpoint total.
+TEST(WeightLoader, ReportsTheCheckpointBytesOfEveryTensorRead) {
+    const fs::path quant = fs::path(fixtures_dir()) / ".." / "fixtures_quant";
+    std::vector<std::pair<fs::path, bool>> loads; // directory, fp8_resident
+    for (const std::string& name : fixture_names()) loads.emplace_back(fixture_path(name), false);
+    for (const char* name : {"dense_fp8_sharded", "moe_fp8"})
+        for (bool resident : {false, true}) loads.emplace_back(quant / name, resident);
+    for (const auto& [dir, resident] : loads) {
+        SCOPED_TRACE(dir.filename().string() + (resident ? " (fp8 resident)" : ""));
+        const ModelConfig cfg = io::load_hf_config(dir);
+        const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir);
+        int64_t total = 0;
+        std::set<int64_t> part_bytes; // what reading one tensor may add
+        for (const auto& [name, e] : ckpt.entries()) {
+            total += e.nbytes;
+            const io::TensorEntry* scale = ckpt.find(name + "_scale_inv");
+            part_bytes.insert(e.nbytes + (e.dtype == DType::F8E4M3 && scale ? scale->nbytes : 0));
+        }
+        std::vector<int64_t> done;
+        model::load_weights(
+            cfg, ckpt, ops::ExecContext::cpu(), resident,
+            [&](int64_t d, int64_t t) {
+                EXPECT_EQ(t, total);
+                done.push_back(d);
+            },
+            /*progress_step=*/1);
+        ASSERT_GT(done.size(), ckpt.entries().size() / 2); // a report per tensor, not two in all
+        EXPECT_EQ(done.front(), 0);
+        EXPECT_EQ(done.back(), total);
+        // The last step also holds what no upload reads (a tied model's saved lm_head copy).
+        for (size_t i = 1; i + 1 < done.size(); ++i)
+            EXPECT_TRUE(part_bytes.count(done[i] - done[i - 1]))
+                << "report " << i << " added " << done[i] - done[i - 1] << " bytes";
+        EXPECT_LT(done[done.size() - 2], total);
+    }
 }
 
 } // namespace
