@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Compiles (does not run) the CUDA backend for sm_90a on a machine without a GPU or a CUDA
-# install, so a CUDA compile error cannot land: NVIDIA's PyPI wheels provide nvcc, the runtime,
-# cuBLAS and CCCL in one toolkit-shaped folder (nvidia/cu13), and PyPI's cmake is new enough
-# (>= 3.26) for nvcc's C++20 dialect. Everything goes into ignored folders.
+# Compiles (does not run) the CUDA backend for every architecture of the default fat binary
+# (cmake/cuda_architectures.cmake: sm_80, 86, 89, 90a, 100, 120 and compute_120 PTX) on a machine
+# without a GPU or a CUDA install, so a CUDA compile error on any of them cannot land: NVIDIA's
+# PyPI wheels provide nvcc, the runtime, cuBLAS and CCCL in one toolkit-shaped folder
+# (nvidia/cu13), and PyPI's cmake is new enough (>= 3.26) for nvcc's C++20 dialect. Everything
+# goes into ignored folders. NINFER_CUDA_ARCHS=90a (any CMAKE_CUDA_ARCHITECTURES value) compiles
+# those only, for a quicker local check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.cuda-ci-venv
@@ -21,9 +24,12 @@ for lib in cudart cublas cublasLt; do
     [ -e "$cu/lib/lib$lib.so" ] || ln -s "lib$lib.so.13" "$cu/lib/lib$lib.so"
 done
 jobs=$(nproc 2>/dev/null || echo 2)
+archs=${NINFER_CUDA_ARCHS:-}
+# -U first: a build folder configured before (for 90a only, say) keeps its cached value otherwise.
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
-    -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a
+    -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -UCMAKE_CUDA_ARCHITECTURES \
+    ${archs:+"-DCMAKE_CUDA_ARCHITECTURES=$archs"}
 # ninfer, every CUDA test (tests/cuda/test_*.cpp) and the op benchmarks.
 cuda_tests=$(ls tests/cuda/test_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 $venv/bin/cmake --build build-cuda-ci -j "$jobs" --target ninfer $cuda_tests bench_prefill_ops bench_decode_ops bench_fp8_ops
-echo "CUDA backend compiled for sm_90a"
+echo "CUDA backend compiled for ${NINFER_CUDA_ARCHS:-sm_80, 86, 89, 90a, 100, 120 and compute_120}"

@@ -76,14 +76,19 @@ bool plane_aligned16(const KvPlane& p) {
     return p.data.dtype == DType::BF16 && p.data.stride[1] % 8 == 0 && p.data.stride[2] % 8 == 0;
 }
 
-template <int D> void launch(const FlashArgs& args, dim3 grid, cudaStream_t stream) {
+template <int D> void launch(const ExecContext& ctx, const FlashArgs& args, dim3 grid) {
     // Over 48 KiB of shared memory needs the opt-in, per device: set it at every launch (a
     // host-side call of about a microsecond, next to a prefill kernel of milliseconds).
-    check(cudaFuncSetAttribute(flash_prefill_bf16<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               smem_bytes<D>()),
-          "flash_prefill_bf16: shared memory attribute");
-    flash_prefill_bf16<D><<<grid, kWarps * 32, smem_bytes<D>(), stream>>>(args);
+    opt_in_shared_memory(ctx, flash_prefill_bf16<D>, smem_bytes<D>(), "flash_prefill_bf16");
+    flash_prefill_bf16<D><<<grid, kWarps * 32, smem_bytes<D>(), stream_of(ctx)>>>(args);
     check_launch("flash_prefill_bf16");
+}
+
+// Dynamic shared memory of the kernel for head dim D: 99 KB for the bf16 planes at D = 256 (all
+// that sm_86 / sm_89 / sm_120 give a block), 100 KB for quantized planes there.
+int flash_smem_bytes(int64_t D, bool coded) {
+    if (coded) return flash_coded_smem_bytes(int(D));
+    return D == 64 ? smem_bytes<64>() : D == 128 ? smem_bytes<128>() : smem_bytes<256>();
 }
 
 } // namespace
@@ -93,7 +98,8 @@ bool flash_prefill_supported(const TensorView& q, const KvPlane& k_cache, const 
     const int64_t D = q.size(2);
     return q.dtype == DType::BF16 && out.dtype == DType::BF16 &&
            (D == 64 || D == 128 || D == 256) && aligned16(q) && aligned16(out) &&
-           plane_aligned16(k_cache) && plane_aligned16(v_cache);
+           plane_aligned16(k_cache) && plane_aligned16(v_cache) &&
+           shared_memory_fits(q.device.index, size_t(flash_smem_bytes(D, k_cache.quantized())));
 }
 
 void flash_prefill(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
@@ -125,15 +131,15 @@ void flash_prefill(const ExecContext& ctx, const TensorView& q, const KvPlane& k
     if (coded) {
         // Rows (block * bs + offset) * nKV + kv head: codes at row * D, scales at row * G.
         args.cache_s0 = kc.size(1) * kc.size(2), args.cache_s1 = kc.size(2), args.cache_s2 = 1;
-        return launch_flash_coded(args, grid, int(q.size(2)), k_cache, v_cache, stream_of(ctx));
+        return launch_flash_coded(ctx, args, grid, int(q.size(2)), k_cache, v_cache);
     }
     switch (q.size(2)) {
     case 64:
-        return launch<64>(args, grid, stream_of(ctx));
+        return launch<64>(ctx, args, grid);
     case 128:
-        return launch<128>(args, grid, stream_of(ctx));
+        return launch<128>(ctx, args, grid);
     default:
-        return launch<256>(args, grid, stream_of(ctx));
+        return launch<256>(ctx, args, grid);
     }
 }
 

@@ -218,7 +218,10 @@ namespace ninfer::ops::cuda {
 
 // The prefill kernel over quantized planes (attention_flash_coded.cu), grid as flash_prefill's:
 // `a` addresses the planes in rows (cache_s2 = 1); D is 64, 128 or 256.
-void launch_flash_coded(const flash::FlashArgs& a, dim3 grid, int D, const KvPlane& k_cache,
-                        const KvPlane& v_cache, cudaStream_t stream);
+void launch_flash_coded(const ExecContext& ctx, const flash::FlashArgs& a, dim3 grid, int D,
+                        const KvPlane& k_cache, const KvPlane& v_cache);
+// Its dynamic shared memory per block for head dim D (flash_prefill_supported checks the device
+// has it).
+int flash_coded_smem_bytes(int D);
 
 } // namespace ninfer::ops::cuda

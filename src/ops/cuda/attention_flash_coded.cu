@@ -4,7 +4,9 @@
 // Once a tile has landed, the block turns it into the bf16 K and V tiles the MMAs read,
 // bf16_rn(decode(code, scale)) (kvq::decode8: exactly the codec's decode), so the one bf16 tile
 // needs no second buffer. Shared memory (D = 256): queries 33 KB, bf16 K and V 33 KB, two stages
-// of codes 32 KB and of scale values 2 KB: 100 KB, two blocks per SM as the bf16 kernel.
+// of codes 32 KB and of scale values 2 KB: 100 KB, two blocks per SM as the bf16 kernel. That is
+// more than sm_86 / sm_89 / sm_120 give a block (99 KB): there D = 256 takes the split-K kernel
+// (flash_prefill_supported asks shared_memory_fits).
 #include <cstdint>
 
 #include "ops/cuda/attention_flash.cuh"
@@ -121,29 +123,36 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 template <int D, typename Codec>
-void launch(const FlashArgs& a, dim3 grid, const kvq::CodedPlanes<Codec>& kv, cudaStream_t stream) {
+void launch(const ExecContext& ctx, const FlashArgs& a, dim3 grid,
+            const kvq::CodedPlanes<Codec>& kv) {
     // Over 48 KiB: the opt-in, set at every launch as flash_prefill_bf16's.
-    check(cudaFuncSetAttribute(flash_prefill_coded<D, Codec>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, coded_smem_bytes<D>()),
-          "flash_prefill_coded: shared memory attribute");
-    flash_prefill_coded<D, Codec><<<grid, kWarps * 32, coded_smem_bytes<D>(), stream>>>(a, kv);
+    opt_in_shared_memory(ctx, flash_prefill_coded<D, Codec>, coded_smem_bytes<D>(),
+                         "flash_prefill_coded");
+    flash_prefill_coded<D, Codec>
+        <<<grid, kWarps * 32, coded_smem_bytes<D>(), stream_of(ctx)>>>(a, kv);
     check_launch("flash_prefill_coded");
 }
 
 } // namespace
 
-void launch_flash_coded(const flash::FlashArgs& a, dim3 grid, int D, const KvPlane& k_cache,
-                        const KvPlane& v_cache, cudaStream_t stream) {
+int flash_coded_smem_bytes(int D) {
+    return D == 64    ? coded_smem_bytes<64>()
+           : D == 128 ? coded_smem_bytes<128>()
+                      : coded_smem_bytes<256>();
+}
+
+void launch_flash_coded(const ExecContext& ctx, const flash::FlashArgs& a, dim3 grid, int D,
+                        const KvPlane& k_cache, const KvPlane& v_cache) {
     kvq::dispatch_codec(k_cache, "paged_attention", [&](auto codec) {
         using Codec = decltype(codec);
         const auto kv = kvq::coded_planes<Codec>(k_cache, v_cache);
         switch (D) {
         case 64:
-            return launch<64>(a, grid, kv, stream);
+            return launch<64>(ctx, a, grid, kv);
         case 128:
-            return launch<128>(a, grid, kv, stream);
+            return launch<128>(ctx, a, grid, kv);
         default:
-            return launch<256>(a, grid, kv, stream);
+            return launch<256>(ctx, a, grid, kv);
         }
     });
 }

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/cuda/device_caps.h"
 #include "ops/exec_context.h"
 
 namespace ninfer::ops::cuda {
@@ -149,11 +150,21 @@ inline unsigned blocks_for(int64_t n, int threads) {
 // by launch_pdl calls pdl_wait_and_release() as its first statement, before any read, write or
 // early return. The wait returns once the previous kernel has completed and its writes are
 // visible; the release then lets the next kernel launch, so at most one kernel runs ahead.
-// Kernels launched with <<<>>> (or by cuBLAS) keep the full stream ordering; a no-op before sm_90.
+// Kernels launched with <<<>>> (or by cuBLAS) keep the full stream ordering; a no-op before sm_90
+// (launch_pdl asks for no overlap there: pdl_enabled), and without the launch attribute.
 __device__ __forceinline__ void pdl_wait_and_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The first statement of a kernel that needs sm_90 (thread-block clusters): its route is chosen
+// only where has_sm90_features holds, and the images of older architectures, which cannot run it,
+// trap instead of computing a wrong result if it were launched there anyway.
+__device__ __forceinline__ void trap_before_sm90() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();
 #endif
 }
 
@@ -172,8 +183,8 @@ void* stream_workspace(const ExecContext& ctx, size_t bytes);
 // it: their resources live as long as the process.
 void on_stream_release(void* stream, std::function<void()> release);
 
-// Streaming multiprocessors of ctx's device (queried once per device): grid sizes that aim to
-// fill the GPU derive from it, never from one card's count.
+// Streaming multiprocessors of ctx's device (device_caps: queried once per device): grid sizes
+// that aim to fill the GPU derive from it, never from one card's count.
 int sm_count(const ExecContext& ctx);
 
 // Whether the fused routes (rms_norm_linear's normalising GEMV, gdn_core's one kernel,
@@ -183,9 +194,26 @@ int sm_count(const ExecContext& ctx);
 // (comma-separated: rms_norm_linear, gdn_core, attention_prep, moe_block): A/B and bisection.
 bool fused_routes_enabled(const char* route);
 
-// Whether launch_pdl asks for programmatic serialisation: the device is sm_90+ and NINFER_PDL is
-// not "0" (the switch exists to measure the gain: `NINFER_PDL=0 ninfer bench ...`).
-bool pdl_enabled();
+// Whether launch_pdl asks for programmatic serialisation: ctx's device has sm_90's features
+// (has_sm90_features: not in portable mode) and NINFER_PDL is not "0" (the switch exists to
+// measure the gain: `NINFER_PDL=0 ninfer bench ...`).
+bool pdl_enabled(const ExecContext& ctx);
+
+// Raises Unsupported unless ctx's device gives a block `bytes` of shared memory. Routes ask
+// shared_memory_fits before they choose a kernel; this backstop at the launch makes a route that
+// did not fail loudly, also on an H200 in portable mode (whose 99 KB cap the hardware would not
+// enforce).
+void require_shared_memory(const ExecContext& ctx, size_t bytes, const char* kernel);
+
+// The opt-in a kernel needs for over 48 KiB of dynamic shared memory, per device, after
+// require_shared_memory.
+template <typename... Params>
+void opt_in_shared_memory(const ExecContext& ctx, void (*kernel)(Params...), size_t bytes,
+                          const char* name) {
+    require_shared_memory(ctx, bytes, name);
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+          name);
+}
 
 // kernel<<<grid, block, smem, ctx's stream>>>(args...) as a programmatic dependent launch; see
 // pdl_wait_and_release for the contract the kernel must keep. Raises on a launch error.
@@ -201,7 +229,7 @@ void launch_pdl(const ExecContext& ctx, void (*kernel)(Params...), dim3 grid, di
     attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
-    config.numAttrs = pdl_enabled() ? 1 : 0;
+    config.numAttrs = pdl_enabled(ctx) ? 1 : 0;
     check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), "launch_pdl");
 }
 

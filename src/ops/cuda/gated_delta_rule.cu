@@ -5,7 +5,8 @@
 // whole sequence, split by rows over dk / 32 warps; q and k are normalised in every warp and
 // broadcast by shuffles.
 // Chosen for decode and short chunks (under kGdnChunkedMinRows rows per sequence); longer ones
-// take the chunked route (gated_delta_rule_chunked.cu). Assumes dk <= 128.
+// take the chunked route (gated_delta_rule_chunked.cu) where the device has the shared memory it
+// needs (gated_delta_rule_chunked_fits), the recurrence elsewhere. Assumes dk <= 128.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gated_delta_rule_chunked.h"
@@ -173,7 +174,7 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
             a.dv);
     dispatch_float(q.dtype, "gated_delta_rule", [&](auto tag) {
         using E = decltype(tag);
-        if (chunked)
+        if (chunked && gated_delta_rule_chunked_fits<E>(ctx, a))
             gated_delta_rule_chunked<E>(ctx, a, batch.num_seqs, int(q.size(0)),
                                         batch.max_rows_per_seq);
         else if (dk <= 32)

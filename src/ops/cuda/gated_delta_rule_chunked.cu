@@ -366,6 +366,12 @@ size_t scan_smem(int dk) {
 
 } // namespace
 
+bool gated_delta_rule_chunked_fp32_fits(const ExecContext& ctx, const GdnArgs& a) {
+    const int device = ctx.device.index;
+    return shared_memory_fits(device, prepare_smem(a.dk, a.dv)) &&
+           shared_memory_fits(device, scan_smem(a.dk));
+}
+
 template <typename T>
 void gated_delta_rule_chunked_fp32(const ExecContext& ctx, const GdnArgs& a, int num_seqs,
                                    int num_rows, int max_rows_per_seq) {
@@ -378,12 +384,8 @@ void gated_delta_rule_chunked_fp32(const ExecContext& ctx, const GdnArgs& a, int
     const size_t prep = prepare_smem(a.dk, a.dv), scan = scan_smem(a.dk);
     // Over 48 KiB of shared memory needs the opt-in, per device: set at every launch (about a
     // microsecond on the host, next to kernels of a millisecond).
-    check(cudaFuncSetAttribute(chunk_prepare_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(prep)),
-          "chunk_prepare_kernel: shared memory attribute");
-    check(cudaFuncSetAttribute(chunk_scan_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(scan)),
-          "chunk_scan_kernel: shared memory attribute");
+    opt_in_shared_memory(ctx, chunk_prepare_kernel<T>, prep, "chunk_prepare_kernel");
+    opt_in_shared_memory(ctx, chunk_scan_kernel<T>, scan, "chunk_scan_kernel");
     chunk_prepare_kernel<T><<<dim3(unsigned(num_seqs * max_chunks), unsigned(a.Hv)),
                               kPrepareThreads, prep, stream_of(ctx)>>>(a, work, max_chunks);
     check_launch("chunk_prepare_kernel");

@@ -25,8 +25,15 @@ struct GdnArgs {
 // be replaced by `ninfer tune`'s measured table.
 constexpr int kGdnChunkedMinRows = 32;
 
+// Whether ctx's device can run the chunked route for these arguments: the shared memory per
+// block its passes need (bf16 tensor cores 160 KB, f32 138 KB at dk = dv = 128) is there on
+// sm_80, sm_90 and sm_100, not on sm_86 / sm_89 / sm_120 (99 KB) or in portable mode, where
+// gated_delta_rule takes the recurrence (for GdnAlgo::Chunked as well: the same contract).
+template <typename T> bool gated_delta_rule_chunked_fits(const ExecContext& ctx, const GdnArgs& a);
+
 // gated_delta_rule's contract (ops/gated_delta_rule.h) by chunks of 64 rows; dk, dv <= 128.
-// T is float or __nv_bfloat16 (the activation type of q, k, v and out).
+// T is float or __nv_bfloat16 (the activation type of q, k, v and out); needs
+// gated_delta_rule_chunked_fits.
 template <typename T>
 void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_seqs, int num_rows,
                               int max_rows_per_seq);

@@ -249,12 +249,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 } // namespace
 
+size_t gdn_tc_prepare_smem_bytes() {
+    return kSmemBytes;
+}
+
 void gdn_tc_prepare(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs,
                     int max_chunks) {
     // Over 48 KiB of shared memory needs the opt-in, per device: set at every launch.
-    check(cudaFuncSetAttribute(tc_prepare_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(kSmemBytes)),
-          "tc_prepare_kernel: shared memory attribute");
+    opt_in_shared_memory(ctx, tc_prepare_kernel, kSmemBytes, "tc_prepare_kernel");
     tc_prepare_kernel<<<dim3(unsigned(num_seqs * max_chunks), unsigned(a.Hv / a.ratio)), kThreads,
                         kSmemBytes, stream_of(ctx)>>>(a, w, max_chunks);
     check_launch("tc_prepare_kernel");

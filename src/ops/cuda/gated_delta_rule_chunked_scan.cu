@@ -326,11 +326,13 @@ __global__ void __launch_bounds__(kThreads, 1) tc_scan_kernel(GdnArgs a, TcWork 
 
 } // namespace
 
+size_t gdn_tc_scan_smem_bytes() {
+    return 2 * kStageBytes; // double-buffered chunk tiles
+}
+
 void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs) {
-    constexpr size_t smem = 2 * kStageBytes; // double-buffered chunk tiles
-    check(cudaFuncSetAttribute(tc_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(smem)),
-          "tc_scan_kernel: shared memory attribute");
+    const size_t smem = gdn_tc_scan_smem_bytes();
+    opt_in_shared_memory(ctx, tc_scan_kernel, smem, "tc_scan_kernel");
     tc_scan_kernel<<<dim3(unsigned(num_seqs), unsigned(a.Hv),
                           unsigned((a.dv + kBlockCols - 1) / kBlockCols)),
                      kThreads, smem, stream_of(ctx)>>>(a, w);

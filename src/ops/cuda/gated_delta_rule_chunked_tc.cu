@@ -1,6 +1,8 @@
 // The entry of gated_delta_rule's chunked route on CUDA (gated_delta_rule_chunked.h): bf16
 // activations whose shapes suit it take the tensor-core route (prepare + scan passes,
-// gated_delta_rule_chunked_tc.cuh); F32 activations and the rest take the f32 route.
+// gated_delta_rule_chunked_tc.cuh); F32 activations and the rest take the f32 route. Both need more
+// shared memory per block than sm_86 / sm_89 / sm_120 have at dk = dv = 128
+// (gated_delta_rule_chunked_fits), where gated_delta_rule runs the recurrence instead.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gated_delta_rule_chunked_tc.cuh"
@@ -23,13 +25,27 @@ bool tc_supported(const GdnArgs& a) {
     return dims && strides && aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
 }
 
+// The tensor-core passes' 160 KB of shared memory per block: sm_80, sm_90, sm_100, not the 99 KB
+// of sm_86 / sm_89 / sm_120.
+bool tc_fits(const ExecContext& ctx, const GdnArgs& a) {
+    const int device = ctx.device.index;
+    return tc_supported(a) && shared_memory_fits(device, gdn_tc_prepare_smem_bytes()) &&
+           shared_memory_fits(device, gdn_tc_scan_smem_bytes());
+}
+
 } // namespace
+
+template <typename T> bool gated_delta_rule_chunked_fits(const ExecContext& ctx, const GdnArgs& a) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        if (tc_fits(ctx, a)) return true;
+    return gated_delta_rule_chunked_fp32_fits(ctx, a);
+}
 
 template <typename T>
 void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_seqs, int num_rows,
                               int max_rows_per_seq) {
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        if (tc_supported(a)) {
+        if (tc_fits(ctx, a)) {
             Allocator& alloc = allocator(ctx.device);
             using gdn_tc::kChunk;
             Tensor Tb =
@@ -46,6 +62,8 @@ void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_
     gated_delta_rule_chunked_fp32<T>(ctx, a, num_seqs, num_rows, max_rows_per_seq);
 }
 
+template bool gated_delta_rule_chunked_fits<float>(const ExecContext&, const GdnArgs&);
+template bool gated_delta_rule_chunked_fits<__nv_bfloat16>(const ExecContext&, const GdnArgs&);
 template void gated_delta_rule_chunked<float>(const ExecContext&, const GdnArgs&, int, int, int);
 template void gated_delta_rule_chunked<__nv_bfloat16>(const ExecContext&, const GdnArgs&, int, int,
                                                       int);

@@ -109,11 +109,17 @@ __device__ __forceinline__ void copy_tile(void* dst, int dst_row, int rows, int 
 void gdn_tc_prepare(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs,
                     int max_chunks);
 void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs);
+// Their dynamic shared memory per block (88 KB and 160 KB).
+size_t gdn_tc_prepare_smem_bytes();
+size_t gdn_tc_scan_smem_bytes();
 
 // The f32 CUDA-core chunked route (gated_delta_rule_chunked.cu): F32 activations, and bf16
 // shapes the tensor-core route does not take.
 template <typename T>
 void gated_delta_rule_chunked_fp32(const ExecContext& ctx, const GdnArgs& a, int num_seqs,
                                    int num_rows, int max_rows_per_seq);
+// Whether ctx's device gives a block the shared memory of both f32 passes (114 KB and 138 KB at
+// dk = dv = 128).
+bool gated_delta_rule_chunked_fp32_fits(const ExecContext& ctx, const GdnArgs& a);
 
 } // namespace ninfer::ops::cuda

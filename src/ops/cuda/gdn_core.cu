@@ -1,7 +1,9 @@
 // Implements gdn_core (ops/gated_delta_rule.h) on CUDA: the decode route runs a GDN layer's
 // conv + SiLU, gates, l2 norms, recurrent update and gated RMS norm in one kernel.
 // Chosen when every sequence has at most one row, dk = dv = 128, conv kernel 4 and Hv / Hk <= 8,
-// on sm_90+ (thread-block clusters); the dispatcher runs the four ops for everything else.
+// on devices with sm_90's thread-block clusters (has_sm90_features: sm_90 and later, not in
+// portable mode); the dispatcher runs the four ops for everything else. The images for older
+// architectures trap (trap_before_sm90): their barrier.cluster does not exist.
 // Assumes contiguous conv state, recurrent state and core; unit last strides on the in_proj views.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -171,6 +173,7 @@ __device__ void gated_norm_store(const DecodeArgs& a, int64_t r, int h, int col,
 // Every block computes its key head's q/k conv (the blocks of a cluster share it); the cluster's
 // first block writes that conv state back once every block of the cluster has read it.
 template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_kernel(DecodeArgs a) {
+    trap_before_sm90();
     const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, hk = h / a.ratio;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int col = (warp % kGroups) * 32 + lane, rg = warp / kGroups;
@@ -214,18 +217,6 @@ template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_ke
     }
 }
 
-// Thread-block clusters (and so barrier.cluster) need sm_90; asked once per process.
-bool clusters_supported() {
-    static const bool supported = [] {
-        int device = 0, major = 0;
-        return cudaGetDevice(&device) == cudaSuccess &&
-               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
-                   cudaSuccess &&
-               major >= 9;
-    }();
-    return supported;
-}
-
 // launch_pdl with a cluster of `ratio` blocks (one key head's value heads) as a second attribute.
 template <typename T> void launch_decode(const ExecContext& ctx, const DecodeArgs& a, int seqs) {
     cudaLaunchConfig_t config = {};
@@ -240,7 +231,7 @@ template <typename T> void launch_decode(const ExecContext& ctx, const DecodeArg
     attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[1].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
-    config.numAttrs = pdl_enabled() ? 2 : 1;
+    config.numAttrs = pdl_enabled(ctx) ? 2 : 1;
     check(cudaLaunchKernelEx(&config, gdn_core_kernel<T>, a), "gdn_core_kernel");
 }
 
@@ -251,7 +242,7 @@ bool gdn_core_fused_fits(const SeqBatch& batch, const TensorView& conv_w,
     const int64_t Hv = recurrent_state.size(1);
     return fused_routes_enabled("gdn_core") && batch.max_rows_per_seq <= 1 && conv_w.size(1) == kConvK &&
            recurrent_state.size(2) == kD && recurrent_state.size(3) == kD &&
-           Hv / Hk <= kMaxCluster && clusters_supported();
+           Hv / Hk <= kMaxCluster && has_sm90_features(conv_w.device.index);
 }
 
 void gdn_core_fused(const ExecContext& ctx, const TensorView& qkv, const TensorView& z,
@@ -259,6 +250,9 @@ void gdn_core_fused(const ExecContext& ctx, const TensorView& qkv, const TensorV
                     const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
                     float eps, const SeqBatch& batch, const TensorView& conv_state,
                     const TensorView& recurrent_state, const TensorView& core) {
+    if (!has_sm90_features(ctx.device.index))
+        fail(ErrorCategory::Unsupported, "gdn_core_fused needs sm_90's thread-block clusters, "
+             "which cuda:", ctx.device.index, " does not offer (or portable mode is on)");
     if (batch.num_seqs == 0 || qkv.size(0) == 0) return;
     const int Hv = int(recurrent_state.size(1));
     const int64_t Hk = (qkv.size(1) - int64_t(Hv) * kD) / (2 * kD);

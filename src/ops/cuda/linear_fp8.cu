@@ -382,7 +382,10 @@ void linear_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w
     case Fp8LinearRoute::TensorCores: return linear_tc_fp8(ctx, x, w, y, accumulate);
     case Fp8LinearRoute::W8A8:
         if (linear_w8a8(ctx, x, w, y, accumulate)) return;
-        break; // no cuBLASLt algorithm for the shape
+        // No cuBLASLt algorithm for the shape: the next route of linear_fp8_route's order.
+        if (T <= kFp8TensorCoreMaxRows && linear_tc_fp8_fits(x, w, y))
+            return linear_tc_fp8(ctx, x, w, y, accumulate);
+        break;
     case Fp8LinearRoute::Dequantize: break;
     }
     Tensor dense = Tensor::empty(allocator(ctx.device), DType::BF16, {N, K});

@@ -25,9 +25,10 @@ void linear_gemv_fp8(const ExecContext& ctx, const TensorView& x, const WeightVi
 bool linear_tc_fp8_fits(const TensorView& x, const WeightView& w, const TensorView& y);
 // The W8A8 route (linear_fp8_w8a8.cu, sm_90 cuBLASLt): x quantized per (row, 128 columns) to
 // e4m3 with f32 scales (the checkpoints' activation_scheme: dynamic), then cuBLASLt's fp8 matmul
-// with the weight's 128 x 128 block scales. Needs BF16 x and y, 128 x 128 blocks, K % 128 == 0,
-// N % 16 == 0, y and the weight's codes and scales 256-byte aligned (whole allocations); returns
-// false (nothing written) when cuBLASLt has no algorithm for the shape.
+// with the weight's 128 x 128 block scales. Needs an sm_90 device (has_block_scaled_fp8_matmul:
+// not in portable mode), BF16 x and y, 128 x 128 blocks, K % 128 == 0, N % 16 == 0, y and the
+// weight's codes and scales 256-byte aligned (whole allocations); returns false (nothing
+// written) when cuBLASLt has no algorithm for the shape.
 bool linear_w8a8_fits(const TensorView& x, const WeightView& w, const TensorView& y);
 bool linear_w8a8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                  const TensorView& y, bool accumulate);
@@ -44,8 +45,9 @@ void quantize_rows_fp8(const ExecContext& ctx, const TensorView& x, const Tensor
 // weights, to 8 on small ones:
 //   large: GEMV 1..kFp8GemvRows, then W8A8 from kFp8W8a8MinRows;
 //   small: GEMV 1..kGemvMaxRows, tensor cores to kFp8TensorCoreMaxRows, W8A8 past it;
-//   shapes W8A8 cannot take: the tensor cores (to kFp8TensorCoreMaxRows rows), else the GEMV
-//   (to kGemvMaxRows); dequantize + cuBLAS for the rest.
+//   shapes W8A8 cannot take (all of them off sm_90 and in portable mode): the tensor cores (to
+//   kFp8TensorCoreMaxRows rows), else the GEMV (to kGemvMaxRows); dequantize + cuBLAS for the
+//   rest. Every route but W8A8 runs on every architecture of the build.
 inline constexpr int64_t kFp8GemvRows = 4;
 inline constexpr int64_t kFp8TensorCoreMaxRows = 128;
 inline constexpr int64_t kFp8W8a8MinRows = 5;

@@ -1,5 +1,7 @@
-// linear_fp8's W8A8 route (linear_fp8.h) on cuBLASLt's block-scaled fp8 matmul (sm_90), the
-// checkpoints' `activation_scheme: dynamic`:
+// linear_fp8's W8A8 route (linear_fp8.h) on cuBLASLt's block-scaled fp8 matmul, the
+// checkpoints' `activation_scheme: dynamic`. cuBLASLt has these 128 x 128 block scales on sm_90
+// only (has_block_scaled_fp8_matmul, asked per device): elsewhere, and in portable mode,
+// linear_w8a8_fits is false and linear_fp8 takes its other routes.
 //   1. quantize_rows_fp8: x [T, K] bf16 -> codes [T, K] e4m3 and scales [T, K / 128] f32, one
 //      warp per (row, 128-column group): s = max(amax, kMinAmax) / 448, code = e4m3_rn(x / s)
 //      (IEEE division, saturating), so |code| <= 448 and x ~ code * s;
@@ -124,6 +126,7 @@ bool aligned256(const void* p) {
 } // namespace
 
 bool linear_w8a8_fits(const TensorView& x, const WeightView& w, const TensorView& y) {
+    if (!has_block_scaled_fp8_matmul(x.device.index)) return false;
     if (x.ndim != 2 || y.ndim != 2 || !w.is_fp8() || w.w.ndim != 2) return false;
     const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
     return x.dtype == DType::BF16 && y.dtype == DType::BF16 && w.size(1) == K &&
@@ -161,6 +164,10 @@ void quantize_rows_fp8(const ExecContext& ctx, const TensorView& x, const Tensor
 
 bool linear_w8a8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                  const TensorView& y, bool accumulate) {
+    if (!has_block_scaled_fp8_matmul(x.device.index))
+        fail(ErrorCategory::Unsupported, "linear_w8a8: cuBLASLt's block-scaled fp8 matmul needs "
+             "sm_90, cuda:", x.device.index, " is sm_", device_caps(x.device.index).arch,
+             portable_kernels() ? " (portable mode)" : "");
     require(linear_w8a8_fits(x, w, y), "linear_w8a8: needs BF16 x and y, K % 128 == 0, N % 16 == 0, ",
             "128 x 128 blocks and 16-byte aligned rows; got x ", x.describe(), ", w ",
             w.w.describe(), ", y ", y.describe());

@@ -14,22 +14,12 @@
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/device_caps.h"
 
 namespace ninfer::ops::cuda {
 
 void throw_cuda(cudaError_t status, const char* what) {
     fail(ErrorCategory::Cuda, what, ": ", cudaGetErrorString(status));
-}
-
-int sm_count(const ExecContext& ctx) {
-    static std::mutex mutex;
-    static std::map<int, int> counts;
-    std::lock_guard lock(mutex);
-    auto [it, fresh] = counts.try_emplace(ctx.device.index, 0);
-    if (fresh)
-        check(cudaDeviceGetAttribute(&it->second, cudaDevAttrMultiProcessorCount, ctx.device.index),
-              "cudaDeviceGetAttribute(multiProcessorCount)");
-    return it->second;
 }
 
 bool fused_routes_enabled(const char* route) {
@@ -52,18 +42,12 @@ bool fused_routes_enabled(const char* route) {
     return true;
 }
 
-bool pdl_enabled() {
-    static const bool enabled = [] {
+bool pdl_enabled(const ExecContext& ctx) {
+    static const bool switched_on = [] {
         const char* env = std::getenv("NINFER_PDL");
-        if (env && std::strcmp(env, "0") == 0) return false;
-        int device = 0, major = 0;
-        if (cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) !=
-                cudaSuccess)
-            return false;
-        return major >= 9;
+        return !(env && std::strcmp(env, "0") == 0);
     }();
-    return enabled;
+    return switched_on && has_sm90_features(ctx.device.index);
 }
 
 namespace {
@@ -78,6 +62,7 @@ class CudaAllocator final : public Allocator {
 public:
     explicit CudaAllocator(int index) : index_(index) {
         check(cudaSetDevice(index_), "cudaSetDevice");
+        require_kernel_image(index_); // before any work: a device without an image fails here
         cudaMemPool_t pool;
         check(cudaDeviceGetDefaultMemPool(&pool, index_), "cudaDeviceGetDefaultMemPool");
         uint64_t threshold = std::numeric_limits<uint64_t>::max();

@@ -245,7 +245,7 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
     require(tensor_cores || !fp8, "moe_experts: fp8 experts need the tensor-core route");
     const int bm = !tensor_cores ? kGroupedSimpleRows
                    : fp8         ? grouped_tile_rows_fp8(pairs, E)
-                                 : grouped_tile_rows_bf16(pairs, E);
+                                 : grouped_tile_rows_bf16(ctx, pairs, E);
     // sum_e ceil(count_e / bm) <= floor(pairs / bm) + E.
     const int64_t max_tiles = pairs / bm + E;
     cudaStream_t stream = stream_of(ctx);

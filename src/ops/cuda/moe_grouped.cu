@@ -323,6 +323,8 @@ template <int BM, bool kFused, bool kFp8> void launch(const ExecContext& ctx, co
     auto kernel = grouped_gemm_tc<BM, kFused, kFp8>;
     // The smem limit is a per-device attribute: raised once per device, so a graph capture
     // after the first eager call makes no such call.
+    const char* name = kFused ? "grouped_gemm_tc<gate_up>" : "grouped_gemm_tc<down>";
+    require_shared_memory(ctx, bytes, name);
     static std::atomic<uint64_t> raised{0};
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
@@ -342,7 +344,7 @@ template <int BM, bool kFused, bool kFp8> void launch(const ExecContext& ctx, co
             "grouped gemm: split K is for dense mode with a partial-sum buffer");
     kernel<<<dim3(unsigned(blocks), unsigned(g.k_splits)), kThreads, bytes, stream_of(ctx)>>>(
         g, n_blocks);
-    check_launch(kFused ? "grouped_gemm_tc<gate_up>" : "grouped_gemm_tc<down>");
+    check_launch(name);
     if (g.k_splits > 1) {
         const int64_t n = g.dense_rows * g.N;
         reduce_splits<<<unsigned((n + 255) / 256), 256, 0, stream_of(ctx)>>>(g);
@@ -366,9 +368,11 @@ template <bool kFused> void launch_bm(const ExecContext& ctx, const GroupedGemm&
 // Every expert's last tile is partly empty: half a tile on average, whatever the expert holds.
 // BM = 128 keeps that waste at ~20% from 256 rows per expert (T = 8192 at E = 256, k = 8) and
 // reads each weight tile for twice the rows; below ~96 rows per expert (T = 512: 16 rows) the
-// empty rows dominate and BM = 64 halves the wasted MMAs.
-int grouped_tile_rows_bf16(int64_t pairs, int64_t E) {
-    return pairs >= 96 * E ? 128 : 64;
+// empty rows dominate and BM = 64 halves the wasted MMAs. BM = 128's 108 KB of shared memory is
+// more than sm_86 / sm_89 / sm_120 give a block: 64 there.
+int grouped_tile_rows_bf16(const ExecContext& ctx, int64_t pairs, int64_t E) {
+    const bool fits = shared_memory_fits(ctx.device.index, size_t(smem_bytes<128, false>()));
+    return pairs >= 96 * E && fits ? 128 : 64;
 }
 
 // fp8 stacks: the same, and 32-row tiles (6 stages) below ~24 rows per expert (T = 768 at E =

@@ -46,9 +46,10 @@ struct GroupedGemm {
     float* partial = nullptr;
 };
 
-// M-tile rows of the tensor-core route for `pairs` pairs over E experts: bf16 64 or 128, fp8
-// stacks 32, 64 or 128.
-int grouped_tile_rows_bf16(int64_t pairs, int64_t E);
+// M-tile rows of the tensor-core route for `pairs` pairs over E experts: bf16 64 or 128 (128 only
+// where ctx's device gives a block its 108 KB of shared memory: not sm_86 / sm_89 / sm_120, nor
+// portable mode), fp8 stacks 32, 64 or 128 (all within 99 KB).
+int grouped_tile_rows_bf16(const ExecContext& ctx, int64_t pairs, int64_t E);
 int grouped_tile_rows_fp8(int64_t pairs, int64_t E);
 
 // The tensor-core GEMMs (bf16 A, bf16 or fp8 weights, K % 8 == 0 (fp8: % 16), N % 8 == 0,

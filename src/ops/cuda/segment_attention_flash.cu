@@ -313,6 +313,7 @@ template <int D, int kTileKeys = kKeys<D>>
 void launch(const ExecContext& ctx, const FlashArgs& args, int64_t longest, int64_t S, int64_t nH) {
     // Over 48 KiB of shared memory needs the opt-in, once per device (before any graph capture:
     // the first call of a shape runs eagerly).
+    require_shared_memory(ctx, smem_bytes<D, kTileKeys>(), "segment_attention_flash_bf16");
     static std::atomic<uint64_t> opted_in{0};
     const uint64_t bit = uint64_t(1) << (ctx.device.index & 63);
     if (!(opted_in.load() & bit)) {
