@@ -9,18 +9,43 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "model/fixture_util.h"
 
 namespace ninfer::test {
 
 // How two runs are compared: the first `steps` generated tokens (0: all) must be the same ids,
-// with logprobs within logprob_tol (negative: ids only).
+// with logprobs within logprob_tol (negative: ids only). With near_tie > 0, a step may choose
+// another id only where the two are tied within near_tie in `want`'s own distribution: got's id
+// is among want's top alternatives with a logprob at most near_tie below want's choice. Such a
+// fork ends the comparison (later tokens continue other texts).
 struct Comparison {
     double logprob_tol = 0;
     size_t steps = 0;
+    double near_tie = 0;
 };
 inline constexpr Comparison kIdsOnly{-1, 0};
+
+// Whether `got` may stand where `want` was chosen: the same id, or (near_tie > 0) an id that
+// want's distribution ranks within near_tie of its choice. Explains a refusal in *why.
+inline bool same_or_near_tie(const GeneratedToken& got, const GeneratedToken& want,
+                             double near_tie, std::string* why) {
+    if (got.id == want.id) return true;
+    for (const auto& alt : want.top_logprobs)
+        if (alt.id == got.id) {
+            const double gap = want.logprob - alt.logprob;
+            if (near_tie > 0 && gap <= near_tie) return true;
+            *why = "id " + std::to_string(got.id) + " instead of " + std::to_string(want.id) +
+                   ", which led it by " + std::to_string(gap) + " nats (near_tie " +
+                   std::to_string(near_tie) + ")";
+            return false;
+        }
+    *why = "id " + std::to_string(got.id) + " instead of " + std::to_string(want.id) +
+           ", not among the " + std::to_string(want.top_logprobs.size()) + " alternatives";
+    return false;
+}
 
 struct Generated {
     std::vector<GeneratedToken> tokens;
@@ -43,6 +68,21 @@ inline void expect_same_output(std::vector<GeneratedToken> got, std::vector<Gene
         ASSERT_GE(want.size(), cmp.steps) << what;
         got.resize(cmp.steps);
         want.resize(cmp.steps);
+    }
+    if (cmp.near_tie > 0) {
+        ASSERT_EQ(got.size(), want.size()) << what;
+        for (size_t i = 0; i < got.size(); ++i) {
+            std::string why;
+            ASSERT_TRUE(same_or_near_tie(got[i], want[i], cmp.near_tie, &why))
+                << what << " step " << i << ": " << why;
+            if (got[i].id != want[i].id) { // a near-tie fork: the texts part here
+                std::printf("%s: near-tie fork at step %zu: id %d for %d\n", what.c_str(), i,
+                            got[i].id, want[i].id);
+                got.resize(i);
+                want.resize(i);
+                break;
+            }
+        }
     }
     ASSERT_EQ(ids_of(got), ids_of(want)) << what;
     for (size_t i = 0; i < got.size(); ++i) {

@@ -59,5 +59,28 @@ TEST_P(ServingExactness, BatchedAndPreemptedRequestsEqualSoloRunsFastTokens) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ServingExactness, ::testing::ValuesIn(load_fixtures()),
                          [](const auto& param_info) { return param_info.param.name; });
 
+// The near-tie rule of the bf16 CUDA comparisons (Comparison::near_tie): another id passes only
+// where the reference ranks it within near_tie of its own choice, never a token it did not list
+// or one it ranked clearly lower, and never without near_tie.
+GeneratedToken token(int32_t id, double logprob, std::vector<std::pair<int32_t, double>> alts) {
+    GeneratedToken t;
+    t.id = id;
+    t.logprob = float(logprob);
+    for (const auto& [alt, lp] : alts) t.top_logprobs.push_back({alt, float(lp)});
+    return t;
+}
+
+TEST(NearTie, AcceptsOnlyTheSameIdOrACloseAlternative) {
+    const GeneratedToken want = token(69, -0.70, {{69, -0.70}, {138, -0.78}, {5, -2.5}});
+    std::string why;
+    EXPECT_TRUE(same_or_near_tie(token(69, -0.7, {}), want, 0.2, &why));
+    EXPECT_TRUE(same_or_near_tie(token(138, -0.7, {}), want, 0.2, &why)); // 0.08 behind
+    EXPECT_FALSE(same_or_near_tie(token(5, -0.7, {}), want, 0.2, &why));   // 1.8 behind
+    EXPECT_NE(why.find("led it by"), std::string::npos) << why;
+    EXPECT_FALSE(same_or_near_tie(token(7, -0.7, {}), want, 0.2, &why)); // not listed
+    EXPECT_NE(why.find("not among"), std::string::npos) << why;
+    EXPECT_FALSE(same_or_near_tie(token(138, -0.7, {}), want, 0.0, &why)); // exact comparison
+}
+
 } // namespace
 } // namespace ninfer::test
