@@ -30,6 +30,14 @@ inline constexpr double kLogprobScheduleAbs = 1e-4;
 // the logprobs of the top alternatives. Two candidates closer than twice that may swap ranks: a
 // near-tie fork, which a greedy comparison accepts (Comparison::near_tie).
 inline constexpr double kBf16ScheduleNearTie = 0.2;
+// A fixture whose HF bf16 logits deviate from its f64 ones by more than this share of the logit
+// range (reference.json's hf_bf16_logits_rel) is chaotic in bf16: rounding alone moves its logits
+// by several nats (a router near-tie flips an expert), so its greedy bf16 ids are no reproducible
+// quantity. moe_vlm_per_expert measures 0.40 (a first token 3.0 nats behind the solo run's came
+// first when batched, 2026-12-03); the other fixtures 0.06 to 0.18. Their exactness is the f32
+// tests' business; in bf16 a batched id must still be one the solo run lists among its top
+// alternatives.
+inline constexpr double kBf16ChaoticFixtureRel = 0.25;
 // Model-level logits along two schedules, max |diff| relative to max |logit|. Even the FP64
 // reference path stores activations and the GDN state in f32 between ops and calls, so a
 // schedule that splits a sequence differently rounds at different points (~1e-7 per layer).

@@ -4,6 +4,8 @@
 // BLAS picks other kernels for other row counts, so its logprobs move with the batch by more
 // than a schedule preset; its greedy tokens are compared too. The int8 and fp8 KV caches are
 // held to the same exactness.
+#include <limits>
+
 #include "model/serving_exactness.h"
 
 namespace ninfer::test {
@@ -80,6 +82,10 @@ TEST(NearTie, AcceptsOnlyTheSameIdOrACloseAlternative) {
     EXPECT_FALSE(same_or_near_tie(token(7, -0.7, {}), want, 0.2, &why)); // not listed
     EXPECT_NE(why.find("not among"), std::string::npos) << why;
     EXPECT_FALSE(same_or_near_tie(token(138, -0.7, {}), want, 0.0, &why)); // exact comparison
+    // Unbounded (a fixture chaotic in bf16): any listed alternative, still none unlisted.
+    const double any = std::numeric_limits<double>::infinity();
+    EXPECT_TRUE(same_or_near_tie(token(5, -0.7, {}), want, any, &why));
+    EXPECT_FALSE(same_or_near_tie(token(7, -0.7, {}), want, any, &why));
 }
 
 } // namespace
