@@ -13,7 +13,7 @@ std::string block_text(const Json& content, const std::string& where) {
     if (!content.is_array()) bad_param("messages", where + " must be a string or blocks");
     std::string text;
     for (const auto& b : content) {
-        if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") ||
+        if (!b.is_object() || opt_string(b, "type").value_or("") != "text" || !b.contains("text") ||
             !b["text"].is_string())
             bad_param("messages", where + ": only text blocks are supported here");
         text += b["text"].get<std::string>();
@@ -37,7 +37,7 @@ void parse_user(const Json& content, const std::string& where, Json& out) {
     std::string text;
     Json parts = Json::array(); // with images: the user message's content parts
     for (const auto& b : content) {
-        const std::string type = b.is_object() ? b.value("type", "") : "";
+        const std::string type = b.is_object() ? opt_string(b, "type").value_or("") : "";
         if (type == "text") {
             const std::string t = block_text(Json::array({b}), where);
             text += t;
@@ -73,7 +73,7 @@ Json parse_assistant(const Json& content, const std::string& where) {
     std::string text, reasoning;
     Json calls = Json::array();
     for (const auto& b : content) {
-        const std::string type = b.is_object() ? b.value("type", "") : "";
+        const std::string type = b.is_object() ? opt_string(b, "type").value_or("") : "";
         if (type == "text") {
             text += block_text(Json::array({b}), where);
         } else if (type == "thinking") {
@@ -106,7 +106,7 @@ Json parse_tools(const Json& b) {
     Json out = Json::array();
     for (const auto& t : *tools) {
         if (!t.is_object()) bad_param("tools", "a tool must be an object");
-        const std::string type = t.value("type", "custom");
+        const std::string type = opt_string(t, "type").value_or("custom");
         if (type != "custom")
             bad_param("tools",
                       "tools of type '" + type + "' are not supported (custom tools only)");

@@ -101,7 +101,7 @@ std::string fetch_url(const std::string& url, const std::string& where) {
 } // namespace
 
 Json openai_media_part(const Json& part, const std::string& where, const char* param) {
-    const std::string type = part.is_object() ? part.value("type", "") : "";
+    const std::string type = part.is_object() ? opt_string(part, "type").value_or("") : "";
     if (type == "image_url") {
         const Json* v = field(part, "image_url");
         if (!v) bad_param(param, where + ": an image_url part needs 'image_url'");
@@ -140,7 +140,7 @@ std::vector<MediaRef> collect_media(const Json& messages) {
         const Json* content = field(msg, "content");
         if (!content || !content->is_array()) continue;
         for (const auto& part : *content) {
-            const std::string type = part.value("type", "");
+            const std::string type = opt_string(part, "type").value_or("");
             if ((type == "image" || type == "video") && part.contains("url"))
                 refs.push_back({type == "video", part["url"].get<std::string>()});
         }

@@ -120,7 +120,7 @@ Json parse_tools(const Json& b) {
     if (!tools->is_array()) bad_param("tools", "'tools' must be an array");
     Json out = Json::array();
     for (const auto& t : *tools) {
-        if (!t.is_object() || t.value("type", "") != "function")
+        if (!t.is_object() || opt_string(t, "type").value_or("") != "function")
             bad_param("tools", "only tools of type 'function' are supported");
         const Json* fn = field(t, "function");
         if (!fn || !fn->is_object()) bad_param("tools", "a tool needs a 'function' object");
@@ -219,7 +219,7 @@ std::string openai_content_text(const Json& content, const char* where) {
         bad_param("messages", std::string(where) + ".content must be a string or an array");
     std::string text;
     for (const auto& part : content) {
-        const std::string type = part.is_object() ? part.value("type", "") : "";
+        const std::string type = part.is_object() ? opt_string(part, "type").value_or("") : "";
         if (type == "text" && part.contains("text") && part["text"].is_string()) {
             text += part["text"].get<std::string>();
         } else if (type == "image_url" || type == "input_image" || type == "video_url") {

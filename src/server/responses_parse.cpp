@@ -34,7 +34,7 @@ Json user_content(const Json& content, const std::string& where) {
     Json parts = Json::array();
     bool images = false;
     for (const auto& part : content) {
-        if (part.is_object() && part.value("type", "") == "input_image") {
+        if (part.is_object() && opt_string(part, "type").value_or("") == "input_image") {
             images = true;
             Json m = openai_media_part(part, where, "input");
             parts.push_back({{"type", "image_url"}, {"image_url", {{"url", m["url"]}}}});
