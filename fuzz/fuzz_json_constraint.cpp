@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,24 +61,14 @@ void check_valid(const Grammar& g, const std::string& text) {
     check(g.validate(v), "a complete text does not validate");
 }
 
-// Greedy completion: the first accepted byte of a fixed preference list, at most 4000 bytes.
+// The completion the bounded constraint closes with (json::greedy_completion, up to 4000 bytes):
+// it must exist from every state and give a valid text.
 void complete(Matcher& m, const Grammar& g, std::string text) {
-    static const std::string order = std::string("\"}]0:,1-.e") + "abcdefghijklmnopqrstuvwxyz" +
-                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ23456789 +\\/";
-    for (int step = 0; step < 4000 && !m.can_end(); ++step) {
-        bool moved = false;
-        for (char c : order)
-            if (m.advance(uint8_t(c))) {
-                text += c, moved = true;
-                break;
-            }
-        for (int b = 0; b < 256 && !moved; ++b)
-            if (m.advance(uint8_t(b))) text += char(b), moved = true;
-        check(moved, "no byte continues an incomplete text");
-    }
-    if (!m.can_end()) std::fprintf(stderr, "text: %s\n", text.c_str());
-    check(m.can_end(), "greedy completion did not finish");
-    check_valid(g, text);
+    const std::optional<std::string> close = ninfer::text::json::greedy_completion(m, 4000);
+    if (!close) std::fprintf(stderr, "text: %s\n", text.c_str());
+    check(close.has_value(), "greedy completion did not finish");
+    check(m.advance(*close) && m.can_end(), "the greedy completion does not end the value");
+    check_valid(g, text + *close);
 }
 
 void bytes_phase(const std::shared_ptr<const Grammar>& g, const uint8_t* data, size_t size) {

@@ -133,24 +133,71 @@ void Matcher::fill_mask(const TokenTrie& trie, uint8_t* mask, size_t size) {
     scratch_.clear();
 }
 
-std::optional<std::string> greedy_completion(Matcher m, int max_steps) {
+namespace {
+
+// The preference order of greedy_completion: closing quotes and brackets first, then the
+// shortest literals and digits, then letters, then any printable byte.
+const std::string& completion_order() {
     static const std::string order = [] {
         std::string o = "\"]}0el,:uarsntf";
         for (int c = 'a'; c <= 'z'; ++c) o += char(c);
         for (int c = 32; c < 127; ++c) o += char(c);
         return o;
     }();
+    return order;
+}
+
+// The plain greedy walk: at each step the first byte of completion_order() the matcher takes.
+// A bounded number of advance calls is charged to `work`.
+std::optional<std::string> plain_greedy(Matcher m, int max_steps, int64_t& work) {
     std::string out;
     for (int step = 0; step < max_steps; ++step) {
         if (m.can_end()) return out;
         bool moved = false;
-        for (char c : order)
+        for (char c : completion_order()) {
+            ++work;
             if (m.advance(uint8_t(c))) {
                 out += c;
                 moved = true;
                 break;
             }
+        }
         if (!moved) return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+// The advance calls the lookahead of greedy_completion may spend (it runs only where the plain
+// walk fails: a few milliseconds).
+constexpr int64_t kLookaheadWork = 400000;
+
+} // namespace
+
+// The plain walk can run forever where a closing byte is always allowed but never completes the
+// value: an object that lacks a required key its properties do not declare (any key is allowed;
+// the walk writes "", "}", "}}", ... and never the missing name). Then each step looks one byte
+// ahead: the first byte of the order after which the plain walk finishes, else the plain walk's
+// own byte. A deterministic function of the state, so the text after its first byte is still the
+// completion of the state after that byte.
+std::optional<std::string> greedy_completion(Matcher m, int max_steps) {
+    int64_t work = 0;
+    if (auto plain = plain_greedy(m, max_steps, work)) return plain;
+    std::string out;
+    for (int step = 0; step < max_steps && work < kLookaheadWork; ++step) {
+        if (m.can_end()) return out;
+        const int left = max_steps - step - 1;
+        std::optional<char> first; // the plain walk's byte
+        for (char c : completion_order()) {
+            Matcher next = m;
+            ++work;
+            if (!next.advance(uint8_t(c))) continue;
+            if (!first) first = c;
+            if (auto rest = plain_greedy(next, left, work)) return out + c + *rest;
+            if (work >= kLookaheadWork) break;
+        }
+        if (!first) return std::nullopt;
+        m.advance(uint8_t(*first));
+        out += *first;
     }
     return std::nullopt;
 }

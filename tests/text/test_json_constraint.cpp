@@ -220,6 +220,30 @@ TEST(JsonMatcher, WhitespaceAndDepth) {
                  ninfer::Error);
 }
 
+// The completion a bounded constraint closes with exists from every state and ends the value,
+// also where the plain greedy walk never ends it: an object lacking a required key that its
+// properties do not declare (found by fuzz_json_constraint: the walk wrote "", "}", "}}", ...
+// as keys forever).
+TEST(JsonMatcher, GreedyCompletionEndsTheValue) {
+    const auto close = [](const char* schema, const char* prefix) {
+        Matcher m(Grammar::compile(json::parse(schema)));
+        EXPECT_TRUE(m.advance(std::string_view(prefix))) << prefix;
+        const auto c = ninfer::text::json::greedy_completion(m);
+        EXPECT_TRUE(c.has_value()) << schema << " after " << prefix;
+        if (c) {
+            EXPECT_TRUE(m.advance(*c) && m.can_end()) << prefix << *c;
+        }
+        return c.value_or("");
+    };
+    EXPECT_EQ(close(R"({"type": "object", "properties": {"a": {"type": "integer"}}})", R"({"a": 1)"),
+              "}");
+    EXPECT_EQ(close(R"({"type": "array", "items": {"type": "string"}})", R"(["x", "ab)"), "\"]");
+    const std::string undeclared = close(R"({"type": "object", "propertihs": {"a": {"type":
+        "integer"}}, "required": ["a"]})", R"({"c": 0)");
+    EXPECT_NE(undeclared.find("\"a\""), std::string::npos) << undeclared;
+    EXPECT_LT(undeclared.size(), 16u) << undeclared;
+}
+
 TEST(JsonSchema, Errors) {
     const std::vector<std::pair<std::string, std::string>> bad = {
         {R"({"not": {}})", "keyword 'not' is not supported"},
