@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "default_model.h"
 #include "engine_flags.h"
 #include "io/hf_config.h"
 #include "model/param_count.h"
@@ -287,9 +288,14 @@ Action add_bench_command(CLI::App& app) {
     app.add_option("-o,--output", o->output, "table or json")
         ->check(CLI::IsMember({"table", "json"}));
     return [o] {
-        require(o->engine.random_weights == !o->engine.config_file.empty() ||
-                    !o->engine.model_dir.empty(),
-                "give --model DIR, or --config FILE --random-weights");
+        // --random-weights needs --config and no --model; otherwise --model, or (as run, chat
+        // and perplexity) the default model.
+        const bool random = o->engine.random_weights;
+        require(random == !o->engine.config_file.empty(),
+                "--random-weights and --config FILE go together (or give --model DIR)");
+        require(!random || o->engine.model_dir.empty(),
+                "give --model DIR, or --config FILE --random-weights, not both");
+        if (!random) o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
         return bench(*o);
     };
 }

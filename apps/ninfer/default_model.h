@@ -1,5 +1,5 @@
-// The embedded default model: what `ninfer run`, `chat`, `perplexity` and `serve` use when no
-// --model is given.
+// The embedded default model: what `ninfer run`, `chat`, `perplexity`, `serve` and `bench` use
+// when no --model is given.
 #pragma once
 
 #include <string>
