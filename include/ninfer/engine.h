@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ninfer/error.h"
+#include "ninfer/token_constraint.h"
 
 namespace ninfer {
 
@@ -84,20 +85,7 @@ struct SamplingOptions {
     std::optional<uint64_t> seed;    // unset: drawn at submit (reported in the result)
 };
 
-// A per-request restriction of the next token (for example a JSON grammar), evaluated on the
-// engine thread. Before each token of its request is sampled, allowed() fills `mask` (resized
-// by the engine to ModelInfo::token_limit entries, all 0) with 1 for every id that may come
-// next; the engine sets the logits of the other ids to -1e30 on a copy, after the penalties, so
-// sampling and greedy pick among allowed ids only, while the reported logprobs stay those of
-// the raw logits. accept() is then told the id that was chosen (also a stop id). When no id is
-// allowed, or either call throws, the request ends with FinishReason::Error. Both calls delay
-// the whole step of every request: keep them fast. One object serves one request.
-class TokenConstraint {
-public:
-    virtual ~TokenConstraint() = default;
-    virtual void allowed(std::vector<uint8_t>& mask) = 0;
-    virtual void accept(int32_t id) = 0;
-};
+// TokenConstraint (a per-request restriction of the next token): ninfer/token_constraint.h.
 
 // One image or video of a multimodal prompt (the model must carry a vision tower). The caller
 // (the server, `ninfer run --image`) decodes and preprocesses it exactly as the checkpoint's HF

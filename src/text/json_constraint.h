@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "ninfer/engine.h"
+#include "ninfer/token_constraint.h"
 #include "text/json_schema.h"
 #include "text/tokenizer.h"
 

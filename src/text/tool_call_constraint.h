@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "ninfer/engine.h"
+#include "ninfer/token_constraint.h"
 #include "text/tokenizer.h"
 
 namespace ninfer::text {
