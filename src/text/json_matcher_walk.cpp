@@ -136,12 +136,15 @@ void Matcher::fill_mask(const TokenTrie& trie, uint8_t* mask, size_t size) {
 namespace {
 
 // The preference order of greedy_completion: closing quotes and brackets first, then the
-// shortest literals and digits, then letters, then any printable byte.
+// shortest literals and digits, then letters, then any printable byte, then the bytes >= 0x80
+// (a string may stop inside a UTF-8 sequence, as byte-level tokens split characters: only a
+// continuation byte goes on from there).
 const std::string& completion_order() {
     static const std::string order = [] {
         std::string o = "\"]}0el,:uarsntf";
         for (int c = 'a'; c <= 'z'; ++c) o += char(c);
         for (int c = 32; c < 127; ++c) o += char(c);
+        for (int c = 0x80; c <= 0xFF; ++c) o += char(c);
         return o;
     }();
     return order;

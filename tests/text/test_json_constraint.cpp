@@ -238,6 +238,8 @@ TEST(JsonMatcher, GreedyCompletionEndsTheValue) {
     EXPECT_EQ(close(R"({"type": "object", "properties": {"a": {"type": "integer"}}})", R"({"a": 1)"),
               "}");
     EXPECT_EQ(close(R"({"type": "array", "items": {"type": "string"}})", R"(["x", "ab)"), "\"]");
+    // Inside a UTF-8 sequence (a byte-level token can split a character): its continuation.
+    EXPECT_EQ(close(R"({"type": "string"})", "\"abc\xe3"), "\x80\x80\"");
     const std::string undeclared = close(R"({"type": "object", "propertihs": {"a": {"type":
         "integer"}}, "required": ["a"]})", R"({"c": 0)");
     EXPECT_NE(undeclared.find("\"a\""), std::string::npos) << undeclared;
