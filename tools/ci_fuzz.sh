@@ -11,6 +11,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 cmake --build build-asan -j "$jobs" --target ninfer_fuzzers
 
 seconds=${NINFER_FUZZ_SECONDS:-60}
+# A fixed seed: the same mutations on every machine, so a CI finding reproduces here (a slower
+# machine runs a prefix of the same sequence). NINFER_FUZZ_SEED=0 draws a new one per run.
+seed=${NINFER_FUZZ_SEED:-1}
 seeds=build-asan/fuzz-seeds
 rm -rf "$seeds" build-asan/fuzz-runs
 python3 fuzz/make_seeds.py "$seeds"
@@ -21,7 +24,7 @@ fuzzers=(fuzz_safetensors fuzz_request_parsers fuzz_tokenizer fuzz_template fuzz
 run_one() {
     local name=$1 dir=build-asan/fuzz-runs/$1
     mkdir -p "$dir/corpus"
-    build-asan/fuzz/"$name" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
+    build-asan/fuzz/"$name" -max_total_time="$seconds" -seed="$seed" -timeout=30 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$dir/" "$dir/corpus" "$seeds/$name" \
         > "$dir/log.txt" 2>&1
 }
