@@ -173,6 +173,10 @@ std::optional<std::string> plain_greedy(Matcher m, int max_steps, int64_t& work)
 // The advance calls the lookahead of greedy_completion may spend (it runs only where the plain
 // walk fails: a few milliseconds).
 constexpr int64_t kLookaheadWork = 400000;
+// Bytes the plain walk may take after a lookahead byte: a completion found there is short (the
+// missing key's name, a value, the closing brackets), and a longer horizon would spend the work
+// on walks that never end.
+constexpr int kLookaheadHorizon = 48;
 
 } // namespace
 
@@ -195,7 +199,8 @@ std::optional<std::string> greedy_completion(Matcher m, int max_steps) {
             ++work;
             if (!next.advance(uint8_t(c))) continue;
             if (!first) first = c;
-            if (auto rest = plain_greedy(next, left, work)) return out + c + *rest;
+            if (auto rest = plain_greedy(next, std::min(left, kLookaheadHorizon), work))
+                return out + c + *rest;
             if (work >= kLookaheadWork) break;
         }
         if (!first) return std::nullopt;

@@ -243,6 +243,13 @@ TEST(JsonMatcher, GreedyCompletionEndsTheValue) {
     const std::string undeclared = close(R"({"type": "object", "propertihs": {"a": {"type":
         "integer"}}, "required": ["a"]})", R"({"c": 0)");
     EXPECT_NE(undeclared.find("\"a\""), std::string::npos) << undeclared;
+    // The same after a key the walk would repeat ("" again is a duplicate), over a long budget.
+    Matcher m(Grammar::compile(json::parse(R"({"type": "object", "propepties": {"a": {"type":
+        "integer"}}, "required": ["a"]})")));
+    ASSERT_TRUE(m.advance(std::string_view(R"({"": 22)")));
+    const auto c = ninfer::text::json::greedy_completion(m, 4000);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_TRUE(m.advance(*c) && m.can_end()) << *c;
     EXPECT_LT(undeclared.size(), 16u) << undeclared;
 }
 
