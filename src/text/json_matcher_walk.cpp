@@ -1,6 +1,9 @@
 // The JSON matcher's byte feeding and token masks: a depth-first walk of the vocabulary trie
 // with the matcher's threads (json_matcher.h).
 #include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "text/json_matcher.h"
 
@@ -178,21 +181,48 @@ constexpr int64_t kLookaheadWork = 400000;
 // on walks that never end.
 constexpr int kLookaheadHorizon = 48;
 
+// Multi-byte steps the lookahead tries besides single bytes: every required key of the grammar
+// as dumped ("name", quotes included) and without its opening quote (for a key already opened).
+// A missing required key longer than one byte is out of reach of single bytes: the plain walk
+// closes every key it opens at once.
+std::vector<std::string> required_key_steps(const Grammar& g) {
+    std::vector<std::string> steps;
+    for (const Node& n : g.nodes) {
+        if (n.kind != NodeKind::Object) continue;
+        for (const Property& p : n.props) {
+            if (!p.required) continue;
+            const std::string text = nlohmann::json(p.name).dump();
+            for (std::string step : {text, text.substr(1)})
+                if (step.size() > 1 && std::find(steps.begin(), steps.end(), step) == steps.end())
+                    steps.push_back(std::move(step));
+        }
+    }
+    return steps;
+}
+
 } // namespace
 
 // The plain walk can run forever where a closing byte is always allowed but never completes the
 // value: an object that lacks a required key its properties do not declare (any key is allowed;
 // the walk writes "", "}", "}}", ... and never the missing name). Then each step looks one byte
-// ahead: the first byte of the order after which the plain walk finishes, else the plain walk's
-// own byte. A deterministic function of the state, so the text after its first byte is still the
+// ahead: a required key of the grammar, or the first byte of the order, after which the plain
+// walk finishes; else the plain walk's own byte. A deterministic function of the state, so the text after its first byte is still the
 // completion of the state after that byte.
 std::optional<std::string> greedy_completion(Matcher m, int max_steps) {
     int64_t work = 0;
     if (auto plain = plain_greedy(m, max_steps, work)) return plain;
+    const std::vector<std::string> key_steps = required_key_steps(m.grammar());
     std::string out;
     for (int step = 0; step < max_steps && work < kLookaheadWork; ++step) {
         if (m.can_end()) return out;
         const int left = max_steps - step - 1;
+        for (const std::string& key : key_steps) {
+            Matcher next = m;
+            ++work;
+            if (!next.advance(std::string_view(key))) continue;
+            if (auto rest = plain_greedy(next, std::min(left, kLookaheadHorizon), work))
+                return out + key + *rest;
+        }
         std::optional<char> first; // the plain walk's byte
         for (char c : completion_order()) {
             Matcher next = m;

@@ -243,6 +243,13 @@ TEST(JsonMatcher, GreedyCompletionEndsTheValue) {
     const std::string undeclared = close(R"({"type": "object", "propertihs": {"a": {"type":
         "integer"}}, "required": ["a"]})", R"({"c": 0)");
     EXPECT_NE(undeclared.find("\"a\""), std::string::npos) << undeclared;
+    // Longer undeclared names, which no single byte ahead reaches.
+    for (const char* name : {"-a", "name"}) {
+        const std::string schema = std::string(R"({"type": "object", "required": [")") + name +
+                                   R"("], "additionalProperties": {"type": "integer"}})";
+        const std::string c = close(schema.c_str(), R"({"a": 62)");
+        EXPECT_NE(c.find(std::string("\"") + name + "\""), std::string::npos) << c;
+    }
     // The same after a key the walk would repeat ("" again is a duplicate), over a long budget.
     Matcher m(Grammar::compile(json::parse(R"({"type": "object", "propepties": {"a": {"type":
         "integer"}}, "required": ["a"]})")));
