@@ -302,9 +302,15 @@ class Priority(unittest.TestCase):
             self.assertEqual(sorted(done), ["B", "C"])
             # Server-side times (the clients' own clocks race when both end within a step):
             # B, queued first, waits for C's whole generation before its first token.
-            ttft = {r["completion_tokens"]: r["ttft_s"] for r in s.log_records()
-                    if r.get("endpoint") == "/v1/chat/completions" and r.get("status") == 200
-                    and r.get("completion_tokens") in (4, 5)}
+            # The server logs a request just after its response ends: wait for both lines.
+            def logged(r):
+                return (r.get("endpoint") == "/v1/chat/completions" and r.get("status") == 200
+                        and r.get("completion_tokens") in (4, 5))
+            self.assertIsNotNone(s.wait_log_record(
+                lambda r: logged(r) and r["completion_tokens"] == 4))
+            self.assertIsNotNone(s.wait_log_record(
+                lambda r: logged(r) and r["completion_tokens"] == 5))
+            ttft = {r["completion_tokens"]: r["ttft_s"] for r in s.log_records() if logged(r)}
             self.assertLess(ttft[5], ttft[4], "C (priority -10) must start before B")
         finally:
             self.assertEqual(s.stop(), 0)
