@@ -259,8 +259,13 @@ class Load(unittest.TestCase):
         while True:
             after = counters(server)
             delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-            ok = all(delta.get(f'ninfer_requests_total{{endpoint="{p}",status="200"}}', 0) == n
-                     for p, n in sent.items()) and all(after.get(g, 0) == 0 for g in GAUGES)
+            finished_now = sum(v for k, v in delta.items()
+                               if k.startswith("ninfer_generations_finished_total"))
+            ok = (all(delta.get(f'ninfer_requests_total{{endpoint="{p}",status="200"}}', 0) == n
+                      for p, n in sent.items()) and all(after.get(g, 0) == 0 for g in GAUGES)
+                  and finished_now == len(results)
+                  and delta.get("ninfer_prompt_tokens_total") == prompt
+                  and delta.get("ninfer_generation_tokens_total") == tokens)
             if ok or time.time() > deadline:
                 break
             time.sleep(0.1)
