@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cuda/cuda_test_util.h"
+#include "cuda/kv_planes_test_util.h"
 #include "ops/attention.h"
 #include "ops/attention_prep.h"
 #include "ops/attention_test_util.h"
@@ -28,43 +29,6 @@ namespace {
 using ops::KvDtype;
 constexpr KvDtype kCodecs[] = {KvDtype::Int8, KvDtype::Fp8};
 
-// A layer's quantized planes (codes and scales of K and V), on the host or the device.
-struct Planes {
-    Tensor k, v, k_scale, v_scale;
-    ops::KvPlane kp() const { return ops::KvPlane::quantized(k.view(), k_scale.view()); }
-    ops::KvPlane vp() const { return ops::KvPlane::quantized(v.view(), v_scale.view()); }
-    std::vector<const Tensor*> all() const { return {&k, &v, &k_scale, &v_scale}; }
-};
-
-// Host planes [NB, kBlock, nKV, D] of random codes (no fp8 NaN codes) and random finite scales:
-// what the batch does not write must keep them.
-Planes host_planes(KvDtype dt, int64_t NB, int64_t nKV, int64_t D, uint64_t seed) {
-    const DType code = ops::kv_code_dtype(dt, DType::F32), scale = ops::kv_scale_dtype(dt);
-    const int64_t G = ops::kv_scale_groups(dt, D);
-    Planes p{zeros({NB, kBlock, nKV, D}, code), zeros({NB, kBlock, nKV, D}, code),
-             zeros({NB, kBlock, nKV, G}, scale), zeros({NB, kBlock, nKV, G}, scale)};
-    std::mt19937_64 gen(seed);
-    for (const Tensor* t : {&p.k, &p.v})
-        for (int64_t i = 0; i < t->numel(); ++i) {
-            const uint8_t b = uint8_t(gen());
-            t->ptr<uint8_t>()[i] = (b & 0x7f) == 0x7f ? uint8_t(b & 0xfe) : b;
-        }
-    std::uniform_real_distribution<float> s(1e-3f, 5e-2f);
-    for (const Tensor* t : {&p.k_scale, &p.v_scale})
-        for (int64_t i = 0; i < t->numel(); ++i) {
-            if (scale == DType::F16)
-                t->ptr<uint16_t>()[i] = float_to_f16(s(gen));
-            else
-                t->ptr<float>()[i] = s(gen);
-        }
-    return p;
-}
-
-// Byte-exact copies between the host and the device (codes and scales keep their dtypes).
-Planes planes_to_device(const ops::ExecContext& c, const Planes& h) {
-    auto dev = [&](const Tensor& t) { return to_device(c, t, t.view().dtype); };
-    return {dev(h.k), dev(h.v), dev(h.k_scale), dev(h.v_scale)};
-}
 Tensor raw_host(const ops::ExecContext& c, const Tensor& dev) {
     Tensor t =
         Tensor::empty(cpu_allocator(), dev.view().dtype, dev.view().shape.data(), dev.view().ndim);

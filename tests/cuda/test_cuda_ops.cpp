@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cuda/cuda_test_util.h"
+#include "cuda/gdn_test_util.h"
 #include "ops/attention.h"
 #include "ops/conv1d.h"
 #include "ops/cuda/gated_delta_rule_chunked.h"
@@ -146,29 +147,7 @@ TEST_P(CudaOps, GdnGates) {
 void check_gdn(const CudaOps& t, const ops::ExecContext& c, int64_t Hk, int64_t Hv, int64_t dk,
                int64_t dv, std::vector<int32_t> rows, const Tolerance& tol,
                ops::GdnAlgo algo = ops::GdnAlgo::Auto, float decay_scale = 0.3f) {
-    const int64_t T = std::accumulate(rows.begin(), rows.end(), int64_t(0));
-    Tensor q = rounded(random_tensor({T, Hk, dk}, 60), c.dtype);
-    Tensor k = rounded(random_tensor({T, Hk, dk}, 61), c.dtype);
-    Tensor v = rounded(random_tensor({T, Hv, dv}, 62), c.dtype);
-    Tensor g = random_tensor({T, Hv}, 63, decay_scale), beta = random_tensor({T, Hv}, 64, 0.5f);
-    for (int64_t i = 0; i < g.numel(); ++i) {
-        g.ptr<float>()[i] = -std::fabs(g.ptr<float>()[i]);
-        beta.ptr<float>()[i] = 1.0f / (1.0f + std::exp(-beta.ptr<float>()[i]));
-    }
-    Tensor state = random_tensor({3, Hv, dk, dv}, 65, 0.1f);
-    std::vector<SeqSpec> seqs;
-    for (size_t s = 0; s < rows.size(); ++s)
-        seqs.push_back({rows[s], int32_t(3 * s), int32_t(2 - s)});
-    DualBatch batch(c, seqs);
-    Tensor ref_state = clone(state), ref = zeros({T, Hv, dv});
-    ops::gated_delta_rule(kCpuRef, q, k, v, g, beta, batch.host(), ref_state, ref);
-    Tensor d_state = to_device(c, state, DType::F32);
-    Tensor out = to_device(c, zeros({T, Hv, dv}), c.dtype);
-    ops::gated_delta_rule(c, to_device(c, q, c.dtype), to_device(c, k, c.dtype),
-                          to_device(c, v, c.dtype), to_device(c, g, DType::F32),
-                          to_device(c, beta, DType::F32), batch.device(), d_state, out, algo);
-    EXPECT_TRUE(near(to_host(c, out), ref, tol)) << "dk=" << dk << " dv=" << dv << " T=" << T;
-    EXPECT_TRUE(near(to_host(c, d_state), ref_state, kCudaF32)) << "dk=" << dk;
+    check_gated_delta_rule(c, Hk, Hv, dk, dv, rows, tol, algo, decay_scale, 60, "gdn");
 }
 
 TEST_P(CudaOps, GatedDeltaRuleRoutesAndBoundaries) {

@@ -25,6 +25,8 @@
 
 #include "core/dtype.h"
 #include "cuda/fp8_test_util.h"
+#include "cuda/gdn_test_util.h"
+#include "cuda/kv_planes_test_util.h"
 #include "ops/attention.h"
 #include "ops/attention_test_util.h"
 #include "ops/cuda/attention_flash.h"
@@ -170,53 +172,6 @@ TEST_F(PortableRoutes, Fp8LinearWithoutTheBlockScaledMatmul) {
 
 // --- paged_attention prefill at head dim 256 ---
 
-// Host planes [NB, kBlock, nKV, D]: random codes (no fp8 NaN codes) and scales, or bf16 values.
-struct Planes {
-    Tensor k, v, k_scale, v_scale;
-    ops::KvPlane kp() const {
-        return k_scale.view().empty() ? ops::KvPlane(k) : ops::KvPlane::quantized(k, k_scale);
-    }
-    ops::KvPlane vp() const {
-        return v_scale.view().empty() ? ops::KvPlane(v) : ops::KvPlane::quantized(v, v_scale);
-    }
-};
-
-Planes host_planes(ops::KvDtype kv, int64_t NB, int64_t nKV, int64_t D, uint64_t seed) {
-    if (kv == ops::KvDtype::Activation)
-        return {rounded(random_tensor({NB, kBlock, nKV, D}, seed, 1.0f), DType::BF16),
-                rounded(random_tensor({NB, kBlock, nKV, D}, seed + 1, 1.0f), DType::BF16),
-                {},
-                {}};
-    const DType code = ops::kv_code_dtype(kv, DType::F32), scale = ops::kv_scale_dtype(kv);
-    const int64_t G = ops::kv_scale_groups(kv, D);
-    Planes p{zeros({NB, kBlock, nKV, D}, code), zeros({NB, kBlock, nKV, D}, code),
-             zeros({NB, kBlock, nKV, G}, scale), zeros({NB, kBlock, nKV, G}, scale)};
-    std::mt19937_64 gen(seed);
-    for (Tensor* t : {&p.k, &p.v})
-        for (int64_t i = 0; i < t->numel(); ++i) {
-            const uint8_t byte = uint8_t(gen());
-            t->ptr<uint8_t>()[i] = (byte & 0x7f) == 0x7f ? uint8_t(byte & 0xfe) : byte;
-        }
-    std::uniform_real_distribution<float> s(1e-3f, 5e-2f);
-    for (Tensor* t : {&p.k_scale, &p.v_scale})
-        for (int64_t i = 0; i < t->numel(); ++i) {
-            if (scale == DType::F16)
-                t->ptr<uint16_t>()[i] = float_to_f16(s(gen));
-            else
-                t->ptr<float>()[i] = s(gen);
-        }
-    return p;
-}
-
-// Device copies: codes and scales byte for byte, bf16 planes in bf16 (their host values are
-// bf16 already).
-Planes planes_to_device(const ops::ExecContext& c, const Planes& h) {
-    if (h.k_scale.view().empty())
-        return {to_device(c, h.k, DType::BF16), to_device(c, h.v, DType::BF16), {}, {}};
-    auto dev = [&](const Tensor& t) { return to_device(c, t, t.view().dtype); };
-    return {dev(h.k), dev(h.v), dev(h.k_scale), dev(h.v_scale)};
-}
-
 // paged_attention over prompt chunks (after cached contexts) of bf16 queries over the same planes
 // on both sides; `flash` is the route portable mode must give the batch.
 void check_prefill(ops::KvDtype kv, bool flash) {
@@ -253,7 +208,7 @@ TEST_F(PortableRoutes, Bf16PrefillAtHeadDim256KeepsTheTensorCoreKernel) {
 
 // --- gated_delta_rule's long sequences ---
 
-// gated_delta_rule on both sides (check_gdn of test_cuda_ops.cpp); `chunked` is whether portable
+// gated_delta_rule on both sides (gdn_test_util.h); `chunked` is whether portable
 // mode keeps the chunked route for the shape.
 void check_gdn(DType dt, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv,
                const std::vector<int32_t>& rows, ops::GdnAlgo algo, bool chunked) {
@@ -265,29 +220,8 @@ void check_gdn(DType dt, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv,
                              " dv=" + std::to_string(dv) + " algo=" + std::to_string(int(algo));
     // F32 runs the f32 form only; bf16 would add the tensor-core form, which never fits 99 KB.
     ASSERT_EQ(cuda::gated_delta_rule_chunked_fits<float>(c, args), chunked) << what;
-    const int64_t T = std::accumulate(rows.begin(), rows.end(), int64_t(0));
-    const Tensor q = rounded(random_tensor({T, Hk, dk}, 620), dt);
-    const Tensor k = rounded(random_tensor({T, Hk, dk}, 621), dt);
-    const Tensor v = rounded(random_tensor({T, Hv, dv}, 622), dt);
-    Tensor g = random_tensor({T, Hv}, 623, 0.3f), beta = random_tensor({T, Hv}, 624, 0.5f);
-    for (int64_t i = 0; i < g.numel(); ++i) {
-        g.ptr<float>()[i] = -std::fabs(g.ptr<float>()[i]);
-        beta.ptr<float>()[i] = 1.0f / (1.0f + std::exp(-beta.ptr<float>()[i]));
-    }
-    const Tensor state = random_tensor({3, Hv, dk, dv}, 625, 0.1f);
-    std::vector<SeqSpec> seqs;
-    for (size_t s = 0; s < rows.size(); ++s)
-        seqs.push_back({rows[s], int32_t(3 * s), int32_t(2 - s)});
-    DualBatch batch(c, seqs);
-    Tensor ref_state = clone(state), ref = zeros({T, Hv, dv});
-    ops::gated_delta_rule(kCpuRef, q, k, v, g, beta, batch.host(), ref_state, ref);
-    Tensor d_state = to_device(c, state, DType::F32);
-    Tensor out = to_device(c, zeros({T, Hv, dv}), dt);
-    ops::gated_delta_rule(c, to_device(c, q, dt), to_device(c, k, dt), to_device(c, v, dt),
-                          to_device(c, g, DType::F32), to_device(c, beta, DType::F32),
-                          batch.device(), d_state, out, algo);
-    EXPECT_TRUE(near(to_host(c, out), ref, dt == DType::F32 ? kCudaF32 : kBf16Reduction)) << what;
-    EXPECT_TRUE(near(to_host(c, d_state), ref_state, kCudaF32)) << what;
+    check_gated_delta_rule(c, Hk, Hv, dk, dv, rows, dt == DType::F32 ? kCudaF32 : kBf16Reduction,
+                           algo, 0.3f, 620, what);
 }
 
 TEST_F(PortableRoutes, GatedDeltaRuleLongSequences) {
