@@ -35,12 +35,16 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
     if (!o.on_load_progress) o.on_load_progress = stderr_load_progress();
     if (flags & kSpeculativeFlags) {
         app.add_option("--spec", o.speculative,
-                       "Speculative decoding: mtp (the checkpoint's MTP head drafts; output is "
-                       "unchanged)")
-            ->check(CLI::IsMember({"mtp"}));
+                       "Speculative decoding: mtp (the checkpoint's MTP head drafts), dflash or "
+                       "dflash2 (a block-diffusion drafter, --draft-model); output is unchanged")
+            ->check(CLI::IsMember({"mtp", "dflash", "dflash2"}));
+        app.add_option("--draft-model", o.draft_model,
+                       "The DFlash/DFlash2 drafter's directory (default: <model>/dflash or "
+                       "<model>/dflash2 when present); with --random-weights its config.json");
         app.add_option("--draft-tokens", o.draft_tokens,
-                       "Draft tokens per round with --spec: 1..8, or auto (picked each step from "
-                       "the measured acceptance and step times; the default)")
+                       "Draft tokens per round with --spec: 1..8 (mtp), 1..15 (dflash), or auto "
+                       "(picked each step from the measured acceptance and step times; the "
+                       "default)")
             ->transform(CLI::Validator(
                 [](std::string& s) -> std::string {
                     if (s == "auto") s = "0";

@@ -57,12 +57,18 @@ struct EngineOptions {
     int snapshot_stride = 0;        // tokens, a multiple of kv_block_size (0: the default, 512)
     int prefix_cache_snapshots = 0; // device snapshot slots (0: from memory; CPU: 8 a slot)
     double prefix_cache_host_gb = 0; // host memory for snapshots evicted from the device
-    // Speculative decoding: "" (off) or "mtp" (the checkpoint's MTP head drafts, the model
-    // verifies; greedy output is unchanged and sampling keeps its distribution).
+    // Speculative decoding: "" (off), "mtp" (the checkpoint's MTP head drafts), "dflash" or
+    // "dflash2" (a DFlash / DFlash2 block-diffusion drafter, draft_model); the model verifies:
+    // greedy output is unchanged and sampling keeps its distribution.
     std::string speculative;
-    // Draft tokens per round with speculation: 1..8, or 0 (auto: chosen every step from the
-    // measured acceptance and step times, 0..kAutoMaxDraftTokens, off when it would not pay).
+    // Draft tokens per round with speculation: 1..kMaxMtpDraftTokens (mtp) or
+    // 1..kMaxDraftTokens (dflash), or 0 (auto: chosen every step from the measured acceptance
+    // and step times, off when it would not pay).
     int draft_tokens = 0;
+    // The DFlash drafter's directory (config.json + safetensors; with random_weights its
+    // config.json alone, the weights random). Empty: <model_dir>/<speculative> when it exists
+    // (the demo model ships its drafter there).
+    std::string draft_model;
     // Progress of reading a checkpoint's weights (not random_weights): bytes_done of the
     // bytes_total its safetensors hold. Called on the thread that constructs the Engine, before
     // the constructor returns: once with 0 at the start, about every 64 MiB read, and once with
@@ -70,8 +76,10 @@ struct EngineOptions {
     std::function<void(int64_t bytes_done, int64_t bytes_total)> on_load_progress;
 };
 
-inline constexpr int kMaxDraftTokens = 8;
-inline constexpr int kAutoMaxDraftTokens = 6;
+inline constexpr int kMaxDraftTokens = 15;   // a DFlash block of 16
+inline constexpr int kMaxMtpDraftTokens = 8;
+inline constexpr int kAutoMaxDraftTokens = 6;     // MTP's auto range
+inline constexpr int kAutoMaxDFlashTokens = 7;    // DFlash's (z-lab's recommended block of 8)
 
 struct SamplingOptions {
     bool greedy = false; // argmax (also when temperature <= 0)

@@ -39,6 +39,7 @@ struct Qwen35Model::Scratch {
     int64_t generation = 0;
     Tensor x, h, proj, conv_out, g, beta, core, q, k, attn, gate_up, act, router, selected;
     Tensor mtp_in; // [T, 2H]: the MTP's [embedding | hidden] (allocated on first MTP use)
+    Tensor iota;   // [T] I32 0, 1, ..: the row ids of the feature taps' strided copies
 
     void ensure(const io::ModelConfig& c, Device device, DType dt, int64_t rows) {
         if (rows <= capacity) return;
@@ -64,11 +65,24 @@ struct Qwen35Model::Scratch {
         router = Tensor::empty(a, DType::F32, {T, c.num_experts + 1});
         selected = Tensor::empty(a, dt, {T, H});
         mtp_in = Tensor();
+        iota = Tensor();
         rope_cos = Tensor();
         rope_sin = Tensor();
     }
 
     Tensor rope_cos, rope_sin; // [rows, rotary_dim / 2] F32: mRoPE angle tables (on first use)
+
+    TensorView row_ids(const ops::ExecContext& ctx, int64_t rows) {
+        if (!iota.defined()) {
+            iota = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {capacity});
+            std::vector<int32_t> ids(static_cast<size_t>(capacity));
+            for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+            ops::upload(ctx,
+                        TensorView::contiguous(ids.data(), DType::I32, Device::cpu(), {capacity}),
+                        iota.view());
+        }
+        return iota.view().narrow(0, 0, rows);
+    }
 
     TensorView mtp_input(Device device, DType dt, int64_t H, int64_t rows) {
         if (!mtp_in.defined())
@@ -315,6 +329,12 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
     }
     const RopeTables rope = mrope_tables(ctx, batch);
     size_t attn_rank = 0, gdn_rank = 0;
+    require(batch.features.empty() ||
+                (batch.features.size(0) == T &&
+                 batch.features.size(1) == int64_t(batch.feature_layers.size()) * c.hidden_size),
+            "forward: feature buffer ", batch.features.describe(), " does not match ", T,
+            " rows of ", batch.feature_layers.size(), " taps");
+    int32_t layer_index = 0;
     for (const LayerWeights& w : weights_.layers) {
         if (w.kind == LayerKind::LinearAttention) {
             gdn_layer(ctx, w, batch, caches.conv_state[gdn_rank], caches.recurrent_state[gdn_rank]);
@@ -325,6 +345,12 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
             ++attn_rank;
         }
         mlp_block(ctx, w, T);
+        if (!batch.features.empty())
+            for (size_t i = 0; i < batch.feature_layers.size(); ++i)
+                if (batch.feature_layers[i] == layer_index) // a strided copy: a row gather
+                    ops::embedding(ctx, s.row_ids(ctx, T), s.x.view().narrow(0, 0, T),
+                                   cols(batch.features, int64_t(i) * c.hidden_size, c.hidden_size));
+        ++layer_index;
     }
     if (!batch.hidden_out.empty())
         ops::rms_norm(ctx, s.x.view().narrow(0, 0, T), weights_.final_norm,

@@ -28,6 +28,11 @@ struct CacheSpec {
     int64_t key_head_dim = 0;
     int64_t value_head_dim = 0;
     int64_t mtp_layers = 0; // MTP layers with a KV cache of their own (0: MTP not run)
+    // A DFlash drafter's layers (model/dflash.h): their context K/V live in the paged pool too,
+    // always in the activation dtype (never a quantized --kv-dtype), with their own head shape.
+    int64_t draft_layers = 0;
+    int64_t draft_kv_heads = 0;
+    int64_t draft_head_dim = 0;
 };
 
 // Per-layer cache tensors, indexed by the layer's rank among layers of its kind.
@@ -36,6 +41,7 @@ struct CacheViews {
     std::vector<TensorView> conv_state;         // [slots, C, K-1]
     std::vector<TensorView> recurrent_state;    // [slots, Hv, dk, dv] F32
     std::vector<ops::KvPlane> mtp_k_cache, mtp_v_cache; // the MTP layers' KV, same layout
+    std::vector<TensorView> draft_k_cache, draft_v_cache; // a DFlash drafter's [NB, bs, nKV, D]
 };
 
 // One forward call. All views are on the execution device.
@@ -58,6 +64,11 @@ struct ForwardBatch {
     // every row, host memory [3, T]; the full-attention layers then rotate with the interleaved
     // 3-axis angles. Unset: every axis is `positions` (text-only rows; plain 1-D RoPE).
     const int32_t* host_mrope_positions = nullptr;
+    // DFlash feature taps (model/dflash.h): when features is defined, the residual stream after
+    // each layer of feature_layers (in that order) is copied to features [T, n * H], layer i's
+    // into columns [i * H, (i + 1) * H) (HF's hidden_states[layer + 1]).
+    TensorView features;
+    std::vector<int32_t> feature_layers;
 };
 
 class Qwen35Model {

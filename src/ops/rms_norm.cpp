@@ -8,7 +8,7 @@
 namespace ninfer::ops {
 
 void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, float eps,
-              const TensorView& y) {
+              const TensorView& y, float weight_offset) {
     constexpr const char* op = "rms_norm";
     const int64_t rows = check_row_view(ctx, op, "x", x, -1, -1);
     const int64_t H = x.shape[x.ndim - 1];
@@ -19,10 +19,10 @@ void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, 
     switch (ctx.device.type) {
     case DeviceType::Cpu:
         check_cpu_f32(op, {&x, &w, &y});
-        return cpu::rms_norm(ctx.cpu_mode, x, w, eps, y);
+        return cpu::rms_norm(ctx.cpu_mode, x, w, eps, y, weight_offset);
     case DeviceType::Cuda:
         check_cuda_float(op, {&x, &w, &y});
-        return cuda::rms_norm(ctx, x, w, eps, y);
+        return cuda::rms_norm(ctx, x, w, eps, y, weight_offset);
     }
     no_backend(op, ctx);
 }

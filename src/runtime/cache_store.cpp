@@ -30,9 +30,16 @@ model::CacheViews CacheStore::views() const {
     const auto& v = kv_->v_views();
     const auto split = k.begin() + kv_->attention_layers();
     const auto vsplit = v.begin() + kv_->attention_layers();
-    return {{k.begin(), split},         {v.begin(), vsplit},
-            states_->conv_views(),      states_->recurrent_views(),
-            {split, k.end()},           {vsplit, v.end()}};
+    model::CacheViews views{{k.begin(), split},         {v.begin(), vsplit},
+                            states_->conv_views(),      states_->recurrent_views(),
+                            {split, k.end()},           {vsplit, v.end()},
+                            {},                         {}};
+    const auto& draft = kv_->draft_views();
+    for (size_t i = 0; i + 1 < draft.size(); i += 2) {
+        views.draft_k_cache.push_back(draft[i]);
+        views.draft_v_cache.push_back(draft[i + 1]);
+    }
+    return views;
 }
 
 uint8_t* CacheStore::host_buffer(int32_t index) {

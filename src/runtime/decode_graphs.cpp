@@ -87,7 +87,12 @@ DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S, int32_t W) {
     s.d_slots = i32(S);
     s.d_table = i32(int64_t(S) * layout_.max_blocks_per_seq);
     s.d_rows = i32(T);
-    if (hidden_.defined()) s.batch.hidden_out = hidden_.view().narrow(0, 0, T);
+    if (hidden_.defined() && !layout_.feature_layers.empty()) {
+        s.batch.features = hidden_.view().narrow(0, 0, T);
+        s.batch.feature_layers = layout_.feature_layers;
+    } else if (hidden_.defined()) {
+        s.batch.hidden_out = hidden_.view().narrow(0, 0, T);
+    }
     s.table.assign(size_t(S) * size_t(layout_.max_blocks_per_seq), 0);
     s.row_begin.resize(size_t(S) + 1);
     s.rows.resize(size_t(T));

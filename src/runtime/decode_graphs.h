@@ -46,6 +46,9 @@ public:
         int32_t padding_row = 0;   // state row of padding sequences
         int32_t padding_block = 0; // KV block of padding sequences
         int64_t hidden_size = 0;   // > 0: also write every row's final-normed hidden state
+        // Non-empty: the hidden buffer [rows, hidden_size = n * H] takes the residual stream
+        // after these layers instead (ForwardBatch::features; a DFlash drafter's context).
+        std::vector<int32_t> feature_layers;
         VerifyRows verify;         // verification state rows (per_group 0: no verify graphs)
     };
     // Verification graphs cover B * W <= this many rows: beyond it a step is long enough that

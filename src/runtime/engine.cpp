@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include "core/error.h"
@@ -12,6 +13,7 @@
 #include "io/model_files.h"
 #include "ops/memory.h"
 #include "runtime/engine_impl.h"
+#include "runtime/speculative/dflash_drafter.h"
 #include "runtime/speculative/mtp_drafter.h"
 
 namespace ninfer {
@@ -65,6 +67,31 @@ bool fp8_resident(const EngineOptions& o, const ops::ExecContext& ctx) {
     return true;
 }
 
+// The DFlash drafter of --spec dflash|dflash2: --draft-model, else <model_dir>/<method>.
+std::unique_ptr<model::DFlashModel> load_drafter(const EngineOptions& o,
+                                                 const model::Qwen35Model& target,
+                                                 const ops::ExecContext& ctx) {
+    std::filesystem::path dir = o.draft_model;
+    if (dir.empty() && !o.model_dir.empty() &&
+        std::filesystem::exists(std::filesystem::path(o.model_dir) / o.speculative / "config.json"))
+        dir = std::filesystem::path(o.model_dir) / o.speculative;
+    require(!dir.empty(), "--spec ", o.speculative, " needs --draft-model DIR (a ", o.speculative,
+            " drafter: config.json and safetensors)");
+    std::unique_ptr<model::DFlashModel> d;
+    if (o.random_weights) {
+        const std::filesystem::path cfg =
+            std::filesystem::is_directory(dir) ? dir / "config.json" : dir;
+        d = model::DFlashModel::random(model::load_dflash_config(cfg), target.config(), ctx,
+                                       o.random_seed + 1);
+    } else {
+        d = model::DFlashModel::load(dir, target.config(), ctx);
+    }
+    const bool v2 = o.speculative == "dflash2";
+    require(d->config().v2 == v2, "--spec ", o.speculative, ": ", dir.string(), " holds a ",
+            d->config().v2 ? "dflash2" : "dflash", " drafter");
+    return d;
+}
+
 std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
                                                const ops::ExecContext& ctx) {
     const bool fp8 = fp8_resident(o, ctx);
@@ -92,10 +119,14 @@ void validate_options(const EngineOptions& o) {
     require(o.prefix_cache_snapshots >= 0, "prefix_cache_snapshots must be >= 0");
     require(std::isfinite(o.prefix_cache_host_gb) && o.prefix_cache_host_gb >= 0,
             "prefix_cache_host_gb must be >= 0");
-    require(o.speculative.empty() || o.speculative == "mtp", "unknown speculative method '",
-            o.speculative, "' (expected mtp)");
-    require(o.draft_tokens >= 0 && o.draft_tokens <= kMaxDraftTokens,
-            "--draft-tokens must be in [1, ", kMaxDraftTokens, "] or auto");
+    require(o.speculative.empty() || o.speculative == "mtp" || o.speculative == "dflash" ||
+                o.speculative == "dflash2",
+            "unknown speculative method '", o.speculative, "' (expected mtp, dflash or dflash2)");
+    const int max_k = o.speculative == "mtp" ? kMaxMtpDraftTokens : kMaxDraftTokens;
+    require(o.draft_tokens >= 0 && o.draft_tokens <= max_k, "--draft-tokens must be in [1, ",
+            max_k, "] or auto");
+    require(o.draft_model.empty() || o.speculative == "dflash" || o.speculative == "dflash2",
+            "--draft-model needs --spec dflash or dflash2");
     require(o.draft_tokens == 0 || !o.speculative.empty(),
             "--draft-tokens needs a speculative method (--spec mtp)");
 }
@@ -153,12 +184,19 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
         o.max_context > 0 ? o.max_context : std::min(c.max_position_embeddings, kDefaultMaxContext);
     const bool speculate = !o.speculative.empty();
     if (speculate) {
-        require(model->has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
+        int auto_max = kAutoMaxDraftTokens;
+        if (o.speculative == "mtp") {
+            require(model->has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
+        } else {
+            draft_model = load_drafter(o, *model, ctx);
+            auto_max = int(std::min<int64_t>(kAutoMaxDFlashTokens,
+                                             draft_model->config().block_size - 1));
+        }
         policy = std::make_unique<runtime::DraftPolicy>(
-            o.draft_tokens, o.draft_tokens > 0 ? o.draft_tokens : kAutoMaxDraftTokens);
+            o.draft_tokens, o.draft_tokens > 0 ? o.draft_tokens : auto_max);
     }
     plan_memory();
-    const model::CacheSpec spec = model->cache_spec(speculate);
+    const model::CacheSpec spec = cache_spec();
     const int64_t row_bytes = runtime::StatePool::bytes_per_row(spec, ctx.dtype);
     const ops::DeviceMemory host = ops::device_memory(ops::ExecContext::cpu());
     if (o.prefix_cache_host_gb * double(1 << 30) > double(host.total))
@@ -197,10 +235,15 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     if (policy) {
         sc.verify_groups = memory.verify_rows / policy->max_tokens();
         verify_rows = {cache->verify_row_base(), policy->max_tokens()};
-        auto mtp = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache, o.kv_block_size,
-                                                         info.token_limit);
-        if (use_graphs) mtp->enable_graphs(graph_layout);
-        drafter = std::move(mtp);
+        if (draft_model) {
+            drafter = std::make_unique<runtime::DFlashDrafter>(ctx, *model, *draft_model, *cache,
+                                                               o.kv_block_size, info.token_limit);
+        } else {
+            auto mtp = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache,
+                                                             o.kv_block_size, info.token_limit);
+            if (use_graphs) mtp->enable_graphs(graph_layout);
+            drafter = std::move(mtp);
+        }
     }
     scheduler = std::make_unique<runtime::Scheduler>(sc, *blocks, snapshots.get(), policy.get());
     sampler = std::make_unique<runtime::Sampler>(ctx);
@@ -210,7 +253,9 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     media_cache = std::make_unique<runtime::MediaEncoderCache>(kMediaCacheBytes);
     verifier = std::make_unique<runtime::Verifier>(ctx, *sampler, info.token_limit);
     if (use_graphs) {
-        graph_layout.hidden_size = drafter ? c.hidden_size : 0;
+        graph_layout.feature_layers = drafter ? drafter->feature_layers() : std::vector<int32_t>();
+        graph_layout.hidden_size =
+            drafter ? c.hidden_size * std::max<int64_t>(1, graph_layout.feature_layers.size()) : 0;
         graph_layout.verify = verify_rows;
         graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, graph_layout);
     }
@@ -223,11 +268,22 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     thread = std::thread([this] { loop(); });
 }
 
+model::CacheSpec Engine::Impl::cache_spec() const {
+    model::CacheSpec spec = model->cache_spec(policy != nullptr && !draft_model);
+    if (draft_model) {
+        const model::DFlashConfig& d = draft_model->config();
+        spec.draft_layers = d.num_layers;
+        spec.draft_kv_heads = d.num_kv_heads;
+        spec.draft_head_dim = d.head_dim;
+    }
+    return spec;
+}
+
 // Sizes the pools. On CUDA the budget is the device's memory times gpu_memory_utilization, less
 // what is in use once the weights are loaded and a profile forward of the largest step has
 // allocated its workspace.
 void Engine::Impl::plan_memory() {
-    const model::CacheSpec spec = model->cache_spec(policy != nullptr);
+    const model::CacheSpec spec = cache_spec();
     runtime::MemoryPlanInput in;
     in.kv_bytes_per_token = runtime::KvPool::bytes_per_token(spec, ctx.dtype, kv_dtype);
     in.state_bytes_per_row = runtime::StatePool::bytes_per_row(spec, ctx.dtype);
@@ -266,7 +322,7 @@ void Engine::Impl::profile_workspace() {
     tmp.kv_dtype = kv_dtype;
     tmp.sequences = int32_t(seqs);
     tmp.kv_blocks = seqs * ((chunk + tmp.block_size - 1) / tmp.block_size);
-    runtime::CacheStore store(ctx, model->cache_spec(policy != nullptr), tmp, 0);
+    runtime::CacheStore store(ctx, cache_spec(), tmp, 0);
     std::vector<std::unique_ptr<Sequence>> owned;
     runtime::StepPlan step;
     int64_t left = total;
@@ -289,12 +345,20 @@ void Engine::Impl::profile_workspace() {
         runtime::build_forward_batch(ctx, step, options.kv_block_size, scratch);
     TensorView logits = scratch.logits_view(ctx, step.logit_seqs.size(), info.vocab_size);
     const int64_t T = batch.tokens.size(0), H = model->config().hidden_size;
-    if (policy) batch.hidden_out = runtime::hidden_view(ctx, scratch, T, H);
+    if (draft_model) { // the drafter's feature taps and their context write
+        batch.feature_layers = draft_model->config().target_layers;
+        batch.features =
+            runtime::hidden_view(ctx, scratch, T, H * int64_t(batch.feature_layers.size()));
+    } else if (policy) {
+        batch.hidden_out = runtime::hidden_view(ctx, scratch, T, H);
+    }
     model->forward(ctx, batch, store.views(), logits);
+    if (draft_model)
+        draft_model->write_context(ctx, batch.features, batch.positions, batch.seqs, store.views());
     // The vision tower's largest call (GPU: its scratch is held before the KV cache is planned).
     if (model->has_vision() && !ctx.device.is_cpu())
         model->vision().reserve(ctx, runtime::kMaxMediaPatches);
-    if (policy) { // the MTP's alignment forward over the same rows (its input buffer too)
+    if (policy && !draft_model) { // the MTP's alignment forward over the same rows
         Tensor out = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype, {T, H});
         batch.logit_rows = batch.logit_rows.narrow(0, 0, 0);
         model->mtp_forward(ctx, batch, batch.hidden_out, store.views(), out.view(), TensorView());

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "model/dflash.h"
 #include "model/qwen3_5.h"
 #include "ninfer/engine.h"
 #include "ops/exec_context.h"
@@ -47,6 +48,7 @@ struct Engine::Impl {
     // Speculative decoding (null without --spec).
     std::unique_ptr<runtime::DraftPolicy> policy;
     std::unique_ptr<runtime::Drafter> drafter;
+    std::unique_ptr<model::DFlashModel> draft_model; // --spec dflash|dflash2
     std::unique_ptr<runtime::Verifier> verifier;
     runtime::VerifyRows verify_rows;
     SpeculativeStats spec_totals;
@@ -74,6 +76,9 @@ struct Engine::Impl {
 
     explicit Impl(const EngineOptions& o);
     ~Impl();
+    // The pools' shapes: the target's, with the MTP layers' KV (--spec mtp) or the DFlash
+    // drafter's context layers (--spec dflash|dflash2).
+    model::CacheSpec cache_spec() const;
     void plan_memory();
     void profile_workspace();
     void loop();

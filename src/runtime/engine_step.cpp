@@ -166,8 +166,13 @@ void Engine::Impl::run_forward(runtime::StepPlan& plan, TensorView& logits, Tens
     model::ForwardBatch batch =
         runtime::build_forward_batch(ctx, plan, options.kv_block_size, buffers, verify_rows);
     if (drafter) {
-        hidden = runtime::hidden_view(ctx, buffers, batch.tokens.size(0), H);
-        batch.hidden_out = hidden;
+        batch.feature_layers = drafter->feature_layers();
+        const int64_t taps = int64_t(batch.feature_layers.size());
+        hidden = runtime::hidden_view(ctx, buffers, batch.tokens.size(0), H * std::max<int64_t>(1, taps));
+        if (taps > 0)
+            batch.features = hidden;
+        else
+            batch.hidden_out = hidden;
     }
     logits = buffers.logits_view(ctx, size_t(plan.sample_rows() + plan.scored_rows()),
                                  info.vocab_size);

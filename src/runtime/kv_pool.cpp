@@ -27,12 +27,20 @@ KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_s
         k_views_.push_back(plane());
         v_views_.push_back(plane());
     }
+    // A DFlash drafter's planes: the activation dtype and the drafter's own head shape.
+    for (int64_t l = 0; l < 2 * spec.draft_layers; ++l) {
+        storage_.push_back(Tensor::empty(
+            a, activation, {num_blocks, block_size, spec.draft_kv_heads, spec.draft_head_dim}));
+        draft_views_.push_back(storage_.back().view());
+    }
 }
 
 int64_t KvPool::bytes_per_token(const model::CacheSpec& spec, DType activation,
                                 ops::KvDtype kv_dtype) {
     return 2 * (spec.attention_layers + spec.mtp_layers) * spec.kv_heads *
-           ops::kv_row_bytes(kv_dtype, activation, spec.head_dim);
+               ops::kv_row_bytes(kv_dtype, activation, spec.head_dim) +
+           2 * spec.draft_layers * spec.draft_kv_heads * spec.draft_head_dim *
+               int64_t(dtype_size(activation));
 }
 
 void KvPool::copy_block(const ops::ExecContext& ctx, int32_t src, int32_t dst) const {
@@ -43,12 +51,15 @@ void KvPool::copy_block(const ops::ExecContext& ctx, int32_t src, int32_t dst) c
             ops::copy(ctx, p.data.narrow(0, src, 1), p.data.narrow(0, dst, 1));
             if (p.quantized()) ops::copy(ctx, p.scale.narrow(0, src, 1), p.scale.narrow(0, dst, 1));
         }
+    for (const TensorView& p : draft_views_)
+        ops::copy(ctx, p.narrow(0, src, 1), p.narrow(0, dst, 1));
 }
 
 int64_t KvPool::bytes() const {
     int64_t n = 0;
     for (const auto* views : {&k_views_, &v_views_})
         for (const ops::KvPlane& p : *views) n += p.nbytes();
+    for (const TensorView& p : draft_views_) n += p.nbytes();
     return n;
 }
 

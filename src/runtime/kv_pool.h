@@ -1,5 +1,6 @@
 // KvPool: the device tensors of the paged KV cache of every full-attention layer (then the MTP
-// layers', when speculation runs them; they share the block ids): num_blocks
+// layers', when speculation runs them, and a DFlash drafter's context K/V; they all share the
+// block ids, so prefix caching, copy-on-write and preemption carry them alike): num_blocks
 // blocks of block_size tokens ([NB, bs, nKV, D] per layer and K/V, plus the scale planes of a
 // quantized --kv-dtype, ops/kv_cache.h). Which block holds what is the scheduler's business
 // (scheduler/block_manager.h).
@@ -36,6 +37,8 @@ public:
     int64_t bytes() const;
     const std::vector<ops::KvPlane>& k_views() const { return k_views_; }
     const std::vector<ops::KvPlane>& v_views() const { return v_views_; }
+    // A DFlash drafter's planes: K of layer l at 2 l, V at 2 l + 1 (empty without one).
+    const std::vector<TensorView>& draft_views() const { return draft_views_; }
 
 private:
     int32_t block_size_;
@@ -44,6 +47,7 @@ private:
     ops::KvDtype kv_dtype_;
     std::vector<Tensor> storage_;
     std::vector<ops::KvPlane> k_views_, v_views_;
+    std::vector<TensorView> draft_views_;
 };
 
 } // namespace ninfer::runtime

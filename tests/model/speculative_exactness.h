@@ -24,20 +24,36 @@ inline EngineOptions with_mtp(EngineOptions o, int draft_tokens) {
     return o;
 }
 
+// Which drafter a check runs: the MTP head, or a DFlash drafter from draft_model.
+struct Speculation {
+    std::string method = "mtp";
+    std::string draft_model;
+    std::vector<int> alone_ks = {1, 2, 3, 4, 5, 6, 7, 8, 0}; // K values of the solo check
+    int stop_k = 4; // K of the stop check
+};
+
+inline EngineOptions with_spec(EngineOptions o, const Speculation& s, int draft_tokens) {
+    o.speculative = s.method;
+    o.draft_model = s.draft_model;
+    o.draft_tokens = draft_tokens;
+    return o;
+}
+
 inline std::string k_name(int k) {
     return k == 0 ? std::string("auto") : "K=" + std::to_string(k);
 }
 
 // Alone: the same tokens (and logprobs within cmp) for K = 1..8 and auto.
-inline void check_mtp_greedy_alone(EngineOptions options, const Fixture& f, Comparison cmp) {
+inline void check_mtp_greedy_alone(EngineOptions options, const Fixture& f, Comparison cmp,
+                                   const Speculation& sp = {}) {
     options.model_dir = f.dir;
     Engine plain(options);
     const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
     const Generated want = run_one(plain, greedy_request(prompt, 32));
-    for (int k : {1, 2, 3, 4, 5, 6, 7, 8, 0}) {
-        Engine spec(with_mtp(options, k));
+    for (int k : sp.alone_ks) {
+        Engine spec(with_spec(options, sp, k));
         const Generated got = run_one(spec, greedy_request(prompt, 32));
-        expect_same_output(got.tokens, want.tokens, cmp, f.name + " MTP " + k_name(k));
+        expect_same_output(got.tokens, want.tokens, cmp, f.name + " " + sp.method + " " + k_name(k));
         EXPECT_GT(got.timings.speculative.rounds, 0) << f.name << " " << k_name(k);
         if (k > 0) {
             EXPECT_LE(got.timings.speculative.drafted, got.timings.speculative.rounds * k);
@@ -48,13 +64,13 @@ inline void check_mtp_greedy_alone(EngineOptions options, const Fixture& f, Comp
 // Batched and from the prefix cache: four requests at once on one MTP engine, then a follow-up
 // turn that extends one of them (a cache hit), against solo runs without MTP.
 inline void check_mtp_batched_and_cached(EngineOptions options, const Fixture& f, int k,
-                                         Comparison cmp) {
+                                         Comparison cmp, const Speculation& sp = {}) {
     options.model_dir = f.dir;
     options.kv_block_size = 16;
     options.snapshot_stride = 32;
     EngineOptions plain_options = options;
     plain_options.prefix_cache = false;
-    Engine plain(plain_options), spec(with_mtp(options, k));
+    Engine plain(plain_options), spec(with_spec(options, sp, k));
     const std::vector<int32_t> base = long_prompt(f, 200);
     const std::vector<std::vector<int32_t>> prompts = {prefix_of(base, 40), f.cases.front().prompt,
                                                        prefix_of(base, 71), prefix_of(base, 17)};
@@ -92,9 +108,10 @@ inline void check_mtp_batched_and_cached(EngineOptions options, const Fixture& f
 
 // Requests that end inside a drafted block: max_new_tokens 1..6, and a stop id at each of the
 // first generated positions, end exactly where the plain run does, with its finish reason.
-inline void check_mtp_stops_inside_blocks(EngineOptions options, const Fixture& f) {
+inline void check_mtp_stops_inside_blocks(EngineOptions options, const Fixture& f,
+                                          const Speculation& sp = {}) {
     options.model_dir = f.dir;
-    Engine plain(options), spec(with_mtp(options, 4));
+    Engine plain(options), spec(with_spec(options, sp, sp.stop_k));
     const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 50), 50);
     const Generated full = run_one(plain, greedy_request(prompt, 12));
     ASSERT_EQ(full.tokens.size(), 12u);

@@ -15,7 +15,7 @@ void embedding(CpuMode mode, const TensorView& ids, const TensorView& table, con
 void embedding_bag_add(CpuMode mode, const TensorView& indices, const TensorView& weights,
                        const TensorView& table, const TensorView& out);
 void rms_norm(CpuMode mode, const TensorView& x, const TensorView& w, float eps,
-              const TensorView& y);
+              const TensorView& y, float weight_offset);
 void gated_rms_norm(CpuMode mode, const TensorView& x, const TensorView& z, const TensorView& w,
                     float eps, const TensorView& y);
 void linear(CpuMode mode, const TensorView& x, const TensorView& w, const TensorView& y,

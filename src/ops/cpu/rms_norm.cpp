@@ -7,7 +7,7 @@ namespace {
 
 template <typename Acc>
 void rms_norm_rows(CpuMode mode, const TensorView& x, const TensorView& w, float eps,
-                   const TensorView& y) {
+                   const TensorView& y, float weight_offset) {
     const int64_t R = row_count(x), H = row_width(x);
     const float* wp = w.ptr<float>();
     for_each_row(mode, R, [&](int64_t r) {
@@ -16,7 +16,8 @@ void rms_norm_rows(CpuMode mode, const TensorView& x, const TensorView& w, float
         Acc sum = 0;
         for (int64_t i = 0; i < H; ++i) sum += Acc(xr[i]) * Acc(xr[i]);
         Acc scale = Acc(1) / std::sqrt(sum / Acc(H) + Acc(eps));
-        for (int64_t i = 0; i < H; ++i) yr[i] = float(Acc(xr[i]) * scale * (Acc(1) + Acc(wp[i])));
+        for (int64_t i = 0; i < H; ++i)
+            yr[i] = float(Acc(xr[i]) * scale * (Acc(weight_offset) + Acc(wp[i])));
     });
 }
 
@@ -40,11 +41,11 @@ void gated_rms_norm_rows(CpuMode mode, const TensorView& x, const TensorView& z,
 } // namespace
 
 void rms_norm(CpuMode mode, const TensorView& x, const TensorView& w, float eps,
-              const TensorView& y) {
+              const TensorView& y, float weight_offset) {
     if (mode == CpuMode::Reference)
-        rms_norm_rows<double>(mode, x, w, eps, y);
+        rms_norm_rows<double>(mode, x, w, eps, y, weight_offset);
     else
-        rms_norm_rows<float>(mode, x, w, eps, y);
+        rms_norm_rows<float>(mode, x, w, eps, y, weight_offset);
 }
 
 void gated_rms_norm(CpuMode mode, const TensorView& x, const TensorView& z, const TensorView& w,

@@ -39,7 +39,7 @@ void embedding_bag_add(const ExecContext& ctx, const TensorView& indices, const 
 void embedding(const ExecContext& ctx, const TensorView& ids, const TensorView& table,
                const TensorView& out);
 void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, float eps,
-              const TensorView& y);
+              const TensorView& y, float weight_offset);
 void gated_rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& z,
                     const TensorView& w, float eps, const TensorView& y);
 void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,

@@ -2,6 +2,7 @@
 // Unsupported, so a CUDA device is a clear error rather than a link failure.
 #include "core/error.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/dflash_ops.h"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/vision_ops.h"
 
@@ -38,7 +39,7 @@ std::unique_ptr<Graph> capture_graph(const ExecContext&, const std::function<voi
 void fill_random(const ExecContext&, const TensorView&, uint64_t, float, float) { no_cuda("fill_random"); }
 void embedding(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("embedding"); }
 void embedding_bag_add(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("embedding_bag_add"); }
-void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("rms_norm"); }
+void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&, float) { no_cuda("rms_norm"); }
 void gated_rms_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("gated_rms_norm"); }
 void linear(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, bool) { no_cuda("linear"); }
 bool rms_norm_linear_fused(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&, const TensorView&, const TensorView&) { no_cuda("rms_norm_linear"); }
@@ -83,6 +84,9 @@ void segment_attention(const ExecContext&, const TensorView&, const TensorView&,
 bool segment_attention_flash_supported(const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("segment_attention"); }
 void segment_attention_flash(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const int32_t*, const TensorView&, float, const TensorView&) { no_cuda("segment_attention"); }
 void segment_attention_general(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const int32_t*, const TensorView&, float, const TensorView&) { no_cuda("segment_attention"); }
+void span_attention(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const SpanBatch&, float, const TensorView&) { no_cuda("span_attention"); }
+void grouped_dynamic_conv(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, int64_t, const int32_t*, const TensorView&, const TensorView&) { no_cuda("grouped_dynamic_conv"); }
+void dflash_select(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&, const TensorView&) { no_cuda("dflash_select"); }
 // clang-format on
 
 } // namespace ninfer::ops::cuda

@@ -7,7 +7,8 @@ namespace ninfer::ops::cuda {
 namespace {
 
 template <typename T>
-__global__ void rms_norm_rows(RowView x, const T* w, float eps, int64_t H, RowView y) {
+__global__ void rms_norm_rows(RowView x, const T* w, float eps, float weight_offset, int64_t H,
+                              RowView y) {
     pdl_wait_and_release();
     const T* xr = x.row<T>(blockIdx.x);
     T* yr = y.row<T>(blockIdx.x);
@@ -17,8 +18,13 @@ __global__ void rms_norm_rows(RowView x, const T* w, float eps, int64_t H, RowVi
         sum += v * v;
     }
     const float scale = rsqrtf(block_sum(sum) / float(H) + eps);
+    if (weight_offset == 0.0f) { // plain weight: HF rounds the normalised value first
+        for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+            yr[i] = from_float<T>(to_float(w[i]) * to_float(from_float<T>(to_float(xr[i]) * scale)));
+        return;
+    }
     for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-        yr[i] = from_float<T>(to_float(xr[i]) * scale * (1.0f + to_float(w[i])));
+        yr[i] = from_float<T>(to_float(xr[i]) * scale * (weight_offset + to_float(w[i])));
 }
 
 template <typename T>
@@ -49,13 +55,13 @@ int threads_for(int64_t width) {
 } // namespace
 
 void rms_norm(const ExecContext& ctx, const TensorView& x, const TensorView& w, float eps,
-              const TensorView& y) {
+              const TensorView& y, float weight_offset) {
     const int64_t R = rows_of(x), H = width_of(x);
     if (R == 0) return;
     dispatch_float(x.dtype, "rms_norm", [&](auto tag) {
         using E = decltype(tag);
         launch_pdl(ctx, rms_norm_rows<E>, unsigned(R), threads_for(H), 0, row_view(x), w.ptr<E>(),
-                   eps, H, row_view(y));
+                   eps, weight_offset, H, row_view(y));
     });
     check_launch("rms_norm_rows");
 }

@@ -6,6 +6,8 @@
 // same interface.
 #pragma once
 
+#include <vector>
+
 #include "core/tensor.h"
 #include "runtime/step_plan.h"
 
@@ -15,11 +17,15 @@ class Drafter {
 public:
     virtual ~Drafter() = default;
     virtual const char* name() const = 0;
+    // The target layers whose residual streams observe() takes (ForwardBatch::features, layer i
+    // in columns [i H, (i + 1) H)); empty: it takes the final-normed hidden states.
+    virtual std::vector<int32_t> feature_layers() const { return {}; }
     // Fills seq->drafts of every entry that has draft slots. Only sequences with
     // seq->draft_ready get them (the scheduler's rule).
     virtual void propose(const StepPlan& plan) = 0;
     // After the step's verification: every entry's first `committed` rows stay. hidden: the
-    // target's final-normed hidden state of every row of the step [T, H]. Sets
+    // target's final-normed hidden state of every row of the step [T, H], or with
+    // feature_layers() its features [T, n H]. Sets
     // seq->draft_ready for the sequences whose drafter context now reaches their last token.
     // align_decode false: plain decode rows are not aligned (the policy settled on plain
     // decoding); their sequences stop drafting for good (seq->drafter_off).

@@ -1,0 +1,70 @@
+// DFlashDrafter: drafts with a DFlash or DFlash2 block-diffusion drafter (model/dflash.h).
+//
+// Context. The drafter's context K/V live in the paged KV pool as layers of their own (the
+// sequence's block ids, CacheViews::draft_*), so the prefix cache, copy-on-write and preemption
+// carry them with the target's KV. Entry p is made from the target's residual stream after the
+// tap layers at row p (ForwardBatch::features), which exists as soon as row p has run: observe()
+// writes the context of every committed row of the step (prompt chunks, decode rows, accepted
+// drafts), after the verifier has decided what stays, so a rejected draft never reaches it (the
+// deferred context commit of upstream's DFlash). The context of a sequence therefore covers
+// [0, cached), and the next proposal's anchor is its last token, at position cached.
+//
+// Proposal. Every drafting sequence runs one block [anchor, MASK x K] at positions
+// cached .. cached + K (K: the step's largest draft count; shorter requests take a prefix), all
+// sequences in one drafter forward. The block's own K/V go to the pool beyond the committed
+// frontier (scratch; the next context write replaces them). The mask rows' hidden states go
+// through the target's lm_head:
+//   DFlash: each draft is the argmax of its row (greedy, one-hot q);
+//   DFlash2: the top-k candidates of each row and the selector's conditional walk
+//     (ops::dflash_select), greedy, so q is one-hot on the walk's choice as well.
+// One-hot proposals keep verification exact for greedy and sampled requests alike
+// (verifier.h).
+#pragma once
+
+#include "model/dflash.h"
+#include "model/qwen3_5.h"
+#include "ops/exec_context.h"
+#include "runtime/cache_store.h"
+#include "runtime/speculative/drafter.h"
+
+namespace ninfer::runtime {
+
+class DFlashDrafter : public Drafter {
+public:
+    DFlashDrafter(const ops::ExecContext& ctx, model::Qwen35Model& target,
+                  model::DFlashModel& drafter, const CacheStore& cache, int32_t block_size,
+                  int64_t token_limit);
+    const char* name() const override;
+    std::vector<int32_t> feature_layers() const override;
+    void propose(const StepPlan& plan) override;
+    void observe(const StepPlan& plan, const TensorView& features, bool align_decode) override;
+
+private:
+    TensorView buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype);
+    TensorView upload_i32(Tensor& t, const std::vector<int32_t>& values);
+    // Drafts [n, K] of the mask rows' hidden states [n K, H] (the anchors: each block's first
+    // token).
+    std::vector<int32_t> choose(const TensorView& rows, int64_t n, int64_t K,
+                                const std::vector<int32_t>& anchors);
+
+    ops::ExecContext ctx_;
+    model::Qwen35Model& target_;
+    model::DFlashModel& drafter_;
+    const CacheStore& cache_;
+    int32_t block_size_;
+    int64_t token_limit_;
+    StepBuffers buffers_;
+    Tensor positions_, row_ids_, segments_, out_, rows_, logits_, lse_, top_ids_, top_values_;
+    Tensor gproj_, unary_, anchors_, path_, q_, uniforms_, gathered_;
+    // One SpanBatch per layer kind: its host arrays and device copies.
+    struct Spans {
+        std::vector<int32_t> table_row, begin, end;
+        Tensor d_table_row, d_begin, d_end;
+        ops::SpanBatch batch;
+    };
+    std::vector<Spans> spans_;
+    std::vector<int> layer_kind_;             // each drafter layer's SpanBatch
+    std::vector<int64_t> kind_first_layer_;   // a layer of each kind (its span rule)
+};
+
+} // namespace ninfer::runtime

@@ -1,0 +1,192 @@
+// Speculative decoding with DFlash and DFlash2 drafters on the CPU: random drafters in z-lab's
+// layout (dflash_fixture.h) on every fixture. Greedy output equals plain decoding for K = 1, 3,
+// 7, 15 and auto, alone, batched, from the prefix cache and stopping inside drafted blocks
+// (logprobs compared on the reference ops); a drafter that does not fit its target, or a broken
+// drafter directory, is a clear error at startup.
+#include <filesystem>
+
+#include "model/dflash.h"
+#include "model/dflash_fixture.h"
+#include "model/speculative_exactness.h"
+
+namespace ninfer::test {
+namespace {
+
+EngineOptions reference() {
+    EngineOptions o;
+    o.cpu_reference = true;
+    return o;
+}
+
+std::filesystem::path drafter_dir(const Fixture& f, bool v2) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("ninfer_dflash_" + f.name + (v2 ? "_v2" : "_v1"));
+    DrafterShape shape;
+    shape.v2 = v2;
+    write_random_drafter(dir, io::load_hf_config(f.dir), shape);
+    return dir;
+}
+
+Speculation dflash(const Fixture& f, bool v2) {
+    Speculation s;
+    s.method = v2 ? "dflash2" : "dflash";
+    s.draft_model = drafter_dir(f, v2).string();
+    s.alone_ks = {1, 3, 7, 15, 0};
+    s.stop_k = 7;
+    return s;
+}
+
+struct Case {
+    Fixture fixture;
+    bool v2;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.fixture.name << (c.v2 ? " dflash2" : " dflash");
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (const Fixture& f : load_fixtures())
+        for (bool v2 : {false, true}) out.push_back({f, v2});
+    return out;
+}
+
+class DFlashExactness : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DFlashExactness, GreedyAloneEqualsPlainDecodingFastTokens) {
+    const Case& c = GetParam();
+    check_mtp_greedy_alone(EngineOptions{}, c.fixture, kIdsOnly, dflash(c.fixture, c.v2));
+}
+
+TEST_P(DFlashExactness, BatchedAndCachedEqualPlainDecodingReference) {
+    const Case& c = GetParam();
+    const Speculation s = dflash(c.fixture, c.v2);
+    check_mtp_batched_and_cached(reference(), c.fixture, 7, {kLogprobScheduleAbs, 0}, s);
+    check_mtp_batched_and_cached(reference(), c.fixture, 2, {kLogprobScheduleAbs, 0}, s);
+}
+
+TEST_P(DFlashExactness, StopsInsideDraftedBlocks) {
+    const Case& c = GetParam();
+    check_mtp_stops_inside_blocks(EngineOptions{}, c.fixture, dflash(c.fixture, c.v2));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DFlashExactness, ::testing::ValuesIn(cases()),
+                         [](const auto& param_info) {
+                             const Case& c = param_info.param;
+                             return c.fixture.name + (c.v2 ? "_dflash2" : "_dflash");
+                         });
+
+// Starting an engine with options must fail with a message that contains `want`.
+void expect_start_error(const EngineOptions& o, const std::string& want) {
+    try {
+        Engine e(o);
+        FAIL() << "the engine started; expected an error containing '" << want << "'";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+}
+
+TEST(DFlashErrors, DrafterThatDoesNotFitItsTargetIsAClearError) {
+    const Fixture f = load_fixtures().front();
+    io::ModelConfig target = io::load_hf_config(f.dir);
+    EngineOptions o;
+    o.model_dir = f.dir;
+    o.speculative = "dflash";
+    const auto base = std::filesystem::temp_directory_path() / "ninfer_dflash_errors";
+    auto write_with = [&](const std::string& name, auto&& edit) {
+        const auto dir = base / name;
+        write_random_drafter(dir, target, DrafterShape{});
+        nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+        edit(cfg);
+        std::ofstream(dir / "config.json") << cfg.dump();
+        return dir.string();
+    };
+    o.draft_model = write_with("vocab", [](nlohmann::json& c) { c["vocab_size"] = 1000; });
+    expect_start_error(o, "vocab_size");
+    o.draft_model = write_with("taps", [&](nlohmann::json& c) {
+        c["dflash_config"]["target_layer_ids"] = {0, target.num_layers - 1};
+    });
+    expect_start_error(o, "target layer");
+    o.draft_model = write_with("mask", [&](nlohmann::json& c) {
+        c["dflash_config"]["mask_token_id"] = target.vocab_size;
+    });
+    expect_start_error(o, "mask_token_id");
+    o.draft_model = write_with("not_dflash", [](nlohmann::json& c) { c.erase("dflash_config"); });
+    expect_start_error(o, "dflash_config");
+    // The hidden size decides fc's shape: a drafter for another target is named by its tensor.
+    target.hidden_size *= 2;
+    {
+        const auto dir = base / "hidden";
+        write_random_drafter(dir, target, DrafterShape{});
+        o.draft_model = dir.string();
+        expect_start_error(o, "hidden_size");
+    }
+    // A DFlash2 drafter under --spec dflash, a missing directory, and no drafter at all.
+    o.draft_model = drafter_dir(f, true).string();
+    expect_start_error(o, "holds a dflash2 drafter");
+    o.draft_model = (base / "missing").string();
+    expect_start_error(o, "cannot read");
+    o.draft_model.clear();
+    expect_start_error(o, "needs --draft-model");
+    o.speculative = "mtp";
+    o.draft_model = drafter_dir(f, false).string();
+    expect_start_error(o, "--draft-model needs --spec dflash");
+}
+
+TEST(DFlashErrors, MissingTensorIsNamed) {
+    const Fixture f = load_fixtures().front();
+    const auto dir = drafter_dir(f, false);
+    const auto broken = std::filesystem::temp_directory_path() / "ninfer_dflash_broken";
+    std::filesystem::create_directories(broken);
+    std::filesystem::copy_file(dir / "config.json", broken / "config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    io::ModelConfig target = io::load_hf_config(f.dir);
+    nlohmann::json cfg = drafter_config(target, DrafterShape{});
+    cfg["num_hidden_layers"] = 3; // the checkpoint has 2 layers
+    cfg["layer_types"].push_back("full_attention");
+    std::ofstream(broken / "config.json") << cfg.dump();
+    std::filesystem::copy_file(dir / "model.safetensors", broken / "model.safetensors",
+                               std::filesystem::copy_options::overwrite_existing);
+    EngineOptions o;
+    o.model_dir = f.dir;
+    o.speculative = "dflash";
+    o.draft_model = broken.string();
+    expect_start_error(o, "layers.2.");
+}
+
+// The attention mask of model/dflash.h: z-lab's, symmetric window |p - tau| < window; causal
+// layers stop at the row, the others at the block's end.
+TEST(DFlashMask, SpansFollowTheLayerKinds) {
+    io::ModelConfig target;
+    target.hidden_size = 64;
+    target.vocab_size = 256;
+    target.num_layers = 5;
+    DrafterShape shape;
+    shape.window = 4;
+    nlohmann::json cfg = drafter_config(target, shape);
+    model::DFlashConfig c = model::parse_dflash_config(cfg, "test");
+    ASSERT_TRUE(c.sliding[0]);
+    ASSERT_FALSE(c.sliding[1]);
+    ASSERT_FALSE(c.causal[0]);
+    ops::ExecContext ctx = ops::ExecContext::cpu();
+    auto d = model::DFlashModel::random(c, target, ctx, 1);
+    // Block at positions 10..13: row 11 in the sliding layer sees [8, 13] (|11 - tau| < 4 and
+    // within the block), in the full layer [0, 13].
+    EXPECT_EQ(d->span_for(0, 11, 13), std::make_pair(8, 14));
+    EXPECT_EQ(d->span_for(1, 11, 13), std::make_pair(0, 14));
+    EXPECT_EQ(d->span_for(0, 10, 20), std::make_pair(7, 14)); // tau - p < window too
+    cfg["is_causal"] = true;
+    c = model::parse_dflash_config(cfg, "test");
+    d = model::DFlashModel::random(c, target, ctx, 1);
+    EXPECT_EQ(d->span_for(0, 11, 13), std::make_pair(8, 12));
+    EXPECT_EQ(d->span_for(1, 11, 13), std::make_pair(0, 12));
+    // Without is_causal, z-lab's rule: sliding layers are causal, full ones are not.
+    cfg.erase("is_causal");
+    c = model::parse_dflash_config(cfg, "test");
+    EXPECT_TRUE(c.causal[0]);
+    EXPECT_FALSE(c.causal[1]);
+}
+
+} // namespace
+} // namespace ninfer::test
