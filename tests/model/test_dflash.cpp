@@ -3,10 +3,12 @@
 // 7, 15 and auto, alone, batched, from the prefix cache and stopping inside drafted blocks
 // (logprobs compared on the reference ops); a drafter that does not fit its target, or a broken
 // drafter directory, is a clear error at startup.
+#include <cstdlib>
 #include <filesystem>
 
 #include "model/dflash.h"
 #include "model/dflash_fixture.h"
+#include "model/sampling_gate.h"
 #include "model/speculative_exactness.h"
 
 namespace ninfer::test {
@@ -76,6 +78,34 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DFlashExactness, ::testing::ValuesIn(cases())
                              const Case& c = param_info.param;
                              return c.fixture.name + (c.v2 ? "_dflash2" : "_dflash");
                          });
+
+// Sampled requests keep their output distribution with either drafter (one-hot proposals:
+// verifier.h's rule), and a wrong acceptance rule (NINFER_SPEC_SABOTAGE=accept_drafts) fails the
+// same chi-square gate.
+TEST(DFlashSampling, KeepsTheOutputDistributionAndCatchesAWrongAcceptanceRule) {
+    const Fixture f = load_fixtures().front();
+    EngineOptions o;
+    o.model_dir = f.dir;
+    o.prefix_cache = false;
+    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 24), 24);
+    constexpr int kSamples = 1200;
+    const auto plain = sample_triples(o, prompt, 1, kSamples);
+    for (bool v2 : {false, true}) {
+        const EngineOptions spec_options = with_spec(o, dflash(f, v2), 3);
+        int64_t rounds = 0;
+        const auto spec = sample_triples(spec_options, prompt, 1000001, kSamples, &rounds);
+        EXPECT_GE(rounds, kSamples) << "the drafter did not draft";
+        const double p = homogeneity_p_value(plain, spec);
+        EXPECT_GT(p, 1e-4) << spec_options.speculative << " changed the output distribution (p = "
+                           << p << ")";
+        setenv("NINFER_SPEC_SABOTAGE", "accept_drafts", 1);
+        const auto broken = sample_triples(spec_options, prompt, 2000001, kSamples);
+        unsetenv("NINFER_SPEC_SABOTAGE");
+        const double p_broken = homogeneity_p_value(plain, broken);
+        EXPECT_LT(p_broken, 1e-4) << "the gate did not catch a wrong acceptance rule under "
+                                  << spec_options.speculative << " (p = " << p_broken << ")";
+    }
+}
 
 // Starting an engine with options must fail with a message that contains `want`.
 void expect_start_error(const EngineOptions& o, const std::string& want) {

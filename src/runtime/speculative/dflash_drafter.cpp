@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <map>
+#include <utility>
 
 #include "core/error.h"
 #include "ops/dflash.h"
@@ -28,6 +31,9 @@ DFlashDrafter::DFlashDrafter(const ops::ExecContext& ctx, model::Qwen35Model& ta
         layer_kind_.push_back(it->second);
     }
     spans_.resize(kinds.size());
+    const char* sabotage = std::getenv("NINFER_DFLASH_SABOTAGE");
+    shift_taps_ = sabotage && std::string(sabotage) == "shift_taps";
+    swap_ranks_ = sabotage && std::string(sabotage) == "swap_ranks";
 }
 
 const char* DFlashDrafter::name() const {
@@ -35,7 +41,10 @@ const char* DFlashDrafter::name() const {
 }
 
 std::vector<int32_t> DFlashDrafter::feature_layers() const {
-    return drafter_.config().target_layers;
+    std::vector<int32_t> taps = drafter_.config().target_layers;
+    if (shift_taps_)
+        for (int32_t& t : taps) t = std::min(t + 1, int32_t(target_.config().num_layers) - 2);
+    return taps;
 }
 
 TensorView DFlashDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
@@ -74,7 +83,7 @@ std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows, int64_t n, in
     // DFlash2: unary scores are the processed logits; without a multiplier or cap, log-probs
     // differ from them by a constant per row, which the walk ignores.
     TensorView unary = values;
-    if (c.output_multiplier != 1.0 || c.logit_softcap > 0) {
+    if (c.output_multiplier != 1.0 || c.logit_softcap > 0 || swap_ranks_) {
         std::vector<float> v(static_cast<size_t>(M * k)), l(static_cast<size_t>(M));
         ops::download(ctx_, values,
                       TensorView::contiguous(v.data(), DType::F32, Device::cpu(), {M, k}));
@@ -85,6 +94,9 @@ std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows, int64_t n, in
                 if (c.logit_softcap > 0) x = std::tanh(x / c.logit_softcap) * c.logit_softcap;
                 v[size_t(r * k + i)] = float(x);
             }
+        if (swap_ranks_) // the sabotage arm: the first two candidates trade their scores
+            for (int64_t r = 0; r < M && k > 1; ++r)
+                std::swap(v[size_t(r * k)], v[size_t(r * k + 1)]);
         unary = buffer(unary_, M, k, DType::F32);
         ops::upload(ctx_, TensorView::contiguous(v.data(), DType::F32, Device::cpu(), {M, k}),
                     unary);

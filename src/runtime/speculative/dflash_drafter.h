@@ -19,6 +19,11 @@
 //     (ops::dflash_select), greedy, so q is one-hot on the walk's choice as well.
 // One-hot proposals keep verification exact for greedy and sampled requests alike
 // (verifier.h).
+//
+// Sabotage arms for the acceptance gate (NINFER_DFLASH_SABOTAGE, read at construction), faults
+// that leave every output right and only lower acceptance (tests/model/test_dflash_acceptance.cpp):
+// shift_taps takes every tap one layer later; swap_ranks (DFlash2) swaps the selector's scores
+// of the first two candidates.
 #pragma once
 
 #include "model/dflash.h"
@@ -65,6 +70,7 @@ private:
     std::vector<Spans> spans_;
     std::vector<int> layer_kind_;             // each drafter layer's SpanBatch
     std::vector<int64_t> kind_first_layer_;   // a layer of each kind (its span rule)
+    bool shift_taps_ = false, swap_ranks_ = false; // the sabotage arms
 };
 
 } // namespace ninfer::runtime

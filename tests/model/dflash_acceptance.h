@@ -1,0 +1,71 @@
+// DFlash2 acceptance on the demo model, measured as tools/train_demo/train_dflash.py measures it
+// in PyTorch (tools/dflash/reference.py generate(); its figures in
+// models/ninfer-demo/dflash2/eval.json, its prompts mtp_eval.json's): every prompt is continued
+// greedily for G tokens with the shipped drafter at K drafts a round, and the mean accepted
+// drafts per round and the per-position acceptance must match PyTorch's within
+// kAcceptanceTolerance. The outputs must also equal plain decoding, and acceptance must be far
+// above zero (a drafter fault that leaves outputs right shows up here, not in exactness tests).
+#pragma once
+
+#include "model/mtp_acceptance.h"
+
+namespace ninfer::test {
+
+struct DFlashEval {
+    int draft_tokens = 0, continuation_tokens = 0;
+    double mean_accepted = 0;
+    std::vector<double> per_position;
+};
+
+inline DFlashEval load_dflash_eval(const std::string& model_dir) {
+    DFlashEval e;
+    std::ifstream in(std::filesystem::path(model_dir) / "dflash2" / "eval.json");
+    if (!in) return e;
+    const nlohmann::json j = nlohmann::json::parse(in);
+    e.draft_tokens = j.at("draft_tokens").get<int>();
+    e.continuation_tokens = j.at("continuation_tokens").get<int>();
+    e.mean_accepted = j.at("pytorch").at("mean_accepted").get<double>();
+    e.per_position = j.at("pytorch").at("accepted_per_position").get<std::vector<double>>();
+    return e;
+}
+
+// ninfer's totals over the eval's prompts (each output checked against plain decoding).
+inline SpeculativeStats measure_dflash_acceptance(EngineOptions options, const MtpEval& prompts,
+                                                  const DFlashEval& want) {
+    options.model_dir = prompts.model_dir;
+    Speculation s;
+    s.method = "dflash2"; // the drafter the demo model ships (<model>/dflash2)
+    Engine plain(options), spec(with_spec(options, s, want.draft_tokens));
+    SpeculativeStats total;
+    for (const auto& p : prompts.prompts) {
+        const GenerationRequest r = greedy_request(p, want.continuation_tokens, 0);
+        const Generated got = run_one(spec, r);
+        expect_same_output(got.tokens, run_one(plain, r).tokens, kIdsOnly, "dflash2 demo");
+        total.merge(got.timings.speculative);
+    }
+    return total;
+}
+
+inline void check_dflash_acceptance(EngineOptions options) {
+    const MtpEval prompts = load_mtp_eval();
+    ASSERT_FALSE(prompts.prompts.empty()) << "models/ninfer-demo/mtp_eval.json is missing";
+    const DFlashEval want = load_dflash_eval(prompts.model_dir);
+    ASSERT_GT(want.draft_tokens, 0) << "models/ninfer-demo/dflash2/eval.json is missing";
+    const SpeculativeStats total = measure_dflash_acceptance(options, prompts, want);
+    ASSERT_GT(total.rounds, 0);
+    const double mean = double(total.accepted) / double(total.rounds);
+    EXPECT_NEAR(mean, want.mean_accepted, kAcceptanceTolerance)
+        << "accepted drafts per round, ninfer against PyTorch";
+    for (size_t i = 0; i < want.per_position.size() && i < total.drafted_at.size(); ++i) {
+        const double got = double(total.accepted_at[i]) / double(total.drafted_at[i]);
+        EXPECT_NEAR(got, want.per_position[i], kAcceptanceTolerance) << "position " << i;
+    }
+    // Well above zero: a drafter that never lands a draft is broken, whatever its outputs.
+    EXPECT_GT(total.accepted_at.empty() ? 0.0
+                                        : double(total.accepted_at[0]) / double(total.drafted_at[0]),
+              0.1);
+    std::printf("dflash2 demo: %lld rounds, %.4f accepted a round (PyTorch %.4f)\n",
+                static_cast<long long>(total.rounds), mean, want.mean_accepted);
+}
+
+} // namespace ninfer::test
