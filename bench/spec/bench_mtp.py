@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""MTP speculative decoding figures with `ninfer run --json` (one JSON line per run on stdout).
+"""Speculative decoding figures with `ninfer run --json` (one JSON line per run on stdout).
 
-For the demo model (or any checkpoint with mtp.* weights): greedy decoding of a prose and a code
-prompt without speculation and with --spec mtp --draft-tokens K for each K, reporting decode
+For the demo model (or any checkpoint with mtp.* weights, or a <model>/dflash2 drafter): greedy
+decoding of a prose and a code prompt without speculation and with --spec METHOD --draft-tokens K
+for each method of --spec (mtp, dflash, dflash2) and each K, reporting decode
 tok/s (from ninfer's own stats line), the speedup over plain decoding in the same invocation,
 acceptance per position and tokens per round. The greedy ids are checked equal to the plain
 run's (speculation must not change them).
 
-usage: bench_mtp.py --ninfer BIN [--model DIR] [--device cpu|cuda] [--ks 1,2,3,4] [--new 256]
+usage: bench_mtp.py --ninfer BIN [--model DIR] [--device cpu|cuda] [--spec mtp,dflash2]
+                    [--ks 1,2,3,4] [--new 256]
 """
 import argparse
 import json
@@ -47,6 +49,7 @@ def main():
     ap.add_argument("--ninfer", required=True)
     ap.add_argument("--model", default="models/ninfer-demo")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--spec", default="mtp", help="methods, comma separated")
     ap.add_argument("--ks", default="1,2,3,4")
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3, help="runs per setting; the best is kept")
@@ -54,9 +57,11 @@ def main():
     failed = False
     for name, text in PROMPTS.items():
         ids = tokenize(args.ninfer, args.model, text)
-        settings = [("plain", [])] + [(f"K={k}", ["--spec", "mtp", "--draft-tokens", k])
-                                      for k in args.ks.split(",")] + \
-                   [("auto", ["--spec", "mtp"])]
+        settings = [("plain", [])]
+        for method in args.spec.split(","):
+            prefix = "" if method == "mtp" else method + " "  # MTP keeps its old labels
+            settings += [(f"{prefix}K={k}", ["--spec", method, "--draft-tokens", k])
+                         for k in args.ks.split(",")] + [(f"{prefix}auto", ["--spec", method])]
         base = None
         for label, spec in settings:
             runs = [run(args.ninfer, args.model, args.device, ids, args.new, spec)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# On the device, with a pack of test_cuda_bundle and ninfer (tools/gpu/pack_binaries.sh, carry
+# [".deps/gpu.tar.xz"]): the DFlash cuda tests, then every other cuda test, then the DFlash
+# figures: round cost at K = 7 with random true-size drafters against one plain decode step
+# (the 35B with DFlash, the 27B with DFlash2; batch 1, `ninfer bench`), and the demo model's
+# speed with its DFlash2 drafter against MTP and plain decoding (bench/spec/bench_mtp.py).
+#   bash tools/gpu/dflash_check.sh [tests|bench|all]     logs and JSON in $OUT
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out}
+mkdir -p "$out"
+what=${1:-all}
+source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
+bundle=/tmp/g/test_cuda_bundle
+rc=0
+filter='*DFlash*:*Dflash*:*SpanAttention*:*GroupedDynamicConv*'
+if [ "$what" != bench ]; then
+    timeout 300 $bundle --gtest_brief=1 --gtest_filter="$filter" > "$out/dflash_tests.log" 2>&1 || rc=1
+    grep -E "^\[  (PASSED|FAILED)|FAILED|tests? ran" "$out/dflash_tests.log" | head -30
+    pids=()
+    for i in 0 1 2 3; do
+        GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 420 $bundle --gtest_brief=1 \
+            --gtest_filter="-$filter" > "$out/bundle_$i.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    cat "$out"/bundle_*.log | grep -E "^\[  (PASSED|FAILED)|FAILED TEST|tests? ran" | sort | uniq -c
+fi
+bench() { # label, config, extra flags
+    timeout 200 /tmp/g/ninfer bench --config "$2" --random-weights --device cuda -n 128 -p 0 \
+        -r ${BENCH_REPS:-3} --warmup 1 -o json "${@:3}" > "$out/bench_$1.json" 2> "$out/bench_$1.err" || rc=1
+    python3 - "$out/bench_$1.json" "$1" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(sys.argv[2], "no json:", e); sys.exit(0)
+for r in j["results"]:
+    s = r.get("speculative", {})
+    tps = r["decode_tok_s"]["mean"]
+    print(sys.argv[2], r["test"], "decode %.1f tok/s" % tps,
+          "round %.3f ms" % (1e3 / tps * s.get("tokens_per_round", 1)),
+          "tokens/round %.3f" % s.get("tokens_per_round", 1))
+PY
+}
+if [ "$what" != tests ]; then
+    bench 35b_plain configs/qwen3.6-35b-a3b.json
+    bench 35b_dflash_k7 configs/qwen3.6-35b-a3b.json --spec dflash \
+        --draft-model configs/dflash/qwen3.6-35b-a3b-dflash.json --draft-tokens 7
+    bench 27b_plain configs/qwen3.6-27b.json
+    bench 27b_dflash2_k7 configs/qwen3.6-27b.json --spec dflash2 \
+        --draft-model configs/dflash/qwen3.8-27b-dflash2.json --draft-tokens 7
+    timeout 150 python3 bench/spec/bench_mtp.py --ninfer /tmp/g/ninfer --device cuda --new 256 \
+        --reps 2 --spec mtp,dflash2 --ks 3,7 > "$out/demo_spec.jsonl" 2> "$out/demo_spec.err" || rc=1
+    cat "$out/demo_spec.jsonl"
+fi
+exit $rc
