@@ -5,6 +5,8 @@
 # (the 35B with DFlash, the 27B with DFlash2; batch 1, `ninfer bench`), and the demo model's
 # speed with its DFlash2 drafter against MTP and plain decoding (bench/spec/bench_mtp.py).
 #   bash tools/gpu/dflash_check.sh [tests|bench|all]     logs and JSON in $OUT
+# BUNDLE_EXCLUDE: more gtest patterns to leave out of the rest of the bundle (":A:B"), e.g. the
+# suites whose fixtures tools/gpu/slim_carry.sh kept off the device (":*CudaVision.*").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}
@@ -20,7 +22,7 @@ if [ "$what" != bench ]; then
     pids=()
     for i in 0 1 2 3; do
         GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 420 $bundle --gtest_brief=1 \
-            --gtest_filter="-$filter" > "$out/bundle_$i.log" 2>&1 &
+            --gtest_filter="-$filter${BUNDLE_EXCLUDE:-}" > "$out/bundle_$i.log" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
