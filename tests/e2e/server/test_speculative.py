@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`ninfer serve --spec mtp` on the demo model (its trained MTP head drafts): greedy answers are
+"""`ninfer serve --spec mtp` on the demo model (its trained MTP head drafts; with
+NINFER_SPEC_METHOD=dflash2, its shipped DFlash2 drafter at K = 7): greedy answers are
 the same text as a server without speculation, through the OpenAI and Anthropic SDKs, whole and
 streamed, with forced tool calls and JSON-schema outputs (the constraint masks apply to every
 verified column); a conversation's second turn is served from the prefix cache and still drafts;
@@ -19,6 +20,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from server_util import KEY, NINFER, ROOT, Server  # noqa: E402
 
 DEMO = os.path.join(ROOT, "models", "ninfer-demo")
+METHOD = os.environ.get("NINFER_SPEC_METHOD", "mtp")
+DRAFT_TOKENS = "3" if METHOD == "mtp" else "7"
 PLAIN = SPEC = None
 NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
 TOOL = {"type": "function", "function": {
@@ -34,7 +37,8 @@ SCHEMA = {"type": "json_schema", "json_schema": {"name": "point", "strict": True
 def setUpModule():
     global PLAIN, SPEC
     PLAIN = Server("--max-context", "4096", model=DEMO)
-    SPEC = Server("--max-context", "4096", "--spec", "mtp", "--draft-tokens", "3", model=DEMO)
+    SPEC = Server("--max-context", "4096", "--spec", METHOD, "--draft-tokens", DRAFT_TOKENS,
+                  model=DEMO)
 
 
 def tearDownModule():
@@ -114,7 +118,7 @@ class SpeculativeServing(unittest.TestCase):
         drafted = SPEC.metric("ninfer_spec_decode_num_draft_tokens_total")
         accepted = SPEC.metric("ninfer_spec_decode_num_accepted_tokens_total")
         self.assertGreater(drafted, 0)
-        self.assertGreater(accepted, 0)  # the demo model's MTP head is trained
+        self.assertGreater(accepted, 0)  # the demo model's MTP head and drafter are trained
         self.assertLessEqual(accepted, drafted)
         self.assertEqual(SPEC.metric("ninfer_spec_decode_num_accepted_tokens_per_pos"), accepted)
         self.assertEqual(PLAIN.metric("ninfer_spec_decode_num_drafts_total"), 0)
@@ -125,11 +129,13 @@ class SpeculativeServing(unittest.TestCase):
 
     def test_bad_draft_tokens_are_refused_at_startup(self):
         for args in (["--spec", "mtp", "--draft-tokens", "9"], ["--draft-tokens", "2"],
-                     ["--spec", "eagle"]):
+                     ["--spec", "eagle"], ["--spec", "dflash2", "--draft-tokens", "16"],
+                     ["--spec", "mtp", "--draft-model", DEMO]):
             p = subprocess.run([NINFER, "serve", "--model", DEMO, "--port", "0", *args],
                                capture_output=True, text=True, timeout=60)
             self.assertNotEqual(p.returncode, 0, args)
-            self.assertTrue("draft-tokens" in p.stderr or "spec" in p.stderr, p.stderr)
+            self.assertTrue("draft-tokens" in p.stderr or "spec" in p.stderr or
+                            "draft-model" in p.stderr, p.stderr)
 
 
 if __name__ == "__main__":
