@@ -137,6 +137,12 @@ std::unique_ptr<DFlashModel> DFlashModel::load(const std::filesystem::path& dir,
     const io::ModelConfig bc = binder_config();
     binding::Binder b(bc, ckpt, ctx, /*fp8_resident=*/false);
     DFlashWeights w = bind(b, c, ckpt);
+    // Some trainers save copies of the target's embedding and head, or RoPE buffers: the
+    // drafter uses the target's own, so these are read past (anything else unknown is an error).
+    for (const auto& [name, entry] : ckpt.entries())
+        if (name == "embed_tokens.weight" || name == "lm_head.weight" ||
+            name.find("rotary_emb.inv_freq") != std::string::npos)
+            b.consumed.insert(name);
     b.finish();
     return std::unique_ptr<DFlashModel>(new DFlashModel(std::move(c), std::move(w)));
 }
