@@ -10,11 +10,16 @@
 
 namespace ninfer {
 
-NINFER_HD inline std::array<uint32_t, 4> philox4x32_10(uint64_t key, uint64_t counter) {
+// The 128-bit counter is (counter, stream): stream 0 is the plain generator, other streams are
+// independent draws at the same counter (the purposes of one token position: its sample, a
+// draft's acceptance test, a drafter's proposal).
+NINFER_HD inline std::array<uint32_t, 4> philox4x32_10(uint64_t key, uint64_t counter,
+                                                       uint64_t stream = 0) {
     // Multipliers and Weyl constants from the paper.
     constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
     constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-    uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
+    uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = uint32_t(stream),
+             c3 = uint32_t(stream >> 32);
     uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
     for (int round = 0; round < 10; ++round) {
         uint64_t p0 = uint64_t(kM0) * c0, p1 = uint64_t(kM1) * c2;
@@ -31,8 +36,8 @@ NINFER_HD inline std::array<uint32_t, 4> philox4x32_10(uint64_t key, uint64_t co
 }
 
 // A double in [0, 1) with 53 random bits.
-NINFER_HD inline double philox_uniform(uint64_t key, uint64_t counter) {
-    auto r = philox4x32_10(key, counter);
+NINFER_HD inline double philox_uniform(uint64_t key, uint64_t counter, uint64_t stream = 0) {
+    auto r = philox4x32_10(key, counter, stream);
     uint64_t bits = (uint64_t(r[0]) << 32 | r[1]) >> 11;
     return double(bits) * (1.0 / 9007199254740992.0); // 2^-53
 }

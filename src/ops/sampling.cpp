@@ -1,5 +1,7 @@
 #include "ops/sampling.h"
 
+#include <cmath>
+
 #include "core/philox.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
@@ -7,9 +9,57 @@
 
 namespace ninfer::ops {
 
-double uniform_from(uint64_t seed, int64_t position) {
-    return philox_uniform(seed, uint64_t(position));
+double uniform_from(uint64_t seed, int64_t position, uint64_t stream) {
+    return philox_uniform(seed, uint64_t(position), stream);
 }
+
+namespace {
+
+// The drafts argument of sample_tokens: shapes, dtypes, and on the CPU (where the values can
+// be read) ids that are distinct tokens and q that is a distribution.
+void check_drafts(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
+                  const SampleDrafts& d) {
+    constexpr const char* op = "sample_tokens";
+    require(d.draft.empty() == d.ids.empty() && d.draft.empty() == d.q.empty(), op,
+            ": drafts.draft, drafts.ids and drafts.q come together");
+    if (d.empty()) return;
+    const int64_t R = logits.size(0);
+    for (auto [name, t] :
+         {std::pair{"drafts.draft", &d.draft}, {"drafts.ids", &d.ids}, {"drafts.q", &d.q}})
+        check_device(ctx, op, name, *t);
+    check_dtype(op, "drafts.draft", d.draft, DType::I32);
+    check_shape(op, "drafts.draft", d.draft, {R});
+    check_dtype(op, "drafts.ids", d.ids, DType::I32);
+    check_shape(op, "drafts.ids", d.ids, {R, -1});
+    check_rows_contiguous(op, "drafts.ids", d.ids);
+    check_dtype(op, "drafts.q", d.q, DType::F32);
+    check_shape(op, "drafts.q", d.q, {R, d.ids.size(1)});
+    check_rows_contiguous(op, "drafts.q", d.q);
+    const int64_t k = d.ids.size(1);
+    require(k >= 1 && k <= 64, op, ": drafts have ", k, " entries a row, outside [1, 64]");
+    if (ctx.device.type != DeviceType::Cpu) return;
+    for (int64_t r = 0; r < R; ++r) {
+        const int32_t draft = d.draft.ptr<int32_t>()[r];
+        require(draft >= -1 && draft < vocab_limit, op, ": draft ", draft, " of row ", r,
+                " outside the vocabulary");
+        if (draft < 0) continue;
+        const int32_t* ids = d.ids.ptr<int32_t>() + r * d.ids.stride[0];
+        const float* q = d.q.ptr<float>() + r * d.q.stride[0];
+        double mass = 0;
+        for (int64_t i = 0; i < k; ++i) {
+            if (ids[i] < 0) continue;
+            require(ids[i] < vocab_limit, op, ": draft id ", ids[i], " of row ", r,
+                    " outside the vocabulary");
+            require(std::isfinite(q[i]) && q[i] >= 0, op, ": q of row ", r, " is not a distribution");
+            for (int64_t j = 0; j < i; ++j)
+                require(ids[j] != ids[i], op, ": draft id ", ids[i], " repeats in row ", r);
+            mass += q[i];
+        }
+        require(std::abs(mass - 1.0) < 1e-3, op, ": q of row ", r, " sums to ", mass, ", not 1");
+    }
+}
+
+} // namespace
 
 void apply_penalties(const ExecContext& ctx, const TensorView& logits,
                      const SamplingParamsRow* params, const TensorView& offsets,
@@ -56,7 +106,7 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
 void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
                    const TensorView& status, const TensorView& chosen_source,
-                   const TensorView& chosen_logits) {
+                   const TensorView& chosen_logits, const SampleDrafts& drafts) {
     constexpr const char* op = "sample_tokens";
     for (auto [name, t] : {std::pair{"logits", &logits}, {"tokens", &tokens}, {"status", &status}})
         check_device(ctx, op, name, *t);
@@ -83,13 +133,14 @@ void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t voc
         check_dtype(op, "chosen_logits", chosen_logits, DType::F32);
         check_shape(op, "chosen_logits", chosen_logits, {logits.size(0)});
     }
+    check_drafts(ctx, logits, vocab_limit, drafts);
     switch (ctx.device.type) {
     case DeviceType::Cpu:
         return cpu::sample_tokens(ctx.cpu_mode, logits, vocab_limit, params, tokens, status,
-                                  chosen_source, chosen_logits);
+                                  chosen_source, chosen_logits, drafts);
     case DeviceType::Cuda:
         return cuda::sample_tokens(ctx, logits, vocab_limit, params, tokens, status, chosen_source,
-                                   chosen_logits);
+                                   chosen_logits, drafts);
     }
     no_backend(op, ctx);
 }

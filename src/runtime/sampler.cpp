@@ -112,7 +112,7 @@ std::vector<SampleOutput> Sampler::sample(const TensorView& logits, int64_t toke
     // token's logit, gathered from `logits`) stay those of the raw logits.
     const TensorView to_sample = penalized(logits, rows, device_params);
     ops::sample_tokens(ctx_, to_sample, token_limit, device_params, packed.tokens(words),
-                       packed.status(words), logits, packed.chosen(words));
+                       packed.status(words), logits, packed.chosen(words), upload_drafts(rows));
     std::vector<int32_t> host(static_cast<size_t>(packed.words()));
     ops::download(ctx_, words.narrow(0, 0, packed.words()), host_view(host, DType::I32));
     return unpack(packed, host, rows);
@@ -128,6 +128,34 @@ const ops::SamplingParamsRow* Sampler::upload_params(const std::vector<SampleInp
         ops::upload(ctx_, TensorView::contiguous(params.data(), DType::U8, Device::cpu(), {bytes}),
                     dev.narrow(0, 0, bytes));
     return static_cast<const ops::SamplingParamsRow*>(dev.data);
+}
+
+ops::SampleDrafts Sampler::upload_drafts(const std::vector<SampleInput>& rows) {
+    int64_t k = 0;
+    for (const auto& r : rows)
+        if (r.draft >= 0) k = std::max<int64_t>(k, r.draft_k);
+    if (k == 0) return {};
+    const int64_t R = int64_t(rows.size());
+    // One upload of 32-bit words: draft [R] | ids [R, k] (-1: unused) | q [R, k] (f32 bits).
+    std::vector<int32_t> words(static_cast<size_t>(R + 2 * R * k), -1);
+    for (int64_t r = 0; r < R; ++r) {
+        const SampleInput& in = rows[size_t(r)];
+        int32_t* q = words.data() + R + R * k + r * k;
+        for (int64_t i = 0; i < k; ++i) q[i] = 0; // 0.0f
+        if (in.draft < 0 || in.draft_k == 0) continue;
+        words[size_t(r)] = in.draft;
+        for (int64_t i = 0; i < in.draft_k; ++i) {
+            words[size_t(R + r * k + i)] = in.draft_ids[i];
+            q[i] = std::bit_cast<int32_t>(in.draft_q[i]);
+        }
+    }
+    const TensorView dev = reserve(drafts_, DType::I32, int64_t(words.size()));
+    ops::upload(ctx_, host_view(words, DType::I32), dev);
+    const auto part = [&](DType dtype, int64_t begin, std::initializer_list<int64_t> dims) {
+        return TensorView::contiguous(dev.ptr<int32_t>() + begin, dtype, dev.device, dims);
+    };
+    return {part(DType::I32, 0, {R}), part(DType::I32, R, {R, k}),
+            part(DType::F32, R + R * k, {R, k})};
 }
 
 // The logits to sample from: `logits` itself, or a penalized and masked copy.

@@ -23,6 +23,13 @@ struct SampleInput {
     const std::unordered_set<int32_t>* prompt_tokens = nullptr;          // for repetition
     const std::unordered_map<int32_t, int32_t>* output_counts = nullptr; // generated so far
     const std::vector<uint8_t>* allowed = nullptr; // ids that may be sampled (nullptr: all)
+    // Speculative verification of a draft proposed from a sparse distribution q (DFlash2's
+    // sampled walk): the draft and q over draft_k ids (ops/sampling.h's drafts). draft < 0: none
+    // (a one-hot draft needs none: the verifier compares the sampled token with it).
+    int32_t draft = -1;
+    const int32_t* draft_ids = nullptr;
+    const float* draft_q = nullptr;
+    int draft_k = 0;
 };
 
 // The logit given to ids a TokenConstraint disallows: finite (the sampling op refuses
@@ -48,6 +55,8 @@ private:
     TensorView penalized(const TensorView& logits, const std::vector<SampleInput>& rows,
                          const ops::SamplingParamsRow* device_params);
     void apply_masks(const TensorView& to_sample, const std::vector<SampleInput>& rows);
+    // The rows' drafts on the device (empty when no row has one).
+    ops::SampleDrafts upload_drafts(const std::vector<SampleInput>& rows);
     // A device buffer of at least `elements` of dtype, grown (never shrunk) across steps.
     TensorView reserve(Tensor& buffer, DType dtype, int64_t elements);
 
@@ -55,6 +64,7 @@ private:
     Tensor penalized_; // scratch copy of the logits for penalties
     Tensor params_;    // the rows' SamplingParamsRow on the device
     Tensor results_;   // the packed per-step results (see sampler.cpp)
+    Tensor drafts_;    // the rows' drafts: draft [R] I32 | ids [R, k] I32 | q [R, k] F32
 };
 
 bool needs_penalties(const SamplingOptions& o);

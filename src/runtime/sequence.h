@@ -53,6 +53,12 @@ struct Sequence {
     bool draft_ready = false;
     bool drafter_off = false; // the drafter stopped aligning it: it never drafts again
     int32_t draft_row = -1; // drafter-private: its output row for this sequence
+    // Drafts proposed from a sparse distribution (DFlash2's sampled walk): draft i's q over
+    // draft_q_ids[i k, (i + 1) k) with k = draft_q_k, set by the drafter with the drafts.
+    // draft_q_k 0: one-hot drafts (the verifier needs no q).
+    std::vector<int32_t> draft_q_ids;
+    std::vector<float> draft_q;
+    int draft_q_k = 0;
     SpeculativeStats spec;
     int64_t cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission
     int64_t prompt_scored = 0;   // prompt positions whose scores were reported (a recomputed

@@ -2,7 +2,9 @@
 // real vocabulary (248,320 columns, padded past the token limit), split boundaries and tiny rows,
 // 1-5 rows mixing greedy and sampled rows, ties across chunks, non-finite rows, top-k logprobs
 // with k = 0, 1, 20, the chosen-logit gather; and the Sampler on CUDA against it on the CPU.
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -228,6 +230,84 @@ TEST(CudaSamplingOps, ManyRowsMixGreedyAndSampled) {
     for (int64_t r = 0; r < R; ++r) params.push_back(params_for(r));
     const Sampled ref = cpu_sample(logits, logits, vocab.limit, params);
     expect_same_samples(gpu_sample(logits, logits, vocab.limit, params), ref, "R=70");
+}
+
+// Drafts with a sparse q (ops/sampling.h): row r verifies a draft drawn from q over 16 ids
+// (the row's top ids and some of the tail), some rows a draft outside q or none; the CUDA accept
+// test and residual give the CPU's tokens.
+struct Drafts {
+    Tensor draft, ids, q;
+};
+
+Drafts planted_drafts(const Tensor& logits, int64_t limit, uint64_t seed) {
+    const int64_t R = logits.size(0), k = 16;
+    const Logprobs top = cpu_logprobs(logits, limit, 8);
+    Drafts d{zeros({R}, DType::I32), zeros({R, k}, DType::I32), zeros({R, k})};
+    std::mt19937_64 gen(seed);
+    for (int64_t r = 0; r < R; ++r) {
+        int32_t* ids = d.ids.ptr<int32_t>() + r * k;
+        float* q = d.q.ptr<float>() + r * k;
+        std::vector<int32_t> chosen;
+        for (int64_t i = 0; i < 8; ++i) chosen.push_back(top.ids.ptr<int32_t>()[r * 8 + i]);
+        while (int64_t(chosen.size()) < k) { // distinct tail ids
+            const int32_t id = int32_t(gen() % uint64_t(limit));
+            if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
+        }
+        std::shuffle(chosen.begin(), chosen.end(), gen);
+        double sum = 0;
+        std::vector<double> w(static_cast<size_t>(k));
+        for (auto& x : w) sum += x = 0.05 + double(gen() % 1000) / 1000.0;
+        for (int64_t i = 0; i < k; ++i) {
+            ids[i] = chosen[size_t(i)];
+            q[i] = float(w[size_t(i)] / sum);
+        }
+        if (r % 7 == 3) ids[k - 1] = -1, q[k - 1] = 0, q[0] += float(w[size_t(k - 1)] / sum);
+        std::discrete_distribution<int> pick(q, q + k);
+        d.draft.ptr<int32_t>()[r] = r % 11 == 5 ? -1 : ids[pick(gen)];
+        if (r % 13 == 6) d.draft.ptr<int32_t>()[r] = int32_t((r * 7919) % limit); // outside q
+    }
+    return d;
+}
+
+TEST(CudaSamplingOps, SparseDraftsMatchTheCpuReference) {
+    const Vocab vocab{248320, 248077};
+    const int64_t R = 96;
+    Tensor logits = planted_logits(vocab, R, 760);
+    const Drafts d = planted_drafts(logits, vocab.limit, 761);
+    std::vector<ops::SamplingParamsRow> params;
+    for (int64_t r = 0; r < R; ++r) {
+        ops::SamplingParamsRow p = params_for(r);
+        p.temperature = p.temperature > 0 ? p.temperature * 2.5f : p.temperature; // flatter p
+        params.push_back(p);
+    }
+    Sampled ref{zeros({R}, DType::I32), zeros({R}, DType::I32), zeros({R})};
+    ops::sample_tokens(kCpuRef, logits, vocab.limit, params.data(), ref.tokens, ref.status, logits,
+                       ref.chosen, {d.draft, d.ids, d.q});
+    const auto& c = gpu();
+    const int64_t bytes = R * int64_t(sizeof(ops::SamplingParamsRow));
+    Tensor d_params = Tensor::empty(ops::device_allocator(c.device), DType::U8, {bytes});
+    ops::upload(c, TensorView::contiguous(params.data(), DType::U8, Device::cpu(), {bytes}),
+                d_params);
+    Tensor tok = to_device(c, zeros({R}, DType::I32), DType::I32);
+    Tensor st = to_device(c, zeros({R}, DType::I32), DType::I32);
+    Tensor chosen = to_device(c, zeros({R}), DType::F32);
+    const Tensor d_logits = to_device(c, logits, DType::F32);
+    ops::sample_tokens(c, d_logits, vocab.limit,
+                       static_cast<const ops::SamplingParamsRow*>(d_params.view().data), tok, st,
+                       d_logits, chosen,
+                       {to_device(c, d.draft, DType::I32), to_device(c, d.ids, DType::I32),
+                        to_device(c, d.q, DType::F32)});
+    expect_same_samples({to_host(c, tok), to_host(c, st), to_host(c, chosen)}, ref, "drafts");
+    // Both branches ran: sampled rows that took their draft and sampled rows that did not.
+    int accepted = 0, rejected = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        const ops::SamplingParamsRow& p = params[size_t(r)];
+        const int32_t draft = d.draft.ptr<int32_t>()[r];
+        if (p.greedy || p.temperature <= 0 || draft < 0) continue;
+        (ref.tokens.ptr<int32_t>()[r] == draft ? accepted : rejected) += 1;
+    }
+    EXPECT_GT(accepted, 3);
+    EXPECT_GT(rejected, 3);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
 // above zero (a drafter fault that leaves outputs right shows up here, not in exactness tests).
 #pragma once
 
+#include <cstdlib>
+
 #include "model/mtp_acceptance.h"
 
 namespace ninfer::test {
@@ -44,6 +46,28 @@ inline SpeculativeStats measure_dflash_acceptance(EngineOptions options, const M
         total.merge(got.timings.speculative);
     }
     return total;
+}
+
+// Drafts accepted per round of sampled requests (temperature, top-k off, seed i + 1 for prompt
+// i) over the eval's prompts, with DFlash2's sampled walk and its sparse q, or with the greedy
+// walk's one-hot drafts (NINFER_DFLASH_GREEDY_WALK=1, read when the engine starts).
+inline double sampled_acceptance(EngineOptions options, const MtpEval& prompts,
+                                 const DFlashEval& want, float temperature, bool greedy_walk) {
+    options.model_dir = prompts.model_dir;
+    Speculation s;
+    s.method = "dflash2";
+    if (greedy_walk) setenv("NINFER_DFLASH_GREEDY_WALK", "1", 1);
+    Engine spec(with_spec(options, s, want.draft_tokens));
+    unsetenv("NINFER_DFLASH_GREEDY_WALK");
+    SpeculativeStats total;
+    for (size_t i = 0; i < prompts.prompts.size(); ++i) {
+        GenerationRequest r = greedy_request(prompts.prompts[i], want.continuation_tokens, 0);
+        r.sampling.greedy = false;
+        r.sampling.temperature = temperature;
+        r.sampling.seed = uint64_t(i) + 1;
+        total.merge(run_one(spec, r).timings.speculative);
+    }
+    return total.rounds ? double(total.accepted) / double(total.rounds) : 0.0;
 }
 
 inline void check_dflash_acceptance(EngineOptions options) {

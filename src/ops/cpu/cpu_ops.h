@@ -52,6 +52,6 @@ void apply_penalties(CpuMode mode, const TensorView& logits, const SamplingParam
 void sample_tokens(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
                    const TensorView& status, const TensorView& chosen_source,
-                   const TensorView& chosen_logits);
+                   const TensorView& chosen_logits, const SampleDrafts& drafts);
 
 } // namespace ninfer::ops::cpu

@@ -47,7 +47,41 @@ double top_p_threshold(CpuMode mode, const std::vector<double>& p, double top_p,
     return kept.empty() ? 0.0 : kept.back();
 }
 
-int32_t sample_row(CpuMode mode, const float* l, int64_t n, const SamplingParamsRow& sp) {
+// One row's draft (ops/sampling.h's drafts): the token and q over k ids (-1 entries unused).
+struct DraftRow {
+    int32_t draft = -1;
+    const int32_t* ids = nullptr;
+    const float* q = nullptr;
+    int64_t k = 0;
+};
+
+// The accept test of a sampled draft over the kept weights p (sum total), or, on rejection, p
+// turned into the residual max(0, p - q total) with its new total (p is left as it is when
+// rounding leaves the residual no mass). Returns true when the draft is accepted.
+bool accept_or_residual(const DraftRow& d, const SamplingParamsRow& sp, std::vector<double>& p,
+                        double& total) {
+    const int64_t n = int64_t(p.size());
+    double qd = 0;
+    for (int64_t i = 0; i < d.k; ++i)
+        if (d.ids[i] == d.draft) qd = d.q[i];
+    const double a = philox_uniform(sp.seed, uint64_t(sp.position), kDraftAcceptStream);
+    if (d.draft < n && a * qd * total < p[size_t(d.draft)]) return true;
+    double removed = 0;
+    for (int64_t i = 0; i < d.k; ++i)
+        if (d.ids[i] >= 0 && d.ids[i] < n)
+            removed += std::min(p[size_t(d.ids[i])], double(d.q[i]) * total);
+    if (total - removed <= total * 1e-12) return false; // no residual mass: sample p itself
+    for (int64_t i = 0; i < d.k; ++i)
+        if (d.ids[i] >= 0 && d.ids[i] < n) {
+            double& v = p[size_t(d.ids[i])];
+            v = std::max(0.0, v - double(d.q[i]) * total);
+        }
+    total -= removed;
+    return false;
+}
+
+int32_t sample_row(CpuMode mode, const float* l, int64_t n, const SamplingParamsRow& sp,
+                   const DraftRow& draft) {
     if (sp.greedy || sp.temperature <= 0.0f) return argmax(l, n);
     std::vector<double> scaled(n);
     for (int64_t v = 0; v < n; ++v) scaled[v] = double(l[v]) / double(sp.temperature);
@@ -68,6 +102,7 @@ int32_t sample_row(CpuMode mode, const float* l, int64_t n, const SamplingParams
         total = 0;
         for (auto& v : p) total += v = (v >= floor ? v : 0.0);
     }
+    if (draft.draft >= 0 && accept_or_residual(draft, sp, p, total)) return draft.draft;
     const double target = philox_uniform(sp.seed, uint64_t(sp.position)) * total;
     double running = 0;
     int32_t last_kept = 0;
@@ -107,9 +142,18 @@ void apply_penalties(CpuMode mode, const TensorView& logits, const SamplingParam
 void sample_tokens(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
                    const TensorView& status, const TensorView& chosen_source,
-                   const TensorView& chosen_logits) {
+                   const TensorView& chosen_logits, const SampleDrafts& drafts) {
     const int64_t R = logits.size(0);
     const bool gather = !chosen_logits.empty();
+    auto draft_of = [&](int64_t r) {
+        DraftRow d;
+        if (drafts.empty()) return d;
+        d.draft = drafts.draft.ptr<int32_t>()[r];
+        d.ids = drafts.ids.ptr<int32_t>() + r * drafts.ids.stride[0];
+        d.q = drafts.q.ptr<float>() + r * drafts.q.stride[0];
+        d.k = drafts.ids.size(1);
+        return d;
+    };
     for_each_row(mode, R, [&](int64_t r) {
         const float* l = row_f32(logits, r);
         bool finite = true;
@@ -120,7 +164,7 @@ void sample_tokens(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
             if (gather) chosen_logits.ptr<float>()[r] = std::numeric_limits<float>::quiet_NaN();
             return;
         }
-        const int32_t token = sample_row(mode, l, vocab_limit, params[r]);
+        const int32_t token = sample_row(mode, l, vocab_limit, params[r], draft_of(r));
         tokens.ptr<int32_t>()[r] = token;
         status.ptr<int32_t>()[r] = kSampleOk;
         if (gather) chosen_logits.ptr<float>()[r] = row_f32(chosen_source, r)[token];

@@ -124,6 +124,6 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
 void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
                    const TensorView& status, const TensorView& chosen_source,
-                   const TensorView& chosen_logits);
+                   const TensorView& chosen_logits, const SampleDrafts& drafts);
 
 } // namespace ninfer::ops::cuda

@@ -75,7 +75,7 @@ bool moe_block_decode_fits(const TensorView&, int64_t, const WeightView&, const 
 void moe_block_decode(const ExecContext&, const TensorView&, const TensorView&, int64_t, const WeightView&, const WeightView&, const WeightView&, const WeightView&, const TensorView&) { no_cuda("moe_block"); }
 void logprobs_top_k(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&) { no_cuda("logprobs_top_k"); }
 void apply_penalties(const ExecContext&, const TensorView&, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("apply_penalties"); }
-void sample_tokens(const ExecContext&, const TensorView&, int64_t, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("sample_tokens"); }
+void sample_tokens(const ExecContext&, const TensorView&, int64_t, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const SampleDrafts&) { no_cuda("sample_tokens"); }
 
 void layer_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("layer_norm"); }
 void bias_act(const ExecContext&, const TensorView&, const TensorView&, Activation) { no_cuda("bias_act"); }

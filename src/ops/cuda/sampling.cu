@@ -3,8 +3,9 @@
 // blocks per row, select.cuh's splits) to its best rank, or kNonFiniteChunk; sample_kernel (one
 // block per row) merges them, which settles greedy and non-finite rows at once; the other rows
 // then sample in that block: thresholds by binary search over ordered keys (top-k on the logits'
-// float keys, top-p on the f64 probabilities' bits), probabilities and sums in f64, and the
-// token is the first id whose running sum exceeds u * total.
+// float keys, top-p on the f64 probabilities' bits), probabilities and sums in f64, a draft's
+// accept test and residual by thread 0 over the row's probabilities, and the token is the first
+// id whose running sum exceeds u * total.
 #include <cub/block/block_scan.cuh>
 
 #include <cfloat>
@@ -153,11 +154,43 @@ struct RowOutput {
     }
 };
 
+// The drafts argument of sample_tokens as the kernel reads it (draft == nullptr: none).
+struct DraftArgs {
+    const int32_t* draft;
+    const int32_t* ids;
+    const float* q;
+    int64_t k, ids_s0, q_s0;
+};
+
+// Thread 0's half of a draft row (ops/sampling.h): the accept test over the kept weights p
+// (sum total), else p turned into the residual max(0, p - q total) and total into its mass
+// (both left as they are when rounding leaves the residual none). Returns true on acceptance.
+__device__ bool accept_or_residual(const DraftArgs& d, int64_t r, int32_t draft,
+                                   const SamplingParamsRow& sp, double* p, int64_t n,
+                                   double& total) {
+    const int32_t* ids = d.ids + r * d.ids_s0;
+    const float* q = d.q + r * d.q_s0;
+    double qd = 0.0;
+    for (int64_t i = 0; i < d.k; ++i)
+        if (ids[i] == draft) qd = q[i];
+    const double a = philox_uniform(sp.seed, uint64_t(sp.position), kDraftAcceptStream);
+    if (draft < n && a * qd * total < p[draft]) return true;
+    double removed = 0.0;
+    for (int64_t i = 0; i < d.k; ++i)
+        if (ids[i] >= 0 && ids[i] < n) removed += fmin(p[ids[i]], double(q[i]) * total);
+    if (total - removed <= total * 1e-12) return false; // no residual mass: sample p itself
+    for (int64_t i = 0; i < d.k; ++i)
+        if (ids[i] >= 0 && ids[i] < n) p[ids[i]] = fmax(0.0, p[ids[i]] - double(q[i]) * total);
+    total -= removed;
+    return false;
+}
+
 // Implements stage 2 of sample_tokens: one block per row (kThreads) merges the row's split
 // partials; greedy and non-finite rows end there, the others sample over the whole row.
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* logits, int64_t l_s0, int64_t n, const SamplingParamsRow* params,
-                  const uint64_t* partial, int splits, double* scratch, RowOutput out) {
+                  const uint64_t* partial, int splits, double* scratch, RowOutput out,
+                  DraftArgs drafts) {
     pdl_wait_and_release();
     const int64_t r = blockIdx.x;
     const float* l = logits + r * l_s0;
@@ -203,6 +236,22 @@ __global__ void __launch_bounds__(kThreads)
         total = block_sum(kept);
     }
     __syncthreads(); // p fully written before the scan reads other threads' entries
+    const int32_t draft = drafts.draft ? drafts.draft[r] : -1;
+    if (draft >= 0) {
+        __shared__ double residual_total;
+        __shared__ int accepted;
+        if (threadIdx.x == 0) {
+            double t = total;
+            accepted = accept_or_residual(drafts, r, draft, sp, p, n, t);
+            residual_total = t;
+        }
+        __syncthreads(); // the decision and the residual's entries, for every thread
+        if (accepted) {
+            out.finish(r, draft);
+            return;
+        }
+        total = residual_total;
+    }
     const double target = philox_uniform(sp.seed, uint64_t(sp.position)) * total;
     out.finish(r, inverse_cdf(p, n, target));
 }
@@ -224,9 +273,13 @@ void apply_penalties(const ExecContext& ctx, const TensorView& logits,
 void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                    const SamplingParamsRow* params, const TensorView& tokens,
                    const TensorView& status, const TensorView& chosen_source,
-                   const TensorView& chosen_logits) {
+                   const TensorView& chosen_logits, const SampleDrafts& drafts) {
     const int64_t R = logits.size(0);
     if (R == 0) return;
+    DraftArgs draft_args{nullptr, nullptr, nullptr, 0, 0, 0};
+    if (!drafts.empty())
+        draft_args = {drafts.draft.ptr<int32_t>(), drafts.ids.ptr<int32_t>(), drafts.q.ptr<float>(),
+                      drafts.ids.size(1),          drafts.ids.stride[0],      drafts.q.stride[0]};
     Allocator& alloc = allocator(ctx.device);
     const int splits = splits_for(vocab_limit);
     Tensor partial = Tensor::empty(alloc, DType::I64, {R * splits});
@@ -244,7 +297,7 @@ void sample_tokens(const ExecContext& ctx, const TensorView& logits, int64_t voc
         gather ? chosen_source.stride[0] : 0, gather ? chosen_logits.ptr<float>() : nullptr};
     launch_pdl(ctx, sample_kernel, dim3(unsigned(R)), dim3(kThreads), 0, logits.ptr<float>(),
                logits.stride[0], vocab_limit, params, static_cast<const uint64_t*>(partial_p),
-               splits, scratch.ptr<double>(), out);
+               splits, scratch.ptr<double>(), out, draft_args);
     check_launch("sample_kernel");
 }
 

@@ -197,6 +197,7 @@ Scheduler::Step Scheduler::schedule() {
     for (auto& s : running_) {
         s->step_rows = 0;
         s->drafts.clear();
+        s->draft_q_k = 0;
         order.push_back(s.get());
         decoding += s->slot >= 0 && s->pending_rows() == 1;
     }

@@ -13,6 +13,7 @@
 #include "ops/linear.h"
 #include "ops/logits.h"
 #include "ops/memory.h"
+#include "ops/sampling.h"
 
 namespace ninfer::runtime {
 
@@ -34,6 +35,8 @@ DFlashDrafter::DFlashDrafter(const ops::ExecContext& ctx, model::Qwen35Model& ta
     const char* sabotage = std::getenv("NINFER_DFLASH_SABOTAGE");
     shift_taps_ = sabotage && std::string(sabotage) == "shift_taps";
     swap_ranks_ = sabotage && std::string(sabotage) == "swap_ranks";
+    const char* one_hot = std::getenv("NINFER_DFLASH_GREEDY_WALK");
+    greedy_walk_ = one_hot && std::string(one_hot) == "1";
 }
 
 const char* DFlashDrafter::name() const {
@@ -61,8 +64,18 @@ TensorView DFlashDrafter::upload_i32(Tensor& t, const std::vector<int32_t>& valu
     return v;
 }
 
-std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows, int64_t n, int64_t K,
+// The temperature of seq's DFlash2 walk: its sampling temperature, or 0 (greedy) for greedy
+// requests and under the one-hot switch.
+float DFlashDrafter::walk_temperature(const Sequence& seq) const {
+    const SamplingOptions& o = seq.request.sampling;
+    if (greedy_walk_ || o.greedy || !(o.temperature > 0.0f)) return 0.0f;
+    return o.temperature;
+}
+
+std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows,
+                                           const std::vector<Sequence*>& seqs, int64_t K,
                                            const std::vector<int32_t>& anchors) {
+    const int64_t n = int64_t(seqs.size());
     const model::DFlashConfig& c = drafter_.config();
     const int64_t M = n * K, V = target_.config().vocab_size;
     TensorView logits = buffer(logits_, M, V, DType::F32);
@@ -107,11 +120,56 @@ std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows, int64_t n, in
     TensorView anchor = upload_i32(anchors_, anchors);
     TensorView path = buffer(path_, n, K, DType::I32);
     TensorView q = buffer(q_, M, k, DType::F32).reshape({n, K, k});
-    ops::dflash_select(ctx_, unary.reshape({n, K, k}), ids.reshape({n, K, k}), g.reshape({n, K, R}),
-                       drafter_.weights().predecessor, drafter_.weights().successor, anchor,
-                       TensorView(), 0.0f, path, q);
+    // Sampled walks draw u at each draft's own position (tokens.size() + i), in the proposal's
+    // stream, so a seeded request proposes the same drafts in any batch.
+    std::vector<float> temperature(static_cast<size_t>(n)), u(static_cast<size_t>(M), 0.0f);
+    bool any_sampled = false;
+    for (int64_t j = 0; j < n; ++j) {
+        const Sequence& s = *seqs[size_t(j)];
+        temperature[size_t(j)] = walk_temperature(s);
+        if (temperature[size_t(j)] == 0.0f) continue;
+        any_sampled = true;
+        for (int64_t i = 0; i < K; ++i)
+            u[size_t(j * K + i)] = float(ops::uniform_from(
+                s.seed, int64_t(s.tokens.size()) + i, ops::kDraftProposalStream));
+    }
+    TensorView uniforms;
+    if (any_sampled) {
+        uniforms = buffer(uniforms_, n, K, DType::F32);
+        ops::upload(ctx_, TensorView::contiguous(u.data(), DType::F32, Device::cpu(), {n, K}),
+                    uniforms);
+    }
+    // One walk per run of sequences that share a temperature (the op takes one).
+    const TensorView unary3 = unary.reshape({n, K, k}), cand3 = ids.reshape({n, K, k});
+    const TensorView g3 = g.reshape({n, K, R});
+    for (int64_t b = 0; b < n;) {
+        int64_t e = b + 1;
+        while (e < n && temperature[size_t(e)] == temperature[size_t(b)]) ++e;
+        const float t = temperature[size_t(b)];
+        ops::dflash_select(ctx_, unary3.narrow(0, b, e - b), cand3.narrow(0, b, e - b),
+                           g3.narrow(0, b, e - b), drafter_.weights().predecessor,
+                           drafter_.weights().successor, anchor.narrow(0, b, e - b),
+                           t > 0 ? uniforms.narrow(0, b, e - b) : TensorView(), t,
+                           path.narrow(0, b, e - b), q.narrow(0, b, e - b));
+        b = e;
+    }
     ops::download(ctx_, path,
                   TensorView::contiguous(drafts.data(), DType::I32, Device::cpu(), {n, K}));
+    if (!any_sampled) return drafts;
+    // The sampled walks' q rows and candidate ids go with their drafts to the verifier.
+    std::vector<float> host_q(static_cast<size_t>(M * k));
+    std::vector<int32_t> host_ids(static_cast<size_t>(M * k));
+    ops::download(ctx_, q, TensorView::contiguous(host_q.data(), DType::F32, Device::cpu(), {n, K, k}));
+    ops::download(ctx_, ids,
+                  TensorView::contiguous(host_ids.data(), DType::I32, Device::cpu(), {M, k}));
+    for (int64_t j = 0; j < n; ++j) {
+        Sequence& s = *seqs[size_t(j)];
+        if (temperature[size_t(j)] == 0.0f) continue;
+        const size_t width = s.drafts.size() * size_t(k), begin = size_t(j * K * k);
+        s.draft_q.assign(host_q.begin() + long(begin), host_q.begin() + long(begin + width));
+        s.draft_q_ids.assign(host_ids.begin() + long(begin), host_ids.begin() + long(begin + width));
+        s.draft_q_k = int(k);
+    }
     return drafts;
 }
 
@@ -190,7 +248,7 @@ void DFlashDrafter::propose(const StepPlan& plan) {
     drafter_.propose(ctx_, blocks, layer_spans, cache_.views(), target_.weights(), out);
     TensorView picked = buffer(rows_, n * K, H, ctx_.dtype);
     ops::embedding(ctx_, upload_i32(row_ids_, mask_rows), out, picked); // the mask rows
-    const std::vector<int32_t> drafts = choose(picked, n, K, anchors);
+    const std::vector<int32_t> drafts = choose(picked, seqs, K, anchors);
     for (int64_t j = 0; j < n; ++j) {
         auto& d = seqs[size_t(j)]->drafts;
         for (size_t i = 0; i < d.size(); ++i) d[i] = drafts[size_t(j * K) + i];

@@ -16,9 +16,13 @@
 // through the target's lm_head:
 //   DFlash: each draft is the argmax of its row (greedy, one-hot q);
 //   DFlash2: the top-k candidates of each row and the selector's conditional walk
-//     (ops::dflash_select), greedy, so q is one-hot on the walk's choice as well.
-// One-hot proposals keep verification exact for greedy and sampled requests alike
-// (verifier.h).
+//     (ops::dflash_select). Greedy requests walk greedily (q one-hot on the walk's choice);
+//     sampled requests sample each step from softmax(e / temperature) over the k candidates
+//     (their temperature; u from the draft position's proposal stream) and keep that sparse
+//     q with its ids (Sequence::draft_q), which the verifier's p/q rejection uses.
+// Either way verification is exact (verifier.h); the sparse q only raises acceptance.
+// NINFER_DFLASH_GREEDY_WALK=1 (diagnostic, read at construction) walks greedily for sampled
+// requests too, the one-hot baseline of the sparse q.
 //
 // Sabotage arms for the acceptance gate (NINFER_DFLASH_SABOTAGE, read at construction), faults
 // that leave every output right and only lower acceptance (tests/model/test_dflash_acceptance.cpp):
@@ -47,10 +51,11 @@ public:
 private:
     TensorView buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype);
     TensorView upload_i32(Tensor& t, const std::vector<int32_t>& values);
-    // Drafts [n, K] of the mask rows' hidden states [n K, H] (the anchors: each block's first
-    // token).
-    std::vector<int32_t> choose(const TensorView& rows, int64_t n, int64_t K,
-                                const std::vector<int32_t>& anchors);
+    // Drafts [n, K] of the mask rows' hidden states [n K, H] of seqs (the anchors: each
+    // block's first token); a sampled DFlash2 walk also sets the sequence's draft_q.
+    std::vector<int32_t> choose(const TensorView& rows, const std::vector<Sequence*>& seqs,
+                                int64_t K, const std::vector<int32_t>& anchors);
+    float walk_temperature(const Sequence& seq) const;
 
     ops::ExecContext ctx_;
     model::Qwen35Model& target_;
@@ -71,6 +76,7 @@ private:
     std::vector<int> layer_kind_;             // each drafter layer's SpanBatch
     std::vector<int64_t> kind_first_layer_;   // a layer of each kind (its span rule)
     bool shift_taps_ = false, swap_ranks_ = false; // the sabotage arms
+    bool greedy_walk_ = false; // NINFER_DFLASH_GREEDY_WALK=1: one-hot walks for sampled requests
 };
 
 } // namespace ninfer::runtime

@@ -70,6 +70,14 @@ void Verifier::sample_columns(std::vector<Cursor>& cursors, const TensorView& lo
                 cur.live = false;
                 break;
             }
+            const Sequence& seq = *cur.seq;
+            const int k = seq.draft_q_k;
+            if (j < K && k > 0 && seq.draft_q.size() >= size_t(K * k)) { // a sampled draft's q
+                in->draft = seq.drafts[size_t(j)];
+                in->draft_ids = seq.draft_q_ids.data() + size_t(j * k);
+                in->draft_q = seq.draft_q.data() + size_t(j * k);
+                in->draft_k = k;
+            }
             rows.push_back(int32_t(cur.row0 + j));
             inputs.push_back(*in);
             owner.push_back({c, j});

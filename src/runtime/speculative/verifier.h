@@ -7,12 +7,17 @@
 // constraint mask in its current state, its seed at t's position) and committed; the round goes
 // on to column j + 1 only when j < K and t == d_{j+1}.
 //
-// Why this is exact rejection sampling: the drafts are greedy, so the draft distribution q is
-// one-hot on d. Accepting d with probability min(1, p(d)/q(d)) = p(d), else sampling from the
-// residual norm(max(0, p - q)) = p without d, gives the same law as sampling t ~ p and accepting
-// iff t == d. Greedy rows are the special case t = argmax p. Because the random numbers are
-// those of the token's position, a seeded request samples the same tokens with and without
-// speculation (up to the float noise of batched logits).
+// Why this is exact rejection sampling. One-hot drafts (MTP, DFlash, DFlash2's greedy walk):
+// the draft distribution q is one-hot on d. Accepting d with probability min(1, p(d)/q(d)) =
+// p(d), else sampling from the residual norm(max(0, p - q)) = p without d, gives the same law
+// as sampling t ~ p and accepting iff t == d. Greedy rows are the special case t = argmax p.
+// Because the random numbers are those of the token's position, a seeded request samples the
+// same tokens with and without speculation (up to the float noise of batched logits).
+// Sparse drafts (DFlash2's sampled walk, Sequence::draft_q): the sampler runs the p/q test
+// itself (ops::sample_tokens' drafts: accept d when a * q(d) < p(d), else sample the residual
+// max(0, p - q)), which accepts with probability sum min(p, q) instead of sum p q; the token is
+// still distributed as p, and equals d exactly when d was accepted, so the walk below is the
+// same for both kinds.
 //
 // A column whose logits are not finite commits nothing: the sequence ends with an error after
 // the tokens before it (the non-finite check is part of every commit).
