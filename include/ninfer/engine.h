@@ -69,6 +69,10 @@ struct EngineOptions {
     // config.json alone, the weights random). Empty: <model_dir>/<speculative> when it exists
     // (the demo model ships its drafter there).
     std::string draft_model;
+    // The DFlash proposal head: "" (the target's whole lm_head), "N" (the rows of ids [0, N))
+    // or a JSON file with an array of ids (runtime/speculative/proposal_head.h). Only the
+    // drafts change; the output does not.
+    std::string draft_shortlist;
     // Progress of reading a checkpoint's weights (not random_weights): bytes_done of the
     // bytes_total its safetensors hold. Called on the thread that constructs the Engine, before
     // the constructor returns: once with 0 at the start, about every 64 MiB read, and once with

@@ -127,6 +127,8 @@ void validate_options(const EngineOptions& o) {
             max_k, "] or auto");
     require(o.draft_model.empty() || o.speculative == "dflash" || o.speculative == "dflash2",
             "--draft-model needs --spec dflash or dflash2");
+    require(o.draft_shortlist.empty() || o.speculative == "dflash" || o.speculative == "dflash2",
+            "--draft-shortlist needs --spec dflash or dflash2");
     require(o.draft_tokens == 0 || !o.speculative.empty(),
             "--draft-tokens needs a speculative method (--spec mtp)");
 }
@@ -236,8 +238,9 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
         sc.verify_groups = memory.verify_rows / policy->max_tokens();
         verify_rows = {cache->verify_row_base(), policy->max_tokens()};
         if (draft_model) {
-            drafter = std::make_unique<runtime::DFlashDrafter>(ctx, *model, *draft_model, *cache,
-                                                               o.kv_block_size, info.token_limit);
+            drafter = std::make_unique<runtime::DFlashDrafter>(
+                ctx, *model, *draft_model, *cache, o.kv_block_size, info.token_limit,
+                runtime::parse_shortlist(o.draft_shortlist, model->config().vocab_size));
         } else {
             auto mtp = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache,
                                                              o.kv_block_size, info.token_limit);

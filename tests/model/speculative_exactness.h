@@ -28,6 +28,7 @@ inline EngineOptions with_mtp(EngineOptions o, int draft_tokens) {
 struct Speculation {
     std::string method = "mtp";
     std::string draft_model;
+    std::string draft_shortlist; // the DFlash proposal head (EngineOptions::draft_shortlist)
     std::vector<int> alone_ks = {1, 2, 3, 4, 5, 6, 7, 8, 0}; // K values of the solo check
     int stop_k = 4; // K of the stop check
 };
@@ -35,6 +36,7 @@ struct Speculation {
 inline EngineOptions with_spec(EngineOptions o, const Speculation& s, int draft_tokens) {
     o.speculative = s.method;
     o.draft_model = s.draft_model;
+    o.draft_shortlist = s.draft_shortlist;
     o.draft_tokens = draft_tokens;
     return o;
 }

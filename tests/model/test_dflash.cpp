@@ -164,6 +164,63 @@ TEST(DFlashErrors, DrafterThatDoesNotFitItsTargetIsAClearError) {
     expect_start_error(o, "--draft-model needs --spec dflash");
 }
 
+// The shortlisted proposal head (runtime/speculative/proposal_head.h) changes the drafts only:
+// greedy output equals plain decoding for both kinds, with the lowest ids or a JSON list in an
+// odd order (ids map back to global ids), alone and batched.
+TEST(DFlashShortlist, GreedyOutputIsUnchanged) {
+    const Fixture f = load_fixtures().front();
+    const int64_t V = io::load_hf_config(f.dir).vocab_size;
+    const auto list = std::filesystem::temp_directory_path() / "ninfer_dflash_shortlist.json";
+    nlohmann::json ids = nlohmann::json::array();
+    for (int64_t i = V - 1; i >= 0; i -= 2) ids.push_back(i); // every other id, descending
+    std::ofstream(list) << ids.dump();
+    for (bool v2 : {false, true})
+        for (const std::string& shortlist : {std::to_string(V / 2), list.string()}) {
+            Speculation s = dflash(f, v2);
+            s.draft_shortlist = shortlist;
+            s.alone_ks = {3, 7};
+            check_mtp_greedy_alone(EngineOptions{}, f, kIdsOnly, s);
+            check_mtp_batched_and_cached(reference(), f, 7, {kLogprobScheduleAbs, 0}, s);
+        }
+}
+
+TEST(DFlashErrors, BadShortlistIsAClearError) {
+    const Fixture f = load_fixtures().front();
+    const int64_t V = io::load_hf_config(f.dir).vocab_size;
+    EngineOptions o;
+    o.model_dir = f.dir;
+    o.speculative = "dflash2";
+    o.draft_model = drafter_dir(f, true).string();
+    const auto base = std::filesystem::temp_directory_path();
+    auto list = [&](const std::string& name, const std::string& text) {
+        const auto p = base / ("ninfer_shortlist_" + name + ".json");
+        std::ofstream(p) << text;
+        return p.string();
+    };
+    o.draft_shortlist = std::to_string(V + 1);
+    expect_start_error(o, "a count must be in [1, ");
+    o.draft_shortlist = "0";
+    expect_start_error(o, "a count must be in [1, ");
+    o.draft_shortlist = (base / "ninfer_no_such_shortlist.json").string();
+    expect_start_error(o, "--draft-shortlist: cannot open");
+    o.draft_shortlist = list("object", "{\"ids\": [1, 2]}");
+    expect_start_error(o, "must hold a JSON array");
+    o.draft_shortlist = list("broken", "[1, 2");
+    expect_start_error(o, "is not JSON");
+    o.draft_shortlist = list("repeat", "[3, 4, 3]");
+    expect_start_error(o, "id 3 repeats");
+    o.draft_shortlist = list("range", "[1, " + std::to_string(V) + "]");
+    expect_start_error(o, "outside the head");
+    o.draft_shortlist = list("empty", "[]");
+    expect_start_error(o, "lists no ids");
+    o.draft_shortlist = list("text", "[1, \"a\"]");
+    expect_start_error(o, "non-integer entry");
+    o.speculative = "mtp";
+    o.draft_model.clear();
+    o.draft_shortlist = "10";
+    expect_start_error(o, "--draft-shortlist needs --spec dflash");
+}
+
 TEST(DFlashErrors, MissingTensorIsNamed) {
     const Fixture f = load_fixtures().front();
     const auto dir = drafter_dir(f, false);

@@ -19,9 +19,10 @@ namespace ninfer::runtime {
 
 DFlashDrafter::DFlashDrafter(const ops::ExecContext& ctx, model::Qwen35Model& target,
                              model::DFlashModel& drafter, const CacheStore& cache,
-                             int32_t block_size, int64_t token_limit)
+                             int32_t block_size, int64_t token_limit,
+                             std::vector<int32_t> shortlist)
     : ctx_(ctx), target_(target), drafter_(drafter), cache_(cache), block_size_(block_size),
-      token_limit_(token_limit) {
+      token_limit_(token_limit), head_(ctx, target.weights().lm_head, std::move(shortlist)) {
     const model::DFlashConfig& c = drafter.config();
     // One SpanBatch per distinct (sliding, causal) kind of layer.
     std::map<std::pair<bool, bool>, int> kinds;
@@ -77,21 +78,26 @@ std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows,
                                            const std::vector<int32_t>& anchors) {
     const int64_t n = int64_t(seqs.size());
     const model::DFlashConfig& c = drafter_.config();
-    const int64_t M = n * K, V = target_.config().vocab_size;
+    const int64_t M = n * K, V = head_.rows();
     TensorView logits = buffer(logits_, M, V, DType::F32);
-    ops::linear(ctx_, rows, target_.weights().lm_head, logits);
-    // Candidates over the whole head, as the reference drafters take them: the multiplier and
-    // the soft cap are monotone, so the ranking is the raw logits'.
+    ops::linear(ctx_, rows, head_.weight(), logits);
+    // Candidates over the whole head (or its shortlist), as the reference drafters take them:
+    // the multiplier and the soft cap are monotone, so the ranking is the raw logits'.
     const int64_t k = c.v2 ? c.selector_top_k : 1;
     TensorView lse = buffer(lse_, M, 1, DType::F32).reshape({M});
     TensorView ids = buffer(top_ids_, M, k, DType::I32);
     TensorView values = buffer(top_values_, M, k, DType::F32);
     ops::logprobs_top_k(ctx_, logits, V, lse, ids, values);
     std::vector<int32_t> drafts(static_cast<size_t>(M));
-    if (!c.v2) {
-        ops::download(ctx_, ids, TensorView::contiguous(drafts.data(), DType::I32, Device::cpu(),
-                                                        {M, 1}));
-        return drafts;
+    if (!c.v2 || head_.shortlisted()) { // DFlash's drafts, or the shortlist's ids made global
+        std::vector<int32_t> top(static_cast<size_t>(M * k));
+        ops::download(ctx_, ids,
+                      TensorView::contiguous(top.data(), DType::I32, Device::cpu(), {M, k}));
+        head_.to_global(top);
+        if (!c.v2) return top;
+        ids = buffer(cand_, M, k, DType::I32);
+        ops::upload(ctx_, TensorView::contiguous(top.data(), DType::I32, Device::cpu(), {M, k}),
+                    ids);
     }
     // DFlash2: unary scores are the processed logits; without a multiplier or cap, log-probs
     // differ from them by a constant per row, which the walk ignores.

@@ -13,7 +13,8 @@
 // cached .. cached + K (K: the step's largest draft count; shorter requests take a prefix), all
 // sequences in one drafter forward. The block's own K/V go to the pool beyond the committed
 // frontier (scratch; the next context write replaces them). The mask rows' hidden states go
-// through the target's lm_head:
+// through the proposal head (proposal_head.h: the target's lm_head, or a shortlist of it whose
+// ids map back to global ids before the walk):
 //   DFlash: each draft is the argmax of its row (greedy, one-hot q);
 //   DFlash2: the top-k candidates of each row and the selector's conditional walk
 //     (ops::dflash_select). Greedy requests walk greedily (q one-hot on the walk's choice);
@@ -35,14 +36,16 @@
 #include "ops/exec_context.h"
 #include "runtime/cache_store.h"
 #include "runtime/speculative/drafter.h"
+#include "runtime/speculative/proposal_head.h"
 
 namespace ninfer::runtime {
 
 class DFlashDrafter : public Drafter {
 public:
+    // shortlist: the proposal head's ids (proposal_head.h; empty: the full lm_head).
     DFlashDrafter(const ops::ExecContext& ctx, model::Qwen35Model& target,
                   model::DFlashModel& drafter, const CacheStore& cache, int32_t block_size,
-                  int64_t token_limit);
+                  int64_t token_limit, std::vector<int32_t> shortlist = {});
     const char* name() const override;
     std::vector<int32_t> feature_layers() const override;
     void propose(const StepPlan& plan) override;
@@ -63,9 +66,10 @@ private:
     const CacheStore& cache_;
     int32_t block_size_;
     int64_t token_limit_;
+    ProposalHead head_;
     StepBuffers buffers_;
     Tensor positions_, row_ids_, segments_, out_, rows_, logits_, lse_, top_ids_, top_values_;
-    Tensor gproj_, unary_, anchors_, path_, q_, uniforms_, gathered_;
+    Tensor gproj_, unary_, anchors_, path_, q_, uniforms_, gathered_, cand_;
     // One SpanBatch per layer kind: its host arrays and device copies.
     struct Spans {
         std::vector<int32_t> table_row, begin, end;
