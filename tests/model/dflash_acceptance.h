@@ -8,6 +8,12 @@
 #pragma once
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "io/hf_config.h"
 
 #include "model/mtp_acceptance.h"
 
@@ -70,6 +76,32 @@ inline double sampled_acceptance(EngineOptions options, const MtpEval& prompts,
         total.merge(run_one(spec, r).timings.speculative);
     }
     return total.rounds ? double(total.accepted) / double(total.rounds) : 0.0;
+}
+
+// A shortlist of every id in another order proposes the full head's drafts: the acceptance is
+// the full head's (a wrong id map would collapse it). A shortlist of the lowest half of the
+// ids still lands drafts. The first 16 prompts of the eval.
+inline void check_shortlist_maps_ids_back(const EngineOptions& options) {
+    MtpEval prompts = load_mtp_eval();
+    const DFlashEval want = load_dflash_eval(prompts.model_dir);
+    ASSERT_GT(want.draft_tokens, 0) << "models/ninfer-demo/dflash2/eval.json is missing";
+    if (prompts.prompts.size() > 16) prompts.prompts.resize(16);
+    const int64_t V = io::load_hf_config(prompts.model_dir).vocab_size;
+    const auto list = std::filesystem::temp_directory_path() / "ninfer_demo_shortlist.json";
+    nlohmann::json ids = nlohmann::json::array();
+    for (int64_t i = 0; i < V; ++i) ids.push_back((i * 2053) % V); // a permutation (2053 odd prime)
+    std::ofstream(list) << ids.dump();
+    auto mean = [&](const std::string& shortlist) {
+        EngineOptions o = options;
+        o.draft_shortlist = shortlist;
+        const SpeculativeStats s = measure_dflash_acceptance(o, prompts, want);
+        return s.rounds ? double(s.accepted) / double(s.rounds) : 0.0;
+    };
+    const double full = mean(""), permuted = mean(list.string()), half = mean(std::to_string(V / 2));
+    std::printf("dflash2 demo: %.4f accepted a round (full head), %.4f (permuted shortlist), "
+                "%.4f (ids below %lld)\n", full, permuted, half, static_cast<long long>(V / 2));
+    EXPECT_NEAR(permuted, full, 0.01);
+    EXPECT_GT(half, 0.5 * full);
 }
 
 inline void check_dflash_acceptance(EngineOptions options) {

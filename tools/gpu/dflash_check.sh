@@ -4,7 +4,7 @@
 # figures: round cost at K = 7 with random true-size drafters against one plain decode step
 # (the 35B with DFlash, the 27B with DFlash2; batch 1, `ninfer bench`), and the demo model's
 # speed with its DFlash2 drafter against MTP and plain decoding (bench/spec/bench_mtp.py).
-#   bash tools/gpu/dflash_check.sh [tests|bench|batch8|all]     logs and JSON in $OUT
+#   bash tools/gpu/dflash_check.sh [tests|bench|demo|batch8|all]     logs and JSON in $OUT
 # BUNDLE_EXCLUDE: more gtest patterns to leave out of the rest of the bundle (":A:B"), e.g. the
 # suites whose fixtures tools/gpu/slim_carry.sh kept off the device (":*CudaVision.*").
 set -uo pipefail
@@ -16,27 +16,34 @@ source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
 bundle=/tmp/g/test_cuda_bundle
 rc=0
 filter='*DFlash*:*Dflash*:*SpanAttention*:*GroupedDynamicConv*'
+# The DFlash tests and 4 shards of the rest run side by side (SHARD_TIMEOUT s each, default 420).
 if [ "$what" = tests ] || [ "$what" = all ]; then
-    timeout 300 $bundle --gtest_brief=1 --gtest_filter="$filter" > "$out/dflash_tests.log" 2>&1 || rc=1
-    grep -E "^\[  (PASSED|FAILED)|FAILED|tests? ran" "$out/dflash_tests.log" | head -30
-    pids=()
+    timeout ${SHARD_TIMEOUT:-420} $bundle --gtest_brief=1 --gtest_filter="$filter" \
+        > "$out/dflash_tests.log" 2>&1 &
+    pids=($!)
     for i in 0 1 2 3; do
-        GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 420 $bundle --gtest_brief=1 \
-            --gtest_filter="-$filter${BUNDLE_EXCLUDE:-}" > "$out/bundle_$i.log" 2>&1 &
+        GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout ${SHARD_TIMEOUT:-420} $bundle \
+            --gtest_brief=1 --gtest_filter="-$filter${BUNDLE_EXCLUDE:-}" > "$out/bundle_$i.log" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    grep -E "^\[  (PASSED|FAILED)|FAILED|tests? ran" "$out/dflash_tests.log" | head -30
     cat "$out"/bundle_*.log | grep -E "^\[  (PASSED|FAILED)|FAILED TEST|tests? ran" | sort | uniq -c
 fi
+# Each bench's JSON becomes one line {"label", "bench"} of $out/bench.jsonl (the device returns 8
+# files at most); a failing bench prints the end of its stderr.
 bench() { # label, config, extra flags
     timeout 200 /tmp/g/ninfer bench --config "$2" --random-weights --device cuda -n 128 -p 0 \
-        -r ${BENCH_REPS:-3} --warmup 1 -o json "${@:3}" > "$out/bench_$1.json" 2> "$out/bench_$1.err" || rc=1
-    python3 - "$out/bench_$1.json" "$1" <<'PY'
+        -r ${BENCH_REPS:-3} --warmup 1 -o json "${@:3}" > "/tmp/bench_$1.json" 2> "/tmp/bench_$1.err" ||
+        { rc=1; tail -3 "/tmp/bench_$1.err"; }
+    python3 - "/tmp/bench_$1.json" "$1" "$out/bench.jsonl" <<'PY'
 import json, sys
 try:
     j = json.load(open(sys.argv[1]))
 except Exception as e:
     print(sys.argv[2], "no json:", e); sys.exit(0)
+with open(sys.argv[3], "a") as f:
+    f.write(json.dumps({"label": sys.argv[2], "bench": j}) + "\n")
 for r in j["results"]:
     s = r.get("speculative", {})
     tps = r["decode_tok_s"]["mean"]
@@ -52,23 +59,26 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     bench 27b_plain configs/qwen3.6-27b.json
     bench 27b_dflash2_k7 configs/qwen3.6-27b.json --spec dflash2 \
         --draft-model configs/dflash/qwen3.8-27b-dflash2.json --draft-tokens 7
+fi
+if [ "$what" = demo ] || [ "$what" = all ]; then
     timeout 150 python3 bench/spec/bench_mtp.py --ninfer /tmp/g/ninfer --device cuda --new 256 \
         --reps 2 --spec mtp,dflash2 --ks 3,7 > "$out/demo_spec.jsonl" 2> "$out/demo_spec.err" || rc=1
     cat "$out/demo_spec.jsonl"
 fi
 # Batch 8 (served, 8 concurrent 128/256 requests, greedy): random drafters accept almost
 # nothing, so each stream's tok/s is one token a round; skipped when the run is past 420 s.
-serve8() { # label, serve flags...
-    [ $SECONDS -gt 420 ] && { echo "$1: skipped (time)"; return; }
+serve8() { # label, config, serve flags...
+    [ $SECONDS -gt ${SERVE_DEADLINE:-420} ] && { echo "$1: skipped (time)"; return; }
     local port=8331
     timeout 150 /tmp/g/ninfer serve --port $port --device cuda --no-log-requests --random-weights \
-        --config configs/qwen3.6-35b-a3b.json --tokenizer models/ninfer-demo --max-sequences 8 \
-        "${@:2}" > "$out/serve8_$1.log" 2>&1 &
+        --config "$2" --tokenizer models/ninfer-demo --max-sequences 8 \
+        "${@:3}" > "/tmp/serve8_$1.log" 2>&1 &
     local pid=$!
     timeout 140 python3 bench/serve/bench_serve.py --base-url http://127.0.0.1:$port \
         --wait-for-server 100 --workload random --input-len 128 --output-len 256 \
         --concurrency 8 --num-prompts 8 --warmup 8 --quiet -o "$out/serve8_$1.json" || rc=1
     kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
+    [ -s "$out/serve8_$1.json" ] || tail -4 "/tmp/serve8_$1.log" # why the server did not answer
     python3 - "$out/serve8_$1.json" "$1" <<'PY'
 import json, sys
 try:
@@ -80,8 +90,11 @@ print(sys.argv[2], "batch 8:", json.dumps({k: r.get(k) for k in ("output_through
 PY
 }
 if [ "$what" = all ] || [ "$what" = batch8 ]; then
-    serve8 35b_plain
-    serve8 35b_dflash_k7 --spec dflash --draft-model configs/dflash/qwen3.6-35b-a3b-dflash.json \
-        --draft-tokens 7
+    serve8 35b_plain configs/qwen3.6-35b-a3b.json
+    serve8 35b_dflash_k7 configs/qwen3.6-35b-a3b.json --spec dflash \
+        --draft-model configs/dflash/qwen3.6-35b-a3b-dflash.json --draft-tokens 7
+    serve8 27b_plain configs/qwen3.6-27b.json
+    serve8 27b_dflash2_k7 configs/qwen3.6-27b.json --spec dflash2 \
+        --draft-model configs/dflash/qwen3.8-27b-dflash2.json --draft-tokens 7
 fi
 exit $rc
