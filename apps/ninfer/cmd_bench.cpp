@@ -284,7 +284,8 @@ Action add_bench_command(CLI::App& app) {
     app.add_option("--pg", o->pg, "Prefill then decode: PROMPT,GEN (repeatable)");
     app.add_option("-r,--reps", o->reps, "Measured repetitions")->check(CLI::PositiveNumber);
     app.add_option("--warmup", o->warmup, "Unmeasured runs first")->check(CLI::NonNegativeNumber);
-    add_engine_options(app, o->engine, kRandomWeightFlags | kDeviceFlags | kPrefillFlag | kSpeculativeFlags);
+    add_engine_options(app, o->engine,
+                       kRandomWeightFlags | kDeviceFlags | kPrefillFlag | kMemoryFlags | kSpeculativeFlags);
     app.add_option("-o,--output", o->output, "table or json")
         ->check(CLI::IsMember({"table", "json"}));
     return [o] {

@@ -344,6 +344,7 @@ class Bench(unittest.TestCase):
             (("--model", self.MODEL, "--random-weights", "--config",
               os.path.join(self.MODEL, "config.json"), "-n", "2"), "not both"),
             (("--model", "/nonexistent", "-n", "2"), "/nonexistent"),
+            (("--model", self.MODEL, "-n", "2", "--gpu-memory-utilization", "1.5"), "(0, 1]"),
         ]
         for args, message in cases:
             with self.subTest(args=args):

@@ -7,6 +7,8 @@
 #   bash tools/gpu/dflash_check.sh [tests|bench|demo|batch8|all]     logs and JSON in $OUT
 # BUNDLE_EXCLUDE: more gtest patterns to leave out of the rest of the bundle (":A:B"), e.g. the
 # suites whose fixtures tools/gpu/slim_carry.sh kept off the device (":*CudaVision.*").
+# MEMORY_FLAGS: added to every bench and serve (the 35B with a drafter needs
+# "--gpu-memory-utilization 0.97" on an 80 GB card).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}
@@ -34,7 +36,7 @@ fi
 # files at most); a failing bench prints the end of its stderr.
 bench() { # label, config, extra flags
     timeout 200 /tmp/g/ninfer bench --config "$2" --random-weights --device cuda -n 128 -p 0 \
-        -r ${BENCH_REPS:-3} --warmup 1 -o json "${@:3}" > "/tmp/bench_$1.json" 2> "/tmp/bench_$1.err" ||
+        -r ${BENCH_REPS:-3} --warmup 1 -o json ${MEMORY_FLAGS:-} "${@:3}" > "/tmp/bench_$1.json" 2> "/tmp/bench_$1.err" ||
         { rc=1; tail -3 "/tmp/bench_$1.err"; }
     python3 - "/tmp/bench_$1.json" "$1" "$out/bench.jsonl" <<'PY'
 import json, sys
@@ -72,7 +74,7 @@ serve8() { # label, config, serve flags...
     local port=8331
     timeout 150 /tmp/g/ninfer serve --port $port --device cuda --no-log-requests --random-weights \
         --config "$2" --tokenizer models/ninfer-demo --max-sequences 8 \
-        "${@:3}" > "/tmp/serve8_$1.log" 2>&1 &
+        ${MEMORY_FLAGS:-} "${@:3}" > "/tmp/serve8_$1.log" 2>&1 &
     local pid=$!
     timeout 140 python3 bench/serve/bench_serve.py --base-url http://127.0.0.1:$port \
         --wait-for-server 100 --workload random --input-len 128 --output-len 256 \
