@@ -191,6 +191,9 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
             require(model->has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
         } else {
             draft_model = load_drafter(o, *model, ctx);
+            proposal_head = std::make_unique<runtime::ProposalHead>(
+                ctx, model->weights().lm_head,
+                runtime::parse_shortlist(o.draft_shortlist, model->config().vocab_size));
             auto_max = int(std::min<int64_t>(kAutoMaxDFlashTokens,
                                              draft_model->config().block_size - 1));
         }
@@ -239,8 +242,8 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
         verify_rows = {cache->verify_row_base(), policy->max_tokens()};
         if (draft_model) {
             drafter = std::make_unique<runtime::DFlashDrafter>(
-                ctx, *model, *draft_model, *cache, o.kv_block_size, info.token_limit,
-                runtime::parse_shortlist(o.draft_shortlist, model->config().vocab_size));
+                ctx, *model, *draft_model, *proposal_head, *cache, o.kv_block_size,
+                info.token_limit);
         } else {
             auto mtp = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache,
                                                              o.kv_block_size, info.token_limit);

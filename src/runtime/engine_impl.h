@@ -22,6 +22,7 @@
 #include "runtime/sequence.h"
 #include "runtime/speculative/draft_policy.h"
 #include "runtime/speculative/drafter.h"
+#include "runtime/speculative/proposal_head.h"
 #include "runtime/speculative/verifier.h"
 #include "runtime/step_plan.h"
 #include "runtime/step_profile.h"
@@ -47,8 +48,13 @@ struct Engine::Impl {
     std::unique_ptr<runtime::MediaEncoderCache> media_cache; // the vision tower's outputs
     // Speculative decoding (null without --spec).
     std::unique_ptr<runtime::DraftPolicy> policy;
-    std::unique_ptr<runtime::Drafter> drafter;
     std::unique_ptr<model::DFlashModel> draft_model; // --spec dflash|dflash2
+    // Its proposal head (--draft-shortlist): made before the memory plan, so the gathered rows of
+    // a shortlist are counted as memory in use.
+    std::unique_ptr<runtime::ProposalHead> proposal_head;
+    // Declared after what it refers to (the DFlash drafter keeps references to both), so it is
+    // destroyed first.
+    std::unique_ptr<runtime::Drafter> drafter;
     std::unique_ptr<runtime::Verifier> verifier;
     runtime::VerifyRows verify_rows;
     SpeculativeStats spec_totals;

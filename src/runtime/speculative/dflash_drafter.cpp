@@ -18,11 +18,10 @@
 namespace ninfer::runtime {
 
 DFlashDrafter::DFlashDrafter(const ops::ExecContext& ctx, model::Qwen35Model& target,
-                             model::DFlashModel& drafter, const CacheStore& cache,
-                             int32_t block_size, int64_t token_limit,
-                             std::vector<int32_t> shortlist)
+                             model::DFlashModel& drafter, const ProposalHead& head,
+                             const CacheStore& cache, int32_t block_size, int64_t token_limit)
     : ctx_(ctx), target_(target), drafter_(drafter), cache_(cache), block_size_(block_size),
-      token_limit_(token_limit), head_(ctx, target.weights().lm_head, std::move(shortlist)) {
+      token_limit_(token_limit), head_(head) {
     const model::DFlashConfig& c = drafter.config();
     // One SpanBatch per distinct (sliding, causal) kind of layer.
     std::map<std::pair<bool, bool>, int> kinds;

@@ -42,10 +42,11 @@ namespace ninfer::runtime {
 
 class DFlashDrafter : public Drafter {
 public:
-    // shortlist: the proposal head's ids (proposal_head.h; empty: the full lm_head).
+    // head: the target's lm_head whole or a shortlist of it (proposal_head.h); it outlives the
+    // drafter.
     DFlashDrafter(const ops::ExecContext& ctx, model::Qwen35Model& target,
-                  model::DFlashModel& drafter, const CacheStore& cache, int32_t block_size,
-                  int64_t token_limit, std::vector<int32_t> shortlist = {});
+                  model::DFlashModel& drafter, const ProposalHead& head, const CacheStore& cache,
+                  int32_t block_size, int64_t token_limit);
     const char* name() const override;
     std::vector<int32_t> feature_layers() const override;
     void propose(const StepPlan& plan) override;
@@ -66,7 +67,7 @@ private:
     const CacheStore& cache_;
     int32_t block_size_;
     int64_t token_limit_;
-    ProposalHead head_;
+    const ProposalHead& head_;
     StepBuffers buffers_;
     Tensor positions_, row_ids_, segments_, out_, rows_, logits_, lse_, top_ids_, top_values_;
     Tensor gproj_, unary_, anchors_, path_, q_, uniforms_, gathered_, cand_;
