@@ -30,6 +30,17 @@ def prompt_ids():
 PROMPT_IDS = prompt_ids()
 
 
+def make_list(d, n, repeats):
+    """make_shortlist.py's list of n ids from PROMPT repeated, in directory d; its path."""
+    text = os.path.join(d, "text.txt")
+    with open(text, "w") as f:
+        f.write(PROMPT * repeats)
+    out = os.path.join(d, "sl.json")
+    subprocess.run([sys.executable, TOOL, "--tokenizer", os.path.join(DEMO, "tokenizer.json"),
+                    "-n", str(n), "--text", text, "--out", out], check=True, capture_output=True)
+    return out
+
+
 def run(*extra):
     return subprocess.run([NINFER, "run", "--model", DEMO, "--prompt-ids", PROMPT_IDS, "--max-new",
                            "48", "--greedy", "--json", *extra], capture_output=True, text=True)
@@ -53,13 +64,7 @@ class Order(unittest.TestCase):
 class Tool(unittest.TestCase):
     def test_writes_distinct_ids_with_added_tokens(self):
         with tempfile.TemporaryDirectory() as d:
-            text = os.path.join(d, "text.txt")
-            with open(text, "w") as f:
-                f.write(PROMPT * 20)
-            out = os.path.join(d, "sl.json")
-            subprocess.run([sys.executable, TOOL, "--tokenizer", os.path.join(DEMO, "tokenizer.json"),
-                            "-n", "1000", "--text", text, "--out", out], check=True,
-                           capture_output=True)
+            out = make_list(d, 1000, 20)
             ids = json.load(open(out))
             self.assertEqual(len(ids), 1000)
             self.assertEqual(len(set(ids)), 1000)
@@ -81,13 +86,7 @@ class Run(unittest.TestCase):
 
     def test_greedy_output_is_unchanged_and_drafts_land(self):
         with tempfile.TemporaryDirectory() as d:
-            text = os.path.join(d, "text.txt")
-            with open(text, "w") as f:
-                f.write(PROMPT * 4)
-            sl = os.path.join(d, "sl.json")
-            subprocess.run([sys.executable, TOOL, "--tokenizer", os.path.join(DEMO, "tokenizer.json"),
-                            "-n", "4096", "--text", text, "--out", sl], check=True,
-                           capture_output=True)
+            sl = make_list(d, 4096, 4)
             for shortlist in ("", "4096", sl):
                 with self.subTest(shortlist=shortlist):
                     extra = ["--draft-shortlist", shortlist] if shortlist else []
