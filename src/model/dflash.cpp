@@ -132,7 +132,7 @@ std::unique_ptr<DFlashModel> DFlashModel::load(const std::filesystem::path& dir,
                                                const ops::ExecContext& ctx) {
     const std::filesystem::path config_path = dir / "config.json";
     DFlashConfig c = load_dflash_config(config_path);
-    check_dflash_target(c, target, config_path.string());
+    resolve_dflash_target(c, target, config_path.string());
     const io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
     const io::ModelConfig bc = binder_config();
     binding::Binder b(bc, ckpt, ctx, /*fp8_resident=*/false);
@@ -147,10 +147,10 @@ std::unique_ptr<DFlashModel> DFlashModel::load(const std::filesystem::path& dir,
     return std::unique_ptr<DFlashModel>(new DFlashModel(std::move(c), std::move(w)));
 }
 
-std::unique_ptr<DFlashModel> DFlashModel::random(const DFlashConfig& config,
+std::unique_ptr<DFlashModel> DFlashModel::random(DFlashConfig config,
                                                  const io::ModelConfig& target,
                                                  const ops::ExecContext& ctx, uint64_t seed) {
-    check_dflash_target(config, target, "random drafter");
+    resolve_dflash_target(config, target, "random drafter");
     const io::ModelConfig bc = binder_config();
     binding::Binder b(bc, ctx, seed, /*fp8_resident=*/false);
     DFlashWeights w = bind(b, config, io::SafetensorsCheckpoint());
@@ -160,7 +160,7 @@ std::unique_ptr<DFlashModel> DFlashModel::random(const DFlashConfig& config,
     for (const Tensor* t : {&w.hidden_norm, &w.norm}) near_one(*t);
     for (const DFlashLayerWeights& l : w.layers)
         for (const Tensor* t : {&l.input_norm, &l.post_norm, &l.q_norm, &l.k_norm}) near_one(*t);
-    return std::unique_ptr<DFlashModel>(new DFlashModel(config, std::move(w)));
+    return std::unique_ptr<DFlashModel>(new DFlashModel(std::move(config), std::move(w)));
 }
 
 int64_t DFlashModel::weight_bytes() const {

@@ -19,8 +19,10 @@
 //
 // config.json: Qwen3 fields (hidden_size, intermediate_size, num_hidden_layers,
 // num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps, rope_theta or
-// rope_parameters.rope_theta, vocab_size, layer_types, sliding_window, is_causal) and
-// dflash_config {target_layer_ids, mask_token_id, block_size, and for DFlash2 conv_kernel_size,
+// rope_parameters.rope_theta, vocab_size, layer_types, sliding_window, is_causal; optional
+// num_target_layers and block_size) and dflash_config {mask_token_id, optional
+// target_layer_ids (else z-lab's spread over the target's depth: default_target_layers) and
+// block_size (else the top level's, else 16), and for DFlash2 conv_kernel_size,
 // conv_group_size, selector_rank, selector_top_k; optional output_multiplier,
 // final_logit_softcapping, input_embedding_scale}. DFlash2 is recognised by its architecture
 // (DFlash2DraftModel) or by selector_rank.
@@ -48,7 +50,8 @@ struct DFlashConfig {
     std::vector<bool> sliding; // per layer: sliding_attention (else full_attention)
     std::vector<bool> causal;  // per layer
     int64_t sliding_window = 0;
-    std::vector<int32_t> target_layers;
+    std::vector<int32_t> target_layers; // empty until resolve_dflash_target when not given
+    int64_t num_target_layers = 0;      // the target depth it was trained on (0: not given)
     int32_t mask_token_id = 0;
     int64_t block_size = 16;
     double output_multiplier = 1.0, logit_softcap = 0.0;
@@ -62,8 +65,12 @@ struct DFlashConfig {
 DFlashConfig parse_dflash_config(const nlohmann::json& j, const std::string& source);
 // Reads and parses a drafter's config.json.
 DFlashConfig load_dflash_config(const std::filesystem::path& path);
-// Whether the drafter fits the target: hidden size, vocabulary, tap layers, mask id.
-void check_dflash_target(const DFlashConfig& d, const io::ModelConfig& target,
+// z-lab's build_target_layer_ids: one tap per drafter layer, evenly from layer 1 to L - 3
+// (rounded as Python rounds, halves to even); L / 2 for a one-layer drafter.
+std::vector<int32_t> default_target_layers(int64_t target_layers, int64_t draft_layers);
+// Fills what the config left to the target (the taps, from its depth) and checks that the
+// drafter fits it: num_target_layers, hidden size, vocabulary, tap layers, mask id.
+void resolve_dflash_target(DFlashConfig& d, const io::ModelConfig& target,
                          const std::string& source);
 
 struct DFlashLayerWeights {
@@ -104,7 +111,7 @@ public:
                                              const io::ModelConfig& target,
                                              const ops::ExecContext& ctx);
     // A drafter of config's shapes with seeded random weights (tests and benchmarks).
-    static std::unique_ptr<DFlashModel> random(const DFlashConfig& config,
+    static std::unique_ptr<DFlashModel> random(DFlashConfig config,
                                                const io::ModelConfig& target,
                                                const ops::ExecContext& ctx, uint64_t seed);
 

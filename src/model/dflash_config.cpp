@@ -1,5 +1,6 @@
 // config.json of a DFlash / DFlash2 drafter (model/dflash.h).
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "core/error.h"
@@ -108,18 +109,25 @@ DFlashConfig parse_dflash_config(const nlohmann::json& j, const std::string& sou
         fail(ErrorCategory::Unsupported, source, ": hidden_act ", j["hidden_act"].dump(),
              " (expected silu)");
     read_layers(j, r, c, source);
-    if (!d.contains("target_layer_ids") || !d["target_layer_ids"].is_array() ||
-        d["target_layer_ids"].empty())
-        fail_invalid(source, ": dflash_config.target_layer_ids must be a non-empty array");
-    for (const auto& t : d["target_layer_ids"]) {
-        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > 1024)
-            fail_invalid(source, ": dflash_config.target_layer_ids holds ", t.dump());
-        c.target_layers.push_back(int32_t(t.get<int64_t>()));
+    // z-lab's DFlashDraftModel: the taps in dflash_config.target_layer_ids, or derived from the
+    // target's depth (resolve_dflash_target); num_target_layers and block_size at the top level
+    // (a block_size in dflash_config wins).
+    c.num_target_layers = r.integer("num_target_layers", 0, 0, 1024);
+    if (d.contains("target_layer_ids") && !d["target_layer_ids"].is_null()) {
+        if (!d["target_layer_ids"].is_array() || d["target_layer_ids"].empty())
+            fail_invalid(source, ": dflash_config.target_layer_ids must be a non-empty array");
+        for (const auto& t : d["target_layer_ids"]) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > 1024)
+                fail_invalid(source, ": dflash_config.target_layer_ids holds ", t.dump());
+            c.target_layers.push_back(int32_t(t.get<int64_t>()));
+        }
     }
     if (!d.contains("mask_token_id"))
-        fail_invalid(source, ": dflash_config.mask_token_id is missing");
+        fail_invalid(source, ": dflash_config.mask_token_id is missing (the drafter's mask token "
+                     "must be given by id)");
     c.mask_token_id = int32_t(rd.integer("mask_token_id", 0, 0, int64_t(1) << 24));
-    c.block_size = rd.integer("block_size", 16, 2, 16);
+    c.block_size = d.contains("block_size") ? rd.integer("block_size", 16, 2, 16)
+                                            : r.integer("block_size", 16, 2, 16);
     c.output_multiplier = rd.number("output_multiplier", 1.0);
     c.logit_softcap = d.contains("final_logit_softcapping") && !d["final_logit_softcapping"].is_null()
                           ? rd.number("final_logit_softcapping", 0.0)
@@ -154,8 +162,20 @@ DFlashConfig load_dflash_config(const std::filesystem::path& path) {
     return parse_dflash_config(j, path.string());
 }
 
-void check_dflash_target(const DFlashConfig& d, const io::ModelConfig& t,
-                         const std::string& source) {
+std::vector<int32_t> default_target_layers(int64_t target_layers, int64_t draft_layers) {
+    if (draft_layers <= 1) return {int32_t(target_layers / 2)};
+    const double start = 1, span = double(target_layers - 3) - start;
+    std::vector<int32_t> taps;
+    for (int64_t i = 0; i < draft_layers; ++i) // Python's round(): halves to even (nearbyint)
+        taps.push_back(int32_t(std::nearbyint(start + double(i) * span / double(draft_layers - 1))));
+    return taps;
+}
+
+void resolve_dflash_target(DFlashConfig& d, const io::ModelConfig& t, const std::string& source) {
+    if (d.num_target_layers > 0 && d.num_target_layers != t.num_layers)
+        fail_invalid(source, ": num_target_layers ", d.num_target_layers,
+                     " does not match the target's ", t.num_layers, " layers");
+    if (d.target_layers.empty()) d.target_layers = default_target_layers(t.num_layers, d.num_layers);
     if (d.hidden_size != t.hidden_size)
         fail_invalid(source, ": drafter hidden_size ", d.hidden_size,
                      " does not match the target's ", t.hidden_size);
@@ -163,7 +183,7 @@ void check_dflash_target(const DFlashConfig& d, const io::ModelConfig& t,
         fail_invalid(source, ": drafter vocab_size ", d.vocab_size,
                      " does not match the target's ", t.vocab_size);
     for (int32_t l : d.target_layers)
-        if (l >= t.num_layers - 1)
+        if (l < 0 || l >= t.num_layers - 1)
             fail_invalid(source, ": target layer ", l, " of dflash_config.target_layer_ids is not "
                          "an inner layer of the target (", t.num_layers, " layers)");
     if (d.mask_token_id >= t.vocab_size)

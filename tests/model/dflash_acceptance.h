@@ -43,8 +43,10 @@ inline SpeculativeStats measure_dflash_acceptance(EngineOptions options, const M
     options.model_dir = prompts.model_dir;
     Speculation s;
     s.method = "dflash2"; // the drafter the demo model ships (<model>/dflash2)
+    s.draft_model = options.draft_model; // empty: the demo's own
     s.draft_shortlist = options.draft_shortlist;
-    options.draft_shortlist.clear(); // the plain engine has no drafter
+    options.draft_model.clear(); // the plain engine has no drafter
+    options.draft_shortlist.clear();
     Engine plain(options), spec(with_spec(options, s, want.draft_tokens));
     SpeculativeStats total;
     for (const auto& p : prompts.prompts) {
