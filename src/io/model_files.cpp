@@ -71,4 +71,22 @@ int64_t read_token_limit(const fs::path& dir, int64_t vocab_size) {
     return std::min(vocab_size, max_id + 1);
 }
 
+std::optional<int32_t> find_token_id(const fs::path& dir, const std::string& content) {
+    json tok = read_json(dir / "tokenizer.json");
+    if (tok.is_discarded() || !tok.is_object()) return std::nullopt;
+    auto as_id = [](const json& v) -> std::optional<int32_t> {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+            return std::nullopt;
+        return v.get<int32_t>();
+    };
+    if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+        for (const json& t : tok["added_tokens"])
+            if (t.is_object() && t.value("content", json()) == content && t.contains("id"))
+                return as_id(t["id"]);
+    if (tok.contains("model") && tok["model"].is_object() && tok["model"].contains("vocab") &&
+        tok["model"]["vocab"].is_object() && tok["model"]["vocab"].contains(content))
+        return as_id(tok["model"]["vocab"][content]);
+    return std::nullopt;
+}
+
 } // namespace ninfer::io

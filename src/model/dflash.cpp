@@ -129,10 +129,11 @@ DFlashModel::~DFlashModel() = default;
 
 std::unique_ptr<DFlashModel> DFlashModel::load(const std::filesystem::path& dir,
                                                const io::ModelConfig& target,
-                                               const ops::ExecContext& ctx) {
+                                               const ops::ExecContext& ctx,
+                                               const TokenLookup& find_token) {
     const std::filesystem::path config_path = dir / "config.json";
     DFlashConfig c = load_dflash_config(config_path);
-    resolve_dflash_target(c, target, config_path.string());
+    resolve_dflash_target(c, target, config_path.string(), find_token);
     const io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
     const io::ModelConfig bc = binder_config();
     binding::Binder b(bc, ckpt, ctx, /*fp8_resident=*/false);
@@ -149,8 +150,9 @@ std::unique_ptr<DFlashModel> DFlashModel::load(const std::filesystem::path& dir,
 
 std::unique_ptr<DFlashModel> DFlashModel::random(DFlashConfig config,
                                                  const io::ModelConfig& target,
-                                                 const ops::ExecContext& ctx, uint64_t seed) {
-    resolve_dflash_target(config, target, "random drafter");
+                                                 const ops::ExecContext& ctx, uint64_t seed,
+                                                 const TokenLookup& find_token) {
+    resolve_dflash_target(config, target, "random drafter", find_token);
     const io::ModelConfig bc = binder_config();
     binding::Binder b(bc, ctx, seed, /*fp8_resident=*/false);
     DFlashWeights w = bind(b, config, io::SafetensorsCheckpoint());

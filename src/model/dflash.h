@@ -20,7 +20,8 @@
 // config.json: Qwen3 fields (hidden_size, intermediate_size, num_hidden_layers,
 // num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps, rope_theta or
 // rope_parameters.rope_theta, vocab_size, layer_types, sliding_window, is_causal; optional
-// num_target_layers and block_size) and dflash_config {mask_token_id, optional
+// num_target_layers and block_size) and dflash_config {mask_token_id (or mask_token, its text
+// in the target's tokenizer; "<|MASK|>" when neither is given), optional
 // target_layer_ids (else z-lab's spread over the target's depth: default_target_layers) and
 // block_size (else the top level's, else 16), and for DFlash2 conv_kernel_size,
 // conv_group_size, selector_rank, selector_top_k; optional output_multiplier,
@@ -29,7 +30,9 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -52,7 +55,8 @@ struct DFlashConfig {
     int64_t sliding_window = 0;
     std::vector<int32_t> target_layers; // empty until resolve_dflash_target when not given
     int64_t num_target_layers = 0;      // the target depth it was trained on (0: not given)
-    int32_t mask_token_id = 0;
+    int32_t mask_token_id = 0;              // -1: by mask_token's text (resolve_dflash_target)
+    std::string mask_token = "<|MASK|>";    // SGLang's default text
     int64_t block_size = 16;
     double output_multiplier = 1.0, logit_softcap = 0.0;
     // DFlash2.
@@ -70,8 +74,11 @@ DFlashConfig load_dflash_config(const std::filesystem::path& path);
 std::vector<int32_t> default_target_layers(int64_t target_layers, int64_t draft_layers);
 // Fills what the config left to the target (the taps, from its depth) and checks that the
 // drafter fits it: num_target_layers, hidden size, vocabulary, tap layers, mask id.
+// The id of a token's text in the target's tokenizer (nullopt: no such token).
+using TokenLookup = std::function<std::optional<int32_t>(const std::string&)>;
+// find_token resolves a mask token given by text only (none: such a config is an error).
 void resolve_dflash_target(DFlashConfig& d, const io::ModelConfig& target,
-                         const std::string& source);
+                           const std::string& source, const TokenLookup& find_token = {});
 
 struct DFlashLayerWeights {
     Tensor input_norm, post_norm, q_norm, k_norm; // plain RMSNorm weights
@@ -106,14 +113,17 @@ struct DFlashBlocks {
 
 class DFlashModel {
 public:
-    // Loads config.json and the safetensors of a drafter directory for `target`.
+    // Loads config.json and the safetensors of a drafter directory for `target`; find_token
+    // resolves a mask token given by text (resolve_dflash_target).
     static std::unique_ptr<DFlashModel> load(const std::filesystem::path& dir,
                                              const io::ModelConfig& target,
-                                             const ops::ExecContext& ctx);
+                                             const ops::ExecContext& ctx,
+                                             const TokenLookup& find_token = {});
     // A drafter of config's shapes with seeded random weights (tests and benchmarks).
     static std::unique_ptr<DFlashModel> random(DFlashConfig config,
                                                const io::ModelConfig& target,
-                                               const ops::ExecContext& ctx, uint64_t seed);
+                                               const ops::ExecContext& ctx, uint64_t seed,
+                                               const TokenLookup& find_token = {});
 
     ~DFlashModel();
     const DFlashConfig& config() const { return config_; }

@@ -122,10 +122,18 @@ DFlashConfig parse_dflash_config(const nlohmann::json& j, const std::string& sou
             c.target_layers.push_back(int32_t(t.get<int64_t>()));
         }
     }
-    if (!d.contains("mask_token_id"))
-        fail_invalid(source, ": dflash_config.mask_token_id is missing (the drafter's mask token "
-                     "must be given by id)");
-    c.mask_token_id = int32_t(rd.integer("mask_token_id", 0, 0, int64_t(1) << 24));
+    // The mask token: by id, else by its text in the target's tokenizer (resolve_dflash_target;
+    // SGLang's default text when neither is given).
+    if (d.contains("mask_token_id") && !d["mask_token_id"].is_null()) {
+        c.mask_token_id = int32_t(rd.integer("mask_token_id", 0, 0, int64_t(1) << 24));
+    } else {
+        c.mask_token_id = -1;
+        if (d.contains("mask_token") && !d["mask_token"].is_null()) {
+            if (!d["mask_token"].is_string() || d["mask_token"].get<std::string>().empty())
+                fail_invalid(source, ": dflash_config.mask_token must be a non-empty string");
+            c.mask_token = d["mask_token"].get<std::string>();
+        }
+    }
     c.block_size = d.contains("block_size") ? rd.integer("block_size", 16, 2, 16)
                                             : r.integer("block_size", 16, 2, 16);
     c.output_multiplier = rd.number("output_multiplier", 1.0);
@@ -171,7 +179,16 @@ std::vector<int32_t> default_target_layers(int64_t target_layers, int64_t draft_
     return taps;
 }
 
-void resolve_dflash_target(DFlashConfig& d, const io::ModelConfig& t, const std::string& source) {
+void resolve_dflash_target(DFlashConfig& d, const io::ModelConfig& t, const std::string& source,
+                           const TokenLookup& find_token) {
+    if (d.mask_token_id < 0) {
+        const std::optional<int32_t> id = find_token ? find_token(d.mask_token) : std::nullopt;
+        if (!id)
+            fail_invalid(source, ": dflash_config.mask_token_id is missing and the target's "
+                         "tokenizer has no token \"", d.mask_token,
+                         "\" (dflash_config.mask_token) to take it from");
+        d.mask_token_id = *id;
+    }
     if (d.num_target_layers > 0 && d.num_target_layers != t.num_layers)
         fail_invalid(source, ": num_target_layers ", d.num_target_layers,
                      " does not match the target's ", t.num_layers, " layers");

@@ -78,13 +78,17 @@ std::unique_ptr<model::DFlashModel> load_drafter(const EngineOptions& o,
     require(!dir.empty(), "--spec ", o.speculative, " needs --draft-model DIR (a ", o.speculative,
             " drafter: config.json and safetensors)");
     std::unique_ptr<model::DFlashModel> d;
+    // A mask token given by text is looked up in the target's tokenizer.json.
+    const model::TokenLookup find_token = [&](const std::string& text) {
+        return o.model_dir.empty() ? std::nullopt : io::find_token_id(o.model_dir, text);
+    };
     if (o.random_weights) {
         const std::filesystem::path cfg =
             std::filesystem::is_directory(dir) ? dir / "config.json" : dir;
         d = model::DFlashModel::random(model::load_dflash_config(cfg), target.config(), ctx,
-                                       o.random_seed + 1);
+                                       o.random_seed + 1, find_token);
     } else {
-        d = model::DFlashModel::load(dir, target.config(), ctx);
+        d = model::DFlashModel::load(dir, target.config(), ctx, find_token);
     }
     const bool v2 = o.speculative == "dflash2";
     require(d->config().v2 == v2, "--spec ", o.speculative, ": ", dir.string(), " holds a ",

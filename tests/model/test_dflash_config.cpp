@@ -1,7 +1,8 @@
-// What a DFlash config.json may leave out, as z-lab's DFlashDraftModel reads it: the taps
-// (dflash_config.target_layer_ids absent: derived from the target's depth by
+// What a DFlash config.json may leave out, as z-lab's DFlashDraftModel and SGLang read it: the
+// taps (dflash_config.target_layer_ids absent: derived from the target's depth by
 // build_target_layer_ids), block_size at the top level, num_target_layers checked against the
-// target. The demo drafter with its taps left out drafts exactly as with them.
+// target, the mask token by its text (dflash_config.mask_token) rather than its id. The demo
+// drafter written that way drafts exactly as shipped.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/model_files.h"
 #include "model/dflash.h"
 #include "model/dflash_acceptance.h"
 #include "model/dflash_fixture.h"
@@ -70,9 +72,20 @@ TEST(DFlashConfig, TapsAndBlockSizeMayComeFromTheTopLevelOrTheTarget) {
     EXPECT_THROW(model::parse_dflash_config(cfg, "test"), Error); // given, but empty
 }
 
-// The shipped demo drafter (taps 1, 3, 5 of 8 layers, block 8 in dflash_config) rewritten the
-// other way z-lab writes it: no target_layer_ids, num_target_layers and block_size at the top
-// level. The derived taps are the same, so every round drafts the same: equal acceptance.
+TEST(DFlashConfig, FindsATokenIdByItsText) {
+    const std::string demo = load_mtp_eval().model_dir;
+    EXPECT_EQ(io::find_token_id(demo, "<tts_pad>"), std::optional<int32_t>(8187)); // an added token
+    EXPECT_EQ(io::find_token_id(demo, "<|no such token|>"), std::nullopt);
+    EXPECT_EQ(io::find_token_id(std::filesystem::temp_directory_path() / "ninfer_no_model_here",
+                                "<tts_pad>"),
+              std::nullopt);
+}
+
+// The shipped demo drafter (taps 1, 3, 5 of 8 layers, block 8 in dflash_config, mask id 8187)
+// rewritten the other ways drafters are published: no target_layer_ids, num_target_layers and
+// block_size at the top level, the mask token by its text. The derived taps and id are the
+// same, so every round drafts the same: equal acceptance. Without an id or a text the target's
+// tokenizer knows, the engine does not start.
 TEST(DFlashConfig, DemoDrafterWithDerivedTapsDraftsTheSame) {
     MtpEval prompts = load_mtp_eval();
     const DFlashEval want = load_dflash_eval(prompts.model_dir);
@@ -89,6 +102,9 @@ TEST(DFlashConfig, DemoDrafterWithDerivedTapsDraftsTheSame) {
     cfg["dflash_config"].erase("block_size");
     cfg["dflash_config"].erase("target_layer_ids");
     cfg["num_target_layers"] = 8;
+    ASSERT_EQ(cfg["dflash_config"]["mask_token_id"], 8187);
+    cfg["dflash_config"].erase("mask_token_id");
+    cfg["dflash_config"]["mask_token"] = "<tts_pad>";
     std::ofstream(dir / "config.json") << cfg.dump(1);
     auto accepted = [&](const std::string& drafter) {
         EngineOptions o;
@@ -99,6 +115,22 @@ TEST(DFlashConfig, DemoDrafterWithDerivedTapsDraftsTheSame) {
     const auto as_shipped = accepted(shipped.string()), derived = accepted(dir.string());
     EXPECT_GT(as_shipped.second, 0);
     EXPECT_EQ(derived, as_shipped);
+
+    cfg["dflash_config"].erase("mask_token"); // SGLang's default text, which the demo lacks
+    std::ofstream(dir / "config.json") << cfg.dump(1);
+    EngineOptions o;
+    o.model_dir = prompts.model_dir;
+    o.speculative = "dflash2";
+    o.draft_model = dir.string();
+    try {
+        Engine e(o);
+        ADD_FAILURE() << "a drafter without a resolvable mask token started";
+    } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("mask_token_id is missing and the target's "
+                                               "tokenizer has no token \"<|MASK|>\""),
+                  std::string::npos)
+            << err.what();
+    }
 }
 
 } // namespace
