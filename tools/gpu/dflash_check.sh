@@ -68,7 +68,8 @@ if [ "$what" = demo ] || [ "$what" = all ]; then
     cat "$out/demo_spec.jsonl"
 fi
 # Batch 8 (served, 8 concurrent 128/256 requests, greedy): random drafters accept almost
-# nothing, so each stream's tok/s is one token a round; skipped when the run is past 420 s.
+# nothing, so each stream's tok/s is one token a round; a server is skipped once the script
+# has run SERVE_DEADLINE s (default 420).
 serve8() { # label, config, serve flags...
     [ $SECONDS -gt ${SERVE_DEADLINE:-420} ] && { echo "$1: skipped (time)"; return; }
     local port=8331
