@@ -72,11 +72,11 @@ DFlashConfig load_dflash_config(const std::filesystem::path& path);
 // z-lab's build_target_layer_ids: one tap per drafter layer, evenly from layer 1 to L - 3
 // (rounded as Python rounds, halves to even); L / 2 for a one-layer drafter.
 std::vector<int32_t> default_target_layers(int64_t target_layers, int64_t draft_layers);
-// Fills what the config left to the target (the taps, from its depth) and checks that the
-// drafter fits it: num_target_layers, hidden size, vocabulary, tap layers, mask id.
 // The id of a token's text in the target's tokenizer (nullopt: no such token).
 using TokenLookup = std::function<std::optional<int32_t>(const std::string&)>;
-// find_token resolves a mask token given by text only (none: such a config is an error).
+// Fills what the config left to the target (the taps, from its depth; the mask id, from its
+// text through find_token: none makes such a config an error) and checks that the drafter fits
+// it: num_target_layers, hidden size, vocabulary, tap layers, mask id.
 void resolve_dflash_target(DFlashConfig& d, const io::ModelConfig& target,
                            const std::string& source, const TokenLookup& find_token = {});
 
