@@ -32,27 +32,9 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     grep -E "^\[  (PASSED|FAILED)|FAILED|tests? ran" "$out/dflash_tests.log" | head -30
     cat "$out"/bundle_*.log | grep -E "^\[  (PASSED|FAILED)|FAILED TEST|tests? ran" | sort | uniq -c
 fi
-# Each bench's JSON becomes one line {"label", "bench"} of $out/bench.jsonl (the device returns 8
-# files at most); a failing bench prints the end of its stderr.
-bench() { # label, config, extra flags
-    timeout 200 /tmp/g/ninfer bench --config "$2" --random-weights --device cuda -n 128 -p 0 \
-        -r ${BENCH_REPS:-3} --warmup 1 -o json ${MEMORY_FLAGS:-} "${@:3}" > "/tmp/bench_$1.json" 2> "/tmp/bench_$1.err" ||
-        { rc=1; tail -3 "/tmp/bench_$1.err"; }
-    python3 - "/tmp/bench_$1.json" "$1" "$out/bench.jsonl" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(sys.argv[2], "no json:", e); sys.exit(0)
-with open(sys.argv[3], "a") as f:
-    f.write(json.dumps({"label": sys.argv[2], "bench": j}) + "\n")
-for r in j["results"]:
-    s = r.get("speculative", {})
-    tps = r["decode_tok_s"]["mean"]
-    print(sys.argv[2], r["test"], "decode %.1f tok/s" % tps,
-          "round %.3f ms" % (1e3 / tps * s.get("tokens_per_round", 1)),
-          "tokens/round %.3f" % s.get("tokens_per_round", 1))
-PY
+source tools/gpu/bench_line.sh
+bench() { # label, config, extra flags: a random-weight config (tools/gpu/bench_line.sh)
+    bench_line "$1" --config "$2" --random-weights ${MEMORY_FLAGS:-} "${@:3}"
 }
 if [ "$what" = bench ] || [ "$what" = all ]; then
     bench 35b_plain configs/qwen3.6-35b-a3b.json

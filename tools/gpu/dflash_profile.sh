@@ -15,20 +15,8 @@ out=${OUT:-out}
 mkdir -p "$out"
 source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
 rc=0
-run_bench() { # label, flags...
-    timeout 200 /tmp/g/ninfer bench --device cuda -n 128 -p 0 -r 2 --warmup 1 -o json "${@:2}" \
-        > /tmp/b.json 2> /tmp/b.err || { rc=1; tail -3 /tmp/b.err; return; }
-    python3 - "$1" "$out/bench.jsonl" <<'PY'
-import json, sys
-j = json.load(open("/tmp/b.json"))
-with open(sys.argv[2], "a") as f:
-    f.write(json.dumps({"label": sys.argv[1], "bench": j}) + "\n")
-r = j["results"][0]
-tps = r["decode_tok_s"]["mean"]
-tpr = r.get("speculative", {}).get("tokens_per_round", 1)
-print(sys.argv[1], "decode %.1f tok/s, round %.3f ms, tokens/round %.3f" % (tps, 1e3 / tps * tpr, tpr))
-PY
-}
+BENCH_REPS=${BENCH_REPS:-2}
+source tools/gpu/bench_line.sh # bench_line: one line of $out/bench.jsonl a run
 profile() { # label, flags...
     echo "== $1" >> "$out/profiles.log"
     NINFER_STEP_PROFILE=1 timeout 200 /tmp/g/ninfer bench --device cuda -n 64 -p 0 -r 1 \
@@ -39,10 +27,10 @@ m27=(--random-weights --config configs/qwen3.6-27b.json --spec dflash2
 m35=(--random-weights --config configs/qwen3.6-35b-a3b.json ${MEMORY_FLAGS:-} --spec dflash
      --draft-model configs/dflash/qwen3.6-35b-a3b-dflash.json --draft-tokens 7)
 demo=(--model models/ninfer-demo --spec dflash2 --draft-tokens 7)
-run_bench 27b_dflash2_k7_full "${m27[@]}"
-run_bench 27b_dflash2_k7_shortlist "${m27[@]}" --draft-shortlist 131072
-run_bench 35b_dflash_k7_full "${m35[@]}"
-run_bench 35b_dflash_k7_shortlist "${m35[@]}" --draft-shortlist 131072
+bench_line 27b_dflash2_k7_full "${m27[@]}"
+bench_line 27b_dflash2_k7_shortlist "${m27[@]}" --draft-shortlist 131072
+bench_line 35b_dflash_k7_full "${m35[@]}"
+bench_line 35b_dflash_k7_shortlist "${m35[@]}" --draft-shortlist 131072
 profile 27b_dflash2_k7 "${m27[@]}"
 profile 35b_dflash_k7 "${m35[@]}"
 profile demo_dflash2_k7 "${demo[@]}"
