@@ -36,13 +36,17 @@ source tools/gpu/bench_line.sh
 bench() { # label, config, extra flags: a random-weight config (tools/gpu/bench_line.sh)
     bench_line "$1" --config "$2" --random-weights ${MEMORY_FLAGS:-} "${@:3}"
 }
-if [ "$what" = bench ] || [ "$what" = all ]; then
-    bench 35b_plain configs/qwen3.6-35b-a3b.json
-    bench 35b_dflash_k7 configs/qwen3.6-35b-a3b.json --spec dflash \
+# The figures' four setups: FN LABEL CONFIG FLAGS... for each (FN: bench or serve8).
+each_setup() {
+    "$1" 35b_plain configs/qwen3.6-35b-a3b.json
+    "$1" 35b_dflash_k7 configs/qwen3.6-35b-a3b.json --spec dflash \
         --draft-model configs/dflash/qwen3.6-35b-a3b-dflash.json --draft-tokens 7
-    bench 27b_plain configs/qwen3.6-27b.json
-    bench 27b_dflash2_k7 configs/qwen3.6-27b.json --spec dflash2 \
+    "$1" 27b_plain configs/qwen3.6-27b.json
+    "$1" 27b_dflash2_k7 configs/qwen3.6-27b.json --spec dflash2 \
         --draft-model configs/dflash/qwen3.8-27b-dflash2.json --draft-tokens 7
+}
+if [ "$what" = bench ] || [ "$what" = all ]; then
+    each_setup bench
 fi
 if [ "$what" = demo ] || [ "$what" = all ]; then
     timeout 150 python3 bench/spec/bench_mtp.py --ninfer /tmp/g/ninfer --device cuda --new 256 \
@@ -75,11 +79,6 @@ print(sys.argv[2], "batch 8:", json.dumps({k: r.get(k) for k in ("output_through
 PY
 }
 if [ "$what" = all ] || [ "$what" = batch8 ]; then
-    serve8 35b_plain configs/qwen3.6-35b-a3b.json
-    serve8 35b_dflash_k7 configs/qwen3.6-35b-a3b.json --spec dflash \
-        --draft-model configs/dflash/qwen3.6-35b-a3b-dflash.json --draft-tokens 7
-    serve8 27b_plain configs/qwen3.6-27b.json
-    serve8 27b_dflash2_k7 configs/qwen3.6-27b.json --spec dflash2 \
-        --draft-model configs/dflash/qwen3.8-27b-dflash2.json --draft-tokens 7
+    each_setup serve8
 fi
 exit $rc
