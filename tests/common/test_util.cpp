@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <unistd.h>
 
 namespace ninfer::test {
 
@@ -103,6 +104,11 @@ Tensor clone(const TensorView& v) {
 
 std::string fixtures_dir() {
     return NINFER_FIXTURES_DIR;
+}
+
+std::filesystem::path scratch_path(const std::string& name) {
+    return std::filesystem::temp_directory_path() /
+           (name + "_" + std::to_string(static_cast<long>(::getpid())));
 }
 
 } // namespace ninfer::test

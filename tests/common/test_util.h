@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,5 +29,10 @@ std::vector<double> to_doubles(const TensorView& v);
 
 // The directory of the committed HF fixtures (tests/fixtures).
 std::string fixtures_dir();
+
+// `name` under the system temp directory, made unique to this process. ctest runs every test
+// case as its own process, two or more at a time, so a fixed temp name is a race: one case
+// rewrites a drafter directory while another reads it.
+std::filesystem::path scratch_path(const std::string& name);
 
 } // namespace ninfer::test

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cuda/cuda_test_util.h"
+#include "common/test_util.h"
 #include "common/tolerance.h"
 #include "model/dflash_fixture.h"
 #include "model/speculative_exactness.h"
@@ -31,8 +32,7 @@ std::vector<Case> cases() {
 }
 
 Speculation dflash(const Fixture& f, bool v2) {
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("ninfer_cuda_dflash_" + f.name + (v2 ? "_v2" : "_v1"));
+    const auto dir = scratch_path("ninfer_cuda_dflash_" + f.name + (v2 ? "_v2" : "_v1"));
     DrafterShape shape;
     shape.v2 = v2;
     shape.head_dim = 32; // the tensor-core shapes of real drafters are D = 128; 32 here

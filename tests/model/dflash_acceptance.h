@@ -89,7 +89,7 @@ inline void check_shortlist_maps_ids_back(const EngineOptions& options) {
     ASSERT_GT(want.draft_tokens, 0) << "models/ninfer-demo/dflash2/eval.json is missing";
     if (prompts.prompts.size() > 16) prompts.prompts.resize(16);
     const int64_t V = io::load_hf_config(prompts.model_dir).vocab_size;
-    const auto list = std::filesystem::temp_directory_path() / "ninfer_demo_shortlist.json";
+    const auto list = scratch_path("ninfer_demo_shortlist");
     nlohmann::json ids = nlohmann::json::array();
     for (int64_t i = 0; i < V; ++i) ids.push_back((i * 2053) % V); // a permutation (2053 odd prime)
     std::ofstream(list) << ids.dump();

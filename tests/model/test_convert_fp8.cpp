@@ -24,7 +24,7 @@ fs::path quant_fixture(const std::string& name) {
     return (fs::path(fixtures_dir()) / ".." / "fixtures_quant" / name).lexically_normal();
 }
 fs::path scratch(const std::string& name) {
-    const fs::path p = fs::temp_directory_path() / ("ninfer_convert_" + name);
+    const fs::path p = scratch_path("ninfer_convert_" + name);
     fs::remove_all(p);
     return p;
 }

@@ -21,8 +21,7 @@ EngineOptions reference() {
 }
 
 std::filesystem::path drafter_dir(const Fixture& f, bool v2) {
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("ninfer_dflash_" + f.name + (v2 ? "_v2" : "_v1"));
+    const auto dir = scratch_path("ninfer_dflash_" + f.name + (v2 ? "_v2" : "_v1"));
     DrafterShape shape;
     shape.v2 = v2;
     write_random_drafter(dir, io::load_hf_config(f.dir), shape);
@@ -123,7 +122,7 @@ TEST(DFlashErrors, DrafterThatDoesNotFitItsTargetIsAClearError) {
     EngineOptions o;
     o.model_dir = f.dir;
     o.speculative = "dflash";
-    const auto base = std::filesystem::temp_directory_path() / "ninfer_dflash_errors";
+    const auto base = scratch_path("ninfer_dflash_errors");
     auto write_with = [&](const std::string& name, auto&& edit) {
         const auto dir = base / name;
         write_random_drafter(dir, target, DrafterShape{});
@@ -170,7 +169,7 @@ TEST(DFlashErrors, DrafterThatDoesNotFitItsTargetIsAClearError) {
 TEST(DFlashShortlist, GreedyOutputIsUnchanged) {
     const Fixture f = load_fixtures().front();
     const int64_t V = io::load_hf_config(f.dir).vocab_size;
-    const auto list = std::filesystem::temp_directory_path() / "ninfer_dflash_shortlist.json";
+    const auto list = scratch_path("ninfer_dflash_shortlist");
     nlohmann::json ids = nlohmann::json::array();
     for (int64_t i = V - 1; i >= 0; i -= 2) ids.push_back(i); // every other id, descending
     std::ofstream(list) << ids.dump();
@@ -191,9 +190,8 @@ TEST(DFlashErrors, BadShortlistIsAClearError) {
     o.model_dir = f.dir;
     o.speculative = "dflash2";
     o.draft_model = drafter_dir(f, true).string();
-    const auto base = std::filesystem::temp_directory_path();
     auto list = [&](const std::string& name, const std::string& text) {
-        const auto p = base / ("ninfer_shortlist_" + name + ".json");
+        const auto p = scratch_path("ninfer_shortlist_" + name);
         std::ofstream(p) << text;
         return p.string();
     };
@@ -201,7 +199,7 @@ TEST(DFlashErrors, BadShortlistIsAClearError) {
     expect_start_error(o, "a count must be in [1, ");
     o.draft_shortlist = "0";
     expect_start_error(o, "a count must be in [1, ");
-    o.draft_shortlist = (base / "ninfer_no_such_shortlist.json").string();
+    o.draft_shortlist = scratch_path("ninfer_no_such_shortlist").string();
     expect_start_error(o, "--draft-shortlist: cannot open");
     o.draft_shortlist = list("object", "{\"ids\": [1, 2]}");
     expect_start_error(o, "must hold a JSON array");
@@ -224,7 +222,7 @@ TEST(DFlashErrors, BadShortlistIsAClearError) {
 TEST(DFlashErrors, MissingTensorIsNamed) {
     const Fixture f = load_fixtures().front();
     const auto dir = drafter_dir(f, false);
-    const auto broken = std::filesystem::temp_directory_path() / "ninfer_dflash_broken";
+    const auto broken = scratch_path("ninfer_dflash_broken");
     std::filesystem::create_directories(broken);
     std::filesystem::copy_file(dir / "config.json", broken / "config.json",
                                std::filesystem::copy_options::overwrite_existing);

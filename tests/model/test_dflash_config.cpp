@@ -92,7 +92,7 @@ TEST(DFlashConfig, DemoDrafterWithDerivedTapsDraftsTheSame) {
     ASSERT_GT(want.draft_tokens, 0) << "models/ninfer-demo/dflash2/eval.json is missing";
     if (prompts.prompts.size() > 6) prompts.prompts.resize(6);
     const auto shipped = std::filesystem::path(prompts.model_dir) / "dflash2";
-    const auto dir = std::filesystem::temp_directory_path() / "ninfer_demo_dflash2_derived_taps";
+    const auto dir = scratch_path("ninfer_demo_dflash2_derived_taps");
     std::filesystem::create_directories(dir);
     std::filesystem::copy_file(shipped / "model.safetensors", dir / "model.safetensors",
                                std::filesystem::copy_options::overwrite_existing);

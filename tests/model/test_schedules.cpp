@@ -216,7 +216,7 @@ TEST(Engine, CancelEndsARequest) {
 // Copies a fixture and overwrites one tensor of its safetensors file with NaN.
 std::string fixture_with_nan(const Fixture& f, const std::string& tensor) {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path() / ("ninfer_nan_" + f.name);
+    const fs::path dir = scratch_path("ninfer_nan_" + f.name);
     fs::remove_all(dir);
     fs::copy(f.dir, dir);
     const fs::path file = dir / "model.safetensors";
