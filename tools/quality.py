@@ -3,6 +3,8 @@
 
 Variants (--variants, each against bf16 weights with a bf16 KV cache):
   fp8      the demo model converted with `ninfer convert --to fp8` (the official block-wise layout);
+  w8, q4   converted with `ninfer convert --to w8|q4` (groupwise 8- or 4-bit integers, default
+           groups); w8_gN, q4_gN with groups of N;
   kv_int8  the bf16 model with `--kv-dtype int8` (int8 codes, an f16 scale per 64 dims);
   kv_fp8   the bf16 model with `--kv-dtype fp8` (e4m3 codes, a scale per token and head).
 Each is measured the same way:
@@ -18,7 +20,8 @@ On the CPU the fp8 checkpoint runs dequantized (the weights e4m3(code) x scale, 
 activations): the numerics of CUDA's fp8 GEMV and tensor-core routes, not of W8A8.
 On the CPU the KV variants quantize the f32 activations' keys and values with the same codecs as
 CUDA (ops/kv_codec.h).
-  python3 tools/quality.py [--variants fp8,kv_int8,kv_fp8] [--device cpu] [-o out.json]
+On every device the groupwise checkpoints run dequantized (code x scale, then the bf16 model).
+  python3 tools/quality.py [--variants fp8,w8,q4,kv_int8,kv_fp8] [--device cpu] [-o out.json]
 """
 import argparse
 import glob
@@ -81,10 +84,16 @@ def main():
             fp8 = os.path.join(work, "demo-fp8")
             run([args.ninfer, "convert", "--model", args.model, "--to", "fp8", "--out", fp8])
             variants[name] = (fp8, [])
+        elif name.split("_g")[0] in ("w8", "q4"):
+            to, _, group = name.partition("_g")
+            out = os.path.join(work, f"demo-{name}")
+            run([args.ninfer, "convert", "--model", args.model, "--to", to, "--out", out,
+                 *(["--group", group] if group else [])])
+            variants[name] = (out, [])
         elif name in ("kv_int8", "kv_fp8"):
             variants[name] = (args.model, ["--kv-dtype", name[3:]])
         else:
-            sys.exit(f"unknown variant {name} (fp8, kv_int8, kv_fp8)")
+            sys.exit(f"unknown variant {name} (fp8, w8, q4, w8_gN, q4_gN, kv_int8, kv_fp8)")
     text = args.text
     if not text:
         text = os.path.join(work, "text.py")

@@ -1,28 +1,41 @@
-// ninfer convert: quantize a checkpoint (model/convert_fp8.h).
+// ninfer convert: quantize a checkpoint (model/convert.h).
 #include <cstdio>
 
 #include "commands.h"
 #include "core/error.h"
-#include "model/convert_fp8.h"
+#include "model/convert.h"
 
 namespace ninfer::app {
 namespace {
 
 struct ConvertOptions {
-    std::string model, out, to = "fp8", scale_dtype = "bf16";
-    int64_t block = 128;
+    std::string model, out, to = "fp8", scale_dtype;
+    int64_t block = 128, group = 0;
 };
 
+DType scale_dtype_named(const std::string& name) {
+    return name == "f32" ? DType::F32 : name == "f16" ? DType::F16 : DType::BF16;
+}
+
 int convert(const ConvertOptions& o) {
-    model::Fp8ConvertOptions f;
-    f.block = o.block;
-    f.scale_dtype = o.scale_dtype == "f32" ? DType::F32 : o.scale_dtype == "f16" ? DType::F16
-                                                                                  : DType::BF16;
-    const model::Fp8ConvertReport r = model::convert_to_fp8(o.model, o.out, f);
-    std::printf("ninfer: %s -> %s: %lld weights to fp8 (blocks %lld x %lld, %s scales), %lld "
-                "tensors copied, %.2f GB -> %.2f GB in %d file%s\n",
-                o.model.c_str(), o.out.c_str(), (long long)r.quantized, (long long)o.block,
-                (long long)o.block, o.scale_dtype.c_str(), (long long)r.copied,
+    model::ConvertOptions c;
+    c.format = o.to == "w8" ? model::QuantFormat::W8
+               : o.to == "q4" ? model::QuantFormat::Q4
+                              : model::QuantFormat::Fp8;
+    require(c.format != model::QuantFormat::Fp8 || o.group == 0,
+            "--group sets the group of --to w8|q4; fp8 has --block");
+    c.block = o.block;
+    c.group = o.group;
+    if (!o.scale_dtype.empty()) c.scale_dtype = scale_dtype_named(o.scale_dtype);
+    const model::ConvertReport r = model::convert_checkpoint(o.model, o.out, c);
+    const std::string layout =
+        c.format == model::QuantFormat::Fp8
+            ? concat("blocks ", o.block, " x ", o.block)
+            : concat(c.format == model::QuantFormat::W8 ? "8" : "4", "-bit, groups of ", r.group);
+    std::printf("ninfer: %s -> %s: %lld weights to %s (%s, %s scales), %lld tensors copied, "
+                "%.2f GB -> %.2f GB in %d file%s\n",
+                o.model.c_str(), o.out.c_str(), (long long)r.quantized, o.to.c_str(),
+                layout.c_str(), dtype_name(r.scale_dtype), (long long)r.copied,
                 double(r.bytes_in) / 1e9, double(r.bytes_out) / 1e9, r.shards,
                 r.shards == 1 ? "" : "s");
     return 0;
@@ -37,11 +50,16 @@ Action add_convert_command(CLI::App& app) {
         ->check(CLI::ExistingDirectory);
     app.add_option("--out", o->out, "Output directory")->required();
     app.add_option("--to", o->to,
-                   "Format: fp8 (block-wise e4m3 in the official Qwen FP8 layout)")
-        ->check(CLI::IsMember({"fp8"}));
+                   "Format: fp8 (block-wise e4m3 in the official Qwen FP8 layout), w8 or q4 "
+                   "(groupwise 8- or 4-bit integers, docs/QUANTIZATION.md)")
+        ->check(CLI::IsMember({"fp8", "w8", "q4"}));
     app.add_option("--block", o->block, "Block edge of the fp8 scales (Qwen: 128)")
         ->check(CLI::PositiveNumber);
-    app.add_option("--scale-dtype", o->scale_dtype, "bf16 (as Qwen's), f16 or f32")
+    app.add_option("--group", o->group,
+                   "Input columns per scale for w8/q4 (default: w8 64, q4 32)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--scale-dtype", o->scale_dtype,
+                   "bf16, f16 or f32 (default: fp8 bf16 as Qwen's, w8/q4 f16)")
         ->check(CLI::IsMember({"bf16", "f16", "f32"}));
     return [o] { return convert(*o); };
 }

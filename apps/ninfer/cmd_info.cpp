@@ -96,11 +96,20 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
     // The checkpoint's weight format: block-wise fp8 projections stay fp8 on CUDA with bf16
     // compute (about half the bf16 bytes above); the CPU, or --fp8-weights dequantize, holds
     // the bf16 weights above.
-    j["format"] = c.fp8 ? nlohmann::json{{"weights", "fp8 e4m3, block-wise (resident as fp8 on "
-                                                     "CUDA; dequantized at load on the CPU or "
-                                                     "with --fp8-weights dequantize)"},
-                                         {"block", {c.fp8_block[0], c.fp8_block[1]}}}
-                        : nlohmann::json{{"weights", c.dtype.empty() ? "unspecified" : c.dtype}};
+    // Groupwise w8/q4 checkpoints are dequantized at load on every device (weights_bf16 above).
+    if (c.fp8)
+        j["format"] = {{"weights", "fp8 e4m3, block-wise (resident as fp8 on CUDA; dequantized "
+                                   "at load on the CPU or with --fp8-weights dequantize)"},
+                       {"block", {c.fp8_block[0], c.fp8_block[1]}}};
+    else if (c.group_bits)
+        j["format"] = {{"weights", concat("ninfer_groupwise ", c.group_bits == 8 ? "w8" : "q4",
+                                          ": ", c.group_bits, "-bit integer codes, a scale per ",
+                                          c.group_size, " input columns (dequantized at load to "
+                                          "the compute dtype)")},
+                       {"bits", c.group_bits},
+                       {"group_size", c.group_size}};
+    else
+        j["format"] = {{"weights", c.dtype.empty() ? "unspecified" : c.dtype}};
     return j;
 }
 

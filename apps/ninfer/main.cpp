@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     actions[ppl] = ninfer::app::add_perplexity_command(*ppl);
     CLI::App* serve = app.add_subcommand("serve", "OpenAI- and Anthropic-compatible HTTP server");
     actions[serve] = ninfer::app::add_serve_command(*serve);
-    CLI::App* convert = app.add_subcommand("convert", "Quantize a checkpoint (--to fp8)");
+    CLI::App* convert = app.add_subcommand("convert", "Quantize a checkpoint (--to fp8, w8 or q4)");
     actions[convert] = ninfer::app::add_convert_command(*convert);
     // llama-bench spells the prefill+decode test "-pg"; CLI11 short options are one letter.
     std::vector<std::string> args(argv, argv + argc);

@@ -28,7 +28,7 @@ constexpr int64_t kMaxExperts = 4096;                  // 256 (8 per token)
 constexpr int64_t kMaxConvKernel = 64;                 // 4
 constexpr int64_t kMaxMtpLayers = 16;                  // 1
 constexpr int64_t kMaxPositions = int64_t(1) << 24;    // 262,144
-constexpr int64_t kMaxFp8Block = 4096;                 // 128 x 128
+constexpr int64_t kMaxFp8Block = 4096;                 // 128 x 128; also bounds group sizes
 
 std::vector<LayerKind> parse_layer_types(const json& text, int64_t num_layers, const Reader& r) {
     std::vector<LayerKind> kinds;
@@ -148,15 +148,32 @@ ModelConfig parse_hf_config(const json& top, const std::string& source) {
 
 namespace {
 
-// quantization_config (top level, or in text_config): fp8 with its weight_block_size.
+// quantization_config ninfer_groupwise: bits 8 or 4, group_size >= 1.
+void parse_groupwise(const json& q, ModelConfig& c, const std::string& source) {
+    const json bits = q.value("bits", json());
+    const json group = q.value("group_size", json());
+    if (!bits.is_number_integer() || (bits.get<int64_t>() != 8 && bits.get<int64_t>() != 4))
+        fail_invalid(source, ": ninfer_groupwise quantization_config needs bits 8 or 4");
+    if (!group.is_number_integer() || group.get<int64_t>() < 1 ||
+        group.get<int64_t>() > kMaxFp8Block)
+        fail_invalid(source, ": ninfer_groupwise quantization_config needs a group_size in [1, ",
+                     kMaxFp8Block, "]");
+    c.group_bits = int(bits.get<int64_t>());
+    c.group_size = group.get<int64_t>();
+}
+
+// quantization_config (top level, or in text_config): fp8 with its weight_block_size, or
+// ninfer_groupwise with its bits and group size.
 void parse_quantization(const json& holder, ModelConfig& c, const std::string& source) {
     if (!holder.contains("quantization_config") || holder["quantization_config"].is_null()) return;
     const json& q = holder["quantization_config"];
     if (!q.is_object()) fail_invalid(source, ": quantization_config must be an object");
     const std::string method = q.value("quant_method", std::string());
+    if (method == "ninfer_groupwise") return parse_groupwise(q, c, source);
     if (method != "fp8")
         fail(ErrorCategory::Unsupported, source, ": quantization_config quant_method '", method,
-             "' is not supported (fp8 is: the official Qwen FP8 checkpoints)");
+             "' is not supported (fp8 is: the official Qwen FP8 checkpoints; ninfer_groupwise: "
+             "ninfer convert --to w8|q4)");
     const std::string fmt = q.value("fmt", std::string("e4m3"));
     if (fmt != "e4m3")
         fail(ErrorCategory::Unsupported, source, ": fp8 fmt '", fmt, "' (only e4m3 is)");

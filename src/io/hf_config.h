@@ -84,9 +84,15 @@ struct ModelConfig {
     int64_t max_position_embeddings = 0;
     std::string dtype; // checkpoint dtype as declared ("bfloat16"...), may be empty
     // quantization_config with quant_method fp8 (block-wise float8_e4m3fn weights, each with a
-    // weight_scale_inv of [ceil(out / block[0]), ceil(in / block[1])]); other methods are refused.
+    // weight_scale_inv of [ceil(out / block[0]), ceil(in / block[1])]); ninfer_groupwise below;
+    // other methods are refused.
     bool fp8 = false;
     int64_t fp8_block[2] = {128, 128};
+    // quantization_config with quant_method ninfer_groupwise (`ninfer convert --to w8|q4`,
+    // model/groupwise.h): integer codes of group_bits (8 or 4) bits with a scale per group_size
+    // input columns. 0 when the checkpoint is not groupwise.
+    int group_bits = 0;
+    int64_t group_size = 0;
     std::vector<int32_t> eos_token_ids;
 
     int64_t key_dim() const { return linear_num_key_heads * linear_key_head_dim; }

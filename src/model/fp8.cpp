@@ -4,19 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "model/parallel_rows.h"
 
 namespace ninfer::model {
-namespace {
-
-// Values below which one thread dequantizes a tensor alone (thread start-up would dominate).
-constexpr int64_t kValuesPerThread = int64_t(1) << 20;
-
-} // namespace
-
 std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::TensorEntry& scale,
                                   int64_t block_rows, int64_t block_cols) {
     require(weight.shape.size() == 2, "fp8 tensor '", weight.name, "' has shape ",
@@ -53,15 +46,7 @@ std::vector<float> dequantize_fp8(const io::TensorEntry& weight, const io::Tenso
                 out[size_t(i * cols + j)] = table[q[i * cols + j]] * srow[j / block_cols];
         }
     };
-    // A real checkpoint dequantizes tens of billions of values at load: split big tensors
-    // over the machine's threads (rows are independent).
-    const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
-                                              rows * cols / kValuesPerThread + 1);
-    std::vector<std::thread> pool;
-    for (int64_t t = 1; t < threads; ++t)
-        pool.emplace_back(rows_from, rows * t / threads, rows * (t + 1) / threads);
-    rows_from(0, rows / threads);
-    for (auto& th : pool) th.join();
+    parallel_rows(rows, rows * cols, rows_from);
     return out;
 }
 

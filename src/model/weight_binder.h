@@ -1,6 +1,7 @@
 // The checkpoint binder of weight_loader.cpp: checks each tensor a binding takes (name, shape,
-// dtype, fp8 scale), fuses parts into device tensors in the compute dtype, or keeps block-wise
-// fp8 projections resident (fuse_weight), and makes seeded random weights for random models;
+// dtype, fp8 or groupwise scale), fuses parts into device tensors in the compute dtype (quantized
+// parts dequantized on the host), or keeps block-wise fp8 projections resident (fuse_weight), and
+// makes seeded random weights for random models;
 // reports the checkpoint bytes it has uploaded (ProgressMeter). Internal to the loader.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "model/fp8.h"
+#include "model/groupwise.h"
 #include "model/weight_loader.h"
 #include "model/weights.h"
 #include "ops/exec_context.h"
@@ -145,9 +148,13 @@ public:
             fail_invalid("checkpoint is missing tensor '", name, "' (expected ", dims_string(shape),
                          ")");
         const bool fp8 = e->dtype_known && e->dtype == DType::F8E4M3;
+        if (is_grouped(*e)) {
+            take_grouped(*e, shape);
+            return *e;
+        }
         if (!e->dtype_known || !(is_float(e->dtype) || fp8))
             fail(ErrorCategory::Unsupported, "tensor '", name, "' has dtype ", e->dtype_name,
-                 "; expected F32, BF16, F16 or block-wise F8_E4M3");
+                 "; expected F32, BF16, F16, block-wise F8_E4M3 or groupwise I8/U8 codes");
         if (fp8 && !cfg.fp8)
             fail_invalid("tensor '", name, "' is F8_E4M3 but config.json has no fp8 "
                          "quantization_config");
@@ -174,7 +181,7 @@ public:
 
     // A device tensor of shape dims in the compute dtype whose contents are the given tensors
     // concatenated in order (concatenation along dim 0, or of per-expert blocks, is
-    // concatenation of flat buffers). fp8 parts are dequantized on the host first.
+    // concatenation of flat buffers). fp8 and groupwise parts are dequantized on the host first.
     Tensor fuse(const Dims& dims, const std::vector<const TensorEntry*>& parts) {
         Tensor t =
             Tensor::empty(ops::device_allocator(ctx.device), dtype, dims.data(), int(dims.size()));
@@ -189,13 +196,16 @@ public:
             std::vector<float> values;
             TensorView src = TensorView::contiguous(const_cast<void*>(p->data), p->dtype,
                                                     Device::cpu(), {p->numel()});
-            if (p->dtype == DType::F8E4M3) {
+            if (p->dtype == DType::F8E4M3)
                 values = dequantize_fp8(*p, scale_of(*p), cfg.fp8_block[0], cfg.fp8_block[1]);
+            if (is_grouped(*p))
+                values = dequantize_groupwise(*p, group_scale_of(*p), logical_dims.at(p->name),
+                                              cfg.group_bits, cfg.group_size);
+            if (!values.empty())
                 src = TensorView::contiguous(values.data(), DType::F32, Device::cpu(),
-                                             {p->numel()});
-            }
-            ops::upload(ctx, src, flat.narrow(0, offset, p->numel())); // staged: values may go
-            offset += p->numel();
+                                             {int64_t(values.size())});
+            ops::upload(ctx, src, flat.narrow(0, offset, src.numel())); // staged: values may go
+            offset += src.numel();
             progress.add(checkpoint_bytes_of(*p));
         }
         require(offset == t.numel(), "internal: fused tensor size mismatch");
@@ -282,9 +292,48 @@ public:
         return none;
     }
 
-    // The bytes a bound part read from the checkpoint: its own, and its scale's when fp8.
+    // The bytes a bound part read from the checkpoint: its own, and its scale's when quantized.
     int64_t checkpoint_bytes_of(const TensorEntry& e) const {
-        return e.nbytes + (e.dtype == DType::F8E4M3 ? scale_of(e).nbytes : 0);
+        return e.nbytes + (e.dtype == DType::F8E4M3 ? scale_of(e).nbytes
+                           : is_grouped(e)          ? group_scale_of(e).nbytes
+                                                    : 0);
+    }
+
+    // Groupwise integer codes (model/groupwise.h): the dtype decides, then the config must agree.
+    static bool is_grouped(const TensorEntry& e) {
+        return e.dtype_known && (e.dtype == DType::I8 || e.dtype == DType::U8);
+    }
+    const TensorEntry& group_scale_of(const TensorEntry& e) const {
+        const TensorEntry* s = ckpt.find(e.name + "_scale");
+        if (!s) fail_invalid("groupwise tensor '", e.name, "' has no scale '", e.name, "_scale'");
+        return *s;
+    }
+    // Checks groupwise codes of logical shape `shape` and their scale (dequantize_groupwise
+    // checks the dtypes and values again when it runs); marks both consumed.
+    void take_grouped(const TensorEntry& e, const Dims& shape) {
+        if (cfg.group_bits == 0)
+            fail_invalid("tensor '", e.name, "' is ", e.dtype_name,
+                         " but config.json has no ninfer_groupwise quantization_config");
+        if (shape.size() < 2)
+            fail_invalid("tensor '", e.name, "' is ", e.dtype_name, " with shape ",
+                         e.shape_string(), "; only weights of two or more dims are groupwise (",
+                         dims_string(shape), " expected in a float dtype)");
+        const DType want = groupwise_code_dtype(cfg.group_bits);
+        const Dims code_shape = groupwise_code_shape(shape, cfg.group_bits);
+        if (e.dtype != want || e.shape != code_shape)
+            fail_invalid("groupwise tensor '", e.name, "' is ", e.dtype_name, " ",
+                         e.shape_string(), ", expected ", dtype_name(want), " ",
+                         dims_string(code_shape), " for ", cfg.group_bits, "-bit codes of a ",
+                         dims_string(shape), " weight");
+        const TensorEntry& s = group_scale_of(e);
+        const Dims scale_shape = groupwise_scale_shape(shape, cfg.group_size);
+        if (s.shape != scale_shape)
+            fail_invalid("groupwise scale '", s.name, "' has shape ", s.shape_string(),
+                         ", expected ", dims_string(scale_shape), " for a ", dims_string(shape),
+                         " weight in groups of ", cfg.group_size);
+        consumed.insert(s.name);
+        consumed.insert(e.name);
+        logical_dims[e.name] = shape;
     }
 
     const TensorEntry& scale_of(const TensorEntry& e) const {
@@ -315,6 +364,7 @@ public:
     bool random = false;
     uint64_t random_seed = 0;
     std::set<std::string> consumed;
+    std::map<std::string, Dims> logical_dims; // groupwise codes: the weight's shape (take_grouped)
     std::deque<TensorEntry> placeholders;
     ProgressMeter progress; // silent in random mode (no callback)
 };

@@ -1,4 +1,4 @@
-// ninfer convert --to fp8 (model/convert_fp8.h): the converted checkpoint equals, tensor by
+// ninfer convert --to fp8 (model/convert.h): the converted checkpoint equals, tensor by
 // tensor and bit for bit, the FP8 fixtures made by PyTorch (torch's e4m3 cast) with the same
 // recipe (tools/reference/make_fp8_fixture.py); fused 3-D experts come out per expert and
 // dequantize to within e4m3's rounding of the original; converting twice gives the same bytes;
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "model/convert_fp8.h"
+#include "model/convert.h"
 #include "model/fixture_util.h"
 #include "model/fp8.h"
 
@@ -49,22 +49,22 @@ void expect_same_tensors(const fs::path& got_dir, const fs::path& want_dir) {
 }
 
 TEST(ConvertFp8, EqualsPyTorchsQuantizationBitForBit) {
-    model::Fp8ConvertOptions o;
+    model::ConvertOptions o;
     o.block = 32;
     const fs::path moe = scratch("moe");
-    model::convert_to_fp8(fixture("moe_vlm_per_expert"), moe, o);
+    model::convert_checkpoint(fixture("moe_vlm_per_expert"), moe, o);
     expect_same_tensors(moe, quant_fixture("moe_fp8"));
     o.scale_dtype = DType::F32;
     const fs::path dense = scratch("dense");
-    model::convert_to_fp8(fixture("dense_vlm_mtp"), dense, o);
+    model::convert_checkpoint(fixture("dense_vlm_mtp"), dense, o);
     expect_same_tensors(dense, quant_fixture("dense_fp8_sharded"));
 }
 
 TEST(ConvertFp8, FusedExpertsComeOutPerExpertWithinE4m3Rounding) {
-    model::Fp8ConvertOptions o;
+    model::ConvertOptions o;
     o.block = 32;
     const fs::path out = scratch("fused");
-    const model::Fp8ConvertReport r = model::convert_to_fp8(fixture("moe_text_fused"), out, o);
+    const model::ConvertReport r = model::convert_checkpoint(fixture("moe_text_fused"), out, o);
     EXPECT_GT(r.quantized, 0);
     const auto src = io::SafetensorsCheckpoint::open(fixture("moe_text_fused"));
     const auto dst = io::SafetensorsCheckpoint::open(out);
@@ -105,14 +105,14 @@ TEST(ConvertFp8, FusedExpertsComeOutPerExpertWithinE4m3Rounding) {
 }
 
 TEST(ConvertFp8, IsReproducibleAndRefusesFp8Input) {
-    model::Fp8ConvertOptions o;
+    model::ConvertOptions o;
     o.block = 32;
     const fs::path a = scratch("a"), b = scratch("b");
-    model::convert_to_fp8(fixture("moe_vlm_per_expert"), a, o);
-    model::convert_to_fp8(fixture("moe_vlm_per_expert"), b, o);
+    model::convert_checkpoint(fixture("moe_vlm_per_expert"), a, o);
+    model::convert_checkpoint(fixture("moe_vlm_per_expert"), b, o);
     EXPECT_EQ(file_bytes(a / "model.safetensors"), file_bytes(b / "model.safetensors"));
     EXPECT_EQ(file_bytes(a / "config.json"), file_bytes(b / "config.json"));
-    EXPECT_THROW(model::convert_to_fp8(quant_fixture("moe_fp8"), scratch("again"), o), Error);
+    EXPECT_THROW(model::convert_checkpoint(quant_fixture("moe_fp8"), scratch("again"), o), Error);
 }
 
 } // namespace

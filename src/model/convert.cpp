@@ -1,4 +1,4 @@
-#include "model/convert_fp8.h"
+#include "model/convert.h"
 
 #include <fstream>
 #include <map>
@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "model/fp8.h"
+#include "model/groupwise.h"
 
 namespace ninfer::model {
 namespace {
@@ -38,12 +39,41 @@ struct Source {
 };
 
 std::string safetensors_dtype(DType d) {
-    return d == DType::F32 ? "F32" : d == DType::BF16 ? "BF16" : "F16";
+    return d == DType::F32 ? "F32" : d == DType::BF16 ? "BF16" : d == DType::F16 ? "F16"
+           : d == DType::I8 ? "I8" : "U8";
 }
+
+// The options with their per-format defaults filled in.
+struct Resolved {
+    QuantFormat format;
+    int64_t block, group;
+    DType scale_dtype;
+    bool fp8() const { return format == QuantFormat::Fp8; }
+    int bits() const { return format == QuantFormat::W8 ? 8 : 4; }
+    // The scale tensor beside a weight: the official fp8 name, or ninfer_groupwise's.
+    const char* scale_suffix() const { return fp8() ? "_scale_inv" : "_scale"; }
+};
+
+Resolved resolve(const ConvertOptions& o) {
+    Resolved r{o.format, o.block, o.group, DType::BF16};
+    if (!r.fp8() && r.group == 0) r.group = o.format == QuantFormat::W8 ? 64 : 32;
+    r.scale_dtype = o.scale_dtype.value_or(r.fp8() ? DType::BF16 : DType::F16);
+    require(r.block >= 1, "--block must be positive");
+    require(r.fp8() || r.group >= 1, "--group must be positive");
+    require(r.scale_dtype == DType::F32 || r.scale_dtype == DType::BF16 ||
+                r.scale_dtype == DType::F16,
+            "the scale dtype must be f32, bf16 or f16");
+    return r;
+}
+
+// One quantized weight's stored tensors, made once for the weight and its scale.
+struct Quantized {
+    std::vector<uint8_t> weight, scale;
+};
 
 class Plan {
 public:
-    Plan(const io::SafetensorsCheckpoint& ck, const Fp8ConvertOptions& o) : opt_(o) {
+    Plan(const io::SafetensorsCheckpoint& ck, const Resolved& o) : opt_(o) {
         for (const auto& [name, e] : ck.entries()) add(name, e);
     }
 
@@ -59,38 +89,58 @@ public:
             const auto* p = static_cast<const uint8_t*>(e.data);
             return std::vector<uint8_t>(p, p + e.nbytes);
         }
-        const std::string weight = s.kind == Source::Kind::Weight
-                                       ? name
-                                       : name.substr(0, name.size() - std::string("_scale_inv").size());
+        const std::string weight =
+            s.kind == Source::Kind::Weight
+                ? name
+                : name.substr(0, name.size() - std::string(opt_.scale_suffix()).size());
         if (cached_name_ != weight) { // the weight comes first in name order, then its scale
             std::vector<float> w(size_t(s.rows * s.cols));
             const int64_t elem = dtype_size(e.dtype);
             convert_to_f32(static_cast<const uint8_t*>(e.data) + s.row_begin * s.cols * elem,
                            e.dtype, w.data(), s.rows * s.cols);
-            cached_ = quantize_fp8(w.data(), s.rows, s.cols, opt_.block, opt_.block,
-                                   opt_.scale_dtype);
+            cached_ = quantize(weight, w.data(), s.rows, s.cols);
             cached_name_ = weight;
         }
         return s.kind == Source::Kind::Weight ? cached_.weight : cached_.scale;
     }
 
 private:
+    Quantized quantize(const std::string& name, const float* w, int64_t rows, int64_t cols) const {
+        if (opt_.fp8()) {
+            Fp8Block b = quantize_fp8(w, rows, cols, opt_.block, opt_.block, opt_.scale_dtype);
+            return {std::move(b.weight), std::move(b.scale)};
+        }
+        GroupwiseTensor g =
+            quantize_groupwise(w, rows, cols, opt_.bits(), opt_.group, opt_.scale_dtype, name);
+        return {std::move(g.codes), std::move(g.scale)};
+    }
+
     void add_quantized(const std::string& name, const io::TensorEntry& e, int64_t row_begin,
                        int64_t rows, int64_t cols) {
-        const int64_t sr = (rows + opt_.block - 1) / opt_.block;
-        const int64_t sc = (cols + opt_.block - 1) / opt_.block;
-        specs_[name] = {"F8_E4M3", {rows, cols}, rows * cols};
+        const std::string scale = name + opt_.scale_suffix();
+        const int64_t selem = dtype_size(opt_.scale_dtype);
+        if (opt_.fp8()) {
+            const int64_t sr = (rows + opt_.block - 1) / opt_.block;
+            const int64_t sc = (cols + opt_.block - 1) / opt_.block;
+            specs_[name] = {"F8_E4M3", {rows, cols}, rows * cols};
+            specs_[scale] = {safetensors_dtype(opt_.scale_dtype), {sr, sc}, sr * sc * selem};
+        } else {
+            const std::vector<int64_t> cs = groupwise_code_shape({rows, cols}, opt_.bits());
+            const std::vector<int64_t> ss = groupwise_scale_shape({rows, cols}, opt_.group);
+            specs_[name] = {safetensors_dtype(groupwise_code_dtype(opt_.bits())), cs,
+                            cs[0] * cs[1]};
+            specs_[scale] = {safetensors_dtype(opt_.scale_dtype), ss, ss[0] * ss[1] * selem};
+        }
         sources_[name] = {&e, Source::Kind::Weight, row_begin, rows, cols};
-        specs_[name + "_scale_inv"] = {safetensors_dtype(opt_.scale_dtype), {sr, sc},
-                                       sr * sc * dtype_size(opt_.scale_dtype)};
-        sources_[name + "_scale_inv"] = {&e, Source::Kind::Scale, row_begin, rows, cols};
+        sources_[scale] = {&e, Source::Kind::Scale, row_begin, rows, cols};
         ++quantized_;
     }
 
     void add(const std::string& name, const io::TensorEntry& e) {
         const bool floating = e.dtype_known && is_float(e.dtype);
-        if (!floating && e.dtype_name == "F8_E4M3")
-            fail_invalid("tensor '", name, "' is already F8_E4M3: the checkpoint is quantized");
+        if (!floating && (e.dtype_name == "F8_E4M3" || e.dtype_name == "I8" || e.dtype_name == "U8"))
+            fail_invalid("tensor '", name, "' is already ", e.dtype_name,
+                         ": the checkpoint is quantized");
         // Fused 3-D experts ([E, 2I, H] gate|up, [E, H, I] down): per expert, as FP8 releases.
         static const std::regex fused(R"(^(.*mlp\.experts\.)(gate_up_proj|down_proj)$)");
         std::smatch m;
@@ -121,13 +171,13 @@ private:
             kept_.insert(name.substr(0, name.size() - 7));
     }
 
-    Fp8ConvertOptions opt_;
+    Resolved opt_;
     std::map<std::string, io::TensorSpec> specs_;
     std::map<std::string, Source> sources_;
     std::set<std::string> kept_;
     int64_t quantized_ = 0, copied_ = 0;
     std::string cached_name_;
-    Fp8Block cached_;
+    Quantized cached_;
 };
 
 nlohmann::json read_json(const fs::path& p) {
@@ -138,14 +188,13 @@ nlohmann::json read_json(const fs::path& p) {
 
 } // namespace
 
-Fp8ConvertReport convert_to_fp8(const fs::path& src, const fs::path& out,
-                                const Fp8ConvertOptions& o) {
-    require(o.block >= 1, "--block must be positive");
-    require(o.scale_dtype == DType::F32 || o.scale_dtype == DType::BF16 ||
-                o.scale_dtype == DType::F16,
-            "the scale dtype must be f32, bf16 or f16");
+ConvertReport convert_checkpoint(const fs::path& src, const fs::path& out,
+                                 const ConvertOptions& options) {
+    const Resolved o = resolve(options);
     const io::ModelConfig cfg = io::load_hf_config(src);
     if (cfg.fp8) fail_invalid(src.string(), " is already an fp8 checkpoint");
+    if (cfg.group_bits)
+        fail_invalid(src.string(), " is already a groupwise (", cfg.group_bits, "-bit) checkpoint");
     require(fs::weakly_canonical(src) != fs::weakly_canonical(out),
             "--out must differ from --model");
     const io::SafetensorsCheckpoint ck = io::SafetensorsCheckpoint::open(src);
@@ -181,11 +230,17 @@ Fp8ConvertReport convert_to_fp8(const fs::path& src, const fs::path& out,
     }
     nlohmann::ordered_json config = read_json(fs::is_directory(src) ? src / "config.json" : src);
     const std::set<std::string> kept = plan.kept_linear_modules();
-    config["quantization_config"] = {{"quant_method", "fp8"},
-                                     {"fmt", "e4m3"},
-                                     {"activation_scheme", "dynamic"},
-                                     {"weight_block_size", {o.block, o.block}},
-                                     {"modules_to_not_convert", kept}};
+    if (o.fp8())
+        config["quantization_config"] = {{"quant_method", "fp8"},
+                                         {"fmt", "e4m3"},
+                                         {"activation_scheme", "dynamic"},
+                                         {"weight_block_size", {o.block, o.block}},
+                                         {"modules_to_not_convert", kept}};
+    else
+        config["quantization_config"] = {{"quant_method", "ninfer_groupwise"},
+                                         {"bits", o.bits()},
+                                         {"group_size", o.group},
+                                         {"modules_to_not_convert", kept}};
     std::ofstream(out / "config.json") << config.dump(2) << "\n";
     for (const auto& f : fs::directory_iterator(src)) { // tokenizer, templates, generation config
         const std::string n = f.path().filename().string();
@@ -194,7 +249,9 @@ Fp8ConvertReport convert_to_fp8(const fs::path& src, const fs::path& out,
         if (f.is_regular_file() && !weights)
             fs::copy_file(f.path(), out / n, fs::copy_options::overwrite_existing);
     }
-    Fp8ConvertReport r;
+    ConvertReport r;
+    r.group = o.fp8() ? 0 : o.group;
+    r.scale_dtype = o.scale_dtype;
     r.quantized = plan.quantized();
     r.copied = plan.copied();
     for (const auto& [name, e] : ck.entries()) r.bytes_in += e.nbytes;
