@@ -19,7 +19,7 @@ DType scale_dtype_named(const std::string& name) {
 
 int convert(const ConvertOptions& o) {
     model::ConvertOptions c;
-    c.format = o.to == "w8" ? model::QuantFormat::W8
+    c.format = o.to == "w8"   ? model::QuantFormat::W8
                : o.to == "q4" ? model::QuantFormat::Q4
                               : model::QuantFormat::Fp8;
     require(c.format != model::QuantFormat::Fp8 || o.group == 0,
@@ -55,8 +55,7 @@ Action add_convert_command(CLI::App& app) {
         ->check(CLI::IsMember({"fp8", "w8", "q4"}));
     app.add_option("--block", o->block, "Block edge of the fp8 scales (Qwen: 128)")
         ->check(CLI::PositiveNumber);
-    app.add_option("--group", o->group,
-                   "Input columns per scale for w8/q4 (default: w8 64, q4 32)")
+    app.add_option("--group", o->group, "Input columns per scale for w8/q4 (default: w8 64, q4 32)")
         ->check(CLI::PositiveNumber);
     app.add_option("--scale-dtype", o->scale_dtype,
                    "bf16, f16 or f32 (default: fp8 bf16 as Qwen's, w8/q4 f16)")

@@ -39,8 +39,11 @@ struct Source {
 };
 
 std::string safetensors_dtype(DType d) {
-    return d == DType::F32 ? "F32" : d == DType::BF16 ? "BF16" : d == DType::F16 ? "F16"
-           : d == DType::I8 ? "I8" : "U8";
+    return d == DType::F32    ? "F32"
+           : d == DType::BF16 ? "BF16"
+           : d == DType::F16  ? "F16"
+           : d == DType::I8   ? "I8"
+                              : "U8";
 }
 
 // The options with their per-format defaults filled in.
@@ -138,7 +141,8 @@ private:
 
     void add(const std::string& name, const io::TensorEntry& e) {
         const bool floating = e.dtype_known && is_float(e.dtype);
-        if (!floating && (e.dtype_name == "F8_E4M3" || e.dtype_name == "I8" || e.dtype_name == "U8"))
+        if (!floating &&
+            (e.dtype_name == "F8_E4M3" || e.dtype_name == "I8" || e.dtype_name == "U8"))
             fail_invalid("tensor '", name, "' is already ", e.dtype_name,
                          ": the checkpoint is quantized");
         // Fused 3-D experts ([E, 2I, H] gate|up, [E, H, I] down): per expert, as FP8 releases.
@@ -215,10 +219,10 @@ ConvertReport convert_checkpoint(const fs::path& src, const fs::path& out,
     nlohmann::ordered_json weight_map;
     for (size_t k = 0; k < shards.size(); ++k) {
         const std::string file =
-            shards.size() == 1 ? std::string("model.safetensors")
-                               : concat("model-", k + 1 < 10 ? "0000" : "000", k + 1, "-of-",
-                                        shards.size() < 10 ? "0000" : "000", shards.size(),
-                                        ".safetensors");
+            shards.size() == 1
+                ? std::string("model.safetensors")
+                : concat("model-", k + 1 < 10 ? "0000" : "000", k + 1, "-of-",
+                         shards.size() < 10 ? "0000" : "000", shards.size(), ".safetensors");
         io::write_safetensors(out / file, shards[k],
                               [&](const std::string& name) { return plan.bytes(name); });
         for (const auto& [name, spec] : shards[k]) weight_map[name] = file;

@@ -34,11 +34,11 @@ struct ConvertReport {
     int64_t quantized = 0, copied = 0; // tensors
     int64_t bytes_in = 0, bytes_out = 0;
     int shards = 0;
-    int64_t group = 0;  // w8/q4: the group size used
+    int64_t group = 0; // w8/q4: the group size used
     DType scale_dtype = DType::BF16;
 };
 
-ConvertReport convert_checkpoint(const std::filesystem::path& src,
-                                 const std::filesystem::path& out, const ConvertOptions& options);
+ConvertReport convert_checkpoint(const std::filesystem::path& src, const std::filesystem::path& out,
+                                 const ConvertOptions& options);
 
 } // namespace ninfer::model

@@ -58,15 +58,36 @@ std::string codebook_name(const io::SafetensorsCheckpoint& ckpt, const std::stri
     return ckpt.find(base) || !ckpt.find(base + ".weight") ? base : base + ".weight";
 }
 
-DFlashWeights bind(binding::Binder& b, const DFlashConfig& c, const io::SafetensorsCheckpoint& ckpt) {
+// The prefix of the drafter's tensor names: z-lab's checkpoints name them bare ("fc.weight",
+// "layers.0. ..."); trainers that save the drafter inside a wrapper module prefix every name
+// (e.g. "model."). Found from the one fc.weight; none or several is an error naming them.
+std::string name_prefix(const io::SafetensorsCheckpoint& ckpt, const std::string& source) {
+    if (ckpt.find("fc.weight")) return "";
+    std::vector<std::string> found;
+    const std::string leaf = ".fc.weight";
+    for (const auto& [name, entry] : ckpt.entries())
+        if (name.size() > leaf.size() &&
+            name.compare(name.size() - leaf.size(), leaf.size(), leaf) == 0 &&
+            name.find("layers.") == std::string::npos)
+            found.push_back(name.substr(0, name.size() - leaf.size() + 1));
+    if (found.size() == 1) return found.front();
+    if (found.empty()) fail_invalid(source, ": the drafter checkpoint has no 'fc.weight'");
+    std::string list;
+    for (const std::string& p : found) list += (list.empty() ? "" : ", ") + p + "fc.weight";
+    fail_invalid(source, ": the drafter checkpoint has several fc.weight tensors (", list,
+                 "); expected one");
+}
+
+DFlashWeights bind_drafter(binding::Binder& b, const DFlashConfig& c,
+                           const io::SafetensorsCheckpoint& ckpt, const std::string& prefix) {
     const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
     const int64_t nH = c.num_heads, nKV = c.num_kv_heads;
     DFlashWeights w;
-    w.fc = b.load_weight("fc.weight", {H, int64_t(c.target_layers.size()) * H});
-    w.hidden_norm = b.load("hidden_norm.weight", {H});
-    w.norm = b.load("norm.weight", {H});
+    w.fc = b.load_weight(prefix + "fc.weight", {H, int64_t(c.target_layers.size()) * H});
+    w.hidden_norm = b.load(prefix + "hidden_norm.weight", {H});
+    w.norm = b.load(prefix + "norm.weight", {H});
     for (int64_t l = 0; l < c.num_layers; ++l) {
-        const std::string p = "layers." + std::to_string(l) + ".";
+        const std::string p = prefix + "layers." + std::to_string(l) + ".";
         DFlashLayerWeights& L = w.layers.emplace_back();
         L.input_norm = b.load(p + "input_layernorm.weight", {H});
         L.post_norm = b.load(p + "post_attention_layernorm.weight", {H});
@@ -92,10 +113,10 @@ DFlashWeights bind(binding::Binder& b, const DFlashConfig& c, const io::Safetens
     }
     if (c.v2) {
         const int64_t R = c.selector_rank, V = c.vocab_size;
-        w.selector_proj = b.load_weight("candidate_selector.hidden_projection.weight", {R, H});
-        w.predecessor =
-            b.load(codebook_name(ckpt, "candidate_selector.predecessor_codebook"), {V, R});
-        w.successor = b.load(codebook_name(ckpt, "candidate_selector.successor_codebook"), {V, R});
+        const std::string p = prefix + "candidate_selector.";
+        w.selector_proj = b.load_weight(p + "hidden_projection.weight", {R, H});
+        w.predecessor = b.load(codebook_name(ckpt, p + "predecessor_codebook"), {V, R});
+        w.successor = b.load(codebook_name(ckpt, p + "successor_codebook"), {V, R});
     }
     return w;
 }
@@ -106,8 +127,8 @@ int64_t bytes_of(const DFlashWeights& w) {
         for (const Tensor* t : {&l.input_norm, &l.post_norm, &l.q_norm, &l.k_norm,
                                 &l.attn_conv_base, &l.mlp_conv_base})
             if (t->defined()) n += t->view().nbytes();
-        for (const Weight* x : {&l.qkv, &l.o_proj, &l.gate_up, &l.down, &l.attn_conv_proj,
-                                &l.mlp_conv_proj})
+        for (const Weight* x :
+             {&l.qkv, &l.o_proj, &l.gate_up, &l.down, &l.attn_conv_proj, &l.mlp_conv_proj})
             if (x->defined()) n += x->nbytes();
     }
     if (w.selector_proj.defined())
@@ -137,25 +158,26 @@ std::unique_ptr<DFlashModel> DFlashModel::load(const std::filesystem::path& dir,
     const io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
     const io::ModelConfig bc = binder_config();
     binding::Binder b(bc, ckpt, ctx, /*fp8_resident=*/false);
-    DFlashWeights w = bind(b, c, ckpt);
+    const std::string prefix = name_prefix(ckpt, dir.string());
+    DFlashWeights w = bind_drafter(b, c, ckpt, prefix);
     // Some trainers save copies of the target's embedding and head, or RoPE buffers: the
     // drafter uses the target's own, so these are read past (anything else unknown is an error).
     for (const auto& [name, entry] : ckpt.entries())
-        if (name == "embed_tokens.weight" || name == "lm_head.weight" ||
+        if (name == prefix + "embed_tokens.weight" || name == "embed_tokens.weight" ||
+            name == prefix + "lm_head.weight" || name == "lm_head.weight" ||
             name.find("rotary_emb.inv_freq") != std::string::npos)
             b.consumed.insert(name);
     b.finish();
     return std::unique_ptr<DFlashModel>(new DFlashModel(std::move(c), std::move(w)));
 }
 
-std::unique_ptr<DFlashModel> DFlashModel::random(DFlashConfig config,
-                                                 const io::ModelConfig& target,
+std::unique_ptr<DFlashModel> DFlashModel::random(DFlashConfig config, const io::ModelConfig& target,
                                                  const ops::ExecContext& ctx, uint64_t seed,
                                                  const TokenLookup& find_token) {
     resolve_dflash_target(config, target, "random drafter", find_token);
     const io::ModelConfig bc = binder_config();
     binding::Binder b(bc, ctx, seed, /*fp8_resident=*/false);
-    DFlashWeights w = bind(b, config, io::SafetensorsCheckpoint());
+    DFlashWeights w = bind_drafter(b, config, io::SafetensorsCheckpoint(), "");
     // Plain RMSNorm weights scale by w (not 1 + w): random ones sit near 1.
     uint64_t s = seed;
     auto near_one = [&](const Tensor& t) { ops::fill_random(ctx, t, ++s, 1.0f, 0.02f); };
@@ -230,8 +252,8 @@ void DFlashModel::layer(const ops::ExecContext& ctx, const DFlashLayerWeights& w
     // both with the kernels the input projects.
     auto prepare = [&](const Weight& proj, const Tensor& base, const TensorView& in) {
         ops::linear(ctx, in, proj, dyn);
-        ops::grouped_dynamic_conv(ctx, in, cols(dyn, 0, tG), base.view().narrow(0, 0, 1).reshape(
-                                      {c.conv_taps, H}),
+        ops::grouped_dynamic_conv(ctx, in, cols(dyn, 0, tG),
+                                  base.view().narrow(0, 0, 1).reshape({c.conv_taps, H}),
                                   c.conv_group, b.host_segments, b.segments, conv);
         return conv;
     };
@@ -251,8 +273,7 @@ void DFlashModel::layer(const ops::ExecContext& ctx, const DFlashLayerWeights& w
     ops::rms_norm(ctx, proj.split_heads(nH * D, nKV, D), w.k_norm, eps, k, 0.0f);
     ops::rope(ctx, q, b.positions, D, c.rope_theta);
     ops::rope(ctx, k, b.positions, D, c.rope_theta);
-    ops::kv_cache_write(ctx, k, proj.split_heads((nH + nKV) * D, nKV, D), b.seqs, k_cache,
-                        v_cache);
+    ops::kv_cache_write(ctx, k, proj.split_heads((nH + nKV) * D, nKV, D), b.seqs, k_cache, v_cache);
     TensorView attn = s.attn.view().narrow(0, 0, T);
     ops::span_attention(ctx, q, k_cache, v_cache, spans, float(1.0 / std::sqrt(double(D))), attn);
     if (c.v2) {
@@ -291,8 +312,7 @@ void DFlashModel::propose(const ops::ExecContext& ctx, const DFlashBlocks& b,
     for (int64_t l = 0; l < c.num_layers; ++l)
         layer(ctx, weights_.layers[size_t(l)], b, *layer_spans[size_t(l)],
               caches.draft_k_cache[size_t(l)], caches.draft_v_cache[size_t(l)], T);
-    ops::rms_norm(ctx, s.x.view().narrow(0, 0, T), weights_.norm, float(c.rms_norm_eps), out,
-                  0.0f);
+    ops::rms_norm(ctx, s.x.view().narrow(0, 0, T), weights_.norm, float(c.rms_norm_eps), out, 0.0f);
 }
 
 } // namespace ninfer::model

@@ -101,8 +101,7 @@ GroupwiseTensor quantize_groupwise(const float* w, int64_t rows, int64_t cols, i
 }
 
 std::vector<float> dequantize_groupwise(const io::TensorEntry& codes, const io::TensorEntry& scale,
-                                        const std::vector<int64_t>& dims, int bits,
-                                        int64_t group) {
+                                        const std::vector<int64_t>& dims, int bits, int64_t group) {
     check_format(bits, group);
     const std::vector<int64_t> code_shape = groupwise_code_shape(dims, bits);
     const std::vector<int64_t> scale_shape = groupwise_scale_shape(dims, group);
@@ -136,8 +135,8 @@ std::vector<float> dequantize_groupwise(const io::TensorEntry& codes, const io::
             const float* srow = &s[size_t(i * groups)];
             float* dst = &out[size_t(i * cols)];
             for (int64_t j = 0; j < cols; ++j) {
-                const int code = bits == 8 ? int(int8_t(row[j]))
-                                           : int((row[j / 2] >> (4 * (j % 2))) & 0xF) - 8;
+                const int code =
+                    bits == 8 ? int(int8_t(row[j])) : int((row[j / 2] >> (4 * (j % 2))) & 0xF) - 8;
                 dst[j] = float(code) * srow[j / group];
             }
         }

@@ -13,8 +13,7 @@ namespace ninfer::model {
 inline constexpr int64_t kValuesPerThread = int64_t(1) << 20;
 
 // Runs body(begin, end) over row ranges that cover [0, rows); `values` sizes the split.
-template <class Body>
-void parallel_rows(int64_t rows, int64_t values, const Body& body) {
+template <class Body> void parallel_rows(int64_t rows, int64_t values, const Body& body) {
     const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
                                               values / kValuesPerThread + 1);
     std::vector<std::thread> pool;

@@ -10,10 +10,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 
 #include "model/mtp_acceptance.h"
 
@@ -104,6 +107,41 @@ inline void check_shortlist_maps_ids_back(const EngineOptions& options) {
                 "%.4f (ids below %lld)\n", full, permuted, half, static_cast<long long>(V / 2));
     EXPECT_NEAR(permuted, full, 0.01);
     EXPECT_GT(half, 0.5 * full);
+}
+
+// The shipped drafter with every tensor name prefixed by "model." (as trainers that wrap the
+// drafter save it) is the same drafter: the same acceptance, exactly. The first 8 prompts.
+inline void check_prefixed_names_load_the_same_drafter(const EngineOptions& options) {
+    MtpEval prompts = load_mtp_eval();
+    const DFlashEval want = load_dflash_eval(prompts.model_dir);
+    ASSERT_GT(want.draft_tokens, 0) << "models/ninfer-demo/dflash2/eval.json is missing";
+    if (prompts.prompts.size() > 8) prompts.prompts.resize(8);
+    const std::filesystem::path shipped = std::filesystem::path(prompts.model_dir) / "dflash2";
+    const std::filesystem::path prefixed = scratch_path("ninfer_demo_dflash2_prefixed");
+    std::filesystem::create_directories(prefixed);
+    std::filesystem::copy_file(shipped / "config.json", prefixed / "config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    const io::SafetensorsCheckpoint ck = io::SafetensorsCheckpoint::open(shipped);
+    std::map<std::string, io::TensorSpec> specs;
+    for (const auto& [name, e] : ck.entries())
+        specs["model." + name] = {e.dtype_name, e.shape, e.nbytes};
+    io::write_safetensors(prefixed / "model.safetensors", specs, [&](const std::string& name) {
+        const io::TensorEntry& e = *ck.find(name.substr(6));
+        const auto* p = static_cast<const uint8_t*>(e.data);
+        return std::vector<uint8_t>(p, p + e.nbytes);
+    });
+    auto stats = [&](const std::string& dir) {
+        EngineOptions o = options;
+        o.draft_model = dir;
+        return measure_dflash_acceptance(o, prompts, want);
+    };
+    const SpeculativeStats a = stats(shipped.string()), b = stats(prefixed.string());
+    ASSERT_GT(a.rounds, 0);
+    EXPECT_EQ(b.rounds, a.rounds);
+    EXPECT_EQ(b.accepted, a.accepted);
+    std::printf("dflash2 demo: %lld of %lld rounds' drafts accepted with bare and \"model.\" "
+                "names alike\n", static_cast<long long>(a.accepted),
+                static_cast<long long>(a.rounds));
 }
 
 inline void check_dflash_acceptance(EngineOptions options) {

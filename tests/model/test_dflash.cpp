@@ -5,7 +5,9 @@
 // drafter directory, is a clear error at startup.
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
+#include "io/safetensors_writer.h"
 #include "model/dflash.h"
 #include "model/dflash_fixture.h"
 #include "model/sampling_gate.h"
@@ -238,6 +240,27 @@ TEST(DFlashErrors, MissingTensorIsNamed) {
     o.speculative = "dflash";
     o.draft_model = broken.string();
     expect_start_error(o, "layers.2.");
+    // Prefixed names are read (DFlashAcceptance.PrefixedTensorNamesLoadTheSameDrafter); two
+    // prefixes at once are ambiguous, and no fc.weight at all is named.
+    const io::SafetensorsCheckpoint ck = io::SafetensorsCheckpoint::open(dir);
+    auto rewrite = [&](const std::vector<std::string>& prefixes) {
+        std::map<std::string, io::TensorSpec> specs;
+        std::map<std::string, const io::TensorEntry*> from;
+        for (const auto& [name, e] : ck.entries())
+            for (const std::string& p : prefixes) {
+                specs[p + name] = {e.dtype_name, e.shape, e.nbytes};
+                from[p + name] = &e;
+            }
+        std::ofstream(broken / "config.json") << drafter_config(target, DrafterShape{}).dump();
+        io::write_safetensors(broken / "model.safetensors", specs, [&](const std::string& n) {
+            const auto* p = static_cast<const uint8_t*>(from.at(n)->data);
+            return std::vector<uint8_t>(p, p + from.at(n)->nbytes);
+        });
+    };
+    rewrite({"model.", "draft."});
+    expect_start_error(o, "several fc.weight tensors (draft.fc.weight, model.fc.weight)");
+    rewrite({"model.layers.9."});
+    expect_start_error(o, "has no 'fc.weight'");
 }
 
 // The attention mask of model/dflash.h: z-lab's, symmetric window |p - tau| < window; causal

@@ -31,6 +31,10 @@ TEST(DFlashAcceptance, ShortlistedHeadMapsItsIdsBack) {
     check_shortlist_maps_ids_back(EngineOptions{});
 }
 
+TEST(DFlashAcceptance, PrefixedTensorNamesLoadTheSameDrafter) {
+    check_prefixed_names_load_the_same_drafter(EngineOptions{});
+}
+
 // DFlash2's sampled walk keeps its 16-way q for the verifier's p/q rejection, which accepts
 // sum min(p, q) a draft instead of a one-hot draft's p(d): at temperature 1 the demo drafter
 // lands clearly more drafts a round that way (0.30 against 0.18 when measured). A q that does

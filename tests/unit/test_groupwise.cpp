@@ -64,8 +64,8 @@ TEST(Groupwise, ErrorStaysWithinHalfAScaleExceptTheClampedExtreme) {
     for (float& v : w) v = d(gen);
     for (int bits : {4, 8})
         for (int64_t group : {32, 64}) {
-            const GroupwiseTensor t = quantize_groupwise(w.data(), rows, cols, bits, group,
-                                                         DType::F16, "w");
+            const GroupwiseTensor t =
+                quantize_groupwise(w.data(), rows, cols, bits, group, DType::F16, "w");
             const auto codes = entry("w", groupwise_code_dtype(bits),
                                      groupwise_code_shape({rows, cols}, bits), t.codes);
             const auto scale =
@@ -111,8 +111,8 @@ TEST(Groupwise, BadInputIsAClearError) {
     expect_error(entry("w", DType::U8, {2, 8}, bytes), scale, "expected U8 [2, 4]");
     expect_error(entry("w", DType::U8, {2, 4}, bytes), entry("w_scale", DType::F16, {2, 1}, two),
                  "groupwise scale 'w_scale' has shape [2, 1], expected [2, 2]");
-    expect_error(entry("w", DType::U8, {2, 4}, bytes),
-                 entry("w_scale", DType::I8, {2, 2}, two), "has dtype I8");
+    expect_error(entry("w", DType::U8, {2, 4}, bytes), entry("w_scale", DType::I8, {2, 2}, two),
+                 "has dtype I8");
     const std::vector<uint8_t> nan_scale = {0, 0x7e, 0, 0, 0, 0, 0, 0}; // f16 NaN first
     expect_error(entry("w", DType::U8, {2, 4}, bytes),
                  entry("w_scale", DType::F16, {2, 2}, nan_scale), "non-finite");
