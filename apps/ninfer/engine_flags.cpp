@@ -126,6 +126,11 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "Tokens between GDN state snapshots in long prompts, a multiple of the KV "
                        "block size (0: 512)")
             ->check(CLI::NonNegativeNumber);
+        app.add_option("--decode-snapshot-stride", o.decode_snapshot_stride,
+                       "Generated tokens between GDN state snapshots of a decoding sequence, so "
+                       "a next turn whose text re-tokenizes differently still resumes near "
+                       "where it differs (0: none)")
+            ->check(CLI::NonNegativeNumber);
         app.add_option("--prefix-cache-snapshots", o.prefix_cache_snapshots,
                        "GDN state snapshot slots on the device (0: from memory)")
             ->check(CLI::NonNegativeNumber);

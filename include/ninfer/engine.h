@@ -56,6 +56,12 @@ struct EngineOptions {
     bool prefix_cache = true;
     int snapshot_stride = 0;        // tokens, a multiple of kv_block_size (0: the default, 512)
     int prefix_cache_snapshots = 0; // device snapshot slots (0: from memory; CPU: 8 a slot)
+    // Generated tokens between snapshots of a decoding sequence (0: none). A chat client sends
+    // an answer back as text, and its tokenization can differ from the sampled ids (a model may
+    // sample "_r" "iver" where the tokenizer makes "_" "river"); the next turn then resumes from
+    // the last snapshot before the first such difference instead of the prompt's end. Not
+    // with speculation (a drafter's context trails the commit).
+    int decode_snapshot_stride = 0;
     double prefix_cache_host_gb = 0; // host memory for snapshots evicted from the device
     // Speculative decoding: "" (off), "mtp" (the checkpoint's MTP head drafts), "dflash" or
     // "dflash2" (a DFlash / DFlash2 block-diffusion drafter, draft_model); the model verifies:

@@ -120,6 +120,7 @@ void validate_options(const EngineOptions& o) {
                 o.gpu_memory_utilization <= 1,
             "gpu_memory_utilization must be in (0, 1]");
     require(o.snapshot_stride >= 0, "snapshot_stride must be >= 0");
+    require(o.decode_snapshot_stride >= 0, "decode_snapshot_stride must be >= 0");
     require(o.prefix_cache_snapshots >= 0, "prefix_cache_snapshots must be >= 0");
     require(std::isfinite(o.prefix_cache_host_gb) && o.prefix_cache_host_gb >= 0,
             "prefix_cache_host_gb must be >= 0");
@@ -231,6 +232,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
                                ? o.snapshot_stride
                                : std::max<int64_t>(kDefaultSnapshotStride, o.prefill_chunk);
     sc.snapshot_stride = (stride + o.kv_block_size - 1) / o.kv_block_size * o.kv_block_size;
+    sc.decode_snapshot_stride = o.decode_snapshot_stride;
     sc.max_context = info.max_context;
     // The graphs' bounds, shared by the decode and verification graphs and the draft chain's.
     const bool use_graphs = !ctx.device.is_cpu() && o.cuda_graphs;

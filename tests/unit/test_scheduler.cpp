@@ -339,6 +339,34 @@ TEST(Scheduler, PrefixHitsResumeAtTheDeepestSnapshotWhateverTheLength) {
     }
 }
 
+TEST(Scheduler, DecodeSnapshotsLetARetokenizedAnswerResumeBeforeItsFirstDifference) {
+    // A chat client sends the answer back as text, which may tokenize differently from the
+    // sampled ids: turn 2 holds the answer with its token at `differs` replaced. It resumes at
+    // the last decode snapshot at or before turn1 + differs (positions p % 4 == 0), or without
+    // decode snapshots at turn 1's own prompt snapshot.
+    for (int64_t stride : {0, 4}) {
+        for (int64_t differs : {1, 6, 13}) {
+            SchedulerConfig c = config(2, 32, 16);
+            c.decode_snapshot_stride = stride;
+            Harness h(c, 256, 4, 16, 0);
+            const std::vector<int32_t> turn1 = iota_tokens(10, 7);
+            const uint64_t first = h.submit(turn1, 16);
+            h.run_to_end();
+            std::vector<int32_t> answer = h.outputs[first];
+            answer[size_t(differs)] = 999;
+            const uint64_t second =
+                h.submit(concat_tokens(concat_tokens(turn1, answer), iota_tokens(3, 900)), 4);
+            h.run_to_end();
+            const int64_t diverges = int64_t(turn1.size()) + differs;
+            const int64_t want = stride ? diverges / stride * stride : int64_t(turn1.size()) - 1;
+            EXPECT_EQ(h.cached_tokens[second], std::max<int64_t>(want, int64_t(turn1.size()) - 1))
+                << "stride " << stride << ", differs at " << differs;
+            h.check_outputs();
+            h.check_no_leaks();
+        }
+    }
+}
+
 TEST(Scheduler, NoPrefixCacheMeansNoHits) {
     Harness h(config(2, 32, 16), 64, 4, 0, 0);
     const uint64_t a = h.submit(iota_tokens(20, 3), 3);

@@ -277,7 +277,12 @@ CacheOps Scheduler::after_forward(const StepPlan& plan) {
         const bool on_stride =
             stride > 0 && p % stride == 0 &&
             (p <= s.prompt_length() || (e.committed > 1 && !verified));
-        if (prompt_end || on_stride)
+        const int64_t decode_stride = config_.decode_snapshot_stride;
+        // Not with speculation: a drafter's context trails the commit (it is written for the
+        // prefix the text layer keeps), so only a finished generation's state is whole.
+        const bool on_decode_stride = decode_stride > 0 && !policy_ && p > s.prompt_length() &&
+                                      p % decode_stride == 0;
+        if (prompt_end || on_stride || on_decode_stride)
             snapshots_->insert(s.cache_tokens().data(), p, s.blocks, s.slot, ops);
     }
     return ops;

@@ -16,7 +16,8 @@
 //   snapshots are taken before the last token of every prompt (so the same prompt sent again
 //   hits: that token then runs as a row of its own), at the request's cache_boundary (the
 //   server sets it to the start of a chat prompt's generation prompt), every snapshot_stride
-//   tokens of prefill, and at the end of every finished generation.
+//   tokens of prefill, every decode_snapshot_stride positions of decoding (without
+//   speculation), and at the end of every finished generation.
 // - Speculation (with a DraftPolicy): a decoding sequence whose drafter context is ready gets
 //   K draft rows (the policy's K for the step's decode batch, capped by its remaining
 //   max_new_tokens, the context and the row budget) when its blocks for them are free without
@@ -41,6 +42,7 @@ struct SchedulerConfig {
     int64_t max_batch_tokens = 1; // rows per step
     int64_t prefill_chunk = 1;    // prompt rows of one sequence per step
     int64_t snapshot_stride = 0;  // tokens (0: no stride snapshots)
+    int64_t decode_snapshot_stride = 0; // positions p % stride == 0 past the prompt (0: none)
     int32_t verify_groups = 0;    // sequences that may verify drafts in one step
     int64_t max_context = 0;      // positions a sequence may use (0: unbounded)
 };
