@@ -72,6 +72,11 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "resident (projections stay fp8) or dequantize (to the compute dtype at "
                        "load)")
             ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
+        app.add_option("--group-weights", o.group_weights,
+                       "Groupwise w8/q4 checkpoints: dequantize (to the compute dtype at load) "
+                       "or resident (the attention, GDN and dense-MLP projections stay codes "
+                       "and scales)")
+            ->check(CLI::IsMember({"dequantize", "resident"}));
         app.add_option("--kv-dtype", o.kv_dtype,
                        "KV cache storage: bf16 (the activation dtype), int8 (an f16 scale per 64 "
                        "dims) or fp8 (e4m3, a scale per token and head); int8 and fp8 hold about "

@@ -174,8 +174,8 @@ VisionEncoder& Qwen35Model::vision() {
 
 std::unique_ptr<Qwen35Model> Qwen35Model::random(const io::ModelConfig& config,
                                                  const ops::ExecContext& ctx, uint64_t seed,
-                                                 bool fp8_resident) {
-    return std::make_unique<Qwen35Model>(config, random_weights(config, ctx, seed, fp8_resident),
+                                                 Residency resident) {
+    return std::make_unique<Qwen35Model>(config, random_weights(config, ctx, seed, resident),
                                          ctx.device);
 }
 
@@ -203,11 +203,11 @@ int64_t Qwen35Model::scratch_bytes() const {
 Qwen35Model::~Qwen35Model() = default;
 
 std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::filesystem::path& dir,
-                                               const ops::ExecContext& ctx, bool fp8_resident,
+                                               const ops::ExecContext& ctx, Residency resident,
                                                const LoadProgress& progress) {
     io::ModelConfig config = io::load_hf_config(dir);
     io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
-    ModelWeights weights = load_weights(config, ckpt, ctx, fp8_resident, progress);
+    ModelWeights weights = load_weights(config, ckpt, ctx, resident, progress);
     return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), ctx.device);
 }
 

@@ -77,15 +77,15 @@ public:
     ~Qwen35Model();
 
     // Reads config.json and the safetensors of a checkpoint directory onto a device.
-    // fp8_resident and progress (bytes read of the checkpoint's): see load_weights
+    // resident and progress (bytes read of the checkpoint's): see load_weights
     // (weight_loader.h).
     static std::unique_ptr<Qwen35Model> load(const std::filesystem::path& dir,
-                                             const ops::ExecContext& ctx, bool fp8_resident = false,
+                                             const ops::ExecContext& ctx, Residency resident = {},
                                              const LoadProgress& progress = {});
     // A model of config's shapes with deterministic random weights (weight_loader.h).
     static std::unique_ptr<Qwen35Model> random(const io::ModelConfig& config,
                                                const ops::ExecContext& ctx, uint64_t seed,
-                                               bool fp8_resident = false);
+                                               Residency resident = {});
 
     const io::ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }

@@ -149,6 +149,10 @@ public:
                          ")");
         const bool fp8 = e->dtype_known && e->dtype == DType::F8E4M3;
         if (is_grouped(*e)) {
+            if (cfg.group_bits == 0)
+                fail(ErrorCategory::Unsupported, "tensor '", name, "' is ", e->dtype_name,
+                     " but config.json has no ninfer_groupwise quantization_config (integer "
+                     "tensors load only as groupwise weights)");
             take_grouped(*e, shape);
             return *e;
         }
@@ -221,10 +225,26 @@ public:
                       : e.dtype_known && e.dtype == DType::F8E4M3;
     }
 
-    // A projection weight: resident fp8 (codes and F32 scales) when fp8 stays resident, every
-    // part is fp8 and the parts' scale rows concatenate into the fused weight's (each part but
-    // the last of a stack element spans whole row blocks); otherwise fuse() (dequantized).
-    Weight fuse_weight(const Dims& dims, const std::vector<const TensorEntry*>& parts) {
+    // Whether a part stays quantized on the device: fp8 with keep_fp8, groupwise with
+    // keep_grouped (random mode: would be).
+    bool stays_quantized(const TensorEntry& e) const {
+        return (keep_fp8 && is_fp8(e)) || (keep_grouped && is_grouped_part(e));
+    }
+    bool is_grouped_part(const TensorEntry& e) const {
+        return random ? cfg.group_bits != 0 && quantized_in_official_layout(e.name)
+                      : is_grouped(e);
+    }
+
+    // A projection weight: resident groupwise codes and scales when keep_grouped, grouped_ok and
+    // every part is groupwise (groupwise scales are per row, so parts always concatenate);
+    // resident fp8 (codes and F32 scales) when fp8 stays resident, every part is fp8 and the
+    // parts' scale rows concatenate into the fused weight's (each part but the last of a stack
+    // element spans whole row blocks); otherwise fuse() (dequantized).
+    Weight fuse_weight(const Dims& dims, const std::vector<const TensorEntry*>& parts,
+                       bool grouped_ok = true) {
+        bool grouped = keep_grouped && grouped_ok;
+        for (const TensorEntry* p : parts) grouped = grouped && is_grouped_part(*p);
+        if (grouped) return fuse_grouped(dims, parts);
         const int64_t B0 = cfg.fp8_block[0], B1 = cfg.fp8_block[1];
         const int64_t stacks = dims.size() == 3 ? dims[0] : 1;
         // Random mode fills the fused weight at once (one part names it): nothing to line up.
@@ -270,8 +290,58 @@ public:
                 "internal: fused fp8 weight size mismatch");
         return w;
     }
-    Weight load_weight(const std::string& name, const Dims& shape) {
-        return fuse_weight(shape, {&take(name, shape)});
+    Weight load_weight(const std::string& name, const Dims& shape, bool grouped_ok = true) {
+        return fuse_weight(shape, {&take(name, shape)}, grouped_ok);
+    }
+
+    // The groupwise parts as one resident weight of logical shape dims: codes and scales
+    // concatenated in order. The scales stay F16 when every part's are F16, else become F32.
+    Weight fuse_grouped(const Dims& dims, const std::vector<const TensorEntry*>& parts) {
+        Weight w;
+        w.group_bits = cfg.group_bits;
+        w.group_size = cfg.group_size;
+        w.cols = dims.back();
+        Allocator& a = ops::device_allocator(ctx.device);
+        const Dims cdims = groupwise_code_shape(dims, cfg.group_bits);
+        const Dims sdims = groupwise_scale_shape(dims, cfg.group_size);
+        bool f16 = !random;
+        for (const TensorEntry* p : parts) f16 = f16 && group_scale_of(*p).dtype == DType::F16;
+        w.w = Tensor::empty(a, groupwise_code_dtype(cfg.group_bits), cdims.data(),
+                            int(cdims.size()));
+        w.scale = Tensor::empty(a, f16 ? DType::F16 : DType::F32, sdims.data(), int(sdims.size()));
+        if (random) { // random code bytes (as e4m3 bit patterns), one scale: W ~ N(0, stddev)
+            const std::string& name = parts.front()->name;
+            const TensorView bytes = TensorView::contiguous(w.w.view().data, DType::F8E4M3,
+                                                            ctx.device, {w.w.numel()});
+            ops::fill_random(ctx, bytes, seed_of(name), 0.0f, 64.0f);
+            // Codes spread over about [-8, 8) (q4) or [-128, 128) (w8): std ~ range / sqrt(12).
+            const float code_std = cfg.group_bits == 8 ? 74.0f : 4.6f;
+            ops::fill_random(ctx, w.scale, seed_of(name) + 1,
+                             random_init_for(name).stddev / code_std, 0.0f);
+            return w;
+        }
+        TensorView codes = w.w.view().reshape({w.w.numel()});
+        TensorView scales = w.scale.view().reshape({w.scale.numel()});
+        int64_t code_at = 0, scale_at = 0;
+        for (const TensorEntry* p : parts) {
+            ops::upload(ctx, TensorView::contiguous(const_cast<void*>(p->data), p->dtype,
+                                                    Device::cpu(), {p->numel()}),
+                        codes.narrow(0, code_at, p->numel()));
+            code_at += p->numel();
+            const TensorEntry& s = group_scale_of(*p);
+            std::vector<float> values = scale_values(s); // checked finite either way
+            TensorView src =
+                f16 ? TensorView::contiguous(const_cast<void*>(s.data), s.dtype, Device::cpu(),
+                                             {s.numel()})
+                    : TensorView::contiguous(values.data(), DType::F32, Device::cpu(),
+                                             {s.numel()});
+            ops::upload(ctx, src, scales.narrow(0, scale_at, s.numel()));
+            scale_at += s.numel();
+            progress.add(checkpoint_bytes_of(*p));
+        }
+        require(code_at == w.w.numel() && scale_at == w.scale.numel(),
+                "internal: fused groupwise weight size mismatch");
+        return w;
     }
 
     // Checks that every checkpoint tensor was bound, then reports the load complete.
@@ -311,9 +381,6 @@ public:
     // Checks groupwise codes of logical shape `shape` and their scale (dequantize_groupwise
     // checks the dtypes and values again when it runs); marks both consumed.
     void take_grouped(const TensorEntry& e, const Dims& shape) {
-        if (cfg.group_bits == 0)
-            fail_invalid("tensor '", e.name, "' is ", e.dtype_name,
-                         " but config.json has no ninfer_groupwise quantization_config");
         if (shape.size() < 2)
             fail_invalid("tensor '", e.name, "' is ", e.dtype_name, " with shape ",
                          e.shape_string(), "; only weights of two or more dims are groupwise (",
@@ -344,12 +411,12 @@ public:
     // A scale tensor as F32 values; F32, BF16 or F16 stored, every value finite.
     static std::vector<float> scale_values(const TensorEntry& s) {
         if (!s.dtype_known || !is_float(s.dtype) || s.dtype == DType::F64)
-            fail(ErrorCategory::Unsupported, "fp8 scale '", s.name, "' has dtype ", s.dtype_name,
+            fail(ErrorCategory::Unsupported, "scale '", s.name, "' has dtype ", s.dtype_name,
                  "; expected F32, BF16 or F16");
         std::vector<float> v(size_t(s.numel()));
         convert_to_f32(s.data, s.dtype, v.data(), s.numel());
         for (float x : v)
-            if (!std::isfinite(x)) fail_invalid("fp8 scale '", s.name, "' holds a non-finite value");
+            if (!std::isfinite(x)) fail_invalid("scale '", s.name, "' holds a non-finite value");
         return v;
     }
     uint64_t seed_of(const std::string& name) const {
@@ -360,7 +427,8 @@ public:
     const io::SafetensorsCheckpoint& ckpt;
     const ops::ExecContext& ctx;
     DType dtype;
-    bool keep_fp8 = false; // fp8 projections stay fp8 on the device (fuse_weight)
+    bool keep_fp8 = false;     // fp8 projections stay fp8 on the device (fuse_weight)
+    bool keep_grouped = false; // groupwise projections stay groupwise (fuse_weight, grouped_ok)
     bool random = false;
     uint64_t random_seed = 0;
     std::set<std::string> consumed;

@@ -14,6 +14,8 @@ using io::LayerKind;
 using io::ModelConfig;
 using io::TensorEntry;
 using Dims = std::vector<int64_t>;
+// moe_block's weights: groupwise ones are dequantized at load (it takes no groupwise weights).
+constexpr bool kNoGrouped = false;
 
 GdnWeights bind_gdn(Binder& b, const std::string& p) {
     const ModelConfig& c = b.cfg;
@@ -24,8 +26,10 @@ GdnWeights bind_gdn(Binder& b, const std::string& p) {
     const TensorEntry& z = b.take(p + "in_proj_z.weight", {Vd, H});
     const TensorEntry& beta = b.take(p + "in_proj_b.weight", {Hv, H});
     const TensorEntry& alpha = b.take(p + "in_proj_a.weight", {Hv, H});
-    // The FP8 releases quantize qkv and z but keep b and a in bf16: two weights then.
-    if (b.keep_fp8 && b.is_fp8(qkv) && b.is_fp8(z) && !(b.is_fp8(beta) && b.is_fp8(alpha))) {
+    // The FP8 releases (and ninfer convert) quantize qkv and z but keep b and a in bf16: two
+    // weights then.
+    if (b.stays_quantized(qkv) && b.stays_quantized(z) &&
+        !(b.stays_quantized(beta) && b.stays_quantized(alpha))) {
         w.in_proj = b.fuse_weight({C + Vd, H}, {&qkv, &z});
         w.in_proj_ba = Weight(b.fuse({2 * Hv, H}, {&beta, &alpha}));
     } else {
@@ -57,8 +61,8 @@ void bind_experts(Binder& b, const std::string& p, MlpWeights& w) {
     const ModelConfig& c = b.cfg;
     const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
     if (b.random || b.ckpt.find(p + "gate_up_proj")) { // fused 3-D, as in real checkpoints
-        w.experts_gate_up = b.load_weight(p + "gate_up_proj", {E, 2 * I, H});
-        w.experts_down = b.load_weight(p + "down_proj", {E, H, I});
+        w.experts_gate_up = b.load_weight(p + "gate_up_proj", {E, 2 * I, H}, kNoGrouped);
+        w.experts_down = b.load_weight(p + "down_proj", {E, H, I}, kNoGrouped);
         return;
     }
     std::vector<const TensorEntry*> gate_up, down;
@@ -68,8 +72,8 @@ void bind_experts(Binder& b, const std::string& p, MlpWeights& w) {
         gate_up.push_back(&b.take(q + "up_proj.weight", {I, H}));
         down.push_back(&b.take(q + "down_proj.weight", {H, I}));
     }
-    w.experts_gate_up = b.fuse_weight({E, 2 * I, H}, gate_up);
-    w.experts_down = b.fuse_weight({E, H, I}, down);
+    w.experts_gate_up = b.fuse_weight({E, 2 * I, H}, gate_up, kNoGrouped);
+    w.experts_down = b.fuse_weight({E, H, I}, down, kNoGrouped);
 }
 
 MlpWeights bind_mlp(Binder& b, const std::string& p) {
@@ -88,9 +92,11 @@ MlpWeights bind_mlp(Binder& b, const std::string& p) {
                                    &b.take(p + "shared_expert_gate.weight", {1, H})});
     bind_experts(b, p + "experts.", w);
     w.shared_gate_up =
-        b.fuse_weight({2 * Is, H}, {&b.take(p + "shared_expert.gate_proj.weight", {Is, H}),
-                                    &b.take(p + "shared_expert.up_proj.weight", {Is, H})});
-    w.shared_down = b.load_weight(p + "shared_expert.down_proj.weight", {H, Is});
+        b.fuse_weight({2 * Is, H},
+                      {&b.take(p + "shared_expert.gate_proj.weight", {Is, H}),
+                       &b.take(p + "shared_expert.up_proj.weight", {Is, H})},
+                      kNoGrouped);
+    w.shared_down = b.load_weight(p + "shared_expert.down_proj.weight", {H, Is}, kNoGrouped);
     return w;
 }
 
@@ -212,17 +218,19 @@ ModelWeights bind_all(Binder& b, int64_t mtp_layers) {
 } // namespace
 
 ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoint& ckpt,
-                          const ops::ExecContext& ctx, bool fp8_resident,
+                          const ops::ExecContext& ctx, Residency resident,
                           const LoadProgress& progress, int64_t progress_step) {
-    Binder b(cfg, ckpt, ctx, fp8_resident, progress, progress_step);
+    Binder b(cfg, ckpt, ctx, resident.fp8, progress, progress_step);
+    b.keep_grouped = resident.grouped && cfg.group_bits != 0;
     ModelWeights w = bind_all(b, count_mtp_layers(ckpt));
     b.finish();
     return w;
 }
 
 ModelWeights random_weights(const ModelConfig& cfg, const ops::ExecContext& ctx, uint64_t seed,
-                            bool fp8_resident) {
-    Binder b(cfg, ctx, seed, fp8_resident);
+                            Residency resident) {
+    Binder b(cfg, ctx, seed, resident.fp8);
+    b.keep_grouped = resident.grouped && cfg.group_bits != 0;
     return bind_all(b, cfg.mtp_num_hidden_layers);
 }
 

@@ -22,23 +22,38 @@ namespace ninfer::model {
 using LoadProgress = std::function<void(int64_t bytes_done, int64_t bytes_total)>;
 inline constexpr int64_t kLoadProgressStepBytes = int64_t(64) << 20;
 
-// fp8_resident: an fp8 checkpoint's block-wise projections stay fp8 on the device (codes plus
-// F32 scales, Weight) where every part of a fused projection is fp8; everything else, and all
-// of it without fp8_resident, is dequantized at load to the compute dtype. Needs CUDA with BF16
-// compute (the CPU reference always dequantizes).
+// Which quantized weights stay quantized on the device (model::Weight) instead of being
+// dequantized at load to the compute dtype:
+//   fp8: an fp8 checkpoint's block-wise projections (codes plus F32 scales) where every part of
+//     a fused projection is fp8;
+//   grouped: a groupwise (w8/q4) checkpoint's projections that linear and rms_norm_linear
+//     multiply by (attention, GDN and dense-MLP projections: codes plus the checkpoint's F16
+//     scales, or F32 for others) where every part is groupwise; MoE expert and shared-expert
+//     weights are dequantized (moe_block takes no groupwise weights).
+// Both need CUDA with BF16 compute, or the CPU, where each op dequantizes (a test mode: the CPU
+// otherwise dequantizes at load). A bool is fp8 alone.
+struct Residency {
+    bool fp8 = false;
+    bool grouped = false;
+    Residency(bool fp8_resident = false) : fp8(fp8_resident) {} // NOLINT: a bool is fp8 alone
+    Residency(bool fp8_resident, bool grouped_resident)
+        : fp8(fp8_resident), grouped(grouped_resident) {}
+};
+
 // progress (may be empty): told the bytes read, at most every progress_step bytes (tests pass a
 // small step to see every tensor).
 ModelWeights load_weights(const io::ModelConfig& config, const io::SafetensorsCheckpoint& ckpt,
-                          const ops::ExecContext& ctx, bool fp8_resident = false,
+                          const ops::ExecContext& ctx, Residency resident = {},
                           const LoadProgress& progress = {},
                           int64_t progress_step = kLoadProgressStepBytes);
 
 // A model of the config's exact shapes with deterministic random weights made on ctx's device
 // (ops::fill_random, seeded per tensor name), for speed and memory at true size without a
 // checkpoint. MTP layers: config.mtp_num_hidden_layers. With an fp8 quantization_config and
-// fp8_resident, the projections the official FP8 layout quantizes are random fp8.
+// resident.fp8, the projections the official FP8 layout quantizes are random fp8; with a
+// groupwise one and resident.grouped, the ones Residency keeps are random codes.
 ModelWeights random_weights(const io::ModelConfig& config, const ops::ExecContext& ctx,
-                            uint64_t seed, bool fp8_resident = false);
+                            uint64_t seed, Residency resident = {});
 
 // Number of MTP decoder layers present in the checkpoint (mtp.layers.N.*).
 int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt);

@@ -20,18 +20,22 @@ using io::LayerKind;
 struct Weight {
     Tensor w;
     Tensor scale;
-    int64_t block_rows = 0, block_cols = 0;
+    int64_t block_rows = 0, block_cols = 0;         // fp8
+    int group_bits = 0;                             // groupwise (0: not)
+    int64_t group_size = 0, cols = 0;               // groupwise: the group and K
 
     Weight() = default;
     explicit Weight(Tensor dense) : w(std::move(dense)) {}
     operator ops::WeightView() const {
+        if (group_bits) return ops::WeightView::grouped(w, scale, group_bits, group_size, cols);
         return scale.defined() ? ops::WeightView::fp8(w, scale, block_rows, block_cols)
                                : ops::WeightView(w);
     }
     bool defined() const { return w.defined(); }
-    bool is_fp8() const { return scale.defined(); }
-    int64_t size(int dim) const { return w.size(dim); }
-    int64_t nbytes() const { return w.view().nbytes() + (is_fp8() ? scale.view().nbytes() : 0); }
+    bool is_fp8() const { return scale.defined() && group_bits == 0; }
+    bool is_grouped() const { return group_bits != 0; }
+    int64_t size(int dim) const { return ops::WeightView(*this).size(dim); }
+    int64_t nbytes() const { return w.view().nbytes() + (scale.defined() ? scale.view().nbytes() : 0); }
 };
 
 struct GdnWeights {

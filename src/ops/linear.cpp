@@ -3,6 +3,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/linear_fp8.h"
+#include "ops/cuda/linear_grouped.h"
 #include "ops/rms_norm.h"
 #include "ops/validate.h"
 
@@ -15,14 +16,15 @@ void linear(const ExecContext& ctx, const TensorView& x, const WeightView& wv, c
     for (auto [name, t] : {std::pair{"x", &x}, {"w", &w}, {"y", &y}}) check_device(ctx, op, name, *t);
     check_float(op, "x", x);
     check_float(op, "y", y);
-    if (wv.is_fp8()) {
+    if (wv.is_quantized()) {
         check_weight(op, "w", wv);
         check_device(ctx, op, "w scale", wv.scale);
     } else {
         check_float(op, "w", w);
     }
     check_shape(op, "x", x, {-1, -1});
-    check_shape(op, "w", w, {-1, x.size(1)});
+    require(w.ndim == 2 && wv.size(1) == x.size(1), op, ": w must be [N, ", x.size(1),
+            "] (its logical shape), got ", w.describe());
     check_shape(op, "y", y, {x.size(0), w.size(0)});
     check_rows_contiguous(op, "x", x);
     check_contiguous(op, "w", w);
@@ -40,6 +42,10 @@ void linear(const ExecContext& ctx, const TensorView& x, const WeightView& wv, c
             check_dtype(op, "x", x, DType::BF16);
             return cuda::linear_fp8(ctx, x, wv, y, accumulate);
         }
+        if (wv.is_grouped()) {
+            check_dtype(op, "x", x, DType::BF16);
+            return cuda::linear_grouped(ctx, x, wv, y, accumulate);
+        }
         check_cuda_float(op, {&x, &w});
         return cuda::linear(ctx, x, w, y, accumulate);
     }
@@ -52,17 +58,18 @@ void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorVi
     for (auto [name, t] :
          {std::pair{"x", &x}, {"norm_w", &norm_w}, {"w", &wv.w}, {"y", &y}, {"h", &h}}) {
         check_device(ctx, op, name, *t);
-        if (t != &wv.w || !wv.is_fp8()) check_float(op, name, *t);
+        if (t != &wv.w || !wv.is_quantized()) check_float(op, name, *t);
     }
     const TensorView& w = wv.w;
     check_shape(op, "x", x, {-1, -1});
     check_shape(op, "norm_w", norm_w, {x.size(1)});
-    check_shape(op, "w", w, {-1, x.size(1)});
+    require(w.ndim == 2 && wv.size(1) == x.size(1), op, ": w must be [N, ", x.size(1),
+            "] (its logical shape), got ", w.describe());
     check_shape(op, "y", y, {x.size(0), w.size(0)});
     check_shape(op, "h", h, {x.size(0), x.size(1)});
     check_rows_contiguous(op, "x", x);
     check_rows_contiguous(op, "h", h);
-    if (ctx.device.type == DeviceType::Cuda && !wv.is_fp8() &&
+    if (ctx.device.type == DeviceType::Cuda && !wv.is_quantized() &&
         cuda::rms_norm_linear_fused(ctx, x, norm_w, eps, w, y, h))
         return;
     rms_norm(ctx, x, norm_w, eps, h);

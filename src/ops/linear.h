@@ -1,7 +1,8 @@
 // linear: y[t, n] = sum_k x[t, k] * w[n, k]        (torch nn.Linear layout, no bias)
 //         with accumulate: y[t, n] += sum_k x[t, k] * w[n, k]   (fused residual add)
-//   x: [T, K] float, last dim contiguous     w: [N, K] float, contiguous, or block-wise fp8
-//      (ops/weight.h: CUDA with BF16 x; the CPU dequantizes it and runs the dense op)
+//   x: [T, K] float, last dim contiguous     w: [N, K] float, contiguous, or block-wise fp8 or
+//      groupwise W8/Q4 (ops/weight.h; [N, K] is the logical shape: CUDA with BF16 x; the CPU
+//      dequantizes it and runs the dense op)
 //   y: [T, N] float (x's dtype, or F32 for router and head logits), last dim contiguous; must not
 //      overlap x or w.
 // Numerics: f32 accumulation (FP64 in CPU reference mode); y rounded once.
@@ -21,8 +22,8 @@ void linear(const ExecContext& ctx, const TensorView& x, const WeightView& w, co
 //   x: [T, K] float, rows contiguous    norm_w: [K]    w: [N, K]    y: [T, N] (as linear)
 //   h: [T, K] x's dtype, rows contiguous, written (the norm's other consumers read it)
 // One call so a backend can fuse the two: CUDA computes the norm inside its few-row GEMV (one
-// kernel instead of two per decode step); otherwise (fp8 weights included), and on the CPU,
-// exactly the two ops.
+// kernel instead of two per decode step) for dense weights; otherwise, and on the CPU,
+// exactly the two ops (quantized weights included).
 void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                      float eps, const WeightView& w, const TensorView& y, const TensorView& h);
 

@@ -182,6 +182,9 @@ void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& ro
     for (auto [name, w] : weights) {
         check_device(ctx, op, name, w->w);
         check_contiguous(op, name, w->w);
+        // The loader dequantizes groupwise expert and shared-expert weights (weight_binder.h).
+        require(!w->is_grouped(), op, ": '", name,
+                "' is groupwise; moe_block takes dense or block-wise fp8 weights");
         if (w->is_fp8()) {
             check_weight(op, name, *w);
             check_device(ctx, op, name, w->scale);

@@ -1,5 +1,7 @@
 #include "ops/weight.h"
 
+#include <vector>
+
 #include "core/error.h"
 
 namespace ninfer::ops {
@@ -14,6 +16,9 @@ int64_t blocks(int64_t n, int64_t block) {
 WeightView WeightView::expert(int64_t e) const {
     require(w.ndim == 3, "WeightView::expert: a stack [E, N, K] expected, got ", w.describe());
     WeightView v(w.narrow(0, e, 1).reshape({w.size(1), w.size(2)}));
+    if (is_grouped())
+        return grouped(v.w, scale.narrow(0, e, 1).reshape({scale.size(1), scale.size(2)}),
+                       group_bits, group_size, cols);
     if (is_fp8()) {
         v.scale = scale.narrow(0, e, 1).reshape({scale.size(1), scale.size(2)});
         v.block_rows = block_rows;
@@ -25,6 +30,8 @@ WeightView WeightView::expert(int64_t e) const {
 WeightView WeightView::rows(int64_t begin, int64_t count) const {
     require(w.ndim == 2, "WeightView::rows: a 2-D weight expected, got ", w.describe());
     WeightView v(w.narrow(0, begin, count));
+    if (is_grouped())
+        return grouped(v.w, scale.narrow(0, begin, count), group_bits, group_size, cols);
     if (is_fp8()) {
         require(begin % block_rows == 0, "WeightView::rows: fp8 rows from ", begin,
                 " do not start a ", block_rows, "-row scale block");
@@ -35,8 +42,42 @@ WeightView WeightView::rows(int64_t begin, int64_t count) const {
     return v;
 }
 
+namespace {
+
+// dense_on_host for a groupwise weight: code x scale in f32 (model/groupwise.h's layout).
+HostDense grouped_on_host(const WeightView& w) {
+    const int n = w.w.ndim;
+    const int64_t C = w.cols, row_bytes = w.w.size(n - 1), groups = w.scale.size(n - 1);
+    const int64_t rows = w.w.numel() / row_bytes;
+    std::vector<int64_t> dims(w.w.shape.begin(), w.w.shape.begin() + n);
+    dims.back() = C;
+    HostDense out;
+    out.storage = Tensor::empty(cpu_allocator(), DType::F32, dims.data(), n);
+    out.view = out.storage.view();
+    std::vector<float> s(size_t(rows * groups));
+    convert_to_f32(w.scale.data, w.scale.dtype, s.data(), int64_t(s.size()));
+    const auto* q = w.w.ptr<uint8_t>();
+    float* d = out.storage.ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = q + r * row_bytes;
+        for (int64_t c = 0; c < C; ++c) {
+            const int code = w.group_bits == 8 ? int(int8_t(row[c]))
+                                               : int((row[c / 2] >> (4 * (c % 2))) & 0xF) - 8;
+            d[r * C + c] = float(code) * s[size_t(r * groups + c / w.group_size)];
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 HostDense dense_on_host(const WeightView& w) {
-    if (!w.is_fp8()) return {Tensor(), w.w};
+    if (!w.is_quantized()) return {Tensor(), w.w};
+    if (w.is_grouped()) {
+        check_weight("dense_on_host", "w", w);
+        require(w.w.device.is_cpu(), "dense_on_host: the groupwise weight is not in host memory");
+        return grouped_on_host(w);
+    }
     check_weight("dense_on_host", "w", w);
     require(w.w.device.is_cpu(), "dense_on_host: the fp8 weight is not in host memory");
     const int n = w.w.ndim;
@@ -59,7 +100,37 @@ HostDense dense_on_host(const WeightView& w) {
     return out;
 }
 
+namespace {
+
+void check_grouped(const char* op, const char* what, const WeightView& w) {
+    require(w.group_bits == 8 || w.group_bits == 4, op, ": groupwise weight '", what,
+            "' has ", w.group_bits, " bits (8 or 4)");
+    require(w.group_size >= 1 && w.cols >= 1, op, ": groupwise weight '", what,
+            "' has no group size or columns");
+    const DType codes = w.group_bits == 8 ? DType::I8 : DType::U8;
+    const int64_t row_bytes = w.group_bits == 8 ? w.cols : (w.cols + 1) / 2;
+    require(w.w.dtype == codes && w.w.is_contiguous() && w.w.ndim >= 2 &&
+                w.w.size(w.w.ndim - 1) == row_bytes,
+            op, ": groupwise weight '", what, "' needs contiguous ", dtype_name(codes), " codes [.., N, ",
+            row_bytes, "] for ", w.cols, " columns, got ", w.w.describe());
+    const int n = w.w.ndim;
+    require((w.scale.dtype == DType::F16 || w.scale.dtype == DType::F32) &&
+                w.scale.is_contiguous() && w.scale.ndim == n && w.scale.device == w.w.device,
+            op, ": groupwise weight '", what,
+            "' needs a contiguous F16 or F32 scale of its rank on its device, got ",
+            w.scale.describe());
+    for (int d = 0; d + 1 < n; ++d)
+        require(w.scale.size(d) == w.w.size(d), op, ": groupwise weight '", what, "' scale ",
+                w.scale.describe(), " does not match ", w.w.describe());
+    require(w.scale.size(n - 1) == blocks(w.cols, w.group_size), op, ": groupwise weight '", what,
+            "' scale ", w.scale.describe(), " is not [.., ceil(", w.cols, " / ", w.group_size,
+            ")]");
+}
+
+} // namespace
+
 void check_weight(const char* op, const char* what, const WeightView& w) {
+    if (w.is_grouped()) return check_grouped(op, what, w);
     if (!w.is_fp8()) {
         require(w.scale.empty(), op, ": dense weight '", what, "' carries a scale");
         return;

@@ -4,9 +4,16 @@
 //   - block-wise fp8, the official Qwen FP8 layout (model/fp8.h) kept resident:
 //       W[.., n, k] = e4m3(w[.., n, k]) * scale[.., n / block_rows, k / block_cols]
 //     w: F8E4M3 codes [.., N, K] contiguous; scale: F32 [.., ceil(N / block_rows),
-//     ceil(K / block_cols)] contiguous (partial edge blocks).
-// The reference for every fp8 route is the dense op on the dequantized weight (f32 products of
-// the code and its scale, which are exact in f32: 4 + 8 significant bits at most).
+//     ceil(K / block_cols)] contiguous (partial edge blocks);
+//   - groupwise integers, ninfer's W8/Q4 layout (model/groupwise.h) kept resident:
+//       W[.., n, k] = q[.., n, k] * scale[.., n, k / group_size]
+//     w: the codes, I8 [.., N, K] (group_bits 8) or U8 [.., N, ceil(K / 2)] (group_bits 4, two
+//     codes a byte, low nibble first, each stored as q + 8), contiguous; scale: F16 or F32
+//     [.., N, ceil(K / group_size)] contiguous. `cols` is K, the logical last dim: size(dim)
+//     reports it, not the packed size.
+// The reference for every quantized route is the dense op on the dequantized weight (f32 products
+// of the code and its scale: exact for e4m3 codes (4 + 8 significant bits at most) and for
+// integer codes with F16 scales (8 + 11); rounded once with F32 scales).
 // Tensor and TensorView convert implicitly, so dense callers pass their weights unchanged.
 #pragma once
 
@@ -20,6 +27,9 @@ struct WeightView {
     TensorView w;
     TensorView scale; // empty for dense weights
     int64_t block_rows = 0, block_cols = 0;
+    int group_bits = 0;     // groupwise: 8 or 4 (0: not groupwise)
+    int64_t group_size = 0; // groupwise: input columns per scale
+    int64_t cols = 0;       // groupwise: K, the logical last dim
 
     WeightView() = default;
     WeightView(const TensorView& dense) : w(dense) {}
@@ -33,25 +43,43 @@ struct WeightView {
         return v;
     }
 
+    static WeightView grouped(const TensorView& codes, const TensorView& scale, int bits,
+                              int64_t group_size, int64_t cols) {
+        WeightView v(codes);
+        v.scale = scale;
+        v.group_bits = bits;
+        v.group_size = group_size;
+        v.cols = cols;
+        return v;
+    }
+
     bool is_fp8() const { return w.dtype == DType::F8E4M3; }
-    int64_t size(int dim) const { return w.size(dim); }
-    int64_t nbytes() const { return w.nbytes() + (is_fp8() ? scale.nbytes() : 0); }
+    bool is_grouped() const { return group_bits != 0; }
+    bool is_quantized() const { return is_fp8() || is_grouped(); }
+    // The logical size (a 4-bit weight's last dim is its column count, not its packed bytes).
+    int64_t size(int dim) const {
+        const int d = dim < 0 ? w.ndim + dim : dim;
+        return is_grouped() && d == w.ndim - 1 ? cols : w.size(dim);
+    }
+    int64_t nbytes() const { return w.nbytes() + (is_quantized() ? scale.nbytes() : 0); }
     // Expert e of a stack [E, N, K] as a 2-D weight [N, K] (the scale's matching slice).
     WeightView expert(int64_t e) const;
     // Rows [begin, begin + count) of a 2-D weight; for fp8, begin must be a multiple of
-    // block_rows (the scale rows of a partial last block are shared).
+    // block_rows (the scale rows of a partial last block are shared); groupwise scales are per
+    // row, so any rows.
     WeightView rows(int64_t begin, int64_t count) const;
 };
 
-// The dense F32 weight of a host fp8 weight (the CPU reference: dequantize, then dense); a dense
-// weight is returned as a view of itself (no copy).
+// The dense F32 weight of a host fp8 or groupwise weight (the CPU reference: dequantize, then
+// dense); a dense weight is returned as a view of itself (no copy).
 struct HostDense {
     Tensor storage; // empty when the weight was dense already
     TensorView view;
 };
 HostDense dense_on_host(const WeightView& w);
 
-// Checks an fp8 weight's scale: F32, contiguous, the shape above; errors name `op` and `what`.
+// Checks a quantized weight's codes and scale: the dtypes, contiguity and shapes above; errors
+// name `op` and `what`.
 void check_weight(const char* op, const char* what, const WeightView& w);
 
 } // namespace ninfer::ops

@@ -67,6 +67,17 @@ bool fp8_resident(const EngineOptions& o, const ops::ExecContext& ctx) {
     return true;
 }
 
+// Whether a groupwise checkpoint's projections stay groupwise (EngineOptions::group_weights).
+bool grouped_resident(const EngineOptions& o, const ops::ExecContext& ctx) {
+    if (o.group_weights == "dequantize") return false;
+    require(o.group_weights == "resident", "unknown group_weights '", o.group_weights,
+            "' (expected dequantize or resident)");
+    require(ctx.device.is_cpu() || ctx.dtype == DType::BF16,
+            "group_weights resident: CUDA runs groupwise weights with bf16 activations "
+            "(--dtype bf16)");
+    return true;
+}
+
 // The DFlash drafter of --spec dflash|dflash2: --draft-model, else <model_dir>/<method>.
 std::unique_ptr<model::DFlashModel> load_drafter(const EngineOptions& o,
                                                  const model::Qwen35Model& target,
@@ -98,16 +109,16 @@ std::unique_ptr<model::DFlashModel> load_drafter(const EngineOptions& o,
 
 std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
                                                const ops::ExecContext& ctx) {
-    const bool fp8 = fp8_resident(o, ctx);
+    const model::Residency resident(fp8_resident(o, ctx), grouped_resident(o, ctx));
     if (o.random_weights) {
         require(!o.config_file.empty() || !o.model_dir.empty(),
                 "random weights need a config file or a model directory");
         const io::ModelConfig c =
             io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file);
-        return model::Qwen35Model::random(c, ctx, o.random_seed, fp8);
+        return model::Qwen35Model::random(c, ctx, o.random_seed, resident);
     }
     require(!o.model_dir.empty(), "no model directory given");
-    return model::Qwen35Model::load(o.model_dir, ctx, fp8, o.on_load_progress);
+    return model::Qwen35Model::load(o.model_dir, ctx, resident, o.on_load_progress);
 }
 
 void validate_options(const EngineOptions& o) {

@@ -4,6 +4,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/dflash_ops.h"
 #include "ops/cuda/linear_fp8.h"
+#include "ops/cuda/linear_grouped.h"
 #include "ops/cuda/vision_ops.h"
 
 namespace ninfer::ops::cuda {
@@ -51,6 +52,10 @@ void quantize_rows_fp8(const ExecContext&, const TensorView&, const TensorView&,
 Fp8LinearRoute linear_fp8_route(const TensorView&, const WeightView&, const TensorView&) { no_cuda("linear"); }
 void linear_fp8(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
 void dequantize_fp8(const ExecContext&, const WeightView&, const TensorView&, const TensorView&) { no_cuda("dequantize_fp8"); }
+bool linear_gemv_grouped_fits(const TensorView&, const WeightView&) { no_cuda("linear"); }
+void linear_gemv_grouped(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
+void linear_grouped(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
+void dequantize_grouped(const ExecContext&, const WeightView&, const TensorView&) { no_cuda("dequantize_grouped"); }
 void mark_used_experts(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
 bool moe_experts_fp8_fits(const TensorView&, const WeightView&, const WeightView&) { no_cuda("moe_block"); }
 void moe_experts_fp8(const ExecContext&, const TensorView&, const WeightView&, const WeightView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }

@@ -1,0 +1,259 @@
+// Groupwise W8/Q4 weights on CUDA (ops/cuda/linear_grouped.h, label cuda) against the CPU
+// reference on the weight dequantized on the host (code * scale in f32): the GEMV at every row
+// count up to kGemvMaxRows, its repeated passes to 32 rows, the dequantize + cuBLAS route past
+// them and for the shapes the GEMV refuses (groups that split a 16-byte load, K not a multiple of
+// the codes per load, odd K); F16 and F32 scales, partial last groups, strided x and y, BF16 and
+// F32 outputs, overwrite and accumulate. dequantize_grouped bit for bit against the host. And
+// the converted fixtures with their projections resident: logits within bf16 rounding of the
+// CPU on the same codes, graphs replaying the routes exactly.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+#include "model/convert.h"
+#include "model/fixture_util.h"
+#include "model/groupwise.h"
+#include "model/qwen3_5.h"
+#include "ops/cuda/linear_gemv.h"
+#include "ops/cuda/linear_grouped.h"
+#include "ops/linear.h"
+
+namespace ninfer::test {
+namespace {
+
+namespace fs = std::filesystem;
+using ops::cuda::kGemvMaxRows;
+
+// A host groupwise weight [N, K] quantized from N(0, 0.02) values (model/groupwise.h's recipe).
+struct HostGrouped {
+    Tensor codes, scale;
+    int bits = 0;
+    int64_t group = 0, K = 0;
+
+    HostGrouped(int64_t N, int64_t K_, int bits_, int64_t group_, DType scale_dtype,
+                uint64_t seed)
+        : bits(bits_), group(group_), K(K_) {
+        const Tensor w = random_tensor({N, K}, seed, 0.02f);
+        const model::GroupwiseTensor g =
+            model::quantize_groupwise(w.ptr<float>(), N, K, bits, group, scale_dtype, "w");
+        const auto cdims = model::groupwise_code_shape({N, K}, bits);
+        const auto sdims = model::groupwise_scale_shape({N, K}, group);
+        codes = Tensor::empty(cpu_allocator(), model::groupwise_code_dtype(bits), cdims.data(), 2);
+        std::copy(g.codes.begin(), g.codes.end(), codes.ptr<uint8_t>());
+        scale = Tensor::empty(cpu_allocator(), scale_dtype, sdims.data(), 2);
+        std::copy(g.scale.begin(), g.scale.end(), static_cast<uint8_t*>(scale.view().data));
+    }
+    ops::WeightView view() const {
+        return ops::WeightView::grouped(codes.view(), scale.view(), bits, group, K);
+    }
+    Tensor dense() const {
+        ops::HostDense d = ops::dense_on_host(view());
+        return clone(d.view);
+    }
+};
+
+struct DeviceGrouped {
+    Tensor codes, scale;
+    ops::WeightView view;
+    DeviceGrouped(const ops::ExecContext& c, const HostGrouped& h)
+        : codes(to_device(c, h.codes, h.codes.view().dtype)),
+          scale(to_device(c, h.scale, h.scale.view().dtype)),
+          view(ops::WeightView::grouped(codes.view(), scale.view(), h.bits, h.group, h.K)) {}
+};
+
+struct Case {
+    int64_t T, K, N;
+    int bits = 4;
+    int64_t group = 32;
+    DType scale = DType::F16;
+    bool accumulate = false;
+    DType y = DType::BF16;
+    int64_t x_pad = 0, y_pad = 0; // x and y as column slices of wider tensors
+};
+
+std::string describe(const Case& s) {
+    return "T=" + std::to_string(s.T) + " K=" + std::to_string(s.K) + " N=" + std::to_string(s.N) +
+           " bits=" + std::to_string(s.bits) + " group=" + std::to_string(s.group) +
+           " scale=" + dtype_name(s.scale) + " accumulate=" + std::to_string(s.accumulate) +
+           " y=" + dtype_name(s.y) + " pads=" + std::to_string(s.x_pad) + "," +
+           std::to_string(s.y_pad);
+}
+
+// Runs ops::linear on the device and the CPU reference on the dequantized weight; returns whether
+// the GEMV took the shape (every pass of it). The GEMV with an F32 y differs from the FP64
+// reference by f32 accumulation only; the dequantize route multiplies the weight rounded to
+// bf16, and with an F32 y matches the reference on that rounded weight to f32 accumulation.
+bool check_linear_grouped(const Case& s) {
+    const auto c = cuda_ctx(DType::BF16);
+    const uint64_t seed = uint64_t(s.T * 1000003 + s.K * 1009 + s.N * 7 + s.group + s.bits);
+    Tensor wide_x = rounded(random_tensor({s.T, s.K + s.x_pad}, seed, 1.0f), DType::BF16);
+    const HostGrouped w(s.N, s.K, s.bits, s.group, s.scale, seed + 1);
+    const Tensor dense = w.dense();
+    Tensor wide_y = rounded(random_tensor({s.T, s.N + s.y_pad}, seed + 2, 0.5f), s.y);
+    const Tensor x_ref = clone(wide_x.view().narrow(1, 0, s.K));
+    Tensor ref = clone(wide_y), ref_bf16_w = clone(wide_y);
+    ops::linear(kCpuRef, x_ref, dense, ref.view().narrow(1, 0, s.N), s.accumulate);
+    ops::linear(kCpuRef, x_ref, rounded(dense, DType::BF16), ref_bf16_w.view().narrow(1, 0, s.N),
+                s.accumulate);
+
+    Tensor dwide_x = to_device(c, wide_x, DType::BF16);
+    const DeviceGrouped dw(c, w);
+    Tensor dwide_y = to_device(c, wide_y, s.y);
+    const TensorView dx = dwide_x.view().narrow(1, 0, s.K);
+    const TensorView dy = dwide_y.view().narrow(1, 0, s.N);
+    bool gemv = s.T <= 32;
+    for (int64_t t = 0; gemv && t < s.T; t += kGemvMaxRows)
+        gemv = ops::cuda::linear_gemv_grouped_fits(
+            dx.narrow(0, t, std::min(kGemvMaxRows, s.T - t)), dw.view);
+    ops::linear(c, dx, dw.view, dy, s.accumulate);
+    const Tensor out = to_host(c, dwide_y);
+    const std::string what = describe(s) + (gemv ? " route=gemv" : " route=dequantize");
+    const Tolerance& tol = s.y == DType::BF16 ? kBf16Reduction : gemv ? kCudaF32 : kBf16Elementwise;
+    EXPECT_TRUE(near(out, ref, tol)) << what;
+    if (!gemv && s.y == DType::F32) {
+        EXPECT_TRUE(near(out, ref_bf16_w, kCudaF32)) << "bf16-rounded weight, " << what;
+    }
+    // y's padding columns come back untouched.
+    const int64_t width = s.N + s.y_pad;
+    for (int64_t t = 0; t < s.T; ++t)
+        for (int64_t n = s.N; n < width; ++n)
+            EXPECT_EQ(out.ptr<float>()[t * width + n], wide_y.ptr<float>()[t * width + n])
+                << "padding [" << t << ", " << n << "], " << what;
+    return gemv;
+}
+
+TEST(CudaLinearGrouped, GemvEveryRowCountBothWidthsBothScales) {
+    std::vector<int64_t> rows;
+    for (int64_t T = 1; T <= kGemvMaxRows + 1; ++T) rows.push_back(T);
+    for (int64_t T : {16, 31, 32, 33, 64}) rows.push_back(T);
+    for (int64_t T : rows)
+        for (int bits : {4, 8})
+            for (DType scale : {DType::F16, DType::F32}) {
+                const bool gemv = T <= 32;
+                // K = 2048: whole unrolled steps; N = 257: not a multiple of the 8 warps a block.
+                EXPECT_EQ(check_linear_grouped({T, 2048, 257, bits, 32, scale, true, DType::BF16}),
+                          gemv);
+                // K = 2080: a one-load tail past the unrolled step (q4: 32 columns, w8: 16 + 16);
+                // groups of 64 leave a partial last group of 32.
+                EXPECT_EQ(check_linear_grouped({T, 2080, 130, bits, 64, scale, false, DType::F32}),
+                          gemv);
+                // K = 96 < one step of a warp; strided x and y.
+                EXPECT_EQ(check_linear_grouped(
+                              {T, 96, 130, bits, 32, scale, true, DType::F32, 8, 6}),
+                          gemv);
+            }
+}
+
+TEST(CudaLinearGrouped, ShapesTheGemvRefusesDequantize) {
+    for (int64_t T : {1, 5}) {
+        // Groups of 24 split a 16-byte load (w8: 16 codes, q4: 32); groups of 16 split a q4 load.
+        EXPECT_FALSE(check_linear_grouped({T, 2048, 130, 8, 24, DType::F16, false, DType::F32}));
+        EXPECT_FALSE(check_linear_grouped({T, 2048, 130, 4, 16, DType::F32, true, DType::F32}));
+        // K = 77: odd (a padded last nibble) and not a multiple of a load.
+        EXPECT_FALSE(check_linear_grouped({T, 77, 130, 4, 32, DType::F16, false, DType::F32}));
+        EXPECT_FALSE(check_linear_grouped({T, 77, 130, 8, 32, DType::F16, true, DType::BF16}));
+        // w8 with groups of 16 fits (16 codes a load); K = 2064 a 16-column tail.
+        EXPECT_TRUE(check_linear_grouped({T, 2064, 130, 8, 16, DType::F16, false, DType::F32}));
+    }
+}
+
+TEST(CudaLinearGrouped, DequantizeIsBitExact) {
+    const auto c = cuda_ctx(DType::BF16);
+    for (int bits : {4, 8})
+        for (DType scale : {DType::F16, DType::F32})
+            for (int64_t K : {77, 96, 2080}) {
+                const HostGrouped w(130, K, bits, 32, scale, uint64_t(K + bits));
+                const DeviceGrouped dw(c, w);
+                Tensor out = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {130, K});
+                ops::cuda::dequantize_grouped(c, dw.view, out);
+                EXPECT_TRUE(near(to_host(c, out), rounded(w.dense(), DType::BF16), kExact))
+                    << bits << " bits, K " << K << ", " << dtype_name(scale) << " scales";
+            }
+}
+
+// The converted fixtures (ninfer convert --to q4 / w8) with their projections resident.
+std::string converted(const std::string& fixture, model::QuantFormat format) {
+    const fs::path out = scratch_path("ninfer_cuda_grouped_" + fixture +
+                                      (format == model::QuantFormat::Q4 ? "_q4" : "_w8"));
+    fs::remove_all(out);
+    model::ConvertOptions o;
+    o.format = format;
+    model::convert_checkpoint(fs::path(fixtures_dir()) / fixture, out, o);
+    return out.string();
+}
+
+bool any_grouped(const model::ModelWeights& w) {
+    for (const model::LayerWeights& l : w.layers)
+        if (l.attn.in_proj.is_grouped() || l.gdn.in_proj.is_grouped() || l.mlp.gate_up.is_grouped())
+            return true;
+    return false;
+}
+
+double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
+    double diff = 0, ref = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
+        ref = std::max(ref, std::fabs(double(want[i])));
+    }
+    return diff / ref;
+}
+
+// As test_cuda_fp8_model: bf16 rounding alone (the same codes dequantized at load to bf16) sets
+// the bound, floored at kBf16LogitsFloor.
+inline constexpr double kBf16LogitsFloor = 3e-2;
+inline constexpr double kResidentVsBf16Factor = 2.0;
+const std::vector<int64_t> kSchedule = {20, 1, 1, 1, 1};
+
+class CudaGroupedFixtures : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaGroupedFixtures, ResidentLogitsTrackTheCpuOnTheSameCodes) {
+    for (model::QuantFormat format : {model::QuantFormat::Q4, model::QuantFormat::W8}) {
+        const std::string dir = converted(GetParam(), format);
+        std::vector<int32_t> tokens;
+        for (int i = 0; i < 24; ++i) tokens.push_back((i * 37 + 11) % 200);
+        auto cpu_model = model::Qwen35Model::load(dir, ops::ExecContext::cpu());
+        const auto cpu = logits_by_schedule(ops::ExecContext::cpu(), *cpu_model, tokens, kSchedule);
+        const auto ctx = cuda_ctx(DType::BF16);
+        auto gpu_model = model::Qwen35Model::load(dir, ctx, model::Residency(false, true));
+        ASSERT_TRUE(any_grouped(gpu_model->weights())) << "nothing stayed groupwise";
+        const auto gpu = logits_by_schedule(ctx, *gpu_model, tokens, kSchedule);
+        auto bf16_model = model::Qwen35Model::load(dir, ctx);
+        ASSERT_FALSE(any_grouped(bf16_model->weights()));
+        const auto bf16 = logits_by_schedule(ctx, *bf16_model, tokens, kSchedule);
+        const double bf16_dev = max_rel_diff(bf16, cpu), dev = max_rel_diff(gpu, cpu);
+        EXPECT_LE(dev, std::max(kBf16LogitsFloor, kResidentVsBf16Factor * bf16_dev))
+            << GetParam() << ": bf16 weights deviate " << bf16_dev;
+        std::printf("%s %s: resident %.4f, bf16 weights %.4f (max |diff| / max |logit| vs CPU)\n",
+                    GetParam().c_str(), format == model::QuantFormat::Q4 ? "q4" : "w8", dev,
+                    bf16_dev);
+    }
+}
+
+TEST_P(CudaGroupedFixtures, ResidentGraphReplayMatchesEager) {
+    const std::string dir = converted(GetParam(), model::QuantFormat::Q4);
+    std::vector<GeneratedToken> runs[2];
+    for (int graphs = 0; graphs < 2; ++graphs) {
+        EngineOptions o = cuda_engine_options("bf16");
+        o.model_dir = dir;
+        o.group_weights = "resident";
+        o.cuda_graphs = graphs == 1;
+        Engine engine(o);
+        std::vector<int32_t> prompt;
+        for (int i = 0; i < 9; ++i) prompt.push_back((i * 13 + 3) % 200);
+        runs[graphs] = generate(engine, greedy_request(prompt, 24));
+    }
+    ASSERT_EQ(ids_of(runs[1]), ids_of(runs[0]));
+    for (size_t i = 0; i < runs[0].size(); ++i)
+        EXPECT_NEAR(runs[1][i].logprob, runs[0][i].logprob, kLogprobScheduleAbs) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGroupedFixtures,
+                         ::testing::Values(std::string("dense_text_sharded"),
+                                           std::string("moe_vlm_per_expert")));
+
+} // namespace
+} // namespace ninfer::test
