@@ -244,8 +244,15 @@ int bench(BenchOptions o) {
     // The engine keeps an fp8 config's projections fp8 on CUDA with bf16 (EngineOptions).
     const bool fp8_resident = c.fp8 && gpu && ctx.dtype == DType::BF16 &&
                               o.engine.fp8_weights != "dequantize";
+    // Groupwise projections stay codes with --group-weights resident: F16 scales as ninfer
+    // convert writes them, F32 for random weights (weight_binder.h).
+    const bool grouped_resident = c.group_bits != 0 && o.engine.group_weights == "resident";
     const int64_t weight_bytes =
-        fp8_resident ? model::active_weight_bytes(p, true) : p.active_per_token * elem;
+        fp8_resident       ? model::active_weight_bytes(p, true)
+        : grouped_resident ? model::grouped_weight_bytes(p, p.active_per_token, c.group_bits,
+                                                         c.group_size,
+                                                         o.engine.random_weights ? 4 : 2)
+                           : p.active_per_token * elem;
     nlohmann::json out = {
         {"schema_version", kSchemaVersion},
         {"model",
@@ -254,7 +261,10 @@ int bench(BenchOptions o) {
         {"device", o.engine.device},
         {"dtype", dtype_name(ctx.dtype)},
         {"kv_dtype", ops::kv_dtype_name(ops::parse_kv_dtype(o.engine.kv_dtype), ctx.dtype)},
-        {"weights", fp8_resident ? "fp8 block-wise (resident)" : dtype_name(ctx.dtype)},
+        {"weights", fp8_resident       ? std::string("fp8 block-wise (resident)")
+                    : grouped_resident ? concat("groupwise ", c.group_bits, "-bit, groups of ",
+                                                c.group_size, " (resident)")
+                                       : std::string(dtype_name(ctx.dtype))},
         {"prefill_chunk", o.engine.prefill_chunk},
         {"load_s", load_s},
         {"ceilings", {{"copy_bytes_per_s", copy_bw}, {"gemm_flops", gemm}}},
