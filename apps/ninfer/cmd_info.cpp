@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "model/param_count.h"
 #include "model/weight_loader.h"
+#include "runtime/placement.h"
 
 namespace ninfer::app {
 namespace {
@@ -22,7 +23,48 @@ struct InfoOptions {
     std::string config_file;
     bool json = false;
     int64_t context = 0;
+    std::string plan;       // "split:N" or "tp:N": a multi-GPU placement plan (runtime/placement.h)
+    double plan_device_gb = 141; // memory of each planned device (GB; an H200)
 };
+
+// --plan split:N | tp:N: where the weights live and the KV capacity, against one device.
+nlohmann::json placement_json(const io::ModelConfig& c, int64_t mtp_layers, const InfoOptions& o) {
+    const size_t colon = o.plan.find(':');
+    const std::string mode = o.plan.substr(0, colon);
+    require((mode == "split" || mode == "tp") && colon != std::string::npos &&
+                o.plan.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+                colon + 1 < o.plan.size() && o.plan.size() - colon <= 4,
+            "--plan takes split:N or tp:N (N devices), got '", o.plan, "'");
+    runtime::PlacementRequest r;
+    r.mode = mode == "split" ? runtime::PlacementMode::Split : runtime::PlacementMode::Tensor;
+    r.devices = std::stoi(o.plan.substr(colon + 1));
+    r.device_bytes = int64_t(o.plan_device_gb * 1e9);
+    r.workspace_bytes = int64_t(4) << 30; // about what a profile forward measures at 8k chunks
+    r.mtp_layers = mtp_layers;
+    const runtime::PlacementPlan plan = runtime::plan_placement(c, r);
+    nlohmann::json devices = nlohmann::json::array(), tensors = nlohmann::json::array();
+    for (const runtime::DevicePlan& d : plan.devices)
+        devices.push_back({{"weight_bytes", d.weight_bytes},
+                           {"kv_bytes_per_token", d.kv_bytes_per_token},
+                           {"gdn_state_bytes_per_sequence", d.state_bytes_per_sequence},
+                           {"free_bytes", d.free_bytes}});
+    for (const runtime::TensorHome& t : plan.tensors)
+        tensors.push_back({{"group", t.group},
+                           {"device", t.rank < 0 ? nlohmann::json("every") : nlohmann::json(t.rank)},
+                           {"share", t.share},
+                           {"bytes", t.bytes}});
+    return {{"mode", mode},
+            {"devices", devices},
+            {"tensors", tensors},
+            {"device_gb", o.plan_device_gb},
+            {"utilization", r.utilization},
+            {"workspace_bytes", r.workspace_bytes},
+            {"sequences", r.sequences},
+            {"kv_tokens", plan.kv_tokens},
+            {"limiting_device", plan.limiting_device},
+            {"single_device_kv_tokens", runtime::single_device_kv_tokens(c, r)},
+            {"note", "a plan only: the runtime for several GPUs is not built yet"}};
+}
 
 std::string layer_pattern(const io::ModelConfig& c) {
     std::string s;
@@ -151,6 +193,21 @@ void print_text(const nlohmann::json& j) {
         std::printf("memory %-32s %s\n", it.key().c_str(),
                     it.key() == "context" ? std::to_string(it.value().get<long long>()).c_str()
                                           : human(double(it.value().get<long long>())).c_str());
+    if (!j.contains("placement")) return;
+    const auto& pl = j["placement"];
+    const auto& devices = pl["devices"];
+    for (size_t d = 0; d < devices.size(); ++d)
+        std::printf("plan %s device %zu  weights %s  KV %s a token  free %s\n",
+                    pl["mode"].get<std::string>().c_str(), d,
+                    human(double(devices[d]["weight_bytes"].get<long long>())).c_str(),
+                    human(double(devices[d]["kv_bytes_per_token"].get<long long>())).c_str(),
+                    human(double(devices[d]["free_bytes"].get<long long>())).c_str());
+    for (const auto& t : pl["tensors"])
+        std::printf("plan device %-5s %s: %s\n", t["device"].dump().c_str(),
+                    t["group"].get<std::string>().c_str(), t["share"].get<std::string>().c_str());
+    std::printf("plan kv_tokens %lld (one device: %lld), %s\n", pl["kv_tokens"].get<long long>(),
+                pl["single_device_kv_tokens"].get<long long>(),
+                pl["note"].get<std::string>().c_str());
 }
 
 int info(InfoOptions o) {
@@ -171,6 +228,7 @@ int info(InfoOptions o) {
     }
     const int64_t context = o.context > 0 ? o.context : c.max_position_embeddings;
     nlohmann::json j = describe(c, mtp_layers, context, checkpoint_bytes);
+    if (!o.plan.empty()) j["placement"] = placement_json(c, mtp_layers, o);
     if (o.json)
         std::cout << j.dump(2) << std::endl;
     else
@@ -186,6 +244,11 @@ Action add_info_command(CLI::App& app) {
     app.add_option("--config", o->config_file, "An HF config.json (no weights needed)");
     app.add_option("--context", o->context, "Context length for the memory estimate");
     app.add_flag("--json", o->json, "Print JSON");
+    app.add_option("--plan", o->plan,
+                   "A multi-GPU placement plan: split:N (post-attention blocks on devices 1..N-1) "
+                   "or tp:N (tensor parallelism over N ranks): weights per device and KV capacity");
+    app.add_option("--plan-device-gb", o->plan_device_gb, "Memory of each planned device (GB)")
+        ->check(CLI::PositiveNumber);
     return [o] { return info(*o); };
 }
 

@@ -37,6 +37,10 @@ struct Size {
     Size& operator+=(Size o) { return *this = *this + o; }
     friend Size operator+(Size a, Size b) { return checked_add(a.v, b.v, "config-derived size"); }
     friend Size operator*(Size a, Size b) { return checked_mul(a.v, b.v, "config-derived size"); }
+    friend Size operator/(Size a, Size b) {
+        if (b.v <= 0) fail_invalid("config-derived size: division by ", b.v);
+        return a.v / b.v;
+    }
     friend Size operator-(Size a, Size b) {
         int64_t result = 0;
         if (__builtin_sub_overflow(a.v, b.v, &result)) fail_invalid("config-derived size: overflow");

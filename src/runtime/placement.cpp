@@ -1,0 +1,218 @@
+#include "runtime/placement.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "model/param_count.h"
+
+namespace ninfer::runtime {
+namespace {
+
+using io::LayerKind;
+using io::ModelConfig;
+
+constexpr int64_t kBf16 = 2; // bytes a weight
+
+// The parameter counts of one layer's parts (model/param_count.cpp counts the same totals).
+struct LayerParts {
+    Size attention_q_o, attention_kv, attention_norms; // q (query | gate) + o; k + v; q/k norms
+    Size gdn_split, gdn_norm;  // every GDN tensor split with its heads; the gated norm (copied)
+    Size mlp_rows;             // dense MLP, or the shared expert's gate/up/down
+    Size experts;              // all routed experts
+    Size router;               // router + shared_expert_gate (copied)
+    Size norms;                // input and post-attention norms
+};
+
+LayerParts parts_of(const ModelConfig& c) {
+    const Size H = c.hidden_size, D = c.head_dim;
+    LayerParts p;
+    p.attention_q_o = Size(c.num_heads) * 2 * D * H + H * c.num_heads * D;
+    p.attention_kv = Size(2) * c.num_kv_heads * D * H;
+    p.attention_norms = Size(2) * D;
+    const Size Hv = c.linear_num_value_heads, conv = c.conv_dim(), value = c.value_dim();
+    p.gdn_split = conv * H + value * H + Size(2) * Hv * H + conv * c.linear_conv_kernel +
+                  Size(2) * Hv + H * value;
+    p.gdn_norm = Size(c.linear_value_head_dim);
+    if (c.moe) {
+        p.mlp_rows = Size(3) * c.shared_expert_intermediate_size * H;
+        p.experts = Size(c.num_experts) * 3 * c.moe_intermediate_size * H;
+        p.router = Size(c.num_experts + 1) * H;
+    } else {
+        p.mlp_rows = Size(3) * c.intermediate_size * H;
+    }
+    p.norms = Size(2) * H;
+    return p;
+}
+
+std::string range_text(const char* what, int64_t begin, int64_t end, int64_t of) {
+    return concat(what, " ", begin, "..", end - 1, " of ", of);
+}
+
+void require_divides(int64_t n, int64_t count, const char* what) {
+    if (count % n != 0)
+        fail_invalid("--tensor-parallel ", n, ": ", what, " (", count, ") must divide into ", n,
+                     " equal parts");
+}
+
+// Fills each device's budget and free bytes and the plan's KV capacity.
+void fit(PlacementPlan& plan, const PlacementRequest& r) {
+    const int64_t budget =
+        int64_t(double(r.device_bytes) * r.utilization) - r.workspace_bytes;
+    plan.kv_tokens = std::numeric_limits<int64_t>::max();
+    for (size_t d = 0; d < plan.devices.size(); ++d) {
+        DevicePlan& dev = plan.devices[d];
+        dev.budget_bytes = budget;
+        dev.free_bytes = budget - dev.weight_bytes;
+        if (dev.free_bytes < 0)
+            fail_invalid("device ", d, " cannot hold its weights: ", dev.weight_bytes,
+                         " bytes against a budget of ", budget,
+                         " (memory x utilization - workspace); add devices or memory");
+        if (dev.kv_bytes_per_token == 0) continue;
+        const int64_t state = int64_t(r.sequences) * dev.state_bytes_per_sequence;
+        const int64_t tokens = (dev.free_bytes - state) / dev.kv_bytes_per_token;
+        if (tokens <= 0)
+            fail_invalid("device ", d, " has no room for KV: ", dev.free_bytes,
+                         " bytes free after its weights, ", state, " taken by the state of ",
+                         r.sequences, " sequences");
+        if (tokens < plan.kv_tokens) {
+            plan.kv_tokens = tokens;
+            plan.limiting_device = int(d);
+        }
+    }
+}
+
+PlacementPlan plan_split(const ModelConfig& c, const PlacementRequest& r) {
+    require(r.devices >= 2, "--devices: the split needs two devices or more, got ", r.devices);
+    const LayerParts lp = parts_of(c);
+    const model::ParamCounts counts = model::count_params(c, r.mtp_layers);
+    const int64_t L = c.num_layers, mlp_devices = r.devices - 1;
+    require(mlp_devices <= L, "--devices: ", r.devices, " devices for ", L, " layers");
+    PlacementPlan plan;
+    plan.mode = PlacementMode::Split;
+    plan.devices.resize(size_t(r.devices));
+    const Size post_block = lp.mlp_rows + lp.experts + lp.router + Size(c.hidden_size);
+    const int64_t mlp_all = int64_t(post_block * L);
+    // Device 0: everything but the post-attention blocks.
+    const int64_t first = (int64_t(Size(counts.text_total) + counts.mtp) - mlp_all) * kBf16;
+    plan.devices[0].weight_bytes = first;
+    plan.devices[0].kv_bytes_per_token =
+        model::kv_bytes_per_token(c, r.kv_dtype, DType::BF16);
+    plan.devices[0].state_bytes_per_sequence = model::gdn_state_bytes_per_sequence(c, kBf16);
+    plan.tensors.push_back({"embed_tokens, lm_head, final norm, every layer's token mixer and "
+                            "input norm, MTP; all KV and GDN state",
+                            0, "all", first});
+    for (int64_t d = 0; d < mlp_devices; ++d) {
+        const int64_t begin = L * d / mlp_devices, end = L * (d + 1) / mlp_devices;
+        const int64_t bytes = int64_t(post_block * (end - begin)) * kBf16;
+        plan.devices[size_t(d + 1)].weight_bytes = bytes;
+        plan.tensors.push_back({concat("layers ", begin, "..", end - 1,
+                                       ": post-attention norm and ", c.moe ? "MoE" : "MLP"),
+                                int(d + 1), "all", bytes});
+    }
+    fit(plan, r);
+    return plan;
+}
+
+PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
+    const int64_t N = r.devices;
+    require(N >= 2, "--tensor-parallel needs two ranks or more, got ", N);
+    require_divides(N, c.num_heads, "the attention heads");
+    if (c.num_kv_heads >= N)
+        require_divides(N, c.num_kv_heads, "the attention KV heads");
+    else if (N % c.num_kv_heads != 0)
+        fail_invalid("--tensor-parallel ", N, ": the ranks must be a multiple of the ",
+                     c.num_kv_heads, " KV heads when they outnumber them");
+    require_divides(N, c.linear_num_key_heads, "the GDN key heads");
+    if (c.moe) {
+        require_divides(N, c.num_experts, "the routed experts");
+        require_divides(N, c.shared_expert_intermediate_size, "the shared expert's rows");
+    } else {
+        require_divides(N, c.intermediate_size, "the MLP rows");
+    }
+    const LayerParts lp = parts_of(c);
+    const Size H = c.hidden_size, V = c.vocab_size;
+    const int64_t kv_per_rank = std::max<int64_t>(1, c.num_kv_heads / N);
+    const int64_t attn_layers = c.count_layers(LayerKind::FullAttention);
+    const int64_t gdn_layers = c.count_layers(LayerKind::LinearAttention);
+    const Size kv_share = Size(2) * kv_per_rank * c.head_dim * H;
+    const Size attention = lp.attention_q_o / N + kv_share + lp.attention_norms;
+    const Size gdn = lp.gdn_split / N + lp.gdn_norm;
+    const Size mlp = lp.mlp_rows / N + lp.experts / N + lp.router;
+    const int64_t vocab_rows = (c.vocab_size + N - 1) / N;
+    const Size head = c.tie_word_embeddings ? Size(0) : Size(vocab_rows) * H;
+    Size mtp;
+    if (r.mtp_layers > 0)
+        mtp = Size(2) * H * H + Size(3) * H + Size(r.mtp_layers) * (attention + mlp + lp.norms);
+    const Size per_rank = V * H + head + H + Size(attn_layers) * attention +
+                          Size(gdn_layers) * gdn + Size(c.num_layers) * (mlp + lp.norms) + mtp;
+    PlacementPlan plan;
+    plan.mode = PlacementMode::Tensor;
+    plan.devices.resize(size_t(N));
+    const int64_t row_bytes = ops::kv_row_bytes(r.kv_dtype, DType::BF16, c.head_dim);
+    const int64_t conv_share = c.conv_dim() / N, value_heads = c.linear_num_value_heads / N;
+    for (DevicePlan& d : plan.devices) {
+        d.weight_bytes = int64_t(per_rank) * kBf16;
+        d.kv_bytes_per_token = attn_layers * 2 * kv_per_rank * row_bytes;
+        d.state_bytes_per_sequence =
+            gdn_layers * (conv_share * (c.linear_conv_kernel - 1) * kBf16 +
+                          value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4);
+    }
+    for (int64_t rank = 0; rank < N; ++rank) {
+        const int64_t q = c.num_heads / N, k = c.linear_num_key_heads / N;
+        const int64_t kv0 = c.num_kv_heads >= N ? rank * kv_per_rank : rank * c.num_kv_heads / N;
+        plan.tensors.push_back(
+            {"attention: query heads with their KV heads; o_proj columns", int(rank),
+             concat(range_text("query heads", rank * q, (rank + 1) * q, c.num_heads), ", ",
+                    range_text("KV heads", kv0, kv0 + kv_per_rank, c.num_kv_heads)),
+             int64_t(Size(attn_layers) * attention) * kBf16});
+        plan.tensors.push_back(
+            {"GDN: key heads with their value heads, conv channels and state; out_proj columns",
+             int(rank), range_text("key heads", rank * k, (rank + 1) * k, c.linear_num_key_heads),
+             int64_t(Size(gdn_layers) * gdn) * kBf16});
+        const int64_t rows = c.moe ? c.shared_expert_intermediate_size : c.intermediate_size;
+        const int64_t e = c.moe ? c.num_experts / N : 0;
+        plan.tensors.push_back(
+            {c.moe ? "MoE: routed experts and shared-expert rows (router copied)"
+                   : "MLP: gate/up rows and down columns",
+             int(rank),
+             concat(c.moe ? range_text("experts", rank * e, (rank + 1) * e, c.num_experts) + ", "
+                          : std::string(),
+                    range_text("rows", rank * rows / N, (rank + 1) * rows / N, rows)),
+             int64_t(Size(c.num_layers) * mlp) * kBf16});
+        if (!c.tie_word_embeddings)
+            plan.tensors.push_back(
+                {"lm_head: vocabulary rows", int(rank),
+                 range_text("rows", rank * vocab_rows,
+                            std::min<int64_t>(c.vocab_size, (rank + 1) * vocab_rows),
+                            c.vocab_size),
+                 int64_t(head) * kBf16});
+    }
+    plan.tensors.push_back({"embed_tokens, norms", -1, "all",
+                            int64_t(V * H + H + Size(c.num_layers) * lp.norms) * kBf16});
+    fit(plan, r);
+    return plan;
+}
+
+} // namespace
+
+PlacementPlan plan_placement(const ModelConfig& c, const PlacementRequest& r) {
+    require(r.device_bytes > 0, "placement: the device memory must be positive");
+    require(r.utilization > 0 && r.utilization <= 1, "placement: utilization outside (0, 1]");
+    require(r.sequences >= 1, "placement: at least one sequence slot");
+    return r.mode == PlacementMode::Split ? plan_split(c, r) : plan_tensor(c, r);
+}
+
+int64_t single_device_kv_tokens(const ModelConfig& c, const PlacementRequest& r) {
+    const model::ParamCounts counts = model::count_params(c, r.mtp_layers);
+    PlacementPlan plan;
+    plan.devices.resize(1);
+    plan.devices[0].weight_bytes = (counts.text_total + counts.mtp) * kBf16;
+    plan.devices[0].kv_bytes_per_token = model::kv_bytes_per_token(c, r.kv_dtype, DType::BF16);
+    plan.devices[0].state_bytes_per_sequence = model::gdn_state_bytes_per_sequence(c, kBf16);
+    fit(plan, r);
+    return plan.kv_tokens;
+}
+
+} // namespace ninfer::runtime
