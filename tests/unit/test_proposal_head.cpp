@@ -47,6 +47,24 @@ TEST(ProposalHead, GathersTheShortlistedRowsAndMapsIdsBack) {
     std::vector<int32_t> ids{1, 0, 0, 5};
     sl.to_global(ids);
     EXPECT_EQ(ids, (std::vector<int32_t>{1, 4, 4, -1})); // 5: outside the shortlist
+    EXPECT_TRUE(sl.maps_ids());
+}
+
+TEST(ProposalHead, TheFirstRowsInOrderAreAViewWithoutAMap) {
+    const ops::ExecContext ctx = ops::ExecContext::cpu();
+    Tensor head = Tensor::empty(cpu_allocator(), DType::F32, {6, 2});
+    for (int64_t i = 0; i < 12; ++i) head.ptr<float>()[i] = float(i);
+    runtime::ProposalHead prefix(ctx, head, runtime::parse_shortlist("3", 6));
+    ASSERT_TRUE(prefix.shortlisted());
+    EXPECT_FALSE(prefix.maps_ids());
+    EXPECT_EQ(prefix.rows(), 3);
+    EXPECT_EQ(prefix.weight().data, head.view().data); // no copy
+    std::vector<int32_t> ids{2, 0};
+    prefix.to_global(ids);
+    EXPECT_EQ(ids, (std::vector<int32_t>{2, 0}));
+    runtime::ProposalHead swapped(ctx, head, {1, 0, 2}); // the same rows, not in order
+    EXPECT_TRUE(swapped.maps_ids());
+    EXPECT_NE(swapped.weight().data, head.view().data);
 }
 
 } // namespace

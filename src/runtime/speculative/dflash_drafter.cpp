@@ -88,7 +88,7 @@ std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows,
     TensorView values = buffer(top_values_, M, k, DType::F32);
     ops::logprobs_top_k(ctx_, logits, V, lse, ids, values);
     std::vector<int32_t> drafts(static_cast<size_t>(M));
-    if (!c.v2 || head_.shortlisted()) { // DFlash's drafts, or the shortlist's ids made global
+    if (!c.v2 || head_.maps_ids()) { // DFlash's drafts, or the shortlist's ids made global
         std::vector<int32_t> top(static_cast<size_t>(M * k));
         ops::download(ctx_, ids,
                       TensorView::contiguous(top.data(), DType::I32, Device::cpu(), {M, k}));

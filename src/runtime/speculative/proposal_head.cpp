@@ -68,6 +68,12 @@ ProposalHead::ProposalHead(const ops::ExecContext& ctx, const TensorView& lm_hea
     : ids_(std::move(shortlist)), head_(lm_head) {
     if (ids_.empty()) return;
     const int64_t N = int64_t(ids_.size()), H = lm_head.size(1);
+    prefix_ = true;
+    for (int64_t i = 0; i < N && prefix_; ++i) prefix_ = ids_[size_t(i)] == i;
+    if (prefix_) { // the first N rows as they are: contiguous, nothing to gather or map
+        head_ = lm_head.narrow(0, 0, N);
+        return;
+    }
     Allocator& alloc = ops::device_allocator(ctx.device);
     Tensor d_ids = Tensor::empty(alloc, DType::I32, {N});
     ops::upload(ctx, TensorView::contiguous(ids_.data(), DType::I32, Device::cpu(), {N}), d_ids);
@@ -78,7 +84,7 @@ ProposalHead::ProposalHead(const ops::ExecContext& ctx, const TensorView& lm_hea
 }
 
 void ProposalHead::to_global(std::vector<int32_t>& ids) const {
-    if (ids_.empty()) return;
+    if (!maps_ids()) return;
     for (int32_t& id : ids) id = id >= 0 && size_t(id) < ids_.size() ? ids_[size_t(id)] : -1;
 }
 

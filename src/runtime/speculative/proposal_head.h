@@ -11,7 +11,9 @@
 //               numbered last, are then never drafted);
 //   a path      a JSON array of distinct ids (tools/dflash/make_shortlist.py writes one from
 //               the target's own text: its most frequent ids and every added token).
-// The gathered rows cost N H elements of the activation dtype on the device.
+// The gathered rows cost N H elements of the activation dtype on the device, except for ids
+// [0, N) in order (a count, or a list that is one), whose rows are a view of the head: no copy,
+// and no id map (the local ids are the global ones).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,8 @@ public:
     ProposalHead(const ops::ExecContext& ctx, const TensorView& lm_head,
                  std::vector<int32_t> shortlist);
     bool shortlisted() const { return !ids_.empty(); }
+    // Whether local ids differ from global ones (a shortlist other than [0, N) in order).
+    bool maps_ids() const { return shortlisted() && !prefix_; }
     int64_t rows() const { return head_.size(0); } // the logit columns of a proposal
     const TensorView& weight() const { return head_; }
     // Local ids (columns of the shortlisted logits) to global ids, in place.
@@ -42,6 +46,7 @@ public:
 
 private:
     std::vector<int32_t> ids_;
+    bool prefix_ = false; // ids_ == [0, N): head_ is a view of the head's first N rows
     Tensor gathered_;
     TensorView head_;
 };
