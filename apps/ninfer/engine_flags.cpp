@@ -42,9 +42,9 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "The DFlash/DFlash2 drafter's directory (default: <model>/dflash or "
                        "<model>/dflash2 when present); with --random-weights its config.json");
         app.add_option("--draft-shortlist", o.draft_shortlist,
-                       "DFlash proposal head: N (the lm_head rows of ids [0, N)) or a JSON "
-                       "array of ids; the drafts come from those rows only (default: the whole "
-                       "head); output is unchanged");
+                       "Drafts from part of the lm_head: N (the rows of ids [0, N); mtp and "
+                       "dflash) or a JSON array of ids (dflash); the drafts come from those rows "
+                       "only (default: the whole head); output is unchanged");
         app.add_option("--draft-tokens", o.draft_tokens,
                        "Draft tokens per round with --spec: 1..8 (mtp), 1..15 (dflash), or auto "
                        "(picked each step from the measured acceptance and step times; the "

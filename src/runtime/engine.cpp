@@ -143,8 +143,8 @@ void validate_options(const EngineOptions& o) {
             max_k, "] or auto");
     require(o.draft_model.empty() || o.speculative == "dflash" || o.speculative == "dflash2",
             "--draft-model needs --spec dflash or dflash2");
-    require(o.draft_shortlist.empty() || o.speculative == "dflash" || o.speculative == "dflash2",
-            "--draft-shortlist needs --spec dflash or dflash2");
+    require(o.draft_shortlist.empty() || !o.speculative.empty(),
+            "--draft-shortlist needs --spec mtp, dflash or dflash2");
     require(o.draft_tokens == 0 || !o.speculative.empty(),
             "--draft-tokens needs a speculative method (--spec mtp)");
 }
@@ -203,13 +203,17 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     const bool speculate = !o.speculative.empty();
     if (speculate) {
         int auto_max = kAutoMaxDraftTokens;
+        proposal_head = std::make_unique<runtime::ProposalHead>(
+            ctx, model->weights().lm_head,
+            runtime::parse_shortlist(o.draft_shortlist, model->config().vocab_size));
         if (o.speculative == "mtp") {
             require(model->has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
+            // The chain feeds each draft to the next MTP step on the device: ids must be global.
+            require(!proposal_head->maps_ids(), "--draft-shortlist with --spec mtp takes a "
+                    "count N (ids [0, N)) or a list of exactly those ids in order: the MTP chain "
+                    "feeds each draft's id to its next step on the device");
         } else {
             draft_model = load_drafter(o, *model, ctx);
-            proposal_head = std::make_unique<runtime::ProposalHead>(
-                ctx, model->weights().lm_head,
-                runtime::parse_shortlist(o.draft_shortlist, model->config().vocab_size));
             auto_max = int(std::min<int64_t>(kAutoMaxDFlashTokens,
                                              draft_model->config().block_size - 1));
         }
@@ -262,8 +266,8 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
                 ctx, *model, *draft_model, *proposal_head, *cache, o.kv_block_size,
                 info.token_limit);
         } else {
-            auto mtp = std::make_unique<runtime::MtpDrafter>(ctx, *model, *cache,
-                                                             o.kv_block_size, info.token_limit);
+            auto mtp = std::make_unique<runtime::MtpDrafter>(
+                ctx, *model, *cache, o.kv_block_size, info.token_limit, proposal_head->weight());
             if (use_graphs) mtp->enable_graphs(graph_layout);
             drafter = std::move(mtp);
         }

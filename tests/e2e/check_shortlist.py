@@ -110,9 +110,17 @@ class Run(unittest.TestCase):
                     self.assertEqual(out.returncode, 1, out.stderr)
                     self.assertIn("--draft-shortlist", out.stderr)
                     self.assertIn(message, out.stderr)
-        out = run("--spec", "mtp", "--draft-shortlist", "100")
+        out = run("--draft-shortlist", "100")
         self.assertEqual(out.returncode, 1)
-        self.assertIn("--draft-shortlist needs --spec dflash", out.stderr)
+        self.assertIn("--draft-shortlist needs --spec mtp, dflash or dflash2", out.stderr)
+        # The MTP chain takes the first N ids only (a count, or exactly [0, N) listed in order).
+        with tempfile.TemporaryDirectory() as d:
+            swapped = os.path.join(d, "swapped.json")
+            with open(swapped, "w") as f:
+                json.dump([1, 0] + list(range(2, 100)), f)
+            out = run("--spec", "mtp", "--draft-shortlist", swapped)
+            self.assertEqual(out.returncode, 1)
+            self.assertIn("--spec mtp takes a count N", out.stderr)
 
 
 if __name__ == "__main__":

@@ -215,10 +215,10 @@ TEST(DFlashErrors, BadShortlistIsAClearError) {
     expect_start_error(o, "lists no ids");
     o.draft_shortlist = list("text", "[1, \"a\"]");
     expect_start_error(o, "non-integer entry");
-    o.speculative = "mtp";
+    o.speculative = "";
     o.draft_model.clear();
     o.draft_shortlist = "10";
-    expect_start_error(o, "--draft-shortlist needs --spec dflash");
+    expect_start_error(o, "--draft-shortlist needs --spec mtp, dflash or dflash2");
 }
 
 TEST(DFlashErrors, MissingTensorIsNamed) {

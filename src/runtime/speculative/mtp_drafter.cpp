@@ -11,13 +11,18 @@
 namespace ninfer::runtime {
 
 MtpDrafter::MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model,
-                       const CacheStore& cache, int32_t block_size, int64_t token_limit)
-    : ctx_(ctx), model_(model), cache_(cache), block_size_(block_size), token_limit_(token_limit) {
+                       const CacheStore& cache, int32_t block_size, int64_t token_limit,
+                       const TensorView& head)
+    : ctx_(ctx), model_(model), cache_(cache), block_size_(block_size),
+      token_limit_(std::min(token_limit, head.size(0))), head_(head) {
     require(model.has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
+    require(head.ndim == 2 && head.size(1) == model.config().hidden_size &&
+                head.size(0) <= model.config().vocab_size,
+            "MtpDrafter: the head must be [N <= vocab, hidden], got ", head.describe());
 }
 
 void MtpDrafter::enable_graphs(const DecodeGraphs::Layout& layout) {
-    graphs_ = std::make_unique<ProposeGraphs>(ctx_, model_, layout, token_limit_);
+    graphs_ = std::make_unique<ProposeGraphs>(ctx_, model_, layout, token_limit_, head_);
 }
 
 TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
@@ -25,9 +30,9 @@ TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype
 }
 
 void MtpDrafter::greedy(const TensorView& rows, const TensorView& ids) {
-    const int64_t n = rows.size(0), V = model_.config().vocab_size;
+    const int64_t n = rows.size(0), V = head_.size(0);
     TensorView logits = buffer(logits_, n, V, DType::F32);
-    ops::linear(ctx_, rows, model_.weights().lm_head, logits, /*accumulate=*/false);
+    ops::linear(ctx_, rows, head_, logits, /*accumulate=*/false);
     TensorView lse = buffer(lse_, n, 1, DType::F32).reshape({n});
     TensorView top = buffer(top_, n, 1, DType::F32);
     ops::logprobs_top_k(ctx_, logits, token_limit_, lse, ids.reshape({n, 1}), top);

@@ -13,7 +13,9 @@
 // cached + i - 2, appending to the MTP KV beyond the committed frontier (rewritten by the next
 // observe()). Drafts are greedy, so the draft distribution is one-hot (verifier.h). The chain
 // stays on the device (each step's argmax ids are the next step's tokens); the host reads the
-// drafts once, after the last step.
+// drafts once, after the last step. The head is the target's lm_head, or its first N rows
+// (`--draft-shortlist N`, proposal_head.h): each draft then reads N of the V rows, and drafts are
+// ids below N.
 #pragma once
 
 #include "model/qwen3_5.h"
@@ -26,8 +28,9 @@ namespace ninfer::runtime {
 
 class MtpDrafter : public Drafter {
 public:
+    // head: the rows drafts come from (the lm_head, or a view of its first rows).
     MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model, const CacheStore& cache,
-               int32_t block_size, int64_t token_limit);
+               int32_t block_size, int64_t token_limit, const TensorView& head);
     const char* name() const override { return "mtp"; }
     void propose(const StepPlan& plan) override;
     void observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) override;
@@ -44,7 +47,8 @@ private:
     model::Qwen35Model& model_;
     const CacheStore& cache_;
     int32_t block_size_;
-    int64_t token_limit_;
+    int64_t token_limit_; // drafts are ids below it (and below head_'s rows)
+    TensorView head_;
     Tensor context_out_;          // observe's MTP output [T, H]: the next drafts' first hidden
     Tensor chain_[2]; // [n, H] hidden rows of propose's chain steps (and observe's input)
     Tensor logits_, lse_, top_;

@@ -21,10 +21,11 @@ struct ProposeGraphs::Slot {
 };
 
 ProposeGraphs::ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
-                             const DecodeGraphs::Layout& layout, int64_t token_limit)
-    : ctx_(ctx), model_(model), layout_(layout), token_limit_(token_limit) {
+                             const DecodeGraphs::Layout& layout, int64_t token_limit,
+                             const TensorView& head)
+    : ctx_(ctx), model_(model), layout_(layout), token_limit_(token_limit), head_(head) {
     logits_ = Tensor::empty(ops::device_allocator(ctx.device), DType::F32,
-                            {kMaxSeqs, model.config().vocab_size});
+                            {kMaxSeqs, head.size(0)});
 }
 
 ProposeGraphs::~ProposeGraphs() = default;
@@ -132,7 +133,7 @@ void ProposeGraphs::fill(Slot& s, const std::vector<Sequence*>& seqs) {
 void ProposeGraphs::greedy(Slot& s, const TensorView& rows, const TensorView& ids) {
     const int64_t B = s.seqs;
     TensorView logits = logits_.view().narrow(0, 0, B);
-    ops::linear(ctx_, rows, model_.weights().lm_head, logits, /*accumulate=*/false);
+    ops::linear(ctx_, rows, head_, logits, /*accumulate=*/false);
     ops::logprobs_top_k(ctx_, logits, token_limit_, s.lse.view(), ids.reshape({B, 1}),
                         s.top.view());
 }

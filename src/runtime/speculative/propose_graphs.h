@@ -28,9 +28,11 @@ public:
     static constexpr int32_t kMaxDrafts = 8;
 
     // layout: the decode graphs' block and context bounds and padding row and block (its
-    // hidden_size and verify rows are not used); drafts are ids below token_limit.
+    // hidden_size and verify rows are not used); drafts are ids below token_limit, from the
+    // rows of head (the lm_head or a view of its first rows).
     ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
-                  const DecodeGraphs::Layout& layout, int64_t token_limit);
+                  const DecodeGraphs::Layout& layout, int64_t token_limit,
+                  const TensorView& head);
     ~ProposeGraphs();
 
     // Whether these sequences, ordered, each with drafts.size() == K, can draft from a graph.
@@ -52,8 +54,9 @@ private:
     model::Qwen35Model& model_;
     DecodeGraphs::Layout layout_;
     int64_t token_limit_;
+    TensorView head_;
     std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
-    Tensor logits_; // [kMaxSeqs, V] F32, shared (one run at a time)
+    Tensor logits_; // [kMaxSeqs, head rows] F32, shared (one run at a time)
     int64_t replays_ = 0;
 };
 
