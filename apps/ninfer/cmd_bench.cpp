@@ -249,8 +249,8 @@ int bench(BenchOptions o) {
     const bool grouped_resident = c.group_bits != 0 && o.engine.group_weights == "resident";
     const int64_t weight_bytes =
         fp8_resident       ? model::active_weight_bytes(p, true)
-        : grouped_resident ? model::grouped_weight_bytes(p, p.active_per_token, c.group_bits,
-                                                         c.group_size,
+        : grouped_resident ? model::grouped_weight_bytes(p.active_per_token, p.active_fp8_quantized,
+                                                         c.group_bits, c.group_size,
                                                          o.engine.random_weights ? 4 : 2)
                            : p.active_per_token * elem;
     nlohmann::json out = {

@@ -131,9 +131,11 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
     if (checkpoint_bytes > 0) j["memory_bytes"]["checkpoint_tensors"] = checkpoint_bytes;
     if (c.group_bits) { // with --group-weights resident, F16 scales (as ninfer convert writes)
         j["memory_bytes"]["text_weights_grouped_resident"] =
-            model::grouped_weight_bytes(p, p.text_total, c.group_bits, c.group_size, 2);
+            model::grouped_weight_bytes(p.text_total, p.text_fp8_quantized, c.group_bits,
+                                        c.group_size, 2);
         j["memory_bytes"]["weights_read_per_token_grouped_resident"] =
-            model::grouped_weight_bytes(p, p.active_per_token, c.group_bits, c.group_size, 2);
+            model::grouped_weight_bytes(p.active_per_token, p.active_fp8_quantized, c.group_bits,
+                                        c.group_size, 2);
     }
     if (c.fp8) { // what CUDA holds with --fp8-weights auto (text weights; bf16 MTP and tower)
         const int64_t blocks = c.fp8_block[0] * c.fp8_block[1];

@@ -74,7 +74,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
             ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
         app.add_option("--group-weights", o.group_weights,
                        "Groupwise w8/q4 checkpoints: dequantize (to the compute dtype at load) "
-                       "or resident (the attention, GDN and dense-MLP projections stay codes "
+                       "or resident (the quantized projections, MoE experts included, stay codes "
                        "and scales)")
             ->check(CLI::IsMember({"dequantize", "resident"}));
         app.add_option("--kv-dtype", o.kv_dtype,

@@ -46,9 +46,9 @@ struct EngineOptions {
     // f32 scale per token and head). int8 and fp8 about double the tokens that fit.
     std::string kv_dtype = "bf16";
     // Groupwise w8/q4 checkpoints (ninfer convert --to w8|q4): "dequantize" (at load, to the
-    // compute dtype; the default) or "resident" (the attention, GDN and dense-MLP projections
-    // stay as codes and scales: about a quarter (q4) or half (w8) of the bf16 bytes; CUDA with
-    // bf16 compute, or the CPU, where each op dequantizes). MoE experts are dequantized either way.
+    // compute dtype; the default) or "resident" (every quantized projection, MoE experts
+    // included, stays as codes and scales: about a quarter (q4) or half (w8) of the bf16 bytes;
+    // CUDA with bf16 compute, or the CPU, where each op dequantizes).
     std::string group_weights = "dequantize";
     // KV capacity in tokens. 0: from memory (CUDA: gpu_memory_utilization; CPU: max_sequences *
     // max_context).

@@ -72,9 +72,9 @@ int64_t text_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block
                         : int64_t(Size(2) * p.text_total);
 }
 
-int64_t grouped_weight_bytes(const ParamCounts& p, int64_t total, int bits, int64_t group,
+int64_t grouped_weight_bytes(int64_t total, int64_t quantized, int bits, int64_t group,
                              int scale_bytes) {
-    const Size q = p.grouped_resident;
+    const Size q = quantized;
     const Size codes = bits == 8 ? q : Size((q.v + 1) / 2);
     return int64_t(Size(2) * (Size(total) - q) + codes +
                    Size(scale_bytes) * ((q.v + group - 1) / group));
@@ -83,7 +83,7 @@ int64_t grouped_weight_bytes(const ParamCounts& p, int64_t total, int bits, int6
 ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
     const Size H = c.hidden_size, vocab = c.vocab_size;
     const auto [mlp_all, mlp_active] = mlp_params(c);
-    Size gdn, attention, mlp, norms, active_layers, active_fp8, text_fp8, grouped;
+    Size gdn, attention, mlp, norms, active_layers, active_fp8, text_fp8;
     for (LayerKind kind : c.layer_types) {
         const bool linear = kind == LayerKind::LinearAttention;
         const Size mixer = linear ? gdn_params(c) : attention_params(c);
@@ -93,7 +93,6 @@ ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
         active_layers += mixer + mlp_active + Size(2) * H;
         active_fp8 += quantized_mixer_params(c, kind) + quantized_mlp(c, c.num_experts_per_tok);
         text_fp8 += quantized_mixer_params(c, kind) + quantized_mlp(c, c.num_experts);
-        grouped += quantized_mixer_params(c, kind) + (c.moe ? Size(0) : quantized_mlp(c, 0));
     }
     norms += H;
     ParamCounts p;
@@ -109,7 +108,6 @@ ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
     p.active_per_token = (H + active_layers + H + vocab * H).v;
     p.active_fp8_quantized = active_fp8.v;
     p.text_fp8_quantized = text_fp8.v;
-    p.grouped_resident = grouped.v;
     if (mtp_layers > 0)
         p.mtp = (Size(2) * H * H + Size(3) * H +
                  Size(mtp_layers) * (attention_params(c) + mlp_all + Size(2) * H)).v;

@@ -24,10 +24,7 @@ struct ParamCounts {
     // resident fp8 model reads as one byte each (plus an F32 scale per 128 x 128 block).
     int64_t active_fp8_quantized = 0;
     int64_t text_fp8_quantized = 0; // the same over all of text_total (every expert)
-    // The params that resident groupwise weights (--group-weights resident) keep as codes: the
-    // mixers' quantized projections and a dense MLP (MoE experts and the shared expert are
-    // dequantized); the same per token and held, as those are read every token.
-    int64_t grouped_resident = 0;
+    // (Resident groupwise weights, --group-weights resident, keep the same set as codes.)
 };
 
 // Bytes of weights one decode token reads: bf16 (2 bytes a param), or with fp8 resident
@@ -36,10 +33,10 @@ int64_t active_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t blo
 // Bytes of the text weights held in memory: bf16, or with fp8 resident weights (as above).
 int64_t text_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems = 128 * 128);
 
-// Bytes of `total` bf16 params of which grouped_resident are groupwise codes of `bits` bits with
-// a `scale_bytes` scale per `group` of them (total: active_per_token for a decode token's reads,
-// text_total for memory).
-int64_t grouped_weight_bytes(const ParamCounts& p, int64_t total, int bits, int64_t group,
+// Bytes of `total` params of which `quantized` are groupwise codes of `bits` bits with a
+// `scale_bytes` scale per `group` of them, the rest bf16 (a decode token's reads:
+// active_per_token and active_fp8_quantized; memory: text_total and text_fp8_quantized).
+int64_t grouped_weight_bytes(int64_t total, int64_t quantized, int bits, int64_t group,
                              int scale_bytes);
 
 ParamCounts count_params(const io::ModelConfig& config, int64_t mtp_layers);

@@ -235,14 +235,13 @@ public:
                       : is_grouped(e);
     }
 
-    // A projection weight: resident groupwise codes and scales when keep_grouped, grouped_ok and
-    // every part is groupwise (groupwise scales are per row, so parts always concatenate);
+    // A projection weight: resident groupwise codes and scales when keep_grouped and every part
+    // is groupwise (groupwise scales are per row, so parts always concatenate);
     // resident fp8 (codes and F32 scales) when fp8 stays resident, every part is fp8 and the
     // parts' scale rows concatenate into the fused weight's (each part but the last of a stack
     // element spans whole row blocks); otherwise fuse() (dequantized).
-    Weight fuse_weight(const Dims& dims, const std::vector<const TensorEntry*>& parts,
-                       bool grouped_ok = true) {
-        bool grouped = keep_grouped && grouped_ok;
+    Weight fuse_weight(const Dims& dims, const std::vector<const TensorEntry*>& parts) {
+        bool grouped = keep_grouped;
         for (const TensorEntry* p : parts) grouped = grouped && is_grouped_part(*p);
         if (grouped) return fuse_grouped(dims, parts);
         const int64_t B0 = cfg.fp8_block[0], B1 = cfg.fp8_block[1];
@@ -290,8 +289,8 @@ public:
                 "internal: fused fp8 weight size mismatch");
         return w;
     }
-    Weight load_weight(const std::string& name, const Dims& shape, bool grouped_ok = true) {
-        return fuse_weight(shape, {&take(name, shape)}, grouped_ok);
+    Weight load_weight(const std::string& name, const Dims& shape) {
+        return fuse_weight(shape, {&take(name, shape)});
     }
 
     // The groupwise parts as one resident weight of logical shape dims: codes and scales
@@ -428,7 +427,7 @@ public:
     const ops::ExecContext& ctx;
     DType dtype;
     bool keep_fp8 = false;     // fp8 projections stay fp8 on the device (fuse_weight)
-    bool keep_grouped = false; // groupwise projections stay groupwise (fuse_weight, grouped_ok)
+    bool keep_grouped = false; // groupwise projections stay groupwise (fuse_weight)
     bool random = false;
     uint64_t random_seed = 0;
     std::set<std::string> consumed;

@@ -14,8 +14,6 @@ using io::LayerKind;
 using io::ModelConfig;
 using io::TensorEntry;
 using Dims = std::vector<int64_t>;
-// moe_block's weights: groupwise ones are dequantized at load (it takes no groupwise weights).
-constexpr bool kNoGrouped = false;
 
 GdnWeights bind_gdn(Binder& b, const std::string& p) {
     const ModelConfig& c = b.cfg;
@@ -61,8 +59,8 @@ void bind_experts(Binder& b, const std::string& p, MlpWeights& w) {
     const ModelConfig& c = b.cfg;
     const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
     if (b.random || b.ckpt.find(p + "gate_up_proj")) { // fused 3-D, as in real checkpoints
-        w.experts_gate_up = b.load_weight(p + "gate_up_proj", {E, 2 * I, H}, kNoGrouped);
-        w.experts_down = b.load_weight(p + "down_proj", {E, H, I}, kNoGrouped);
+        w.experts_gate_up = b.load_weight(p + "gate_up_proj", {E, 2 * I, H});
+        w.experts_down = b.load_weight(p + "down_proj", {E, H, I});
         return;
     }
     std::vector<const TensorEntry*> gate_up, down;
@@ -72,8 +70,8 @@ void bind_experts(Binder& b, const std::string& p, MlpWeights& w) {
         gate_up.push_back(&b.take(q + "up_proj.weight", {I, H}));
         down.push_back(&b.take(q + "down_proj.weight", {H, I}));
     }
-    w.experts_gate_up = b.fuse_weight({E, 2 * I, H}, gate_up, kNoGrouped);
-    w.experts_down = b.fuse_weight({E, H, I}, down, kNoGrouped);
+    w.experts_gate_up = b.fuse_weight({E, 2 * I, H}, gate_up);
+    w.experts_down = b.fuse_weight({E, H, I}, down);
 }
 
 MlpWeights bind_mlp(Binder& b, const std::string& p) {
@@ -92,11 +90,9 @@ MlpWeights bind_mlp(Binder& b, const std::string& p) {
                                    &b.take(p + "shared_expert_gate.weight", {1, H})});
     bind_experts(b, p + "experts.", w);
     w.shared_gate_up =
-        b.fuse_weight({2 * Is, H},
-                      {&b.take(p + "shared_expert.gate_proj.weight", {Is, H}),
-                       &b.take(p + "shared_expert.up_proj.weight", {Is, H})},
-                      kNoGrouped);
-    w.shared_down = b.load_weight(p + "shared_expert.down_proj.weight", {H, Is}, kNoGrouped);
+        b.fuse_weight({2 * Is, H}, {&b.take(p + "shared_expert.gate_proj.weight", {Is, H}),
+                                    &b.take(p + "shared_expert.up_proj.weight", {Is, H})});
+    w.shared_down = b.load_weight(p + "shared_expert.down_proj.weight", {H, Is});
     return w;
 }
 

@@ -26,10 +26,9 @@ inline constexpr int64_t kLoadProgressStepBytes = int64_t(64) << 20;
 // dequantized at load to the compute dtype:
 //   fp8: an fp8 checkpoint's block-wise projections (codes plus F32 scales) where every part of
 //     a fused projection is fp8;
-//   grouped: a groupwise (w8/q4) checkpoint's projections that linear and rms_norm_linear
-//     multiply by (attention, GDN and dense-MLP projections: codes plus the checkpoint's F16
-//     scales, or F32 for others) where every part is groupwise; MoE expert and shared-expert
-//     weights are dequantized (moe_block takes no groupwise weights).
+//   grouped: a groupwise (w8/q4) checkpoint's projections (attention, GDN, dense MLP, routed and
+//     shared experts: codes plus the checkpoint's F16 scales, or F32 for others) where every
+//     part is groupwise.
 // Both need CUDA with BF16 compute, or the CPU, where each op dequantizes (a test mode: the CPU
 // otherwise dequantizes at load). A bool is fp8 alone.
 struct Residency {

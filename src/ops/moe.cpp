@@ -3,6 +3,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/linear_fp8.h"
+#include "ops/cuda/linear_grouped.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
@@ -110,15 +111,29 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
 
 namespace {
 
-// moe_experts over a stack that may be fp8: the CPU dequantizes the stacks; CUDA runs both fp8
-// stacks on the grouped tensor-core route (codes turned into bf16 in shared memory), and for
-// layouts that route does not take (mixed stacks, block_cols % 64 != 0) dequantizes only the
-// experts some pair is routed to into bf16 scratch (the others are never read). Both CUDA routes
-// multiply by the same bf16 weights.
+// A weight's logical shape (a 4-bit weight's last dim is its columns, not its packed bytes)
+// against dims (-1: any).
+void check_logical_shape(const char* op, const char* name, const WeightView& w,
+                         const std::vector<int64_t>& dims) {
+    bool ok = w.w.ndim == int(dims.size());
+    for (size_t d = 0; ok && d < dims.size(); ++d) ok = dims[d] < 0 || w.size(int(d)) == dims[d];
+    if (ok) return;
+    std::string want = "[";
+    for (size_t d = 0; d < dims.size(); ++d)
+        want += (d ? ", " : "") + (dims[d] < 0 ? std::string("*") : std::to_string(dims[d]));
+    fail_invalid(op, ": ", name, " must be ", want, "], got ", w.w.describe(),
+                 w.is_grouped() ? concat(" (", w.cols, " columns)") : std::string());
+}
+
+// moe_experts over a stack that may be fp8 or groupwise: the CPU dequantizes the stacks; CUDA runs
+// both fp8 stacks on the grouped tensor-core route (codes turned into bf16 in shared memory), and
+// for layouts that route does not take (mixed stacks, block_cols % 64 != 0, groupwise stacks)
+// dequantizes only the experts some pair is routed to into bf16 scratch (the others are never
+// read). Both CUDA routes multiply by the same bf16 weights.
 void moe_routed_experts(const ExecContext& ctx, const TensorView& h, const WeightView& gate_up,
                         const WeightView& down, const TensorView& ids, const TensorView& weights,
                         const TensorView& y) {
-    if (!gate_up.is_fp8() && !down.is_fp8())
+    if (!gate_up.is_quantized() && !down.is_quantized())
         return moe_experts(ctx, h, gate_up.w, down.w, ids, weights, y);
     if (ctx.device.is_cpu()) {
         const HostDense gu = dense_on_host(gate_up), dn = dense_on_host(down);
@@ -130,9 +145,13 @@ void moe_routed_experts(const ExecContext& ctx, const TensorView& h, const Weigh
     Tensor used = Tensor::empty(a, DType::I32, {gate_up.size(0)});
     cuda::mark_used_experts(ctx, ids, used);
     auto dense = [&](const WeightView& w) {
-        if (!w.is_fp8()) return Tensor(nullptr, w.w);
-        Tensor t = Tensor::empty(a, DType::BF16, w.w.shape.data(), w.w.ndim);
-        cuda::dequantize_fp8(ctx, w, t, used);
+        if (!w.is_quantized()) return Tensor(nullptr, w.w);
+        const std::vector<int64_t> dims = {w.size(0), w.size(1), w.size(2)}; // logical shape
+        Tensor t = Tensor::empty(a, DType::BF16, dims.data(), 3);
+        if (w.is_grouped())
+            cuda::dequantize_grouped(ctx, w, t, used);
+        else
+            cuda::dequantize_fp8(ctx, w, t, used);
         return t;
     };
     const Tensor gu = dense(gate_up), dn = dense(down);
@@ -178,32 +197,30 @@ void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& ro
         check_device(ctx, op, name, *t);
     check_float(op, "h", h);
     check_float(op, "y", y);
-    bool any_fp8 = false;
+    bool any_fp8 = false, any_grouped = false;
     for (auto [name, w] : weights) {
         check_device(ctx, op, name, w->w);
         check_contiguous(op, name, w->w);
-        // The loader dequantizes groupwise expert and shared-expert weights (weight_binder.h).
-        require(!w->is_grouped(), op, ": '", name,
-                "' is groupwise; moe_block takes dense or block-wise fp8 weights");
-        if (w->is_fp8()) {
+        if (w->is_quantized()) {
             check_weight(op, name, *w);
             check_device(ctx, op, name, w->scale);
-            any_fp8 = true;
+            any_fp8 = any_fp8 || w->is_fp8();
+            any_grouped = any_grouped || w->is_grouped();
         } else {
             check_float(op, name, w->w);
         }
     }
     check_shape(op, "h", h, {-1, -1});
     const int64_t T = h.size(0), H = h.size(1);
-    check_shape(op, "experts_gate_up", experts_gate_up.w, {-1, -1, H});
+    check_logical_shape(op, "experts_gate_up", experts_gate_up, {-1, -1, H});
     const int64_t E = experts_gate_up.size(0), I = experts_gate_up.size(1) / 2;
     require(experts_gate_up.size(1) % 2 == 0, op,
             ": experts_gate_up rows must be even (gate | up)");
-    check_shape(op, "experts_down", experts_down.w, {E, H, I});
-    check_shape(op, "shared_gate_up", shared_gate_up.w, {-1, H});
+    check_logical_shape(op, "experts_down", experts_down, {E, H, I});
+    check_logical_shape(op, "shared_gate_up", shared_gate_up, {-1, H});
     const int64_t Is = shared_gate_up.size(0) / 2;
     require(shared_gate_up.size(0) % 2 == 0, op, ": shared_gate_up rows must be even (gate | up)");
-    check_shape(op, "shared_down", shared_down.w, {H, Is});
+    check_logical_shape(op, "shared_down", shared_down, {H, Is});
     check_dtype(op, "router_logits", router_logits, DType::F32);
     check_shape(op, "router_logits", router_logits, {T, E + 1});
     check_shape(op, "y", y, {T, H});
@@ -216,15 +233,18 @@ void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& ro
     case DeviceType::Cpu:
         check_cpu_f32(op, {&h, &y});
         for (auto [name, w] : weights)
-            if (!w->is_fp8()) check_cpu_f32(op, {&w->w});
+            if (!w->is_quantized()) check_cpu_f32(op, {&w->w});
         return moe_block_composed(ctx, h, router_logits, top_k, experts_gate_up, experts_down,
                                   shared_gate_up, shared_down, y);
     case DeviceType::Cuda:
         check_cuda_float(op, {&h, &y});
         if (any_fp8) check_dtype(op, "h", h, DType::BF16);
+        if (any_grouped) check_dtype(op, "h", h, DType::BF16);
         for (auto [name, w] : weights)
-            if (!w->is_fp8()) check_cuda_float(op, {&h, &w->w});
-        if (cuda::moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up,
+            if (!w->is_quantized()) check_cuda_float(op, {&h, &w->w});
+        // The fused decode kernels read dense or fp8 weights; groupwise ones take the composition.
+        if (!any_grouped &&
+            cuda::moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up,
                                         shared_down))
             return cuda::moe_block_decode(ctx, h, router_logits, top_k, experts_gate_up,
                                           experts_down, shared_gate_up, shared_down, y);

@@ -3,9 +3,10 @@
 // count up to kGemvMaxRows, its repeated passes to 32 rows, the dequantize + cuBLAS route past
 // them and for the shapes the GEMV refuses (groups that split a 16-byte load, K not a multiple of
 // the codes per load, odd K); F16 and F32 scales, partial last groups, strided x and y, BF16 and
-// F32 outputs, overwrite and accumulate. dequantize_grouped bit for bit against the host. And
-// the converted fixtures with their projections resident: logits within bf16 rounding of the
-// CPU on the same codes, graphs replaying the routes exactly.
+// F32 outputs, overwrite and accumulate. dequantize_grouped bit for bit against the host (2-D,
+// and a 3-D stack whose unused experts are left untouched). And the converted fixtures with
+// their projections and experts resident: logits within bf16 rounding of the CPU on the same
+// codes, graphs replaying the routes exactly.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -175,6 +176,31 @@ TEST(CudaLinearGrouped, DequantizeIsBitExact) {
             }
 }
 
+TEST(CudaLinearGrouped, DequantizeAStackSkipsUnusedExperts) {
+    const auto c = cuda_ctx(DType::BF16);
+    constexpr int64_t E = 4, N = 48, K = 96;
+    const HostGrouped flat(E * N, K, 4, 32, DType::F16, 77); // the stack's rows, quantized
+    Tensor codes3 = clone(flat.codes.view().reshape({E, N, K / 2}));
+    Tensor scale3 = clone(flat.scale.view().reshape({E, N, K / 32}));
+    Tensor dcodes = to_device(c, codes3, DType::U8), dscale = to_device(c, scale3, DType::F16);
+    const auto w = ops::WeightView::grouped(dcodes.view(), dscale.view(), 4, 32, K);
+    std::vector<int32_t> used = {1, 0, 1, 0};
+    Tensor dused = to_device(
+        c, TensorView::contiguous(used.data(), DType::I32, Device::cpu(), {E}), DType::I32);
+    Tensor marker = rounded(random_tensor({E, N, K}, 5, 1.0f), DType::BF16);
+    Tensor out = to_device(c, marker, DType::BF16);
+    ops::cuda::dequantize_grouped(c, w, out, dused);
+    const Tensor got = to_host(c, out);
+    const Tensor want = rounded(flat.dense(), DType::BF16);
+    for (int64_t e = 0; e < E; ++e)
+        for (int64_t i = 0; i < N * K; ++i) {
+            const float g = got.ptr<float>()[e * N * K + i];
+            const float x = used[size_t(e)] ? want.ptr<float>()[e * N * K + i]
+                                            : marker.ptr<float>()[e * N * K + i];
+            ASSERT_EQ(g, x) << "expert " << e << " element " << i;
+        }
+}
+
 // The converted fixtures (ninfer convert --to q4 / w8) with their projections resident.
 std::string converted(const std::string& fixture, model::QuantFormat format) {
     const fs::path out = scratch_path("ninfer_cuda_grouped_" + fixture +
@@ -191,6 +217,17 @@ bool any_grouped(const model::ModelWeights& w) {
         if (l.attn.in_proj.is_grouped() || l.gdn.in_proj.is_grouped() || l.mlp.gate_up.is_grouped())
             return true;
     return false;
+}
+
+// Every MoE layer's routed and shared experts stayed groupwise (the composed moe_block route:
+// the routed experts some pair uses dequantized to bf16 scratch, the shared expert by linear).
+bool experts_grouped(const model::ModelWeights& w) {
+    for (const model::LayerWeights& l : w.layers)
+        if (l.mlp.experts_gate_up.defined() &&
+            !(l.mlp.experts_gate_up.is_grouped() && l.mlp.experts_down.is_grouped() &&
+              l.mlp.shared_gate_up.is_grouped() && l.mlp.shared_down.is_grouped()))
+            return false;
+    return true;
 }
 
 double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
@@ -220,6 +257,7 @@ TEST_P(CudaGroupedFixtures, ResidentLogitsTrackTheCpuOnTheSameCodes) {
         const auto ctx = cuda_ctx(DType::BF16);
         auto gpu_model = model::Qwen35Model::load(dir, ctx, model::Residency(false, true));
         ASSERT_TRUE(any_grouped(gpu_model->weights())) << "nothing stayed groupwise";
+        ASSERT_TRUE(experts_grouped(gpu_model->weights())) << "MoE experts were dequantized";
         const auto gpu = logits_by_schedule(ctx, *gpu_model, tokens, kSchedule);
         auto bf16_model = model::Qwen35Model::load(dir, ctx);
         ASSERT_FALSE(any_grouped(bf16_model->weights()));

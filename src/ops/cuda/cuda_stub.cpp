@@ -55,7 +55,7 @@ void dequantize_fp8(const ExecContext&, const WeightView&, const TensorView&, co
 bool linear_gemv_grouped_fits(const TensorView&, const WeightView&) { no_cuda("linear"); }
 void linear_gemv_grouped(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
 void linear_grouped(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
-void dequantize_grouped(const ExecContext&, const WeightView&, const TensorView&) { no_cuda("dequantize_grouped"); }
+void dequantize_grouped(const ExecContext&, const WeightView&, const TensorView&, const TensorView&) { no_cuda("dequantize_grouped"); }
 void mark_used_experts(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }
 bool moe_experts_fp8_fits(const TensorView&, const WeightView&, const WeightView&) { no_cuda("moe_block"); }
 void moe_experts_fp8(const ExecContext&, const TensorView&, const WeightView&, const WeightView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_block"); }

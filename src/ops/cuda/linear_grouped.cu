@@ -140,15 +140,19 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     store_rows(acc, lane, y + n, y_stride, accumulate);
 }
 
-// implements: out[r, k] = bf16(q[r, k] * scale[r, k / G]) for rows r of a [rows, K] weight.
+// implements: out[r, k] = bf16(q[r, k] * scale[r, k / G]) for rows r = e * N + n of a
+// [E, N, K] stack (E = 1 for a 2-D weight); rows of experts with used[e] == 0 are skipped (used
+// may be null).
 // Grid: a grid-stride loop over rows, each row taken by one block (threads stride over K).
 template <typename S, int BITS>
 __global__ void __launch_bounds__(256)
     dequantize_grouped_kernel(const uint8_t* __restrict__ q, const S* __restrict__ scale,
-                              __nv_bfloat16* __restrict__ out, int64_t rows, int64_t K,
-                              int64_t row_bytes, int64_t groups, int64_t group) {
+                              __nv_bfloat16* __restrict__ out, const int32_t* __restrict__ used,
+                              int64_t rows, int64_t N, int64_t K, int64_t row_bytes,
+                              int64_t groups, int64_t group) {
     pdl_wait_and_release();
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        if (used && used[r / N] == 0) continue;
         const uint8_t* src = q + r * row_bytes;
         const S* srow = scale + r * groups;
         __nv_bfloat16* dst = out + r * K;
@@ -240,27 +244,39 @@ void linear_gemv_grouped(const ExecContext& ctx, const TensorView& x, const Weig
     });
 }
 
-void dequantize_grouped(const ExecContext& ctx, const WeightView& w, const TensorView& out) {
+void dequantize_grouped(const ExecContext& ctx, const WeightView& w, const TensorView& out,
+                        const TensorView& used) {
     constexpr const char* op = "dequantize_grouped";
-    require(w.is_grouped() && w.w.ndim == 2, op, ": a 2-D groupwise weight expected, got ",
-            w.w.describe());
+    const int nd = w.w.ndim;
+    require(w.is_grouped() && (nd == 2 || nd == 3), op,
+            ": a 2-D or 3-D groupwise weight expected, got ", w.w.describe());
     check_weight(op, "w", w);
-    const int64_t N = w.size(0), K = w.size(1);
-    require(out.dtype == DType::BF16 && out.ndim == 2 && out.size(0) == N && out.size(1) == K &&
-                out.is_contiguous() && out.device == w.w.device,
-            op, ": out must be a contiguous BF16 [", N, ", ", K, "] on the weight's device, got ",
-            out.describe());
-    if (N == 0 || K == 0) return;
+    const int64_t E = nd == 3 ? w.size(0) : 1, N = w.size(nd - 2), K = w.size(nd - 1);
+    bool same_shape = out.ndim == nd;
+    for (int d = 0; d < nd && same_shape; ++d) same_shape = out.size(d) == w.size(d);
+    require(out.dtype == DType::BF16 && same_shape && out.is_contiguous() &&
+                out.device == w.w.device,
+            op, ": out must be a contiguous BF16 tensor of w's logical shape on its device, got ",
+            out.describe(), " for ", w.w.describe());
+    if (!used.empty())
+        require(nd == 3 && used.dtype == DType::I32 && used.ndim == 1 && used.size(0) == E &&
+                    used.is_contiguous() && used.device == w.w.device,
+                op, ": used must be I32 [", E, "] on the weight's device (3-D weights only), got ",
+                used.describe());
+    const int64_t rows = E * N;
+    if (rows == 0 || K == 0) return;
     const int threads = int(std::clamp<int64_t>((K + 31) / 32 * 32, 32, 256));
-    const unsigned grid = unsigned(std::min<int64_t>(N, int64_t(sm_count(ctx)) * (2048 / threads)));
+    const unsigned grid =
+        unsigned(std::min<int64_t>(rows, int64_t(sm_count(ctx)) * (2048 / threads)));
     const auto* q = w.w.ptr<uint8_t>();
     auto* o = out.ptr<__nv_bfloat16>();
-    const int64_t row_bytes = w.w.size(1), groups = w.scale.size(1);
+    const int32_t* u = used.empty() ? nullptr : used.ptr<int32_t>();
+    const int64_t row_bytes = w.w.size(nd - 1), groups = w.scale.size(nd - 1);
     with_format(w, [&](auto s, auto bits) {
         using S = decltype(s);
         constexpr int BITS = decltype(bits)::value;
         launch_pdl(ctx, dequantize_grouped_kernel<S, BITS>, grid, threads, 0, q,
-                   static_cast<const S*>(w.scale.data), o, N, K, row_bytes, groups,
+                   static_cast<const S*>(w.scale.data), o, u, rows, N, K, row_bytes, groups,
                    w.group_size);
     });
 }

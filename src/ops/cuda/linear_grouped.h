@@ -5,7 +5,9 @@
 //     weight from HBM, the code times its group's scale in f32, f32 accumulation); everything else
 //     dequantizes the weight to bf16 in row chunks of the stream workspace and runs cuBLAS on each
 //     chunk's columns of y.
-//   dequantize_grouped: out[.., n, k] = bf16(q[.., n, k] * scale[.., n, k / G]) (one rounding).
+//   dequantize_grouped: out[.., n, k] = bf16(q[.., n, k] * scale[.., n, k / G]) (one rounding),
+//     for a 2-D weight or a 3-D stack; with `used` (I32 [E], 3-D only) the experts whose flag is
+//     0 are skipped (their rows of out are left as they were).
 // The CPU reference of both is the dense op on the dequantized weight (dense_on_host).
 #pragma once
 
@@ -27,7 +29,8 @@ void linear_gemv_grouped(const ExecContext& ctx, const TensorView& x, const Weig
 void linear_grouped(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                     const TensorView& y, bool accumulate);
 
-// w: a 2-D groupwise weight [N, K]; out: contiguous BF16 [N, K] on its device.
-void dequantize_grouped(const ExecContext& ctx, const WeightView& w, const TensorView& out);
+// w: a groupwise weight [N, K] or stack [E, N, K]; out: contiguous BF16 of that shape.
+void dequantize_grouped(const ExecContext& ctx, const WeightView& w, const TensorView& out,
+                        const TensorView& used = {});
 
 } // namespace ninfer::ops::cuda
