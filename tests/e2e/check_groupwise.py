@@ -213,6 +213,31 @@ class Groupwise(unittest.TestCase):
     def test_w8_default_group_f32_scales(self):
         self.check("dense_vlm_mtp", "w8", 64, "F32", "--scale-dtype", "f32")
 
+    def test_random_resident_weights_run(self):
+        # --random-weights with a groupwise config and --group-weights resident: random codes
+        # and scales for every quantized projection (experts too), e.g. for true-size benches.
+        for fixture in ("dense_text_sharded", "moe_vlm_per_expert"):
+            with open(os.path.join(FIXTURES, fixture, "config.json")) as f:
+                cfg = json.load(f)
+            cfg["quantization_config"] = {"quant_method": "ninfer_groupwise", "bits": 4,
+                                          "group_size": 32}
+            path = os.path.join(self.tmp, f"{fixture}_q4.json")
+            with open(path, "w") as f:
+                json.dump(cfg, f)
+            r = ninfer("bench", "--random-weights", "--config", path, "--group-weights",
+                       "resident", "-p", "8", "-n", "4", "-r", "1", "-o", "json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertEqual(out["weights"], "groupwise 4-bit, groups of 32 (resident)")
+            decode = [x for x in out["results"] if "decode_tok_s" in x]
+            self.assertTrue(decode and decode[0]["decode_tok_s"]["mean"] > 0, out["results"])
+            # The codes really stay: the same config dequantized holds more bytes of weights.
+            r = ninfer("bench", "--random-weights", "--config", path, "-p", "8", "-n", "4",
+                       "-r", "1", "-o", "json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            dense = json.loads(r.stdout)["memory_bytes"]["weights"]
+            self.assertLess(out["memory_bytes"]["weights"], 0.6 * dense, fixture)
+
     def test_errors_are_clear(self):
         q4 = self.convert("moe_vlm_per_expert", "q4")
         again = ninfer("convert", "--model", q4, "--to", "w8", "--out",
