@@ -112,4 +112,15 @@ TEST(Jinja, FuzzFindingsStayErrors) {
     // float -> int conversion out of range (fuzz_template finding, UBSan)
     EXPECT_EQ(render("{{ [2.5e+40, 1e30 - 0.0] | tojson }}"), "[2.5e+40, 1e+30]");
     EXPECT_THROW(render("{{ 1e30 | int }}"), ninfer::Error);
+    // a namespace made to hold itself (fuzz_template finding: a leaked shared_ptr cycle, ASan)
+    EXPECT_NE(error_of("{% set ns = namespace(t='') %}{% set ns.t = ns, 'x' %}").find("a cycle"),
+              std::string::npos);
+    EXPECT_NE(error_of("{% set a = namespace(x=1) %}{% set b = namespace(y=a) %}"
+                       "{% set a.x = {'k': [b]} %}")
+                  .find("a cycle"),
+              std::string::npos);
+    // values that only share parts are fine, however often they share them
+    EXPECT_EQ(render("{% set ns = namespace(l=[1]) %}{% for i in range(30) %}"
+                     "{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l | length }}"),
+              "2");
 }

@@ -2,6 +2,8 @@
 // is one scope, every for loop and macro call opens a new one (so `set` inside a loop does not
 // leak out; namespaces carry state out), `if` opens none.
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "core/error.h"
 #include "text/jinja/builtins.h"
@@ -177,12 +179,37 @@ Interp::Flow Interp::exec_for(const Stmt& s, std::string& out) {
     return result;
 }
 
+// Whether v is, or holds through lists and dicts, the dict d. Namespaces are the only mutable
+// objects, so storing a value that holds a namespace into that namespace is the only way to
+// make a cycle, which shared ownership could never free. Each container is visited once (lists
+// may share sublists: [l, l] forty times over is 40 containers, not 2^40 paths).
+bool holds(const Value& v, const Dict* d) {
+    std::unordered_set<const void*> seen;
+    std::vector<const Value*> todo = {&v}; // a stack, not recursion: nesting may be deep
+    while (!todo.empty()) {
+        const Value* x = todo.back();
+        todo.pop_back();
+        if (x->is_dict()) {
+            if (&x->as_dict() == d) return true;
+            if (!seen.insert(&x->as_dict()).second) continue;
+            for (const auto& [key, item] : x->as_dict().items) todo.push_back(&item);
+        } else if (x->is_list()) {
+            if (!seen.insert(&x->as_list()).second) continue;
+            for (const Value& item : x->as_list()) todo.push_back(&item);
+        }
+    }
+    return false;
+}
+
 void Interp::exec_set(const Stmt& s) {
     Value v = eval(*s.expr);
     if (!s.attr.empty()) {
         Value target = lookup(s.targets[0]);
         if (!target.is_namespace())
             fail_invalid("cannot assign attribute '", s.attr, "' on a non-namespace object");
+        if (holds(v, &target.as_dict()))
+            fail_invalid("cannot assign attribute '", s.attr,
+                         "': the value holds its own namespace (a cycle)");
         target.as_dict().set(s.attr, std::move(v));
         return;
     }
