@@ -68,6 +68,17 @@ std::pair<std::string, std::string> parse_merge(const json& j, const std::string
     return {s.substr(0, sp), s.substr(sp + 1)};
 }
 
+// A token id from JSON: an integer in [0, kMaxTokenId). A float (1e117 parses as one) or an
+// out-of-range integer is an error, never a conversion (float -> int out of range is undefined).
+int32_t json_token_id(const json& v, const std::string& src) {
+    if (!v.is_number_integer()) fail_invalid(src, ": token id ", v.dump(), " is not an integer");
+    const bool in_range = v.is_number_unsigned()
+                              ? v.get<uint64_t>() < uint64_t(kMaxTokenId)
+                              : v.get<int64_t>() >= 0 && v.get<int64_t>() < kMaxTokenId;
+    require(in_range, src, ": token id ", v.dump(), " out of range");
+    return int32_t(v.get<int64_t>());
+}
+
 void load_model(const json& model, Tokenizer::Impl& m, const std::string& src) {
     if (model.value("type", "BPE") != "BPE")
         fail(ErrorCategory::Unsupported, src, ": model type must be BPE");
@@ -76,8 +87,7 @@ void load_model(const json& model, Tokenizer::Impl& m, const std::string& src) {
     std::unordered_map<std::string, int32_t> vocab;
     int32_t max_id = -1;
     for (const auto& [key, value] : model.at("vocab").items()) {
-        const int32_t id = value.get<int32_t>();
-        require(id >= 0 && id < kMaxTokenId, src, ": token id ", id, " out of range");
+        const int32_t id = json_token_id(value, src);
         max_id = std::max(max_id, id);
         std::string bytes = byte_level_decode(key);
         m.id_bytes.resize(std::max(m.id_bytes.size(), size_t(id) + 1));
@@ -130,12 +140,13 @@ Tokenizer Tokenizer::from_json(const std::string& tokenizer_json, const std::str
         load_pre_tokenizer(j.value("pre_tokenizer", json()), *m, source);
         if (j.contains("added_tokens"))
             for (const auto& a : j.at("added_tokens"))
-                add_token(*m, parse_added(a, a.at("id").get<int32_t>()));
+                add_token(*m, parse_added(a, json_token_id(a.at("id"), source)));
         if (!config_json.empty()) {
             const json c = json::parse(config_json);
             if (c.contains("added_tokens_decoder"))
                 for (const auto& [id, a] : c.at("added_tokens_decoder").items())
-                    add_token(*m, parse_added(a, std::stoi(id)));
+                    add_token(
+                        *m, parse_added(a, json_token_id(json::parse(id, nullptr, false), source)));
         }
     } catch (const json::exception& e) {
         fail_invalid(source, ": ", e.what());

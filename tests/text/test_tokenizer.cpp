@@ -120,6 +120,22 @@ TEST(Tokenizer, MalformedFilesAreClearErrors) {
                                       ""),
                  ninfer::Error);
     EXPECT_THROW(Tokenizer::from_model_dir("/nonexistent"), ninfer::Error);
+    // token ids that are not integers in range (fuzz_tokenizer finding: 1e117 parses as a float,
+    // whose conversion to int was undefined behaviour under UBSan)
+    for (const char* id : {"1100000000000000000000000000000000000000000000000000", "2.5", "-1",
+                           "18446744073709551615", "\"7\""})
+        EXPECT_THROW(Tokenizer::from_json(std::string(R"({"model": {"type": "BPE", "vocab": {"a": )") +
+                                              id + R"(}, "merges": []}})",
+                                          ""),
+                     ninfer::Error)
+            << id;
+    EXPECT_THROW(Tokenizer::from_json(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+        "added_tokens": [{"id": 1e300, "content": "<x>"}]})",
+                                      ""),
+                 ninfer::Error);
+    EXPECT_THROW(Tokenizer::from_json(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})",
+                                      R"({"added_tokens_decoder": {"abc": {"content": "<x>"}}})"),
+                 ninfer::Error);
 }
 
 TEST(StreamingDetokenizer, NeverEmitsBrokenUtf8AndMatchesDecode) {
