@@ -36,6 +36,7 @@ struct Source {
     const io::TensorEntry* entry = nullptr;
     enum class Kind { Copy, Weight, Scale } kind = Kind::Copy;
     int64_t row_begin = 0, rows = 0, cols = 0; // the 2-D slice of entry (fused experts: one)
+    const io::TensorEntry* fp8_scale = nullptr; // an fp8 source weight's weight_scale_inv
 };
 
 std::string safetensors_dtype(DType d) {
@@ -76,7 +77,10 @@ struct Quantized {
 
 class Plan {
 public:
-    Plan(const io::SafetensorsCheckpoint& ck, const Resolved& o) : opt_(o) {
+    // fp8_block: the source's weight_block_size when it is an fp8 checkpoint (converted to
+    // w8/q4 from its exact dequantization), else null.
+    Plan(const io::SafetensorsCheckpoint& ck, const Resolved& o, const int64_t* fp8_block)
+        : opt_(o), ck_(ck), fp8_block_(fp8_block) {
         for (const auto& [name, e] : ck.entries()) add(name, e);
     }
 
@@ -98,9 +102,13 @@ public:
                 : name.substr(0, name.size() - std::string(opt_.scale_suffix()).size());
         if (cached_name_ != weight) { // the weight comes first in name order, then its scale
             std::vector<float> w(size_t(s.rows * s.cols));
-            const int64_t elem = dtype_size(e.dtype);
-            convert_to_f32(static_cast<const uint8_t*>(e.data) + s.row_begin * s.cols * elem,
-                           e.dtype, w.data(), s.rows * s.cols);
+            if (s.fp8_scale) {
+                w = dequantize_fp8(e, *s.fp8_scale, fp8_block_[0], fp8_block_[1]);
+            } else {
+                const int64_t elem = dtype_size(e.dtype);
+                convert_to_f32(static_cast<const uint8_t*>(e.data) + s.row_begin * s.cols * elem,
+                               e.dtype, w.data(), s.rows * s.cols);
+            }
             cached_ = quantize(weight, w.data(), s.rows, s.cols);
             cached_name_ = weight;
         }
@@ -139,7 +147,32 @@ private:
         ++quantized_;
     }
 
+    // An fp8 source: its F8_E4M3 weights become w8/q4 from their dequantization; their scales
+    // and static activation scales are consumed. True when `name` was handled here.
+    bool add_from_fp8(const std::string& name, const io::TensorEntry& e) {
+        if (!fp8_block_) return false;
+        auto ends = [&](const std::string& suffix) {
+            return name.size() > suffix.size() &&
+                   name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        };
+        if (ends(".input_scale")) return true;
+        if (ends("_scale_inv")) {
+            const io::TensorEntry* w = ck_.find(name.substr(0, name.size() - 10));
+            return w && w->dtype_name == "F8_E4M3";
+        }
+        if (e.dtype_name != "F8_E4M3") return false;
+        const io::TensorEntry* scale = ck_.find(name + "_scale_inv");
+        if (!scale) fail_invalid("fp8 tensor '", name, "' has no scale '", name, "_scale_inv'");
+        require(e.shape.size() == 2, "fp8 tensor '", name, "' has shape ", e.shape_string(),
+                "; block-wise fp8 weights are 2-D");
+        add_quantized(name, e, 0, e.shape[0], e.shape[1]);
+        sources_[name].fp8_scale = scale;
+        sources_[name + opt_.scale_suffix()].fp8_scale = scale;
+        return true;
+    }
+
     void add(const std::string& name, const io::TensorEntry& e) {
+        if (add_from_fp8(name, e)) return;
         const bool floating = e.dtype_known && is_float(e.dtype);
         if (!floating &&
             (e.dtype_name == "F8_E4M3" || e.dtype_name == "I8" || e.dtype_name == "U8"))
@@ -176,6 +209,8 @@ private:
     }
 
     Resolved opt_;
+    const io::SafetensorsCheckpoint& ck_;
+    const int64_t* fp8_block_;
     std::map<std::string, io::TensorSpec> specs_;
     std::map<std::string, Source> sources_;
     std::set<std::string> kept_;
@@ -196,13 +231,14 @@ ConvertReport convert_checkpoint(const fs::path& src, const fs::path& out,
                                  const ConvertOptions& options) {
     const Resolved o = resolve(options);
     const io::ModelConfig cfg = io::load_hf_config(src);
-    if (cfg.fp8) fail_invalid(src.string(), " is already an fp8 checkpoint");
+    // An fp8 checkpoint (an official release) converts to w8/q4 from its exact dequantization.
+    if (cfg.fp8 && o.fp8()) fail_invalid(src.string(), " is already an fp8 checkpoint");
     if (cfg.group_bits)
         fail_invalid(src.string(), " is already a groupwise (", cfg.group_bits, "-bit) checkpoint");
     require(fs::weakly_canonical(src) != fs::weakly_canonical(out),
             "--out must differ from --model");
     const io::SafetensorsCheckpoint ck = io::SafetensorsCheckpoint::open(src);
-    Plan plan(ck, o);
+    Plan plan(ck, o, cfg.fp8 ? cfg.fp8_block : nullptr);
     fs::create_directories(out);
     // Shards in name order, each at most kShardBytes (one file when it all fits).
     std::vector<std::map<std::string, io::TensorSpec>> shards(1);
@@ -245,6 +281,9 @@ ConvertReport convert_checkpoint(const fs::path& src, const fs::path& out,
                                          {"bits", o.bits()},
                                          {"group_size", o.group},
                                          {"modules_to_not_convert", kept}};
+    // A source's own quantization_config inside text_config (an fp8 release's) is replaced too.
+    if (config.contains("text_config") && config["text_config"].is_object())
+        config["text_config"].erase("quantization_config");
     std::ofstream(out / "config.json") << config.dump(2) << "\n";
     for (const auto& f : fs::directory_iterator(src)) { // tokenizer, templates, generation config
         const std::string n = f.path().filename().string();

@@ -7,6 +7,8 @@
 //        Qwen FP8 layout, so a converted checkpoint loads through the same code as an official one;
 //   w8, q4: groupwise 8- or 4-bit integer codes with a `weight_scale` per group of input columns
 //        (model/groupwise.h), quant_method ninfer_groupwise.
+// An fp8 checkpoint (an official release) converts to w8/q4: its fp8 weights are dequantized
+// exactly (model/fp8.h) and quantized again, its scales and static activation scales dropped.
 // config.json gains the quantization_config, other files (tokenizer, templates) are copied, and
 // checkpoints over kShardBytes are sharded with an index. The output depends only on the input
 // and the options (sorted names, deterministic quantizers): converting twice gives the same bytes.
