@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "load_progress.h"
 #include "model/convert.h"
 
 namespace ninfer::app {
@@ -27,6 +28,8 @@ int convert(const ConvertOptions& o) {
     c.block = o.block;
     c.group = o.group;
     if (!o.scale_dtype.empty()) c.scale_dtype = scale_dtype_named(o.scale_dtype);
+    // A line on stderr for outputs of 1 GiB or more (the load's printer, other words).
+    c.progress = stderr_load_progress({"converting weights", "converted"});
     const model::ConvertReport r = model::convert_checkpoint(o.model, o.out, c);
     const std::string layout =
         c.format == model::QuantFormat::Fp8

@@ -40,6 +40,7 @@ std::atomic<std::FILE*> g_open_line{nullptr};
 struct PrinterState {
     std::FILE* out = nullptr;
     bool tty = false;
+    ProgressWords words;
     bool started = false; // a load is under way: the clock runs
     bool shown = false;   // and it is large enough to print
     std::chrono::steady_clock::time_point start;
@@ -75,20 +76,20 @@ struct PrinterState {
         const double s = seconds();
         if (done >= total) {
             if (tty) {
-                redraw(format_load_done(total, s));
+                redraw(format_load_done(total, s, words));
                 g_open_line = nullptr;
                 std::fputc('\n', out);
             } else {
-                std::fprintf(out, "%s\n", format_load_done(total, s).c_str());
+                std::fprintf(out, "%s\n", format_load_done(total, s, words).c_str());
             }
             started = false;
         } else if (tty) {
-            redraw(format_load_progress(done, total, s, kBarWidth));
+            redraw(format_load_progress(done, total, s, kBarWidth, words));
         } else {
             const int step = share(std::max<int64_t>(done, 0), total, 10);
             if (step <= last_step) return;
             last_step = step;
-            std::fprintf(out, "%s\n", format_load_progress(done, total, s, 0).c_str());
+            std::fprintf(out, "%s\n", format_load_progress(done, total, s, 0, words).c_str());
         }
         std::fflush(out);
     }
@@ -96,7 +97,8 @@ struct PrinterState {
 
 } // namespace
 
-std::string format_load_progress(int64_t done, int64_t total, double seconds, int width) {
+std::string format_load_progress(int64_t done, int64_t total, double seconds, int width,
+                                 const ProgressWords& words) {
     total = std::max<int64_t>(total, 0);
     done = std::clamp<int64_t>(done, 0, total);
     char total_text[32];
@@ -106,27 +108,28 @@ std::string format_load_progress(int64_t done, int64_t total, double seconds, in
     std::snprintf(text, sizeof text, "%*.2f/%s GB  %3d%%  %6.2f GB/s", int(std::strlen(total_text)),
                   gigabytes(done), total_text, share(done, total, 100),
                   gb_per_second(done, seconds));
-    std::string line = "loading weights ";
+    std::string line = std::string(words.active) + " ";
     line += width > 0 ? bar(done, total, width) + "  " : " ";
     return line + text;
 }
 
-std::string format_load_done(int64_t total, double seconds) {
-    char text[128];
-    std::snprintf(text, sizeof text, "loaded %.2f GB of weights in %.1f s (%.2f GB/s)",
+std::string format_load_done(int64_t total, double seconds, const ProgressWords& words) {
+    char text[160];
+    std::snprintf(text, sizeof text, "%s %.2f GB of weights in %.1f s (%.2f GB/s)", words.done,
                   gigabytes(total), seconds, gb_per_second(total, seconds));
     return text;
 }
 
-LoadProgressFn load_progress_printer(std::FILE* out, bool tty) {
+LoadProgressFn load_progress_printer(std::FILE* out, bool tty, const ProgressWords& words) {
     auto state = std::make_shared<PrinterState>();
     state->out = out;
     state->tty = tty;
+    state->words = words;
     return [state](int64_t done, int64_t total) { state->report(done, total); };
 }
 
-LoadProgressFn stderr_load_progress() {
-    return load_progress_printer(stderr, isatty(fileno(stderr)) != 0);
+LoadProgressFn stderr_load_progress(const ProgressWords& words) {
+    return load_progress_printer(stderr, isatty(fileno(stderr)) != 0, words);
 }
 
 void end_load_progress_line() {

@@ -35,7 +35,7 @@ bool quantized_name(const std::string& name) {
 struct Source {
     const io::TensorEntry* entry = nullptr;
     enum class Kind { Copy, Weight, Scale } kind = Kind::Copy;
-    int64_t row_begin = 0, rows = 0, cols = 0; // the 2-D slice of entry (fused experts: one)
+    int64_t row_begin = 0, rows = 0, cols = 0;  // the 2-D slice of entry (fused experts: one)
     const io::TensorEntry* fp8_scale = nullptr; // an fp8 source weight's weight_scale_inv
 };
 
@@ -253,14 +253,23 @@ ConvertReport convert_checkpoint(const fs::path& src, const fs::path& out,
         total += spec.nbytes;
     }
     nlohmann::ordered_json weight_map;
+    int64_t written = 0;
+    auto report = [&](int64_t done) {
+        if (options.progress) options.progress(done, total);
+    };
+    report(0);
     for (size_t k = 0; k < shards.size(); ++k) {
         const std::string file =
             shards.size() == 1
                 ? std::string("model.safetensors")
                 : concat("model-", k + 1 < 10 ? "0000" : "000", k + 1, "-of-",
                          shards.size() < 10 ? "0000" : "000", shards.size(), ".safetensors");
-        io::write_safetensors(out / file, shards[k],
-                              [&](const std::string& name) { return plan.bytes(name); });
+        io::write_safetensors(out / file, shards[k], [&](const std::string& name) {
+            std::vector<uint8_t> b = plan.bytes(name);
+            written += int64_t(b.size());
+            if (written < total) report(written);
+            return b;
+        });
         for (const auto& [name, spec] : shards[k]) weight_map[name] = file;
     }
     if (shards.size() > 1) {
@@ -268,6 +277,7 @@ ConvertReport convert_checkpoint(const fs::path& src, const fs::path& out,
                                         {"weight_map", weight_map}};
         std::ofstream(out / "model.safetensors.index.json") << index.dump(2) << "\n";
     }
+    report(total);
     nlohmann::ordered_json config = read_json(fs::is_directory(src) ? src / "config.json" : src);
     const std::set<std::string> kept = plan.kept_linear_modules();
     if (o.fp8())

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include "core/dtype.h"
@@ -30,6 +31,9 @@ struct ConvertOptions {
     int64_t group = 0;   // w8/q4: input columns per scale; 0 = the default (w8: 64, q4: 32)
     // The scales' dtype: fp8 defaults to BF16 (as Qwen stores them), w8/q4 to F16.
     std::optional<DType> scale_dtype;
+    // Told the output bytes written of their total: (0, total) first, then after each tensor,
+    // (total, total) last. May be empty.
+    std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct ConvertReport {

@@ -57,44 +57,50 @@ GroupwiseTensor quantize_groupwise(const float* w, int64_t rows, int64_t cols, i
     GroupwiseTensor out;
     out.codes.assign(size_t(rows * row_bytes), bits == 8 ? 0 : 0x88);
     std::vector<float> scales(size_t(rows * groups));
-    for (int64_t i = 0; i < rows; ++i)
-        for (int64_t g = 0; g < groups; ++g) {
-            const int64_t j0 = g * group, j1 = std::min(cols, j0 + group);
-            float m = 0;
-            for (int64_t j = j0; j < j1; ++j) {
-                const float v = w[i * cols + j];
-                if (!std::isfinite(v))
-                    fail_invalid("tensor '", name, "' holds a non-finite value at [", i, ", ", j,
-                                 "]");
-                if (std::fabs(v) > std::fabs(m)) m = v;
-            }
-            float s = m / float(qmin); // a power of two: exact
-            float stored = s;
-            if (scale_dtype != DType::F32) {
-                uint16_t h;
-                convert_from_f32(&s, &h, scale_dtype, 1);
-                convert_to_f32(&h, scale_dtype, &stored, 1);
-            }
-            if (!std::isfinite(stored))
-                fail_invalid("tensor '", name, "': the scale of row ", i, ", group ", g,
-                             " overflows ", dtype_name(scale_dtype), " (largest value ", m, ")");
-            scales[size_t(i * groups + g)] = stored;
-            for (int64_t j = j0; j < j1; ++j) {
-                int q = 0;
-                if (stored != 0.0f) {
-                    const double r = std::nearbyint(double(w[i * cols + j]) / double(stored));
-                    q = int(std::clamp(r, double(qmin), double(qmax)));
+    // Rows are independent (each writes its own codes and scales): split over threads, the same
+    // bytes whatever the split. The first bad value in row order is the error reported.
+    parallel_rows(rows, rows * cols, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+            for (int64_t g = 0; g < groups; ++g) {
+                const int64_t j0 = g * group, j1 = std::min(cols, j0 + group);
+                float m = 0;
+                for (int64_t j = j0; j < j1; ++j) {
+                    const float v = w[i * cols + j];
+                    if (!std::isfinite(v))
+                        fail_invalid("tensor '", name, "' holds a non-finite value at [", i, ", ",
+                                     j, "]");
+                    if (std::fabs(v) > std::fabs(m)) m = v;
                 }
-                uint8_t* row = &out.codes[size_t(i * row_bytes)];
-                if (bits == 8) {
-                    row[j] = uint8_t(int8_t(q));
-                } else {
-                    const uint8_t nib = uint8_t(q + 8);
-                    uint8_t& b = row[j / 2];
-                    b = (j % 2 == 0) ? uint8_t((b & 0xF0) | nib) : uint8_t((b & 0x0F) | (nib << 4));
+                float s = m / float(qmin); // a power of two: exact
+                float stored = s;
+                if (scale_dtype != DType::F32) {
+                    uint16_t h;
+                    convert_from_f32(&s, &h, scale_dtype, 1);
+                    convert_to_f32(&h, scale_dtype, &stored, 1);
+                }
+                if (!std::isfinite(stored))
+                    fail_invalid("tensor '", name, "': the scale of row ", i, ", group ", g,
+                                 " overflows ", dtype_name(scale_dtype), " (largest value ", m,
+                                 ")");
+                scales[size_t(i * groups + g)] = stored;
+                for (int64_t j = j0; j < j1; ++j) {
+                    int q = 0;
+                    if (stored != 0.0f) {
+                        const double r = std::nearbyint(double(w[i * cols + j]) / double(stored));
+                        q = int(std::clamp(r, double(qmin), double(qmax)));
+                    }
+                    uint8_t* row = &out.codes[size_t(i * row_bytes)];
+                    if (bits == 8) {
+                        row[j] = uint8_t(int8_t(q));
+                    } else {
+                        const uint8_t nib = uint8_t(q + 8);
+                        uint8_t& b = row[j / 2];
+                        b = (j % 2 == 0) ? uint8_t((b & 0xF0) | nib)
+                                         : uint8_t((b & 0x0F) | (nib << 4));
+                    }
                 }
             }
-        }
+    });
     out.scale.resize(scales.size() * size_t(dtype_size(scale_dtype)));
     convert_from_f32(scales.data(), out.scale.data(), scale_dtype, int64_t(scales.size()));
     return out;

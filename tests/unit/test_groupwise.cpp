@@ -95,6 +95,17 @@ TEST(Groupwise, BadInputIsAClearError) {
         EXPECT_NE(std::string(e.what()).find("'model.x.weight' holds a non-finite value"),
                   std::string::npos);
     }
+    // A tensor large enough to be split over threads: the first bad row in row order is named,
+    // and no worker thread takes the process down.
+    std::vector<float> big(size_t(3000) * 1024, 0.5f);
+    big[size_t(2500) * 1024 + 7] = NAN;
+    big[size_t(100) * 1024 + 3] = INFINITY;
+    try {
+        quantize_groupwise(big.data(), 3000, 1024, 4, 32, DType::F16, "big");
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("at [100, 3]"), std::string::npos) << e.what();
+    }
     const float huge[] = {1e6f}; // 1e6 / 8 overflows f16
     EXPECT_THROW(quantize_groupwise(huge, 1, 1, 4, 1, DType::F16, "w"), Error);
     const std::vector<uint8_t> bytes(8, 0x88), two(4, 0);

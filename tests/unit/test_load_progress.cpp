@@ -19,6 +19,14 @@ TEST(LoadProgressFormat, BarBytesPercentAndRate) {
               "loading weights [##......]   25.00/100.00 GB   25%    2.50 GB/s");
 }
 
+TEST(LoadProgressFormat, OtherWordsForOtherJobs) {
+    const ProgressWords convert{"converting weights", "converted"};
+    EXPECT_EQ(format_load_progress(3 * kGB, 4 * kGB, 2.0, 0, convert).rfind("converting weights  ", 0),
+              0u);
+    EXPECT_EQ(format_load_done(4 * kGB, 2.0, convert).rfind("converted 4.00 GB of weights in", 0),
+              0u);
+}
+
 TEST(LoadProgressFormat, WithoutBarForLogs) {
     EXPECT_EQ(format_load_progress(3 * kGB, 4 * kGB, 2.0, 0),
               "loading weights  3.00/4.00 GB   75%    1.50 GB/s");
