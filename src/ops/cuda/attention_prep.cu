@@ -187,9 +187,6 @@ __global__ void __launch_bounds__(32 * kWarps) attention_prep_rows(PrepArgs a) {
     }
 }
 
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
 // A [T, heads, D] view whose lanes' 8-element chunks all start 16-byte aligned.
 bool heads_aligned(const TensorView& t) {
     return aligned16(t.data) && t.stride[0] % kLaneDims == 0 && t.stride[1] % kLaneDims == 0;

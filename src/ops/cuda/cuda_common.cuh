@@ -143,6 +143,11 @@ inline unsigned blocks_for(int64_t n, int threads) {
     return unsigned((n + threads - 1) / threads);
 }
 
+// Whether p is 16-byte aligned: what a kernel's uint4 loads and stores need.
+inline bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 // Programmatic dependent launch (sm_90+): a kernel launched by launch_pdl may start while the
 // kernel before it in the stream is still finishing, so the launch latency and the block ramp-up
 // between the ~20 small kernels of a decode layer overlap the previous kernel's tail instead of

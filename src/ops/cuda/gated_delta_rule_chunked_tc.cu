@@ -12,10 +12,6 @@
 namespace ninfer::ops::cuda {
 namespace {
 
-bool aligned16(const void* p) {
-    return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
-}
-
 // The tensor-core route copies 16-byte segments of q, k and v rows (8 bf16) and tiles dk, dv
 // by 8 up to 128.
 bool tc_supported(const GdnArgs& a) {

@@ -1,10 +1,26 @@
-// The row reduction and store shared by the few-row GEMVs (linear_gemv.cu, linear_fp8.cu): each
-// warp holds R per-lane partial sums, one per input row, of one output column.
+// The row dispatch, reduction and store shared by the few-row GEMVs (linear_gemv.cu,
+// linear_fp8.cu, linear_grouped.cu): each warp holds R per-lane partial sums, one per input
+// row, of one output column.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
 #include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/linear_gemv.h"
 
 namespace ninfer::ops::cuda {
+
+// Calls fn(std::integral_constant<int, R>{}) for R = rows, 1 <= rows <= kGemvMaxRows, so each
+// row count runs a kernel with exactly R accumulators (and only those counts are compiled).
+template <typename Fn, int... I>
+void with_rows(int64_t rows, Fn&& fn, std::integer_sequence<int, I...>) {
+    ((rows == I + 1 ? fn(std::integral_constant<int, I + 1>{}) : void()), ...);
+}
+template <typename Fn> void with_rows(int64_t rows, Fn&& fn) {
+    with_rows(rows, fn, std::make_integer_sequence<int, int(kGemvMaxRows)>{});
+}
 
 // Reduces the R per-lane partial sums over the warp with a transposed butterfly: each exchange
 // halves the values a lane holds (it keeps one half and sends its partner the other), so 8 rows

@@ -168,15 +168,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks<R>)
     store_rows(acc, lane, y + n, y_stride, accumulate);
 }
 
-// Calls fn(std::integral_constant<int, R>{}) for R = rows, 1 <= rows <= kGemvMaxRows.
-template <typename Fn, int... I>
-void with_rows(int64_t rows, Fn&& fn, std::integer_sequence<int, I...>) {
-    ((rows == I + 1 ? fn(std::integral_constant<int, I + 1>{}) : void()), ...);
-}
-template <typename Fn> void with_rows(int64_t rows, Fn&& fn) {
-    with_rows(rows, fn, std::make_integer_sequence<int, int(kGemvMaxRows)>{});
-}
-
 // implements: out[row, k] = bf16(e4m3(q[row, k]) * scale[e, n / Br, k / Bc]) over the rows
 // row = e * N + n of a stack [E, N, K] (E = 1 for a 2-D weight), V codes per thread and step
 // (16: K % 16 == 0, Bc % 16 == 0, 16-byte aligned q and out; 1 otherwise); rows of experts with
@@ -212,10 +203,6 @@ __global__ void __launch_bounds__(256)
             }
         }
     }
-}
-
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();

@@ -255,19 +255,6 @@ void launch_for_output(const ExecContext& ctx, const Input& in, const TensorView
         launch<__nv_bfloat16>(ctx, in, w, y, accumulate, h_out, h_stride);
 }
 
-// Calls fn(std::integral_constant<int, R>{}) for R = rows, 1 <= rows <= kGemvMaxRows, so each
-// row count runs a kernel with exactly R accumulators (and only those counts are compiled).
-template <typename Fn, int... I>
-void with_rows(int64_t rows, Fn&& fn, std::integer_sequence<int, I...>) {
-    ((rows == I + 1 ? fn(std::integral_constant<int, I + 1>{}) : void()), ...);
-}
-template <typename Fn> void with_rows(int64_t rows, Fn&& fn) {
-    with_rows(rows, fn, std::make_integer_sequence<int, int(kGemvMaxRows)>{});
-}
-
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
 
 // Whether every row of a [T, K] bf16 view starts 16-byte aligned: the first, and from two rows on
 // the row stride a multiple of 8 elements.

@@ -164,20 +164,7 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-
-// Calls fn(std::integral_constant<int, R>{}) for R = rows, 1 <= rows <= kGemvMaxRows.
-template <typename Fn, int... I>
-void with_rows(int64_t rows, Fn&& fn, std::integer_sequence<int, I...>) {
-    ((rows == I + 1 ? fn(std::integral_constant<int, I + 1>{}) : void()), ...);
-}
-template <typename Fn> void with_rows(int64_t rows, Fn&& fn) {
-    with_rows(rows, fn, std::make_integer_sequence<int, int(kGemvMaxRows)>{});
-}
 
 // Calls fn(S{}, std::integral_constant<int, BITS>{}) for the weight's scale dtype and width.
 template <typename Fn> void with_format(const WeightView& w, Fn&& fn) {

@@ -214,10 +214,6 @@ __global__ void assign_slots(const int32_t* ids, int64_t i_s0, int k, int64_t pa
     slot_of_pair[p] = slot;
 }
 
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // Whether the grouped tensor-core GEMMs take these operands (given bf16 activations): H and I
 // multiples of 8, 16-byte aligned rows, and dense stacks aligned or fp8 stacks they take.
 bool grouped_operands_fit(const TensorView& x, const WeightView& gate_up, const WeightView& down) {

@@ -362,10 +362,6 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) 
         a.y[t * a.y_s0 + c] = from_float<typename W::Act>(to_float(a.y[t * a.y_s0 + c]) + sum);
 }
 
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 template <typename W>
 void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logits, int k,
             const WeightView& egu, const WeightView& edown, const WeightView& sgu,

@@ -164,10 +164,6 @@ __global__ void __launch_bounds__(32 * kWarps) span_attention_rows(SpanArgs a) {
         if (d0 + e < a.D) o[d0 + e] = from_float<T>(st.acc[e] / st.sum);
 }
 
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 } // namespace
 
 void span_attention(const ExecContext& ctx, const TensorView& q, const TensorView& k_cache,
