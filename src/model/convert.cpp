@@ -39,14 +39,6 @@ struct Source {
     const io::TensorEntry* fp8_scale = nullptr; // an fp8 source weight's weight_scale_inv
 };
 
-std::string safetensors_dtype(DType d) {
-    return d == DType::F32    ? "F32"
-           : d == DType::BF16 ? "BF16"
-           : d == DType::F16  ? "F16"
-           : d == DType::I8   ? "I8"
-                              : "U8";
-}
-
 // The options with their per-format defaults filled in.
 struct Resolved {
     QuantFormat format;
@@ -134,13 +126,13 @@ private:
             const int64_t sr = (rows + opt_.block - 1) / opt_.block;
             const int64_t sc = (cols + opt_.block - 1) / opt_.block;
             specs_[name] = {"F8_E4M3", {rows, cols}, rows * cols};
-            specs_[scale] = {safetensors_dtype(opt_.scale_dtype), {sr, sc}, sr * sc * selem};
+            specs_[scale] = {dtype_name(opt_.scale_dtype), {sr, sc}, sr * sc * selem};
         } else {
             const std::vector<int64_t> cs = groupwise_code_shape({rows, cols}, opt_.bits());
             const std::vector<int64_t> ss = groupwise_scale_shape({rows, cols}, opt_.group);
-            specs_[name] = {safetensors_dtype(groupwise_code_dtype(opt_.bits())), cs,
+            specs_[name] = {dtype_name(groupwise_code_dtype(opt_.bits())), cs,
                             cs[0] * cs[1]};
-            specs_[scale] = {safetensors_dtype(opt_.scale_dtype), ss, ss[0] * ss[1] * selem};
+            specs_[scale] = {dtype_name(opt_.scale_dtype), ss, ss[0] * ss[1] * selem};
         }
         sources_[name] = {&e, Source::Kind::Weight, row_begin, rows, cols};
         sources_[scale] = {&e, Source::Kind::Scale, row_begin, rows, cols};
