@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/parallel_rows.h"
+#include "ops/weight.h"
 
 namespace ninfer::model {
 namespace {
@@ -141,9 +142,7 @@ std::vector<float> dequantize_groupwise(const io::TensorEntry& codes, const io::
             const float* srow = &s[size_t(i * groups)];
             float* dst = &out[size_t(i * cols)];
             for (int64_t j = 0; j < cols; ++j) {
-                const int code =
-                    bits == 8 ? int(int8_t(row[j])) : int((row[j / 2] >> (4 * (j % 2))) & 0xF) - 8;
-                dst[j] = float(code) * srow[j / group];
+                dst[j] = float(ops::groupwise_code(row, j, bits)) * srow[j / group];
             }
         }
     });

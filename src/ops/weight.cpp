@@ -61,9 +61,8 @@ HostDense grouped_on_host(const WeightView& w) {
     for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* row = q + r * row_bytes;
         for (int64_t c = 0; c < C; ++c) {
-            const int code = w.group_bits == 8 ? int(int8_t(row[c]))
-                                               : int((row[c / 2] >> (4 * (c % 2))) & 0xF) - 8;
-            d[r * C + c] = float(code) * s[size_t(r * groups + c / w.group_size)];
+            d[r * C + c] = float(groupwise_code(row, c, w.group_bits)) *
+                           s[size_t(r * groups + c / w.group_size)];
         }
     }
     return out;

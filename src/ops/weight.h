@@ -70,6 +70,11 @@ struct WeightView {
     WeightView rows(int64_t begin, int64_t count) const;
 };
 
+// Code c of one row of groupwise codes (the layout above): an int8, or nibble c (low first) less 8.
+inline int groupwise_code(const uint8_t* row, int64_t c, int bits) {
+    return bits == 8 ? int(int8_t(row[c])) : int((row[c / 2] >> (4 * (c % 2))) & 0xF) - 8;
+}
+
 // The dense F32 weight of a host fp8 or groupwise weight (the CPU reference: dequantize, then
 // dense); a dense weight is returned as a view of itself (no copy).
 struct HostDense {
