@@ -16,14 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// As test_cuda_model's bf16 bounds: fp8 codes times f32 scales are the dequantized weights
-// exactly, so bf16 activations (and bf16 dequantized scratch on the many-row routes) separate
-// the resident run from the CPU's. The same model with its weights dequantized to bf16 at load
-// (--fp8-weights dequantize) measures what bf16 rounding alone moves these tiny random models'
-// logits (near-tied routers flip experts): resident fp8 may deviate by at most kFp8VsBf16Factor
-// times that, and never needs to beat kBf16LogitsFloor.
-inline constexpr double kBf16LogitsFloor = 3e-2;
-inline constexpr double kFp8VsBf16Factor = 2.0;
+// The bound of resident against CPU logits: cuda_test_util.h (kResidentVsBf16Factor times the
+// deviation of the same model dequantized to bf16 at load, --fp8-weights dequantize).
 
 std::string quant_dir(const std::string& name) {
     return (fs::path(fixtures_dir()) / ".." / "fixtures_quant" / name).lexically_normal().string();
@@ -35,15 +29,6 @@ std::vector<int32_t> prompt_of(int n, int mul, int add) {
     return p;
 }
 
-double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
-    double diff = 0, ref = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
-        ref = std::max(ref, std::fabs(double(want[i])));
-    }
-    return diff / ref;
-}
-
 bool any_fp8(const model::ModelWeights& w) {
     for (const model::LayerWeights& l : w.layers)
         if (l.mlp.experts_gate_up.is_fp8() || l.mlp.gate_up.is_fp8() || l.attn.o_proj.is_fp8())
@@ -51,9 +36,8 @@ bool any_fp8(const model::ModelWeights& w) {
     return false;
 }
 
-// The prompt in one chunk (many-row routes: dequantize + cuBLAS, routed experts dequantized),
-// then four one-token steps (the fp8 GEMV and MoE decode routes).
-const std::vector<int64_t> kSchedule = {20, 1, 1, 1, 1};
+// kResidentSchedule: the prompt in one chunk (many-row routes: dequantize + cuBLAS, routed
+// experts dequantized), then four one-token steps (the fp8 GEMV and MoE decode routes).
 
 class CudaFp8Fixtures : public ::testing::TestWithParam<std::string> {};
 
@@ -61,17 +45,18 @@ TEST_P(CudaFp8Fixtures, ResidentLogitsTrackTheCpuOnTheDequantizedWeights) {
     const std::string dir = quant_dir(GetParam());
     const auto tokens = prompt_of(24, 37, 11);
     auto cpu_model = model::Qwen35Model::load(dir, ops::ExecContext::cpu());
-    const auto cpu = logits_by_schedule(ops::ExecContext::cpu(), *cpu_model, tokens, kSchedule);
+    const auto cpu =
+        logits_by_schedule(ops::ExecContext::cpu(), *cpu_model, tokens, kResidentSchedule);
     const auto ctx = cuda_ctx(DType::BF16);
     auto gpu_model = model::Qwen35Model::load(dir, ctx, /*fp8_resident=*/true);
     ASSERT_TRUE(any_fp8(gpu_model->weights())) << "nothing stayed fp8";
-    const auto gpu = logits_by_schedule(ctx, *gpu_model, tokens, kSchedule);
+    const auto gpu = logits_by_schedule(ctx, *gpu_model, tokens, kResidentSchedule);
     auto bf16_model = model::Qwen35Model::load(dir, ctx, /*fp8_resident=*/false);
     ASSERT_FALSE(any_fp8(bf16_model->weights()));
-    const auto bf16 = logits_by_schedule(ctx, *bf16_model, tokens, kSchedule);
+    const auto bf16 = logits_by_schedule(ctx, *bf16_model, tokens, kResidentSchedule);
     ASSERT_EQ(gpu.size(), cpu.size());
     const double bf16_dev = max_rel_diff(bf16, cpu), fp8_dev = max_rel_diff(gpu, cpu);
-    EXPECT_LE(fp8_dev, std::max(kBf16LogitsFloor, kFp8VsBf16Factor * bf16_dev))
+    EXPECT_LE(fp8_dev, std::max(kBf16LogitsFloor, kResidentVsBf16Factor * bf16_dev))
         << GetParam() << ": bf16 weights deviate " << bf16_dev;
     std::printf("%s: resident fp8 %.4f, bf16 weights %.4f (max |diff| / max |logit| vs CPU)\n",
                 GetParam().c_str(), fp8_dev, bf16_dev);
@@ -94,7 +79,8 @@ TEST_P(CudaFp8Fixtures, ResidentGraphReplayMatchesEager) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFp8Fixtures,
-                         ::testing::Values(std::string("moe_fp8"), std::string("dense_fp8_sharded")));
+                         ::testing::Values(std::string("moe_fp8"),
+                                           std::string("dense_fp8_sharded")));
 
 // Random fp8 weights in the official quantized set, all four MoE weights fp8: CUDA (bf16) and
 // the CPU (f32, dequantizing in each op) run the same model.
@@ -105,23 +91,24 @@ TEST(CudaFp8RandomWeights, FusedFp8MoeDecodeTracksTheCpu) {
     const model::LayerWeights& l0 = cpu_model->weights().layers.front();
     ASSERT_TRUE(l0.mlp.experts_gate_up.is_fp8() && l0.mlp.experts_down.is_fp8() &&
                 l0.mlp.shared_gate_up.is_fp8() && l0.mlp.shared_down.is_fp8());
-    const auto cpu = logits_by_schedule(ops::ExecContext::cpu(), *cpu_model, tokens, kSchedule);
+    const auto cpu =
+        logits_by_schedule(ops::ExecContext::cpu(), *cpu_model, tokens, kResidentSchedule);
     const auto ctx = cuda_ctx(DType::BF16);
     auto gpu_model = model::Qwen35Model::random(cfg, ctx, 9, true);
-    const auto gpu = logits_by_schedule(ctx, *gpu_model, tokens, kSchedule);
+    const auto gpu = logits_by_schedule(ctx, *gpu_model, tokens, kResidentSchedule);
     ASSERT_EQ(gpu.size(), cpu.size());
     for (float v : gpu) ASSERT_TRUE(std::isfinite(v));
     // The bf16 yardstick of this config: the moe_fp8 fixture (the same shapes) dequantized to
     // bf16 at load, against the CPU, over the same schedule.
     auto fixture_cpu = model::Qwen35Model::load(quant_dir("moe_fp8"), ops::ExecContext::cpu());
     auto fixture_bf16 = model::Qwen35Model::load(quant_dir("moe_fp8"), ctx);
-    const double bf16_dev =
-        max_rel_diff(logits_by_schedule(ctx, *fixture_bf16, tokens, kSchedule),
-                     logits_by_schedule(ops::ExecContext::cpu(), *fixture_cpu, tokens, kSchedule));
+    const double bf16_dev = max_rel_diff(
+        logits_by_schedule(ctx, *fixture_bf16, tokens, kResidentSchedule),
+        logits_by_schedule(ops::ExecContext::cpu(), *fixture_cpu, tokens, kResidentSchedule));
     const double fp8_dev = max_rel_diff(gpu, cpu);
-    std::printf("random fp8: resident fp8 %.4f vs CPU; the fixture's bf16 weights %.4f\n",
-                fp8_dev, bf16_dev);
-    EXPECT_LE(fp8_dev, std::max(kBf16LogitsFloor, kFp8VsBf16Factor * bf16_dev));
+    std::printf("random fp8: resident fp8 %.4f vs CPU; the fixture's bf16 weights %.4f\n", fp8_dev,
+                bf16_dev);
+    EXPECT_LE(fp8_dev, std::max(kBf16LogitsFloor, kResidentVsBf16Factor * bf16_dev));
 }
 
 } // namespace

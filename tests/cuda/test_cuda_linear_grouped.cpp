@@ -35,8 +35,7 @@ struct HostGrouped {
     int bits = 0;
     int64_t group = 0, K = 0;
 
-    HostGrouped(int64_t N, int64_t K_, int bits_, int64_t group_, DType scale_dtype,
-                uint64_t seed)
+    HostGrouped(int64_t N, int64_t K_, int bits_, int64_t group_, DType scale_dtype, uint64_t seed)
         : bits(bits_), group(group_), K(K_) {
         const Tensor w = random_tensor({N, K}, seed, 0.02f);
         const model::GroupwiseTensor g =
@@ -108,8 +107,8 @@ bool check_linear_grouped(const Case& s) {
     const TensorView dy = dwide_y.view().narrow(1, 0, s.N);
     bool gemv = s.T <= 32;
     for (int64_t t = 0; gemv && t < s.T; t += kGemvMaxRows)
-        gemv = ops::cuda::linear_gemv_grouped_fits(
-            dx.narrow(0, t, std::min(kGemvMaxRows, s.T - t)), dw.view);
+        gemv = ops::cuda::linear_gemv_grouped_fits(dx.narrow(0, t, std::min(kGemvMaxRows, s.T - t)),
+                                                   dw.view);
     ops::linear(c, dx, dw.view, dy, s.accumulate);
     const Tensor out = to_host(c, dwide_y);
     const std::string what = describe(s) + (gemv ? " route=gemv" : " route=dequantize");
@@ -143,9 +142,9 @@ TEST(CudaLinearGrouped, GemvEveryRowCountBothWidthsBothScales) {
                 EXPECT_EQ(check_linear_grouped({T, 2080, 130, bits, 64, scale, false, DType::F32}),
                           gemv);
                 // K = 96 < one step of a warp; strided x and y.
-                EXPECT_EQ(check_linear_grouped(
-                              {T, 96, 130, bits, 32, scale, true, DType::F32, 8, 6}),
-                          gemv);
+                EXPECT_EQ(
+                    check_linear_grouped({T, 96, 130, bits, 32, scale, true, DType::F32, 8, 6}),
+                    gemv);
             }
 }
 
@@ -185,8 +184,8 @@ TEST(CudaLinearGrouped, DequantizeAStackSkipsUnusedExperts) {
     Tensor dcodes = to_device(c, codes3, DType::U8), dscale = to_device(c, scale3, DType::F16);
     const auto w = ops::WeightView::grouped(dcodes.view(), dscale.view(), 4, 32, K);
     std::vector<int32_t> used = {1, 0, 1, 0};
-    Tensor dused = to_device(
-        c, TensorView::contiguous(used.data(), DType::I32, Device::cpu(), {E}), DType::I32);
+    Tensor dused = to_device(c, TensorView::contiguous(used.data(), DType::I32, Device::cpu(), {E}),
+                             DType::I32);
     Tensor marker = rounded(random_tensor({E, N, K}, 5, 1.0f), DType::BF16);
     Tensor out = to_device(c, marker, DType::BF16);
     ops::cuda::dequantize_grouped(c, w, out, dused);
@@ -230,20 +229,8 @@ bool experts_grouped(const model::ModelWeights& w) {
     return true;
 }
 
-double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
-    double diff = 0, ref = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
-        ref = std::max(ref, std::fabs(double(want[i])));
-    }
-    return diff / ref;
-}
-
-// As test_cuda_fp8_model: bf16 rounding alone (the same codes dequantized at load to bf16) sets
-// the bound, floored at kBf16LogitsFloor.
-inline constexpr double kBf16LogitsFloor = 3e-2;
-inline constexpr double kResidentVsBf16Factor = 2.0;
-const std::vector<int64_t> kSchedule = {20, 1, 1, 1, 1};
+// Bound and schedule as test_cuda_fp8_model (cuda_test_util.h): bf16 rounding alone (the same
+// codes dequantized at load to bf16) sets it, floored at kBf16LogitsFloor.
 
 class CudaGroupedFixtures : public ::testing::TestWithParam<std::string> {};
 
@@ -253,15 +240,16 @@ TEST_P(CudaGroupedFixtures, ResidentLogitsTrackTheCpuOnTheSameCodes) {
         std::vector<int32_t> tokens;
         for (int i = 0; i < 24; ++i) tokens.push_back((i * 37 + 11) % 200);
         auto cpu_model = model::Qwen35Model::load(dir, ops::ExecContext::cpu());
-        const auto cpu = logits_by_schedule(ops::ExecContext::cpu(), *cpu_model, tokens, kSchedule);
+        const auto cpu =
+            logits_by_schedule(ops::ExecContext::cpu(), *cpu_model, tokens, kResidentSchedule);
         const auto ctx = cuda_ctx(DType::BF16);
         auto gpu_model = model::Qwen35Model::load(dir, ctx, model::Residency(false, true));
         ASSERT_TRUE(any_grouped(gpu_model->weights())) << "nothing stayed groupwise";
         ASSERT_TRUE(experts_grouped(gpu_model->weights())) << "MoE experts were dequantized";
-        const auto gpu = logits_by_schedule(ctx, *gpu_model, tokens, kSchedule);
+        const auto gpu = logits_by_schedule(ctx, *gpu_model, tokens, kResidentSchedule);
         auto bf16_model = model::Qwen35Model::load(dir, ctx);
         ASSERT_FALSE(any_grouped(bf16_model->weights()));
-        const auto bf16 = logits_by_schedule(ctx, *bf16_model, tokens, kSchedule);
+        const auto bf16 = logits_by_schedule(ctx, *bf16_model, tokens, kResidentSchedule);
         const double bf16_dev = max_rel_diff(bf16, cpu), dev = max_rel_diff(gpu, cpu);
         EXPECT_LE(dev, std::max(kBf16LogitsFloor, kResidentVsBf16Factor * bf16_dev))
             << GetParam() << ": bf16 weights deviate " << bf16_dev;
