@@ -19,10 +19,6 @@ namespace fs = std::filesystem;
 // The bound of resident against CPU logits: cuda_test_util.h (kResidentVsBf16Factor times the
 // deviation of the same model dequantized to bf16 at load, --fp8-weights dequantize).
 
-std::string quant_dir(const std::string& name) {
-    return (fs::path(fixtures_dir()) / ".." / "fixtures_quant" / name).lexically_normal().string();
-}
-
 std::vector<int32_t> prompt_of(int n, int mul, int add) {
     std::vector<int32_t> p;
     for (int i = 0; i < n; ++i) p.push_back((i * mul + add) % 200);
@@ -42,7 +38,7 @@ bool any_fp8(const model::ModelWeights& w) {
 class CudaFp8Fixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaFp8Fixtures, ResidentLogitsTrackTheCpuOnTheDequantizedWeights) {
-    const std::string dir = quant_dir(GetParam());
+    const std::string dir = quant_fixture_dir(GetParam());
     const auto tokens = prompt_of(24, 37, 11);
     auto cpu_model = model::Qwen35Model::load(dir, ops::ExecContext::cpu());
     const auto cpu =
@@ -67,7 +63,7 @@ TEST_P(CudaFp8Fixtures, ResidentGraphReplayMatchesEager) {
     std::vector<GeneratedToken> runs[2];
     for (int graphs = 0; graphs < 2; ++graphs) {
         EngineOptions o = cuda_engine_options("bf16");
-        o.model_dir = quant_dir(GetParam());
+        o.model_dir = quant_fixture_dir(GetParam());
         o.fp8_weights = "resident";
         o.cuda_graphs = graphs == 1;
         Engine engine(o);
@@ -85,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFp8Fixtures,
 // Random fp8 weights in the official quantized set, all four MoE weights fp8: CUDA (bf16) and
 // the CPU (f32, dequantizing in each op) run the same model.
 TEST(CudaFp8RandomWeights, FusedFp8MoeDecodeTracksTheCpu) {
-    const io::ModelConfig cfg = io::load_hf_config(quant_dir("moe_fp8"));
+    const io::ModelConfig cfg = io::load_hf_config(quant_fixture_dir("moe_fp8"));
     const auto tokens = prompt_of(24, 41, 7);
     auto cpu_model = model::Qwen35Model::random(cfg, ops::ExecContext::cpu(), 9, true);
     const model::LayerWeights& l0 = cpu_model->weights().layers.front();
@@ -100,8 +96,9 @@ TEST(CudaFp8RandomWeights, FusedFp8MoeDecodeTracksTheCpu) {
     for (float v : gpu) ASSERT_TRUE(std::isfinite(v));
     // The bf16 yardstick of this config: the moe_fp8 fixture (the same shapes) dequantized to
     // bf16 at load, against the CPU, over the same schedule.
-    auto fixture_cpu = model::Qwen35Model::load(quant_dir("moe_fp8"), ops::ExecContext::cpu());
-    auto fixture_bf16 = model::Qwen35Model::load(quant_dir("moe_fp8"), ctx);
+    auto fixture_cpu =
+        model::Qwen35Model::load(quant_fixture_dir("moe_fp8"), ops::ExecContext::cpu());
+    auto fixture_bf16 = model::Qwen35Model::load(quant_fixture_dir("moe_fp8"), ctx);
     const double bf16_dev = max_rel_diff(
         logits_by_schedule(ctx, *fixture_bf16, tokens, kResidentSchedule),
         logits_by_schedule(ops::ExecContext::cpu(), *fixture_cpu, tokens, kResidentSchedule));

@@ -48,6 +48,13 @@ inline ReferenceStep parse_step(const nlohmann::json& s) {
     return st;
 }
 
+// A committed quantized fixture: tests/fixtures_quant/NAME (beside the HF fixtures).
+inline std::string quant_fixture_dir(const std::string& name) {
+    return (std::filesystem::path(fixtures_dir()) / ".." / "fixtures_quant" / name)
+        .lexically_normal()
+        .string();
+}
+
 inline std::vector<Fixture> load_fixtures() {
     std::vector<Fixture> out;
     for (const auto& entry : std::filesystem::directory_iterator(fixtures_dir())) {

@@ -20,9 +20,6 @@ namespace fs = std::filesystem;
 fs::path fixture(const std::string& name) {
     return fs::path(fixtures_dir()) / name;
 }
-fs::path quant_fixture(const std::string& name) {
-    return (fs::path(fixtures_dir()) / ".." / "fixtures_quant" / name).lexically_normal();
-}
 fs::path scratch(const std::string& name) {
     const fs::path p = scratch_path("ninfer_convert_" + name);
     fs::remove_all(p);
@@ -53,11 +50,11 @@ TEST(ConvertFp8, EqualsPyTorchsQuantizationBitForBit) {
     o.block = 32;
     const fs::path moe = scratch("moe");
     model::convert_checkpoint(fixture("moe_vlm_per_expert"), moe, o);
-    expect_same_tensors(moe, quant_fixture("moe_fp8"));
+    expect_same_tensors(moe, quant_fixture_dir("moe_fp8"));
     o.scale_dtype = DType::F32;
     const fs::path dense = scratch("dense");
     model::convert_checkpoint(fixture("dense_vlm_mtp"), dense, o);
-    expect_same_tensors(dense, quant_fixture("dense_fp8_sharded"));
+    expect_same_tensors(dense, quant_fixture_dir("dense_fp8_sharded"));
 }
 
 TEST(ConvertFp8, FusedExpertsComeOutPerExpertWithinE4m3Rounding) {
@@ -112,7 +109,8 @@ TEST(ConvertFp8, IsReproducibleAndRefusesFp8Input) {
     model::convert_checkpoint(fixture("moe_vlm_per_expert"), b, o);
     EXPECT_EQ(file_bytes(a / "model.safetensors"), file_bytes(b / "model.safetensors"));
     EXPECT_EQ(file_bytes(a / "config.json"), file_bytes(b / "config.json"));
-    EXPECT_THROW(model::convert_checkpoint(quant_fixture("moe_fp8"), scratch("again"), o), Error);
+    EXPECT_THROW(model::convert_checkpoint(quant_fixture_dir("moe_fp8"), scratch("again"), o),
+                 Error);
 }
 
 } // namespace

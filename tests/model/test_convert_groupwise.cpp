@@ -17,12 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path quant_fixture(const std::string& name) {
-    return (fs::path(fixtures_dir()) / ".." / "fixtures_quant" / name).lexically_normal();
-}
-
 TEST(ConvertGroupwise, FromAnFp8CheckpointQuantizesItsExactDequantization) {
-    const fs::path src = quant_fixture("moe_fp8");
+    const fs::path src = quant_fixture_dir("moe_fp8");
     const fs::path out = scratch_path("ninfer_convert_fp8_to_q4");
     fs::remove_all(out);
     model::ConvertOptions o;

@@ -20,10 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string quant_dir(const std::string& name) {
-    return (fs::path(fixtures_dir()) / ".." / "fixtures_quant" / name).lexically_normal().string();
-}
-
 TEST(Fp8, E4m3DecodesEveryKindOfBitPattern) {
     EXPECT_EQ(model::fp8_e4m3_to_float(0x00), 0.0f);
     EXPECT_TRUE(std::signbit(model::fp8_e4m3_to_float(0x80)));
@@ -76,7 +72,7 @@ TEST(Fp8, DequantizesBigTensorsBlockByBlock) {
 class Fp8Checkpoint : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Fp8Checkpoint, RunsExactlyTheDequantizedModel) {
-    const std::string dir = quant_dir(GetParam());
+    const std::string dir = quant_fixture_dir(GetParam());
     ASSERT_TRUE(fs::exists(fs::path(dir) / "config.json")) << dir;
     EngineOptions o;
     o.model_dir = dir;
@@ -110,7 +106,7 @@ TEST_P(Fp8Checkpoint, RunsExactlyTheDequantizedModel) {
 // The oracle: HF transformers (float64) on the dequantized weights, greedy ids identical
 // and logprobs (the chosen token's and the top-5) within 1e-3 on the CPU.
 TEST_P(Fp8Checkpoint, MatchesHfOnTheDequantizedWeights) {
-    const std::string dir = quant_dir(GetParam());
+    const std::string dir = quant_fixture_dir(GetParam());
     std::ifstream in(fs::path(dir) / "reference.json");
     ASSERT_TRUE(in) << "no reference.json in " << dir;
     const nlohmann::json ref = nlohmann::json::parse(in);
@@ -142,7 +138,7 @@ TEST_P(Fp8Checkpoint, MatchesHfOnTheDequantizedWeights) {
 // span whole scale blocks, and the ops' fp8 dispatch.
 TEST_P(Fp8Checkpoint, ResidentFp8RunsTheDequantizedModel) {
     EngineOptions o;
-    o.model_dir = quant_dir(GetParam());
+    o.model_dir = quant_fixture_dir(GetParam());
     Engine dequantized(o);
     o.fp8_weights = "resident";
     Engine resident(o);
@@ -158,7 +154,7 @@ TEST_P(Fp8Checkpoint, ResidentFp8RunsTheDequantizedModel) {
 // Which projections a resident load keeps as fp8: all-fp8 groups whose parts span whole row
 // blocks; b|a (bf16 in the official layout) apart; the router and norms dense.
 TEST(Fp8Checkpoint, ResidentLoadKeepsTheFp8Projections) {
-    const std::string dir = quant_dir("moe_fp8");
+    const std::string dir = quant_fixture_dir("moe_fp8");
     const auto model = model::Qwen35Model::load(dir, ops::ExecContext::cpu(), true);
     const model::ModelWeights& w = model->weights();
     int fp8_experts = 0, split_gdn = 0;
@@ -188,7 +184,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8Checkpoint,
 
 // A copy of a fixture whose config.json is edited by `edit`.
 std::string edited_copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
-    const fs::path src = quant_dir(name);
+    const fs::path src = quant_fixture_dir(name);
     const fs::path dst = fs::temp_directory_path() / ("ninfer_fp8_" + name + "_" +
                                                       std::to_string(std::rand()));
     fs::create_directories(dst);
