@@ -242,9 +242,8 @@ void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& ro
         if (any_grouped) check_dtype(op, "h", h, DType::BF16);
         for (auto [name, w] : weights)
             if (!w->is_quantized()) check_cuda_float(op, {&h, &w->w});
-        // The fused decode kernels read dense or fp8 weights; groupwise ones take the composition.
-        if (!any_grouped &&
-            cuda::moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up,
+        // The fused decode kernels read dense, fp8 or groupwise weights (moe_decode.cu).
+        if (cuda::moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up,
                                         shared_down))
             return cuda::moe_block_decode(ctx, h, router_logits, top_k, experts_gate_up,
                                           experts_down, shared_gate_up, shared_down, y);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
+#include "cuda/grouped_test_util.h"
 #include "model/convert.h"
 #include "model/fixture_util.h"
 #include "model/groupwise.h"
@@ -28,42 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ops::cuda::kGemvMaxRows;
-
-// A host groupwise weight [N, K] quantized from N(0, 0.02) values (model/groupwise.h's recipe).
-struct HostGrouped {
-    Tensor codes, scale;
-    int bits = 0;
-    int64_t group = 0, K = 0;
-
-    HostGrouped(int64_t N, int64_t K_, int bits_, int64_t group_, DType scale_dtype, uint64_t seed)
-        : bits(bits_), group(group_), K(K_) {
-        const Tensor w = random_tensor({N, K}, seed, 0.02f);
-        const model::GroupwiseTensor g =
-            model::quantize_groupwise(w.ptr<float>(), N, K, bits, group, scale_dtype, "w");
-        const auto cdims = model::groupwise_code_shape({N, K}, bits);
-        const auto sdims = model::groupwise_scale_shape({N, K}, group);
-        codes = Tensor::empty(cpu_allocator(), model::groupwise_code_dtype(bits), cdims.data(), 2);
-        std::copy(g.codes.begin(), g.codes.end(), codes.ptr<uint8_t>());
-        scale = Tensor::empty(cpu_allocator(), scale_dtype, sdims.data(), 2);
-        std::copy(g.scale.begin(), g.scale.end(), static_cast<uint8_t*>(scale.view().data));
-    }
-    ops::WeightView view() const {
-        return ops::WeightView::grouped(codes.view(), scale.view(), bits, group, K);
-    }
-    Tensor dense() const {
-        ops::HostDense d = ops::dense_on_host(view());
-        return clone(d.view);
-    }
-};
-
-struct DeviceGrouped {
-    Tensor codes, scale;
-    ops::WeightView view;
-    DeviceGrouped(const ops::ExecContext& c, const HostGrouped& h)
-        : codes(to_device(c, h.codes, h.codes.view().dtype)),
-          scale(to_device(c, h.scale, h.scale.view().dtype)),
-          view(ops::WeightView::grouped(codes.view(), scale.view(), h.bits, h.group, h.K)) {}
-};
 
 struct Case {
     int64_t T, K, N;
@@ -275,6 +240,24 @@ TEST_P(CudaGroupedFixtures, ResidentGraphReplayMatchesEager) {
     ASSERT_EQ(ids_of(runs[1]), ids_of(runs[0]));
     for (size_t i = 0; i < runs[0].size(); ++i)
         EXPECT_NEAR(runs[1][i].logprob, runs[0][i].logprob, kLogprobScheduleAbs) << i;
+}
+
+// --group-weights auto (the default) keeps the codes on CUDA with bf16: the engine holds far fewer
+// weight bytes than with dequantize, and resident gives the same bytes as auto.
+TEST_P(CudaGroupedFixtures, AutoKeepsTheCodesOnCuda) {
+    const std::string dir = converted(GetParam(), model::QuantFormat::Q4);
+    auto weight_bytes = [&](const char* mode) {
+        EngineOptions o = cuda_engine_options("bf16");
+        o.model_dir = dir;
+        if (mode) o.group_weights = mode;
+        Engine engine(o);
+        return engine.memory_stats().weights;
+    };
+    const int64_t by_default = weight_bytes(nullptr), resident = weight_bytes("resident");
+    const int64_t dequantized = weight_bytes("dequantize");
+    EXPECT_EQ(by_default, resident);
+    EXPECT_LT(double(by_default), 0.8 * double(dequantized))
+        << "auto " << by_default << " bytes, dequantize " << dequantized;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGroupedFixtures,

@@ -26,6 +26,7 @@
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gemv_rows.cuh"
+#include "ops/cuda/groupwise_codes.cuh"
 #include "ops/cuda/linear_gemv.h"
 #include "ops/cuda/linear_grouped.h"
 
@@ -43,33 +44,6 @@ constexpr int kUnroll = 4; // 16-byte loads per lane in flight
 constexpr int64_t kGroupedGemvMaxRows = 32;
 // Elements of one dequantized chunk in the stream workspace (bf16: 32 MiB).
 constexpr int64_t kDequantChunkElements = int64_t(16) << 20;
-
-template <int BITS> constexpr int kCodesPerLoad = BITS == 8 ? 16 : 32;
-
-__device__ __forceinline__ float scale_to_float(float v) {
-    return v;
-}
-__device__ __forceinline__ float scale_to_float(__half v) {
-    return __half2float(v);
-}
-
-// The V codes of one 16-byte load as floats, in column order.
-template <int BITS>
-__device__ __forceinline__ void codes_to_float(const uint4& raw, float (&v)[kCodesPerLoad<BITS>]) {
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            const uint32_t byte = (words[i] >> (8 * b)) & 0xFFu; // little-endian: byte 4i + b
-            if constexpr (BITS == 8) {
-                v[4 * i + b] = float(int8_t(uint8_t(byte)));
-            } else { // element 2j in the low nibble, 2j + 1 in the high one, each q + 8
-                v[2 * (4 * i + b)] = float(int(byte & 0xFu) - 8);
-                v[2 * (4 * i + b) + 1] = float(int(byte >> 4) - 8);
-            }
-        }
-}
 
 // acc[r] += (x[r, c .. c+V) . codes) * scale for every row r, the codes converted once.
 template <int R, int BITS>

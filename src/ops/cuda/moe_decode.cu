@@ -17,6 +17,9 @@
 //     activations, 16 codes a load (H, I, Is multiples of 16, Bc % 16 == 0; all four weights
 //     fp8 with one block size, else the dispatcher runs the composition). Each load's 16-term
 //     partial dot product is formed in f32 and multiplied by its block's scale.
+//   - GroupedWeights<S, BITS> (moe_decode_grouped.cuh): groupwise W8/Q4 codes with F16 or F32
+//     group scales and BF16 activations, 16 bytes a load (16 or 32 codes; H, I, Is multiples of
+//     that, groups of whole loads; all four weights of one width and scale dtype).
 // Numerics either way: f32 products and accumulation, y rounded once.
 #include <algorithm>
 #include <cstdint>
@@ -24,12 +27,14 @@
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/moe_decode_fp8.cuh"
+#include "ops/cuda/moe_decode_grouped.cuh"
 #include "ops/cuda/moe_route.cuh"
 
 namespace ninfer::ops::cuda {
 namespace {
 
 using moe_decode::Fp8Weights;
+using moe_decode::GroupedWeights;
 
 constexpr int kWarps = 8;               // warps per block, both kernels
 constexpr int kMaxExpertsPerLane = 16;  // E <= 512 (the route keeps E / 32 logits per lane)
@@ -41,6 +46,10 @@ constexpr int64_t kDecodeMaxPairs = 64; // = moe_experts' GEMV boundary (moe.cu)
 // MMA pipeline's fill. Measured on the H200 at the 35B's shapes (bench_fp8_ops, moe_block):
 // 0.214 against 0.263 ms at 128 pairs (T = 16, top-8), 0.414 against 0.372 ms at 256.
 constexpr int64_t kFp8DecodeMaxPairs = 192;
+// Groupwise W8/Q4 weights: the same bound. Their composition dequantizes each used expert to bf16
+// scratch and reads it again (q4: 0.5 + 2 + 2 bytes a weight against this route's 0.5 per pair),
+// so this route reads fewer bytes at every pair count up to it.
+constexpr int64_t kGroupedDecodeMaxPairs = kFp8DecodeMaxPairs;
 // Load steps in flight per lane. Up: 2 rows (gate, up) x 2 steps = 4 x 16 bytes; at T = 1 the
 // 35B's 9 x 512 row warps are all resident (up_blocks_per_sm) and keep ~9 MB in the air, twice
 // what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down
@@ -393,23 +402,47 @@ void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logit
 
 } // namespace
 
+namespace {
+
+// Calls fn(GroupedWeights<S, BITS>{}) for the format of groupwise weight w (F16 or F32 scales,
+// 8 or 4 bits).
+template <typename Fn> decltype(auto) with_grouped(const WeightView& w, Fn&& fn) {
+    const bool half = w.scale.dtype == DType::F16;
+    if (w.group_bits == 8)
+        return half ? fn(GroupedWeights<__half, 8>{}) : fn(GroupedWeights<float, 8>{});
+    return half ? fn(GroupedWeights<__half, 4>{}) : fn(GroupedWeights<float, 4>{});
+}
+
+} // namespace
+
 bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const WeightView& experts_gate_up,
                            const WeightView& experts_down, const WeightView& shared_gate_up,
                            const WeightView& shared_down) {
     const WeightView* const w[4] = {&experts_gate_up, &experts_down, &shared_gate_up, &shared_down};
-    int fp8 = 0;
-    for (const WeightView* v : w) fp8 += v->is_fp8();
-    if (fp8 != 0 && fp8 != 4) return false; // mixed dense and fp8 weights: the composition
+    int fp8 = 0, grouped = 0;
+    for (const WeightView* v : w) fp8 += v->is_fp8(), grouped += v->is_grouped();
+    // Mixed dense and quantized weights: the composition.
+    if ((fp8 != 0 && fp8 != 4) || (grouped != 0 && grouped != 4)) return false;
     // Elements per 16-byte load: H, I and Is hold whole loads.
-    const int64_t elems = fp8 ? Fp8Weights::kElems : DenseWeights<float>::kElems;
+    const int64_t elems = fp8       ? Fp8Weights::kElems
+                          : grouped ? (experts_gate_up.group_bits == 8 ? kCodesPerLoad<8>
+                                                                       : kCodesPerLoad<4>)
+                                    : DenseWeights<float>::kElems;
     const int64_t H = h.size(1), I = experts_down.size(2), Is = shared_down.size(1);
-    const int64_t max_pairs = fp8 ? kFp8DecodeMaxPairs : kDecodeMaxPairs;
+    const int64_t max_pairs = fp8 ? kFp8DecodeMaxPairs
+                              : grouped ? kGroupedDecodeMaxPairs
+                                        : kDecodeMaxPairs;
     bool fits = fused_routes_enabled("moe_block") && h.size(0) * top_k <= max_pairs &&
                 top_k <= kMaxTopK && experts_gate_up.size(0) <= 32 * kMaxExpertsPerLane &&
                 H % elems == 0 && I % elems == 0 && Is % elems == 0 && h.stride[0] % 8 == 0 &&
                 aligned16(h.data);
     for (const WeightView* v : w) fits = fits && aligned16(v->w.data);
-    return fits && (!fp8 || (h.dtype == DType::BF16 && Fp8Weights::fits(w)));
+    if (!fits) return false;
+    if (fp8) return h.dtype == DType::BF16 && Fp8Weights::fits(w);
+    if (grouped)
+        return h.dtype == DType::BF16 &&
+               with_grouped(experts_gate_up, [&](auto format) { return decltype(format)::fits(w); });
+    return true;
 }
 
 void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
@@ -419,16 +452,22 @@ void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorV
     require(
         moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up, shared_down),
         "moe_block: the decode route needs T * top_k <= ", kDecodeMaxPairs, " (fp8: ",
-        kFp8DecodeMaxPairs, "), top_k <= ", kMaxTopK,
+        kFp8DecodeMaxPairs, ", groupwise: ", kGroupedDecodeMaxPairs, "), top_k <= ", kMaxTopK,
         ", E <= ", 32 * kMaxExpertsPerLane,
-        ", 16-byte aligned rows, H, I, Is multiples of 8 (16 "
-        "and all four weights fp8 with one block size, block_cols % 16 == 0 and BF16 h for fp8)");
-    if (experts_gate_up.is_fp8()) {
+        ", 16-byte aligned rows, H, I, Is multiples of 8 (fp8: 16, all four weights fp8 with one "
+        "block size, block_cols % 16 == 0 and BF16 h; groupwise: 16 for w8 and 32 for q4, all "
+        "four of one width and scale dtype, groups of whole 16-byte loads and BF16 h)");
+    if (experts_gate_up.is_quantized())
         require(h.dtype == DType::BF16 && y.dtype == DType::BF16,
-                "moe_block: fp8 weights take BF16 h and y");
+                "moe_block: fp8 and groupwise weights take BF16 h and y");
+    if (experts_gate_up.is_fp8())
         return launch<Fp8Weights>(ctx, h, router_logits, int(top_k), experts_gate_up, experts_down,
                                   shared_gate_up, shared_down, y);
-    }
+    if (experts_gate_up.is_grouped())
+        return with_grouped(experts_gate_up, [&](auto format) {
+            launch<decltype(format)>(ctx, h, router_logits, int(top_k), experts_gate_up,
+                                     experts_down, shared_gate_up, shared_down, y);
+        });
     dispatch_float(h.dtype, "moe_block", [&](auto tag) {
         launch<DenseWeights<decltype(tag)>>(ctx, h, router_logits, int(top_k), experts_gate_up,
                                             experts_down, shared_gate_up, shared_down, y);
