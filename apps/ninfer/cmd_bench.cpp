@@ -244,9 +244,11 @@ int bench(BenchOptions o) {
     // The engine keeps an fp8 config's projections fp8 on CUDA with bf16 (EngineOptions).
     const bool fp8_resident = c.fp8 && gpu && ctx.dtype == DType::BF16 &&
                               o.engine.fp8_weights != "dequantize";
-    // Groupwise projections stay codes with --group-weights resident: F16 scales as ninfer
-    // convert writes them, F32 for random weights (weight_binder.h).
-    const bool grouped_resident = c.group_bits != 0 && o.engine.group_weights == "resident";
+    // Groupwise projections stay codes with --group-weights resident (auto: on CUDA with bf16):
+    // F16 scales as ninfer convert writes them, F32 for random weights (weight_binder.h).
+    const bool grouped_resident =
+        c.group_bits != 0 && (o.engine.group_weights == "resident" ||
+                              (o.engine.group_weights == "auto" && gpu && ctx.dtype == DType::BF16));
     const int64_t weight_bytes =
         fp8_resident       ? model::active_weight_bytes(p, true)
         : grouped_resident ? model::grouped_weight_bytes(p.active_per_token, p.active_fp8_quantized,

@@ -129,7 +129,7 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
                          {"context", context},
                          {"one_sequence_at_context", kv_token * context + gdn_seq}};
     if (checkpoint_bytes > 0) j["memory_bytes"]["checkpoint_tensors"] = checkpoint_bytes;
-    if (c.group_bits) { // with --group-weights resident, F16 scales (as ninfer convert writes)
+    if (c.group_bits) { // resident (CUDA's default), F16 scales (as ninfer convert writes)
         j["memory_bytes"]["text_weights_grouped_resident"] =
             model::grouped_weight_bytes(p.text_total, p.text_fp8_quantized, c.group_bits,
                                         c.group_size, 2);
@@ -146,8 +146,9 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
     // The checkpoint's weight format: block-wise fp8 projections stay fp8 on CUDA with bf16
     // compute (about half the bf16 bytes above); the CPU, or --fp8-weights dequantize, holds
     // the bf16 weights above.
-    // Groupwise w8/q4 checkpoints: dequantized at load by default (weights_bf16 above), the
-    // projections kept as codes with --group-weights resident (the *_grouped_resident bytes).
+    // Groupwise w8/q4 checkpoints: the projections kept as codes on CUDA with bf16 compute (the
+    // *_grouped_resident bytes), dequantized at load on the CPU or with --group-weights
+    // dequantize (weights_bf16 above).
     if (c.fp8)
         j["format"] = {{"weights", "fp8 e4m3, block-wise (resident as fp8 on CUDA; dequantized "
                                    "at load on the CPU or with --fp8-weights dequantize)"},
@@ -155,9 +156,9 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
     else if (c.group_bits)
         j["format"] = {{"weights", concat("ninfer_groupwise ", c.group_bits == 8 ? "w8" : "q4",
                                           ": ", c.group_bits, "-bit integer codes, a scale per ",
-                                          c.group_size, " input columns (dequantized at load, or "
-                                          "the projections resident with --group-weights "
-                                          "resident)")},
+                                          c.group_size, " input columns (resident as codes on "
+                                          "CUDA; dequantized at load on the CPU or with "
+                                          "--group-weights dequantize)")},
                        {"bits", c.group_bits},
                        {"group_size", c.group_size}};
     else

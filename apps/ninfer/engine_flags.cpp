@@ -73,10 +73,10 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "load)")
             ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
         app.add_option("--group-weights", o.group_weights,
-                       "Groupwise w8/q4 checkpoints: dequantize (to the compute dtype at load) "
-                       "or resident (the quantized projections, MoE experts included, stay codes "
-                       "and scales)")
-            ->check(CLI::IsMember({"dequantize", "resident"}));
+                       "Groupwise w8/q4 checkpoints: auto (resident on CUDA with bf16, else "
+                       "dequantize), resident (the quantized projections, MoE experts included, "
+                       "stay codes and scales) or dequantize (to the compute dtype at load)")
+            ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
         app.add_option("--kv-dtype", o.kv_dtype,
                        "KV cache storage: bf16 (the activation dtype), int8 (an f16 scale per 64 "
                        "dims) or fp8 (e4m3, a scale per token and head); int8 and fp8 hold about "

@@ -45,11 +45,12 @@ struct EngineOptions {
     // (int8 codes, an f16 scale per 64 dims of each token and head) or "fp8" (e4m3 codes, an
     // f32 scale per token and head). int8 and fp8 about double the tokens that fit.
     std::string kv_dtype = "bf16";
-    // Groupwise w8/q4 checkpoints (ninfer convert --to w8|q4): "dequantize" (at load, to the
-    // compute dtype; the default) or "resident" (every quantized projection, MoE experts
-    // included, stays as codes and scales: about a quarter (q4) or half (w8) of the bf16 bytes;
-    // CUDA with bf16 compute, or the CPU, where each op dequantizes).
-    std::string group_weights = "dequantize";
+    // Groupwise w8/q4 checkpoints (ninfer convert --to w8|q4): "resident" (every quantized
+    // projection, MoE experts included, stays as codes and scales: about a quarter (q4) or half
+    // (w8) of the bf16 bytes; CUDA with bf16 compute, or the CPU, where each op dequantizes),
+    // "dequantize" (at load, to the compute dtype) or "auto" (the default: resident on CUDA with
+    // bf16 compute, else dequantize).
+    std::string group_weights = "auto";
     // KV capacity in tokens. 0: from memory (CUDA: gpu_memory_utilization; CPU: max_sequences *
     // max_context).
     int64_t kv_cache_tokens = 0;

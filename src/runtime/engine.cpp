@@ -69,9 +69,10 @@ bool fp8_resident(const EngineOptions& o, const ops::ExecContext& ctx) {
 
 // Whether a groupwise checkpoint's projections stay groupwise (EngineOptions::group_weights).
 bool grouped_resident(const EngineOptions& o, const ops::ExecContext& ctx) {
+    if (o.group_weights == "auto") return !ctx.device.is_cpu() && ctx.dtype == DType::BF16;
     if (o.group_weights == "dequantize") return false;
     require(o.group_weights == "resident", "unknown group_weights '", o.group_weights,
-            "' (expected dequantize or resident)");
+            "' (expected auto, resident or dequantize)");
     require(ctx.device.is_cpu() || ctx.dtype == DType::BF16,
             "group_weights resident: CUDA runs groupwise weights with bf16 activations "
             "(--dtype bf16)");
