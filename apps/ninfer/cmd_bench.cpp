@@ -268,6 +268,7 @@ int bench(BenchOptions o) {
                                                 c.group_size, " (resident)")
                                        : std::string(dtype_name(ctx.dtype))},
         {"prefill_chunk", o.engine.prefill_chunk},
+        {"route_table", engine.model_info().route_table},
         {"load_s", load_s},
         {"ceilings", {{"copy_bytes_per_s", copy_bw}, {"gemm_flops", gemm}}},
         {"parameters", {{"text_total", p.text_total}, {"active_per_token", p.active_per_token}}}};

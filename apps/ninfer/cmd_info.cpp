@@ -14,6 +14,7 @@
 #include "model/param_count.h"
 #include "model/weight_loader.h"
 #include "runtime/placement.h"
+#include "runtime/route_selection.h"
 
 namespace ninfer::app {
 namespace {
@@ -25,6 +26,8 @@ struct InfoOptions {
     int64_t context = 0;
     std::string plan;       // "split:N" or "tp:N": a multi-GPU placement plan (runtime/placement.h)
     double plan_device_gb = 141; // memory of each planned device (GB; an H200)
+    std::string device = "cpu";    // whose kernel route table to name
+    std::string route_table = "auto";
 };
 
 // --plan split:N | tp:N: where the weights live and the KV capacity, against one device.
@@ -196,6 +199,10 @@ void print_text(const nlohmann::json& j) {
         std::printf("memory %-32s %s\n", it.key().c_str(),
                     it.key() == "context" ? std::to_string(it.value().get<long long>()).c_str()
                                           : human(double(it.value().get<long long>())).c_str());
+    std::printf("route_table       %s (%s: %s)\n",
+                j["route_table"]["source"].get<std::string>().c_str(),
+                j["route_table"]["device"].get<std::string>().c_str(),
+                j["route_table"]["note"].get<std::string>().c_str());
     if (!j.contains("placement")) return;
     const auto& pl = j["placement"];
     const auto& devices = pl["devices"];
@@ -232,6 +239,14 @@ int info(InfoOptions o) {
     const int64_t context = o.context > 0 ? o.context : c.max_position_embeddings;
     nlohmann::json j = describe(c, mtp_layers, context, checkpoint_bytes);
     if (!o.plan.empty()) j["placement"] = placement_json(c, mtp_layers, o);
+    // The kernel route table the engine would put in force on --device (ops/route_table.h).
+    const Device device = runtime::parse_device(o.device);
+    const ops::RouteTable routes = runtime::select_route_table(o.route_table, device);
+    j["route_table"] = {{"device", o.device},
+                        {"source", routes.source()},
+                        {"note", device.is_cpu() ? "the CPU runs no routed kernels"
+                                 : routes.tuned() ? "tuned by ninfer tune"
+                                                  : "built-in (H200-measured boundaries)"}};
     if (o.json)
         std::cout << j.dump(2) << std::endl;
     else
@@ -252,6 +267,10 @@ Action add_info_command(CLI::App& app) {
                    "or tp:N (tensor parallelism over N ranks): weights per device and KV capacity");
     app.add_option("--plan-device-gb", o->plan_device_gb, "Memory of each planned device (GB)")
         ->check(CLI::PositiveNumber);
+    app.add_option("--device", o->device,
+                   "The device whose kernel route table to name (cpu, cuda or cuda:N)");
+    app.add_option("--route-table", o->route_table,
+                   "As the engine's --route-table: auto, builtin or a table file");
     return [o] { return info(*o); };
 }
 

@@ -19,5 +19,6 @@ Action add_bench_command(CLI::App& app);
 Action add_perplexity_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
+Action add_tune_command(CLI::App& app);
 
 } // namespace ninfer::app

@@ -77,6 +77,9 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "dequantize), resident (the quantized projections, MoE experts included, "
                        "stay codes and scales) or dequantize (to the compute dtype at load)")
             ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
+        app.add_option("--route-table", o.route_table,
+                       "Kernel route table: auto (the table ninfer tune wrote for this GPU, else "
+                       "the built-in one), builtin, or a table file");
         app.add_option("--kv-dtype", o.kv_dtype,
                        "KV cache storage: bf16 (the activation dtype), int8 (an f16 scale per 64 "
                        "dims) or fp8 (e4m3, a scale per token and head); int8 and fp8 hold about "

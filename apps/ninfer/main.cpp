@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
     actions[serve] = ninfer::app::add_serve_command(*serve);
     CLI::App* convert = app.add_subcommand("convert", "Quantize a checkpoint (--to fp8, w8 or q4)");
     actions[convert] = ninfer::app::add_convert_command(*convert);
+    CLI::App* tune =
+        app.add_subcommand("tune", "Measure this GPU's kernel route table (or --show the one in force)");
+    actions[tune] = ninfer::app::add_tune_command(*tune);
     // llama-bench spells the prefill+decode test "-pg"; CLI11 short options are one letter.
     std::vector<std::string> args(argv, argv + argc);
     for (auto& a : args)

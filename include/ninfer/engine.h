@@ -51,6 +51,10 @@ struct EngineOptions {
     // "dequantize" (at load, to the compute dtype) or "auto" (the default: resident on CUDA with
     // bf16 compute, else dequantize).
     std::string group_weights = "auto";
+    // The kernel route table (which kernel each CUDA op takes by rows, per GPU): "auto" (the
+    // default: the table `ninfer tune` wrote for this GPU under the cache directory, else the
+    // built-in one), "builtin", or the path of a table file. It holds for the whole process.
+    std::string route_table = "auto";
     // KV capacity in tokens. 0: from memory (CUDA: gpu_memory_utilization; CPU: max_sequences *
     // max_context).
     int64_t kv_cache_tokens = 0;
@@ -236,6 +240,8 @@ struct ModelInfo {
     int32_t image_token_id = 0, video_token_id = 0, vision_start_token_id = 0,
             vision_end_token_id = 0;
     int32_t spatial_merge = 2, patch_size = 16, temporal_patch = 2;
+    // The kernel route table in force: "builtin" or the table file (EngineOptions::route_table).
+    std::string route_table = "builtin";
 };
 
 // Device memory held by the engine, in bytes.

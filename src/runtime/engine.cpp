@@ -13,6 +13,7 @@
 #include "io/model_files.h"
 #include "ops/memory.h"
 #include "runtime/engine_impl.h"
+#include "runtime/route_selection.h"
 #include "runtime/speculative/dflash_drafter.h"
 #include "runtime/speculative/mtp_drafter.h"
 
@@ -32,19 +33,6 @@ constexpr int kDefaultSnapshotStride = 512;
 // CUDA memory kept out of the plan for what is allocated after it: the decode graphs' and the
 // sampler's [rows, vocab] F32 buffers at the largest bucket, and the graphs themselves.
 constexpr int64_t kGraphReserveBytes = int64_t(512) << 20;
-
-Device parse_device(const std::string& name) {
-    if (name == "cpu") return Device::cpu();
-    if (name == "cuda") return Device::cuda(0);
-    if (name.rfind("cuda:", 0) == 0) {
-        const std::string index = name.substr(5);
-        require(!index.empty() && index.size() < 4 &&
-                    index.find_first_not_of("0123456789") == std::string::npos,
-                "device '", name, "': expected cuda:N");
-        return Device::cuda(std::stoi(index));
-    }
-    fail_invalid("unknown device '", name, "' (expected cpu, cuda or cuda:N)");
-}
 
 DType parse_dtype(const std::string& name, Device device) {
     if (name == "auto") return device.is_cpu() ? DType::F32 : DType::BF16;
@@ -173,7 +161,7 @@ void validate_sampling(const SamplingOptions& s) {
 Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     validate_options(o);
     kv_dtype = ops::parse_kv_dtype(o.kv_dtype);
-    ctx.device = parse_device(o.device);
+    ctx.device = runtime::parse_device(o.device);
     ctx.dtype = parse_dtype(o.dtype, ctx.device);
     ctx.cpu_mode = o.cpu_reference ? ops::CpuMode::Reference : ops::CpuMode::Fast;
     require(!o.cpu_reference || ctx.device.is_cpu(), "the reference ops run on the CPU only");
@@ -181,6 +169,9 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     stream = ops::create_stream(ctx.device);
     ctx.stream = stream.get();
     ops::bind_device(ctx);
+    const ops::RouteTable routes = runtime::select_route_table(o.route_table, ctx.device);
+    ops::set_active_route_table(routes);
+    info.route_table = routes.source();
     model = load_model(o, ctx);
     const io::ModelConfig& c = model->config();
     info.model_type = c.model_type;

@@ -278,6 +278,57 @@ class Info(unittest.TestCase):
         self.assertEqual(p["active_per_token"], p["text_total"] - p["embedding"] + 5120)
 
 
+class RouteTables(unittest.TestCase):
+    """The kernel route table on the command line: `tune --show` prints each decision's bands,
+    `info` names the table in force, a table file is validated wherever it is named, and tune
+    itself asks for a CUDA device (docs/ROUTES.md)."""
+
+    def ninfer(self, *args):
+        return subprocess.run([NINFER, *args], capture_output=True, text=True)
+
+    def table_file(self, name, decisions):
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ninfer_routes_{os.getpid()}_{name}.json")
+        with open(path, "w") as f:
+            json.dump({"device": {"gpu": "NVIDIA H200", "sm_count": 132, "cuda_version": 13000},
+                       "decisions": decisions}, f)
+        self.addCleanup(os.remove, path)
+        return path
+
+    def test_show_builtin(self):
+        r = self.ninfer("tune", "--show", "builtin", "--device", "cpu")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("route table: builtin", r.stdout)
+        self.assertIn("moe_block.fp8", r.stdout)
+        self.assertIn("fused_decode 1-192, composed 193+", r.stdout)
+        self.assertIn("gemv 1-4, cublas 5+", r.stdout)
+
+    def test_info_names_the_table(self):
+        j = json.loads(self.ninfer("info", "--json").stdout)
+        self.assertEqual(j["route_table"]["source"], "builtin")
+        path = self.table_file("ok", {"moe_block.dense": {"bands": [
+            {"kernel": "fused_decode", "last": 96}, {"kernel": "composed"}]}})
+        r = self.ninfer("info", "--json", "--route-table", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["route_table"]["source"], path)
+        r = self.ninfer("tune", "--show", path, "--device", "cpu")
+        self.assertIn("fused_decode 1-96, composed 97+", r.stdout)
+
+    def test_bad_tables_are_clear_errors(self):
+        past = self.table_file("past", {"linear.bf16.small": {"bands": [
+            {"kernel": "gemv", "last": 64}, {"kernel": "cublas"}]}})
+        for cmd in (["info"], ["run", "--prompt-ids", "1,2", "--max-new", "1"]):
+            r = self.ninfer(*cmd, "--route-table", past)
+            self.assertEqual(r.returncode, 1, cmd)
+            self.assertIn("routes up to 64 to gemv, whose domain ends at 8", r.stderr)
+        r = self.ninfer("info", "--route-table", "/nonexistent/table.json")
+        self.assertIn("cannot be read", r.stderr)
+
+    def test_tune_needs_cuda(self):
+        r = self.ninfer("tune", "--device", "cpu")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("pass --device cuda", r.stderr)
+
+
 class Bench(unittest.TestCase):
     """ninfer bench on a tiny fixture (CPU): the JSON it prints for each kind of test, and the
     options it refuses with a message naming them (figures only on real shapes: bench/NOTES.md)."""
@@ -293,9 +344,10 @@ class Bench(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         j = json.loads(out.stdout)  # stdout must be exactly one JSON object
         for key in ("model", "model_type", "device", "dtype", "kv_dtype", "load_s",
-                    "prefill_chunk"):
+                    "prefill_chunk", "route_table"):
             self.assertIn(key, j)
         self.assertEqual(j["device"], "cpu")
+        self.assertEqual(j["route_table"], "builtin")
         self.assertGreater(j["ceilings"]["copy_bytes_per_s"], 0)
         self.assertGreater(j["ceilings"]["gemm_flops"], 0)
         self.assertGreater(j["parameters"]["text_total"], j["parameters"]["active_per_token"])

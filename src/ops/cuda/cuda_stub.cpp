@@ -2,6 +2,7 @@
 // Unsupported, so a CUDA device is a clear error rather than a link failure.
 #include "core/error.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/device_caps.h"
 #include "ops/cuda/dflash_ops.h"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/linear_grouped.h"
@@ -23,6 +24,9 @@ namespace {
 // One line per stand-in, so the list reads as a table.
 // clang-format off
 Allocator& allocator(Device) { no_cuda("allocator"); }
+DeviceCaps device_caps(int) { no_cuda("device_caps"); }
+std::string device_name(int) { no_cuda("device_name"); }
+int cuda_runtime_version() { no_cuda("cuda_runtime_version"); }
 void upload(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("upload"); }
 void download(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("download"); }
 void fill_zero(const ExecContext&, const TensorView&) { no_cuda("fill_zero"); }

@@ -131,6 +131,18 @@ void require_shared_memory(const ExecContext& ctx, size_t bytes, const char* ker
          ": its route should not have been chosen there");
 }
 
+std::string device_name(int device) {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    return prop.name;
+}
+
+int cuda_runtime_version() {
+    int version = 0;
+    check(cudaRuntimeGetVersion(&version), "cudaRuntimeGetVersion");
+    return version;
+}
+
 int sm_count(const ExecContext& ctx) {
     return device_caps(ctx.device.index).sm_count;
 }

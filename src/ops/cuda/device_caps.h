@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace ninfer::ops::cuda {
 
@@ -50,6 +51,11 @@ bool has_sm90_features(int device);
 bool has_block_scaled_fp8_matmul(int device);
 // Whether a kernel may use `bytes` of shared memory per block on the device.
 bool shared_memory_fits(int device, size_t bytes);
+
+// The device's name (cudaDeviceProp::name, e.g. "NVIDIA H200") and the CUDA runtime's version
+// (cudaRuntimeGetVersion, e.g. 13000): with sm_count, the key of a route table (ops/route_table.h).
+std::string device_name(int device);
+int cuda_runtime_version();
 
 // Raises Unsupported when this build has no kernel image the device can run (an architecture
 // the fat binary does not cover, e.g. sm_110, or a build for other -DCMAKE_CUDA_ARCHITECTURES):

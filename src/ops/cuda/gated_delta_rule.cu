@@ -4,12 +4,13 @@
 // block owns 32 columns of one (sequence, value head) and keeps S[:, col] in registers for the
 // whole sequence, split by rows over dk / 32 warps; q and k are normalised in every warp and
 // broadcast by shuffles.
-// Chosen for decode and short chunks (under kGdnChunkedMinRows rows per sequence); longer ones
-// take the chunked route (gated_delta_rule_chunked.cu) where the device has the shared memory it
+// Chosen for decode and short chunks (the route table's gated_delta_rule decision; built in:
+// under kGdnChunkedMinRows rows per sequence); longer ones take the chunked route (gated_delta_rule_chunked.cu) where the device has the shared memory it
 // needs (gated_delta_rule_chunked_fits), the recurrence elsewhere. Assumes dk <= 128.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gated_delta_rule_chunked.h"
+#include "ops/route_table.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -167,7 +168,10 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
     const bool chunked =
         !batch.has_snapshots() &&
         (algo == GdnAlgo::Chunked ||
-         (algo == GdnAlgo::Auto && batch.max_rows_per_seq >= kGdnChunkedMinRows && a.dv <= 128));
+         (algo == GdnAlgo::Auto &&
+          active_route_table().route(RouteId::GatedDeltaRule, batch.max_rows_per_seq) ==
+              kRouteChunked &&
+          a.dv <= 128));
     require(!chunked || a.dv <= 128,
             "gated_delta_rule: the CUDA chunked route supports value "
             "head dim <= 128, got ",

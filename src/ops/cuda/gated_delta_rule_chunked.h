@@ -20,9 +20,9 @@ struct GdnArgs {
     int Hv, ratio, dk, dv;
 };
 
-// Rows of one sequence from which Auto takes the chunked route. Below, the token-serial kernel
-// (about two microseconds a row) beats the two chunk passes' fixed cost; a starting boundary, to
-// be replaced by `ninfer tune`'s measured table.
+// Rows of one sequence from which Auto takes the chunked route in the built-in route table
+// (ops/route_table.h; `ninfer tune` measures it per GPU). Below, the token-serial kernel (about
+// two microseconds a row) beats the two chunk passes' fixed cost.
 constexpr int kGdnChunkedMinRows = 32;
 
 // Whether ctx's device can run the chunked route for these arguments: the shared memory per

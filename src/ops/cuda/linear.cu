@@ -12,6 +12,7 @@
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/linear_gemv.h"
+#include "ops/route_table.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -101,11 +102,7 @@ bool overlaps(const TensorView& a, const TensorView& b) {
 } // namespace
 
 bool gemv_preferred(int64_t rows, int64_t weight_bytes) {
-    constexpr int64_t kMiB = int64_t(1) << 20;
-    if (rows <= 1) return true;
-    if (rows == 2) return weight_bytes <= 16 * kMiB;
-    if (rows <= 4) return weight_bytes <= 8 * kMiB;
-    return 2 * weight_bytes <= 3 * kMiB;
+    return active_route_table().route(linear_bf16_route(weight_bytes), rows) == kRouteGemv;
 }
 
 void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, const TensorView& y,

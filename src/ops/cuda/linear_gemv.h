@@ -23,6 +23,8 @@ constexpr int64_t kGemvMaxRows = 8;
 //   5-8 rows: 0.79 on the 1 MiB router, 1.07 (2 MiB) to 2.9 on everything else.
 // cuBLAS's GEMM streams large weights at the same 3.7-4.5 TB/s for 1-8 rows, while the GEMV's
 // per-row work lowers its rate as rows are added.
+// The boundaries are the route table's linear.bf16.* decisions (ops/route_table.h): these H200
+// figures built in, or `ninfer tune`'s for the GPU at hand.
 bool gemv_preferred(int64_t rows, int64_t weight_bytes);
 
 // BF16 x and w, 1..kGemvMaxRows rows, K % 8 == 0, 16-byte aligned rows (x.data and, from two rows

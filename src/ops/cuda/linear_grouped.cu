@@ -29,6 +29,7 @@
 #include "ops/cuda/groupwise_codes.cuh"
 #include "ops/cuda/linear_gemv.h"
 #include "ops/cuda/linear_grouped.h"
+#include "ops/route_table.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -38,10 +39,6 @@ static_assert(kGemvMaxRows >= 1 && kGemvMaxRows <= 8,
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kUnroll = 4; // 16-byte loads per lane in flight
-// Past kGemvMaxRows the GEMV runs again per kGemvMaxRows rows up to this many rows: each pass
-// reads the weight once (a quarter of bf16's bytes for q4, so four passes cost one bf16 read),
-// cheaper than dequantizing the whole weight for a few rows. Past it, dequantize + cuBLAS.
-constexpr int64_t kGroupedGemvMaxRows = 32;
 // Elements of one dequantized chunk in the stream workspace (bf16: 32 MiB).
 constexpr int64_t kDequantChunkElements = int64_t(16) << 20;
 
@@ -251,8 +248,11 @@ void linear_grouped(const ExecContext& ctx, const TensorView& x, const WeightVie
     const int64_t T = x.size(0), N = w.size(0), K = w.size(1);
     if (T == 0 || N == 0) return;
     check_y("linear_grouped", y, T, N);
-    // Rows through the GEMV, kGemvMaxRows at a time, while that reads less than dequantizing.
-    bool gemv = T <= kGroupedGemvMaxRows;
+    // Rows through the GEMV, kGemvMaxRows at a time, up to the route table's linear.grouped
+    // boundary (built in: 32 rows; each pass reads the codes once, a quarter of bf16's bytes for
+    // q4, so four passes cost one bf16 read, cheaper than dequantizing the whole weight for a
+    // few rows). Past it, dequantize + cuBLAS.
+    bool gemv = active_route_table().route(RouteId::LinearGrouped, T) == kRouteGemv;
     for (int64_t t = 0; gemv && t < T; t += kGemvMaxRows)
         gemv = linear_gemv_grouped_fits(x.narrow(0, t, std::min(kGemvMaxRows, T - t)), w);
     if (gemv) {

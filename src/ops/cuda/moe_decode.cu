@@ -1,6 +1,8 @@
 // Implements moe_block's decode route (ops/moe.h) on CUDA: the MoE block after the router linear
-// in two kernels (it took ~8, each boundary ~2 us in a graph even with PDL), for T * top_k <=
-// kDecodeMaxPairs and 16-byte aligned rows of whole 16-byte loads (moe_block_decode_fits).
+// in two kernels (it took ~8, each boundary ~2 us in a graph even with PDL), for the T * top_k
+// pairs the route table gives it (moe_block.dense / .fp8 / .grouped, ops/route_table.h: built in
+// 64, 192 and 192 pairs, measured on the H200) and 16-byte aligned rows of whole 16-byte loads
+// (moe_block_decode_fits).
 //   moe_up_kernel: block (i-chunk, pair j, token t). Pairs j < top_k are the routed experts: warp
 //     0 recomputes the token's route from the logits (moe_route's arithmetic and tie rule) and
 //     hands the round-j expert to the block; pair top_k is the shared expert, whose rows are
@@ -29,6 +31,7 @@
 #include "ops/cuda/moe_decode_fp8.cuh"
 #include "ops/cuda/moe_decode_grouped.cuh"
 #include "ops/cuda/moe_route.cuh"
+#include "ops/route_table.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -39,17 +42,6 @@ using moe_decode::GroupedWeights;
 constexpr int kWarps = 8;               // warps per block, both kernels
 constexpr int kMaxExpertsPerLane = 16;  // E <= 512 (the route keeps E / 32 logits per lane)
 constexpr int kMaxTopK = 32;            // lane j holds the round-j choice
-constexpr int64_t kDecodeMaxPairs = 64; // = moe_experts' GEMV boundary (moe.cu)
-// fp8 weights take this route up to more pairs: each pair streams its expert's codes (3 x I x H
-// bytes), against the composition's grouped tensor-core GEMM over fp8 stacks (moe_grouped.cu),
-// which reads each used expert's codes once per 64-row tile but pays the routing passes and the
-// MMA pipeline's fill. Measured on the H200 at the 35B's shapes (bench_fp8_ops, moe_block):
-// 0.214 against 0.263 ms at 128 pairs (T = 16, top-8), 0.414 against 0.372 ms at 256.
-constexpr int64_t kFp8DecodeMaxPairs = 192;
-// Groupwise W8/Q4 weights: the same bound. Their composition dequantizes each used expert to bf16
-// scratch and reads it again (q4: 0.5 + 2 + 2 bytes a weight against this route's 0.5 per pair),
-// so this route reads fewer bytes at every pair count up to it.
-constexpr int64_t kGroupedDecodeMaxPairs = kFp8DecodeMaxPairs;
 // Load steps in flight per lane. Up: 2 rows (gate, up) x 2 steps = 4 x 16 bytes; at T = 1 the
 // 35B's 9 x 512 row warps are all resident (up_blocks_per_sm) and keep ~9 MB in the air, twice
 // what HBM latency at 4.8 TB/s needs (4 steps cost 64 registers: a second wave). Down
@@ -429,10 +421,11 @@ bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const WeightView&
                                                                        : kCodesPerLoad<4>)
                                     : DenseWeights<float>::kElems;
     const int64_t H = h.size(1), I = experts_down.size(2), Is = shared_down.size(1);
-    const int64_t max_pairs = fp8 ? kFp8DecodeMaxPairs
-                              : grouped ? kGroupedDecodeMaxPairs
-                                        : kDecodeMaxPairs;
-    bool fits = fused_routes_enabled("moe_block") && h.size(0) * top_k <= max_pairs &&
+    const RouteId route = fp8 ? RouteId::MoeBlockFp8
+                          : grouped ? RouteId::MoeBlockGrouped
+                                    : RouteId::MoeBlockDense;
+    bool fits = fused_routes_enabled("moe_block") &&
+                active_route_table().route(route, h.size(0) * top_k) == kRouteFusedDecode &&
                 top_k <= kMaxTopK && experts_gate_up.size(0) <= 32 * kMaxExpertsPerLane &&
                 H % elems == 0 && I % elems == 0 && Is % elems == 0 && h.stride[0] % 8 == 0 &&
                 aligned16(h.data);
@@ -451,8 +444,8 @@ void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorV
                       const WeightView& shared_down, const TensorView& y) {
     require(
         moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up, shared_down),
-        "moe_block: the decode route needs T * top_k <= ", kDecodeMaxPairs, " (fp8: ",
-        kFp8DecodeMaxPairs, ", groupwise: ", kGroupedDecodeMaxPairs, "), top_k <= ", kMaxTopK,
+        "moe_block: the decode route needs the route table's moe_block decision to give it T * "
+        "top_k pairs (", h.size(0) * top_k, "), top_k <= ", kMaxTopK,
         ", E <= ", 32 * kMaxExpertsPerLane,
         ", 16-byte aligned rows, H, I, Is multiples of 8 (fp8: 16, all four weights fp8 with one "
         "block size, block_cols % 16 == 0 and BF16 h; groupwise: 16 for w8 and 32 for q4, all "

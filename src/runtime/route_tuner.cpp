@@ -1,0 +1,299 @@
+#include "runtime/route_tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+#include "ops/gated_delta_rule.h"
+#include "ops/linear.h"
+#include "ops/memory.h"
+#include "ops/moe.h"
+#include "ops/weight.h"
+
+namespace ninfer::runtime {
+namespace {
+
+using ops::RouteId;
+using ops::RouteMeasurement;
+
+// Bytes written between timed calls to evict the L2 (H100 50 MB, H200 60 MB, B200 126 MB).
+constexpr int64_t kFlushBytes = int64_t(256) << 20;
+
+struct Bench {
+    ops::ExecContext ctx;
+    std::shared_ptr<void> stream;
+    Tensor flush;
+    const TuneOptions& o;
+
+    explicit Bench(const TuneOptions& options) : o(options) {
+        require(!o.device.is_cpu(), "ninfer tune: the route tables are CUDA's; pass --device cuda");
+        require(o.reps >= 1 && o.inner >= 1, "ninfer tune: reps and inner must be >= 1");
+        ctx = ops::ExecContext::cuda(o.device.index, DType::BF16);
+        stream = ops::create_stream(ctx.device);
+        ctx.stream = stream.get();
+        ops::bind_device(ctx);
+        flush = empty(DType::F32, {kFlushBytes / 4});
+    }
+    ~Bench() { ops::bind_device(ops::ExecContext::cpu()); }
+
+    using Dims = std::vector<int64_t>;
+    Tensor empty(DType dt, const Dims& dims) {
+        return Tensor::empty(ops::device_allocator(ctx.device), dt, dims.data(), int(dims.size()));
+    }
+    Tensor random(DType dt, const Dims& dims, uint64_t seed, float mean, float stddev) {
+        Tensor t = empty(dt, dims);
+        ops::fill_random(ctx, t, seed, mean, stddev);
+        return t;
+    }
+    // Host bytes copied into a new device tensor of `dims`.
+    Tensor from_host(DType dt, const Dims& dims, void* host) {
+        Tensor t = empty(dt, dims);
+        ops::upload(ctx,
+                    TensorView::contiguous(host, dt, Device::cpu(), dims.data(), int(dims.size())),
+                    t);
+        return t;
+    }
+    // Pseudo-random bytes (codes), each passing `valid` (xorshift64).
+    Tensor random_bytes(DType dt, const Dims& dims, uint64_t seed, bool (*valid)(uint8_t)) {
+        int64_t n = dtype_size(dt);
+        for (int64_t d : dims) n *= d;
+        std::vector<uint8_t> host(static_cast<size_t>(n));
+        uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+        for (uint8_t& b : host) {
+            do {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                b = uint8_t(x >> 24);
+            } while (!valid(b));
+        }
+        return from_host(dt, dims, host.data());
+    }
+    // F16 scales within +-25% of `value`.
+    Tensor f16_scales(const Dims& dims, float value, uint64_t seed) {
+        int64_t n = 1;
+        for (int64_t d : dims) n *= d;
+        std::vector<uint16_t> host(static_cast<size_t>(n));
+        uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
+        for (uint16_t& h : host) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            h = float_to_f16(value * (0.75f + 0.5f * float(x % 1000) / 1000.0f));
+        }
+        return from_host(DType::F16, dims, host.data());
+    }
+
+    // Microseconds one call of body takes with a cold L2 (route_tuner.h).
+    double cold_us(const std::function<void()>& body) {
+        body(); // warm-up: allocations, cuBLAS handles and plans
+        ops::synchronize(ctx);
+        auto timed = [&](bool with_body) {
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < o.inner; ++i) {
+                ops::fill_zero(ctx, flush);
+                if (with_body) body();
+            }
+            ops::synchronize(ctx);
+            return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
+                                                             t0)
+                       .count() /
+                   o.inner;
+        };
+        std::vector<double> us;
+        for (int r = 0; r < o.reps; ++r) us.push_back(timed(true) - timed(false));
+        std::sort(us.begin(), us.end());
+        return std::max(us[us.size() / 2], 0.01); // a positive time: from_measurements' rule
+    }
+
+    // Times decision id's kernels at `value` (those whose domain holds it), each forced by a
+    // table that gives it `value`; appends the measurements.
+    void measure(RouteId id, int64_t value, const std::function<void()>& body,
+                 std::vector<RouteMeasurement>& out) {
+        const ops::RouteDecisionInfo& info = ops::route_info(id);
+        const ops::RouteTable base = ops::RouteTable::builtin();
+        for (int k = 0; k < int(info.kernels.size()); ++k) {
+            if (value > info.kernels[size_t(k)].max) continue;
+            // Kernel k owns [value, value]; kernel 0 below it, the last kernel above it.
+            std::vector<ops::RouteBand> bands;
+            if (value > 1 && k != 0) bands.push_back({value - 1, 0});
+            bands.push_back({value, k});
+            bands.push_back({ops::kRouteUnbounded, int(info.kernels.size()) - 1});
+            ops::set_active_route_table(base.with_bands(id, bands));
+            out.push_back({value, k, cold_us(body)});
+        }
+    }
+
+    void report(RouteId id, const std::vector<RouteMeasurement>& ms) {
+        if (!o.progress) return;
+        const ops::RouteDecisionInfo& info = ops::route_info(id);
+        std::string line = info.name + ":";
+        for (const RouteMeasurement& m : ms)
+            line += concat(" ", m.at, "/", info.kernels[size_t(m.kernel)].name, "=",
+                           int64_t(m.us * 10) / 10.0, "us");
+        o.progress(line);
+    }
+};
+
+std::vector<int64_t> values(const TuneOptions& o, std::vector<int64_t> full,
+                            std::vector<int64_t> quick) {
+    return o.quick ? quick : full;
+}
+
+void tune_linear_bf16(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
+    struct Shape {
+        RouteId id;
+        int64_t N, K;
+    };
+    for (const Shape& s : {Shape{RouteId::LinearBf16Small, 257, 2048},
+                           Shape{RouteId::LinearBf16Medium, 1024, 2048},
+                           Shape{RouteId::LinearBf16Large, 2048, 4096},
+                           Shape{RouteId::LinearBf16Huge, 12352, 2048}}) {
+        require(ops::linear_bf16_route(s.N * s.K * 2) == s.id, "ninfer tune: the shape of ",
+                ops::route_info(s.id).name, " is in another class");
+        const Tensor w = b.random(DType::BF16, {s.N, s.K}, 11, 0.0f, 0.02f);
+        std::vector<RouteMeasurement>& ms = out[size_t(s.id)];
+        for (int64_t T : values(b.o, {1, 2, 3, 4, 6, 8, 12, 16}, {1, 2, 8, 16})) {
+            const Tensor x = b.random(DType::BF16, {T, s.K}, 12, 0.0f, 1.0f);
+            const Tensor y = b.empty(DType::BF16, {T, s.N});
+            b.measure(s.id, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
+        }
+        b.report(s.id, ms);
+    }
+}
+
+bool any_byte(uint8_t) {
+    return true;
+}
+bool not_fp8_nan(uint8_t v) {
+    return (v & 0x7F) != 0x7F; // e4m3fn's NaN codes
+}
+
+void tune_linear_grouped(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
+    constexpr int64_t N = 4096, K = 2048, G = 32;
+    const Tensor codes = b.random_bytes(DType::U8, {N, K / 2}, 21, any_byte);
+    const Tensor scale = b.f16_scales({N, K / G}, 0.002f, 22);
+    const ops::WeightView w = ops::WeightView::grouped(codes.view(), scale.view(), 4, G, K);
+    std::vector<RouteMeasurement>& ms = out[size_t(RouteId::LinearGrouped)];
+    for (int64_t T : values(b.o, {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128}, {1, 8, 64, 128})) {
+        const Tensor x = b.random(DType::BF16, {T, K}, 23, 0.0f, 1.0f);
+        const Tensor y = b.empty(DType::BF16, {T, N});
+        b.measure(RouteId::LinearGrouped, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
+    }
+    b.report(RouteId::LinearGrouped, ms);
+}
+
+void tune_gated_delta_rule(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
+    constexpr int64_t Hv = 32, Hk = 16, D = 128;
+    const Tensor state = b.random(DType::F32, {1, Hv, D, D}, 31, 0.0f, 0.01f);
+    std::vector<RouteMeasurement>& ms = out[size_t(RouteId::GatedDeltaRule)];
+    for (int64_t T : values(b.o, {1, 2, 4, 8, 16, 24, 32, 48, 64, 128}, {1, 16, 64, 128})) {
+        const Tensor q = b.random(DType::BF16, {T, Hk, D}, 32, 0.0f, 1.0f);
+        const Tensor k = b.random(DType::BF16, {T, Hk, D}, 33, 0.0f, 1.0f);
+        const Tensor v = b.random(DType::BF16, {T, Hv, D}, 34, 0.0f, 1.0f);
+        const Tensor g = b.random(DType::F32, {T, Hv}, 35, -0.1f, 0.02f);
+        const Tensor beta = b.random(DType::F32, {T, Hv}, 36, 0.5f, 0.1f);
+        const Tensor o = b.empty(DType::BF16, {T, Hv, D});
+        int32_t rows[2] = {0, int32_t(T)}, zero[1] = {0};
+        const Tensor d_rows = b.from_host(DType::I32, {2}, rows);
+        const Tensor d_zero = b.from_host(DType::I32, {1}, zero);
+        ops::SeqBatch batch;
+        batch.num_seqs = 1;
+        batch.num_rows = batch.max_rows_per_seq = batch.max_context = int32_t(T);
+        batch.host_row_begin = rows;
+        batch.host_pos_begin = batch.host_state_slot = zero;
+        batch.row_begin = d_rows.view();
+        batch.pos_begin = batch.state_slot = d_zero.view();
+        // The route is forced through GdnAlgo, as gated_delta_rule's own tests do; the table's
+        // decision is what Auto then consults.
+        for (int kernel : {ops::kRouteRecurrent, ops::kRouteChunked}) {
+            const ops::GdnAlgo algo =
+                kernel == ops::kRouteChunked ? ops::GdnAlgo::Chunked : ops::GdnAlgo::Recurrent;
+            ms.push_back({T, kernel, b.cold_us([&] {
+                              ops::gated_delta_rule(b.ctx, q, k, v, g, beta, batch, state, o,
+                                                    algo);
+                          })});
+        }
+    }
+    b.report(RouteId::GatedDeltaRule, ms);
+}
+
+// The 35B's MoE block in one weight format.
+struct MoeWeights {
+    std::vector<Tensor> keep;
+    ops::WeightView egu, edown, sgu, sdown;
+};
+constexpr int64_t kE = 256, kTopK = 8, kH = 2048, kI = 512;
+
+MoeWeights moe_weights(Bench& b, RouteId id) {
+    MoeWeights m;
+    auto add = [&](Tensor t) {
+        m.keep.push_back(std::move(t));
+        return m.keep.back().view();
+    };
+    if (id == RouteId::MoeBlockDense) {
+        m.egu = add(b.random(DType::BF16, {kE, 2 * kI, kH}, 41, 0.0f, 0.02f));
+        m.edown = add(b.random(DType::BF16, {kE, kH, kI}, 42, 0.0f, 0.02f));
+        m.sgu = add(b.random(DType::BF16, {2 * kI, kH}, 43, 0.0f, 0.02f));
+        m.sdown = add(b.random(DType::BF16, {kH, kI}, 44, 0.0f, 0.02f));
+    } else if (id == RouteId::MoeBlockFp8) {
+        auto fp8 = [&](const Bench::Dims& dims, const Bench::Dims& sdims, uint64_t seed) {
+            const TensorView q = add(b.random_bytes(DType::F8E4M3, dims, seed, not_fp8_nan));
+            const TensorView s = add(b.random(DType::F32, sdims, seed + 1, 1e-3f, 1e-4f));
+            return ops::WeightView::fp8(q, s, 128, 128);
+        };
+        m.egu = fp8({kE, 2 * kI, kH}, {kE, 2 * kI / 128, kH / 128}, 51);
+        m.edown = fp8({kE, kH, kI}, {kE, kH / 128, kI / 128}, 53);
+        m.sgu = fp8({2 * kI, kH}, {2 * kI / 128, kH / 128}, 55);
+        m.sdown = fp8({kH, kI}, {kH / 128, kI / 128}, 57);
+    } else {
+        constexpr int64_t G = 32;
+        auto q4 = [&](const Bench::Dims& shape, uint64_t seed) {
+            Bench::Dims cdims = shape, sdims = shape;
+            cdims.back() /= 2;
+            sdims.back() /= G;
+            const TensorView codes = add(b.random_bytes(DType::U8, cdims, seed, any_byte));
+            const TensorView scale = add(b.f16_scales(sdims, 0.002f, seed));
+            return ops::WeightView::grouped(codes, scale, 4, G, shape.back());
+        };
+        m.egu = q4({kE, 2 * kI, kH}, 61);
+        m.edown = q4({kE, kH, kI}, 63);
+        m.sgu = q4({2 * kI, kH}, 65);
+        m.sdown = q4({kH, kI}, 67);
+    }
+    return m;
+}
+
+void tune_moe_block(Bench& b, RouteId id, std::vector<std::vector<RouteMeasurement>>& out) {
+    const MoeWeights m = moe_weights(b, id);
+    std::vector<RouteMeasurement>& ms = out[size_t(id)];
+    for (int64_t T : values(b.o, {1, 2, 4, 8, 16, 24, 32, 64, 128, 160}, {1, 8, 160})) {
+        const Tensor h = b.random(DType::BF16, {T, kH}, 71, 0.0f, 1.0f);
+        const Tensor logits = b.random(DType::F32, {T, kE + 1}, 72, 0.0f, 2.0f);
+        const Tensor y = b.random(DType::BF16, {T, kH}, 73, 0.0f, 1.0f);
+        b.measure(id, T * kTopK, [&] {
+            ops::moe_block(b.ctx, h, logits, kTopK, m.egu, m.edown, m.sgu, m.sdown, y);
+        }, ms);
+    }
+    b.report(id, ms);
+}
+
+} // namespace
+
+std::vector<std::vector<RouteMeasurement>> measure_routes(const TuneOptions& options) {
+    const ops::RouteTable before = ops::active_route_table();
+    std::vector<std::vector<RouteMeasurement>> out(ops::kRouteCount);
+    try {
+        Bench b(options);
+        tune_linear_bf16(b, out);
+        tune_linear_grouped(b, out);
+        tune_gated_delta_rule(b, out);
+        for (RouteId id : {RouteId::MoeBlockDense, RouteId::MoeBlockFp8, RouteId::MoeBlockGrouped})
+            tune_moe_block(b, id, out);
+    } catch (...) {
+        ops::set_active_route_table(before);
+        throw;
+    }
+    ops::set_active_route_table(before);
+    return out;
+}
+
+} // namespace ninfer::runtime
