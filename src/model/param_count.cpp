@@ -11,30 +11,22 @@ using io::ModelConfig;
 // Every count is a checked Size: the config reader bounds each field (io/hf_config.cpp), and
 // an overflow past those bounds is an error rather than a wrapped count.
 Size gdn_params(const ModelConfig& c) {
-    const Size H = c.hidden_size, Hv = c.linear_num_value_heads;
-    const Size conv = c.conv_dim(), value = c.value_dim();
-    return conv * H + value * H + Size(2) * Hv * H // in_proj qkv, z, b, a
-           + conv * c.linear_conv_kernel           // conv1d
-           + Size(2) * Hv + c.linear_value_head_dim // A_log, dt_bias, norm
-           + H * value;                            // out_proj
+    const LayerParamParts p = layer_param_parts(c);
+    return p.gdn_split + p.gdn_norm;
 }
 
 Size attention_params(const ModelConfig& c) {
-    const Size H = c.hidden_size, D = c.head_dim;
-    return Size(c.num_heads) * 2 * D * H + Size(2) * c.num_kv_heads * D * H + Size(2) * D +
-           H * c.num_heads * D;
+    const LayerParamParts p = layer_param_parts(c);
+    return p.attention_q_o + p.attention_kv + p.attention_norms;
 }
 
 // {all MLP params, params read per token}.
 std::pair<Size, Size> mlp_params(const ModelConfig& c) {
-    const Size H = c.hidden_size;
-    if (!c.moe) {
-        const Size n = Size(3) * c.intermediate_size * H;
-        return {n, n};
-    }
-    const Size expert = Size(3) * c.moe_intermediate_size * H;
-    const Size fixed = Size(c.num_experts) * H + H + Size(3) * c.shared_expert_intermediate_size * H;
-    return {fixed + Size(c.num_experts) * expert, fixed + Size(c.num_experts_per_tok) * expert};
+    const LayerParamParts p = layer_param_parts(c);
+    if (!c.moe) return {p.mlp_rows, p.mlp_rows};
+    const Size expert = Size(3) * c.moe_intermediate_size * c.hidden_size;
+    const Size fixed = p.router + p.mlp_rows;
+    return {fixed + p.experts, fixed + Size(c.num_experts_per_tok) * expert};
 }
 
 // Params of one layer's mixer that the FP8 releases quantize.
@@ -61,6 +53,29 @@ int64_t bytes_with_fp8(Size total, Size quantized, int64_t block_elems) {
 }
 
 } // namespace
+
+LayerParamParts layer_param_parts(const ModelConfig& c) {
+    const Size H = c.hidden_size, D = c.head_dim;
+    LayerParamParts p;
+    p.attention_q_o = Size(c.num_heads) * 2 * D * H + H * c.num_heads * D; // q | gate, o
+    p.attention_kv = Size(2) * c.num_kv_heads * D * H;
+    p.attention_norms = Size(2) * D;
+    const Size Hv = c.linear_num_value_heads, conv = c.conv_dim(), value = c.value_dim();
+    p.gdn_split = conv * H + value * H + Size(2) * Hv * H // in_proj qkv, z, b, a
+                  + conv * c.linear_conv_kernel           // conv1d
+                  + Size(2) * Hv                          // A_log, dt_bias
+                  + H * value;                            // out_proj
+    p.gdn_norm = Size(c.linear_value_head_dim);
+    if (c.moe) {
+        p.mlp_rows = Size(3) * c.shared_expert_intermediate_size * H;
+        p.experts = Size(c.num_experts) * 3 * c.moe_intermediate_size * H;
+        p.router = Size(c.num_experts + 1) * H; // router + shared_expert_gate
+    } else {
+        p.mlp_rows = Size(3) * c.intermediate_size * H;
+    }
+    p.norms = Size(2) * H;
+    return p;
+}
 
 int64_t active_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems) {
     return fp8_resident ? bytes_with_fp8(p.active_per_token, p.active_fp8_quantized, block_elems)

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "core/checked.h"
 #include "core/dtype.h"
 #include "io/hf_config.h"
 #include "ops/kv_cache.h"
@@ -40,6 +41,18 @@ int64_t grouped_weight_bytes(int64_t total, int64_t quantized, int bits, int64_t
                              int scale_bytes);
 
 ParamCounts count_params(const io::ModelConfig& config, int64_t mtp_layers);
+
+// One layer's parameters by part: count_params sums them, and the multi-GPU planners
+// (runtime/placement.h) place them. Checked sizes (an overflow is an error, not a wrapped count).
+struct LayerParamParts {
+    Size attention_q_o, attention_kv, attention_norms; // q (query | gate) + o; k + v; q/k norms
+    Size gdn_split, gdn_norm; // every GDN tensor that divides with its heads; the gated norm
+    Size mlp_rows;            // the dense MLP, or the shared expert's gate/up/down
+    Size experts;             // all routed experts
+    Size router;              // router + shared_expert_gate
+    Size norms;               // input and post-attention norms
+};
+LayerParamParts layer_param_parts(const io::ModelConfig& config);
 
 // Bytes of per-sequence state: KV per token (all full-attention layers, K and V: codes and
 // scales of the KV dtype, ops/kv_cache.h), and the fixed GDN state (conv history + fp32

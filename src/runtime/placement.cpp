@@ -15,37 +15,6 @@ using io::ModelConfig;
 
 constexpr int64_t kBf16 = 2; // bytes a weight
 
-// The parameter counts of one layer's parts (model/param_count.cpp counts the same totals).
-struct LayerParts {
-    Size attention_q_o, attention_kv, attention_norms; // q (query | gate) + o; k + v; q/k norms
-    Size gdn_split, gdn_norm;  // every GDN tensor split with its heads; the gated norm (copied)
-    Size mlp_rows;             // dense MLP, or the shared expert's gate/up/down
-    Size experts;              // all routed experts
-    Size router;               // router + shared_expert_gate (copied)
-    Size norms;                // input and post-attention norms
-};
-
-LayerParts parts_of(const ModelConfig& c) {
-    const Size H = c.hidden_size, D = c.head_dim;
-    LayerParts p;
-    p.attention_q_o = Size(c.num_heads) * 2 * D * H + H * c.num_heads * D;
-    p.attention_kv = Size(2) * c.num_kv_heads * D * H;
-    p.attention_norms = Size(2) * D;
-    const Size Hv = c.linear_num_value_heads, conv = c.conv_dim(), value = c.value_dim();
-    p.gdn_split = conv * H + value * H + Size(2) * Hv * H + conv * c.linear_conv_kernel +
-                  Size(2) * Hv + H * value;
-    p.gdn_norm = Size(c.linear_value_head_dim);
-    if (c.moe) {
-        p.mlp_rows = Size(3) * c.shared_expert_intermediate_size * H;
-        p.experts = Size(c.num_experts) * 3 * c.moe_intermediate_size * H;
-        p.router = Size(c.num_experts + 1) * H;
-    } else {
-        p.mlp_rows = Size(3) * c.intermediate_size * H;
-    }
-    p.norms = Size(2) * H;
-    return p;
-}
-
 std::string range_text(const char* what, int64_t begin, int64_t end, int64_t of) {
     return concat(what, " ", begin, "..", end - 1, " of ", of);
 }
@@ -85,7 +54,7 @@ void fit(PlacementPlan& plan, const PlacementRequest& r) {
 
 PlacementPlan plan_split(const ModelConfig& c, const PlacementRequest& r) {
     require(r.devices >= 2, "--devices: the split needs two devices or more, got ", r.devices);
-    const LayerParts lp = parts_of(c);
+    const model::LayerParamParts lp = model::layer_param_parts(c);
     const model::ParamCounts counts = model::count_params(c, r.mtp_layers);
     const int64_t L = c.num_layers, mlp_devices = r.devices - 1;
     require(mlp_devices <= L, "--devices: ", r.devices, " devices for ", L, " layers");
@@ -131,7 +100,7 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
     } else {
         require_divides(N, c.intermediate_size, "the MLP rows");
     }
-    const LayerParts lp = parts_of(c);
+    const model::LayerParamParts lp = model::layer_param_parts(c);
     const Size H = c.hidden_size, V = c.vocab_size;
     const int64_t kv_per_rank = std::max<int64_t>(1, c.num_kv_heads / N);
     const int64_t attn_layers = c.count_layers(LayerKind::FullAttention);
