@@ -332,6 +332,11 @@ const RouteTable& active_route_table() {
 
 void set_active_route_table(const RouteTable& table) {
     std::lock_guard<std::mutex> lock(tables_mutex());
+    // Every engine sets its table at start-up: the same one again (a process of many engines,
+    // the tests) keeps the table in force rather than growing the set.
+    const RouteTable* active = active_pointer().load(std::memory_order_acquire);
+    if (active && active->source() == table.source() && active->to_json() == table.to_json())
+        return;
     tables_set().push_back(std::make_unique<const RouteTable>(table));
     active_pointer().store(tables_set().back().get(), std::memory_order_release);
 }

@@ -128,8 +128,10 @@ private:
 };
 
 // The table the CUDA dispatchers consult (process-wide): the built-in one until
-// set_active_route_table. The engine sets it at startup, before any op runs; replacing it while
-// ops run on other threads is not supported.
+// set_active_route_table. The engine sets it at startup, before any op runs. Dispatchers read it
+// lock-free, and every table set stays alive, so a table replaced while ops run on other threads
+// is never freed under them (those ops may still take the old table's routes); setting an equal
+// table again is a no-op.
 const RouteTable& active_route_table();
 void set_active_route_table(const RouteTable& table);
 
