@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "ops/cuda/gated_delta_rule_chunked.h"
+#include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/linear_gemv.h"
 
 namespace ninfer::ops {
@@ -41,6 +42,12 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
          {{"gemv", cuda::kGemvMaxRows}, {"cublas"}}},
         {RouteId::LinearGrouped, "linear.grouped", "rows",
          {{"gemv", 64}, {"dequantize_cublas"}}},
+        // fp8: the GEMV, the tensor-core GEMM to kFp8TensorCoreMaxRows rows, W8A8; a kernel
+        // that does not take the shape (W8A8 off sm_90) falls back in linear_fp8_route's order.
+        {RouteId::LinearFp8Small, "linear.fp8.small", "rows (fp8 weights < 16 Mi)",
+         {{"gemv", cuda::kGemvMaxRows}, {"tensor_cores", cuda::kFp8TensorCoreMaxRows}, {"w8a8"}}},
+        {RouteId::LinearFp8Large, "linear.fp8.large", "rows (fp8 weights >= 16 Mi)",
+         {{"gemv", cuda::kGemvMaxRows}, {"tensor_cores", cuda::kFp8TensorCoreMaxRows}, {"w8a8"}}},
         {RouteId::GatedDeltaRule, "gated_delta_rule", "rows of the longest sequence",
          {{"recurrent"}, {"chunked"}}},
         {RouteId::MoeBlockDense, "moe_block.dense", "tokens x top_k",
@@ -53,7 +60,7 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
     return catalog;
 }
 
-// The H200's boundaries (bench/NOTES.md): the last value of kernel 0; kernel 1 past it.
+// The H200's boundaries (bench/NOTES.md): kernel 0 to the first value, kernel 1 past it.
 //   linear.bf16: gemv_preferred's sizes (GEMV to 8 / 4 / 2 / 1 rows by weight size);
 //   linear.grouped: the GEMV's passes to 32 rows;
 //   gated_delta_rule: the recurrence below 32 rows (ops/cuda/gated_delta_rule_chunked.h);
@@ -70,9 +77,27 @@ int64_t builtin_boundary(RouteId id) {
     case RouteId::MoeBlockDense: return 64;
     case RouteId::MoeBlockFp8: return 192;
     case RouteId::MoeBlockGrouped: return 192;
-    case RouteId::Count: break;
+    default: break;
     }
-    fail_invalid("route table: no decision ", int(id));
+    fail_invalid("route table: no two-kernel decision ", int(id));
+}
+
+// linear.fp8 (ops/cuda/linear_fp8.h, measured on the H200 with bench_fp8_ops): on smaller
+// weights the GEMV to 8 rows, the tensor cores to kFp8TensorCoreMaxRows, W8A8 past them; on
+// weights of kFp8W8a8LargeWeight or more the GEMV to kFp8GemvRows, W8A8 from there (its ~21 us
+// fixed cost pays from kFp8W8a8MinRows rows).
+static_assert(cuda::kFp8W8a8MinRows == cuda::kFp8GemvRows + 1,
+              "linear.fp8.large: W8A8 starts where the GEMV stops");
+std::vector<RouteBand> builtin_bands(RouteId id) {
+    switch (id) {
+    case RouteId::LinearFp8Small:
+        return {{cuda::kGemvMaxRows, kRouteGemv},
+                {cuda::kFp8TensorCoreMaxRows, kRouteTensorCores},
+                {kRouteUnbounded, kRouteW8a8}};
+    case RouteId::LinearFp8Large:
+        return {{cuda::kFp8GemvRows, kRouteGemv}, {kRouteUnbounded, kRouteW8a8}};
+    default: return {{builtin_boundary(id), 0}, {kRouteUnbounded, 1}};
+    }
 }
 
 int kernel_index(const RouteDecisionInfo& info, const std::string& name,
@@ -142,8 +167,7 @@ RouteTable RouteTable::builtin() {
     RouteTable t;
     t.decisions_.resize(kRouteCount);
     for (int i = 0; i < kRouteCount; ++i)
-        t.decisions_[size_t(i)].bands = {{builtin_boundary(RouteId(i)), 0},
-                                         {kRouteUnbounded, 1}};
+        t.decisions_[size_t(i)].bands = builtin_bands(RouteId(i));
     t.validate();
     return t;
 }
@@ -279,6 +303,16 @@ RouteTable RouteTable::with_bands(RouteId id, const std::vector<RouteBand>& band
     t.decisions_[size_t(id)] = RouteDecision{bands, {}};
     t.validate();
     return t;
+}
+
+RouteTable RouteTable::forcing(RouteId id, int kernel, int64_t value) const {
+    const RouteDecisionInfo& info = route_info(id);
+    int unbounded = -1;
+    for (size_t k = 0; k < info.kernels.size() && unbounded < 0; ++k)
+        if (info.kernels[k].max == kRouteUnbounded) unbounded = int(k);
+    require(unbounded >= 0, "route table: ", info.name, " has no unbounded kernel");
+    require(value >= 1, "route table: ", info.name, ": forcing value ", value, " below 1");
+    return with_bands(id, {{value, kernel}, {kRouteUnbounded, unbounded}});
 }
 
 int RouteTable::route(RouteId id, int64_t value) const {

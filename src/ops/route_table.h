@@ -33,6 +33,8 @@ enum class RouteId {
     LinearBf16Large,  // "linear.bf16.large": weights <= 16 MiB; rows
     LinearBf16Huge,   // "linear.bf16.huge": weights > 16 MiB; rows
     LinearGrouped,    // "linear.grouped": groupwise W8/Q4 linear; rows
+    LinearFp8Small,   // "linear.fp8.small": block-wise fp8 linear, < 16 Mi weights; rows
+    LinearFp8Large,   // "linear.fp8.large": >= 16 Mi weights; rows
     GatedDeltaRule,   // "gated_delta_rule": rows of the longest sequence
     MoeBlockDense,    // "moe_block.dense": moe_block with BF16/F32 weights; tokens x top_k
     MoeBlockFp8,      // "moe_block.fp8"
@@ -42,6 +44,8 @@ enum class RouteId {
 inline constexpr int kRouteCount = int(RouteId::Count);
 // Kernel indices (route_catalog's order): kernel 0 is each decision's small-value route.
 inline constexpr int kRouteGemv = 0;        // linear.*: the GEMV; 1: cuBLAS (after dequantizing)
+inline constexpr int kRouteTensorCores = 1; // linear.fp8.*: the tensor-core GEMM on bf16 x
+inline constexpr int kRouteW8a8 = 2;        //   cuBLASLt's fp8 matmul on quantized x
 inline constexpr int kRouteRecurrent = 0;   // gated_delta_rule: token-serial
 inline constexpr int kRouteChunked = 1;     //   chunked (WY/UT)
 inline constexpr int kRouteFusedDecode = 0; // moe_block.*: the two fused decode kernels
@@ -104,9 +108,12 @@ public:
     static RouteTable from_measurements(const RouteDevice& device,
                                         const std::vector<std::vector<RouteMeasurement>>& by_id);
 
-    // This table with decision id's bands replaced (validated; no measurements): how `ninfer
-    // tune` forces one kernel at a value.
+    // This table with decision id's bands replaced (validated; no measurements).
     RouteTable with_bands(RouteId id, const std::vector<RouteBand>& bands) const;
+    // This table with decision id giving `kernel` every value up to `value` and an unbounded
+    // kernel the rest: how `ninfer tune` forces one kernel at a value. Refused (as with_bands)
+    // when `value` is past the kernel's domain.
+    RouteTable forcing(RouteId id, int kernel, int64_t value) const;
 
     // The kernel (an index into route_info(id).kernels) for `value` (>= 1; below 1 counts as 1).
     int route(RouteId id, int64_t value) const;

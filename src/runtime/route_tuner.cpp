@@ -112,12 +112,7 @@ struct Bench {
         const ops::RouteTable base = ops::RouteTable::builtin();
         for (int k = 0; k < int(info.kernels.size()); ++k) {
             if (value > info.kernels[size_t(k)].max) continue;
-            // Kernel k owns [value, value]; kernel 0 below it, the last kernel above it.
-            std::vector<ops::RouteBand> bands;
-            if (value > 1 && k != 0) bands.push_back({value - 1, 0});
-            bands.push_back({value, k});
-            bands.push_back({ops::kRouteUnbounded, int(info.kernels.size()) - 1});
-            ops::set_active_route_table(base.with_bands(id, bands));
+            ops::set_active_route_table(base.forcing(id, k, value));
             out.push_back({value, k, cold_us(body)});
         }
     }
@@ -133,11 +128,6 @@ struct Bench {
     }
 };
 
-std::vector<int64_t> values(const TuneOptions& o, std::vector<int64_t> full,
-                            std::vector<int64_t> quick) {
-    return o.quick ? quick : full;
-}
-
 void tune_linear_bf16(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
     struct Shape {
         RouteId id;
@@ -151,7 +141,7 @@ void tune_linear_bf16(Bench& b, std::vector<std::vector<RouteMeasurement>>& out)
                 ops::route_info(s.id).name, " is in another class");
         const Tensor w = b.random(DType::BF16, {s.N, s.K}, 11, 0.0f, 0.02f);
         std::vector<RouteMeasurement>& ms = out[size_t(s.id)];
-        for (int64_t T : values(b.o, {1, 2, 3, 4, 6, 8, 12, 16}, {1, 2, 8, 16})) {
+        for (int64_t T : tune_values(s.id, b.o.quick)) {
             const Tensor x = b.random(DType::BF16, {T, s.K}, 12, 0.0f, 1.0f);
             const Tensor y = b.empty(DType::BF16, {T, s.N});
             b.measure(s.id, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
@@ -173,7 +163,7 @@ void tune_linear_grouped(Bench& b, std::vector<std::vector<RouteMeasurement>>& o
     const Tensor scale = b.f16_scales({N, K / G}, 0.002f, 22);
     const ops::WeightView w = ops::WeightView::grouped(codes.view(), scale.view(), 4, G, K);
     std::vector<RouteMeasurement>& ms = out[size_t(RouteId::LinearGrouped)];
-    for (int64_t T : values(b.o, {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128}, {1, 8, 64, 128})) {
+    for (int64_t T : tune_values(RouteId::LinearGrouped, b.o.quick)) {
         const Tensor x = b.random(DType::BF16, {T, K}, 23, 0.0f, 1.0f);
         const Tensor y = b.empty(DType::BF16, {T, N});
         b.measure(RouteId::LinearGrouped, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
@@ -181,11 +171,34 @@ void tune_linear_grouped(Bench& b, std::vector<std::vector<RouteMeasurement>>& o
     b.report(RouteId::LinearGrouped, ms);
 }
 
+// Block-wise fp8 (128 x 128 F32 scales): one weight under kFp8W8a8LargeWeight elements (the
+// 35B's GDN out_proj, 2048 x 4096) and one over (its GDN in_proj, 12352 x 2048).
+void tune_linear_fp8(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
+    struct Shape {
+        RouteId id;
+        int64_t N, K;
+    };
+    for (const Shape& s : {Shape{RouteId::LinearFp8Small, 2048, 4096},
+                           Shape{RouteId::LinearFp8Large, 12352, 2048}}) {
+        const Tensor codes = b.random_bytes(DType::F8E4M3, {s.N, s.K}, 81, not_fp8_nan);
+        const Tensor scale =
+            b.random(DType::F32, {(s.N + 127) / 128, (s.K + 127) / 128}, 82, 1e-3f, 1e-4f);
+        const ops::WeightView w = ops::WeightView::fp8(codes.view(), scale.view(), 128, 128);
+        std::vector<RouteMeasurement>& ms = out[size_t(s.id)];
+        for (int64_t T : tune_values(s.id, b.o.quick)) {
+            const Tensor x = b.random(DType::BF16, {T, s.K}, 83, 0.0f, 1.0f);
+            const Tensor y = b.empty(DType::BF16, {T, s.N});
+            b.measure(s.id, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
+        }
+        b.report(s.id, ms);
+    }
+}
+
 void tune_gated_delta_rule(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
     constexpr int64_t Hv = 32, Hk = 16, D = 128;
     const Tensor state = b.random(DType::F32, {1, Hv, D, D}, 31, 0.0f, 0.01f);
     std::vector<RouteMeasurement>& ms = out[size_t(RouteId::GatedDeltaRule)];
-    for (int64_t T : values(b.o, {1, 2, 4, 8, 16, 24, 32, 48, 64, 128}, {1, 16, 64, 128})) {
+    for (int64_t T : tune_values(RouteId::GatedDeltaRule, b.o.quick)) {
         const Tensor q = b.random(DType::BF16, {T, Hk, D}, 32, 0.0f, 1.0f);
         const Tensor k = b.random(DType::BF16, {T, Hk, D}, 33, 0.0f, 1.0f);
         const Tensor v = b.random(DType::BF16, {T, Hv, D}, 34, 0.0f, 1.0f);
@@ -265,11 +278,12 @@ MoeWeights moe_weights(Bench& b, RouteId id) {
 void tune_moe_block(Bench& b, RouteId id, std::vector<std::vector<RouteMeasurement>>& out) {
     const MoeWeights m = moe_weights(b, id);
     std::vector<RouteMeasurement>& ms = out[size_t(id)];
-    for (int64_t T : values(b.o, {1, 2, 4, 8, 16, 24, 32, 64, 128, 160}, {1, 8, 160})) {
+    for (int64_t pairs : tune_values(id, b.o.quick)) {
+        const int64_t T = pairs / kTopK;
         const Tensor h = b.random(DType::BF16, {T, kH}, 71, 0.0f, 1.0f);
         const Tensor logits = b.random(DType::F32, {T, kE + 1}, 72, 0.0f, 2.0f);
         const Tensor y = b.random(DType::BF16, {T, kH}, 73, 0.0f, 1.0f);
-        b.measure(id, T * kTopK, [&] {
+        b.measure(id, pairs, [&] {
             ops::moe_block(b.ctx, h, logits, kTopK, m.egu, m.edown, m.sgu, m.sdown, y);
         }, ms);
     }
@@ -278,6 +292,34 @@ void tune_moe_block(Bench& b, RouteId id, std::vector<std::vector<RouteMeasureme
 
 } // namespace
 
+std::vector<int64_t> tune_values(RouteId id, bool quick) {
+    switch (id) {
+    case RouteId::LinearBf16Small:
+    case RouteId::LinearBf16Medium:
+    case RouteId::LinearBf16Large:
+    case RouteId::LinearBf16Huge:
+        return quick ? std::vector<int64_t>{1, 2, 8, 16}
+                     : std::vector<int64_t>{1, 2, 3, 4, 6, 8, 12, 16};
+    case RouteId::LinearGrouped:
+        return quick ? std::vector<int64_t>{1, 8, 64, 128}
+                     : std::vector<int64_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128};
+    case RouteId::LinearFp8Small:
+    case RouteId::LinearFp8Large:
+        return quick ? std::vector<int64_t>{1, 4, 16, 128, 256}
+                     : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64, 96, 128, 192, 256};
+    case RouteId::GatedDeltaRule:
+        return quick ? std::vector<int64_t>{1, 16, 64, 128}
+                     : std::vector<int64_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 128};
+    case RouteId::MoeBlockDense:
+    case RouteId::MoeBlockFp8:
+    case RouteId::MoeBlockGrouped: // tokens x top-8
+        return quick ? std::vector<int64_t>{8, 64, 1280}
+                     : std::vector<int64_t>{8, 16, 32, 64, 128, 192, 256, 512, 1024, 1280};
+    case RouteId::Count: break;
+    }
+    fail_invalid("ninfer tune: no decision ", int(id));
+}
+
 std::vector<std::vector<RouteMeasurement>> measure_routes(const TuneOptions& options) {
     const ops::RouteTable before = ops::active_route_table();
     std::vector<std::vector<RouteMeasurement>> out(ops::kRouteCount);
@@ -285,6 +327,7 @@ std::vector<std::vector<RouteMeasurement>> measure_routes(const TuneOptions& opt
         Bench b(options);
         tune_linear_bf16(b, out);
         tune_linear_grouped(b, out);
+        tune_linear_fp8(b, out);
         tune_gated_delta_rule(b, out);
         for (RouteId id : {RouteId::MoeBlockDense, RouteId::MoeBlockFp8, RouteId::MoeBlockGrouped})
             tune_moe_block(b, id, out);

@@ -4,6 +4,7 @@
 //     MiB), the 35B's GDN out_proj (2048 x 4096, 16 MiB) and its GDN in_proj (12352 x 2048, 48
 //     MiB), over 1..16 rows;
 //   linear.grouped: a q4 (groups of 32) 4096 x 2048 projection over 1..128 rows;
+//   linear.fp8.*: block-wise fp8 2048 x 4096 and 12352 x 2048 projections over 1..256 rows;
 //   gated_delta_rule: one sequence, the 35B's heads (32 value heads of 128, 16 key heads), over
 //     1..128 rows;
 //   moe_block.dense / .fp8 / .grouped: the 35B's block (256 experts, top-8, H 2048, I = Is =
@@ -32,6 +33,10 @@ struct TuneOptions {
     bool quick = false; // a few values per decision (the tests)
     std::function<void(const std::string&)> progress; // one line per decision, or null
 };
+
+// The values decision `id` is measured at (rows; pairs for moe_block.*, tokens x 8): past every
+// bounded kernel's domain at the top, so that the tuned table ends on an unbounded kernel.
+std::vector<int64_t> tune_values(ops::RouteId id, bool quick);
 
 // The measurements by RouteId (ops::RouteTable::from_measurements' input). Leaves the built-in
 // table in force when it returns.

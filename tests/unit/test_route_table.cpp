@@ -2,12 +2,14 @@
 // before tables; a file round-trips; every malformed or unsafe table is refused with a message
 // naming the problem (the seeds' three failure shapes among them); tables are built from
 // measurements; the cache file is keyed by device; `auto` finds it and refuses another device's.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -17,6 +19,7 @@
 #include "core/error.h"
 #include "ops/route_table.h"
 #include "runtime/route_selection.h"
+#include "runtime/route_tuner.h"
 
 namespace ninfer::test {
 namespace {
@@ -77,6 +80,14 @@ TEST(RouteTable, BuiltinKeepsTheBoundariesOfTheDispatchers) {
     EXPECT_EQ(t.last_value_of(RouteId::MoeBlockFp8, ops::kRouteFusedDecode), 192);
     EXPECT_EQ(t.last_value_of(RouteId::MoeBlockGrouped, ops::kRouteFusedDecode), 192);
     EXPECT_EQ(t.route(RouteId::MoeBlockDense, 65), ops::kRouteComposed);
+    // linear.fp8: GEMV / tensor cores / W8A8 at 8 / 128 rows on smaller weights; GEMV / W8A8 at
+    // 4 rows on weights of 16 Mi or more.
+    for (auto [rows, kernel] : std::vector<std::pair<int64_t, int>>{
+             {8, ops::kRouteGemv}, {9, ops::kRouteTensorCores}, {128, ops::kRouteTensorCores},
+             {129, ops::kRouteW8a8}})
+        EXPECT_EQ(t.route(RouteId::LinearFp8Small, rows), kernel) << rows;
+    EXPECT_EQ(t.route(RouteId::LinearFp8Large, 4), ops::kRouteGemv);
+    EXPECT_EQ(t.route(RouteId::LinearFp8Large, 5), ops::kRouteW8a8);
     // Values below 1 count as 1.
     EXPECT_EQ(t.route(RouteId::GatedDeltaRule, 0), ops::kRouteRecurrent);
 }
@@ -238,6 +249,36 @@ TEST(RouteTable, CacheFilesAreKeyedByDevice) {
               std::string::npos);
     ::unsetenv("NINFER_CACHE_DIR");
     fs::remove_all(dir);
+}
+
+// ninfer tune forces each kernel at each value it measures (RouteTable::forcing): every one of
+// those tables must validate and route the value to the kernel, and each decision's values must
+// end past its bounded kernels' domains (from_measurements' last band is then unbounded).
+TEST(RouteTable, TuneForcesEveryKernelItMeasures) {
+    const RouteTable builtin = RouteTable::builtin();
+    for (const ops::RouteDecisionInfo& info : ops::route_catalog())
+        for (bool quick : {false, true}) {
+            const std::vector<int64_t> values = runtime::tune_values(info.id, quick);
+            ASSERT_FALSE(values.empty()) << info.name;
+            int64_t bounded = 0;
+            for (const ops::RouteKernel& k : info.kernels)
+                if (k.max != ops::kRouteUnbounded) bounded = std::max(bounded, k.max);
+            EXPECT_GT(values.back(), bounded) << info.name;
+            for (size_t i = 0; i < values.size(); ++i) {
+                if (i > 0) {
+                    EXPECT_GT(values[i], values[i - 1]) << info.name;
+                }
+                for (int k = 0; k < int(info.kernels.size()); ++k) {
+                    if (values[i] > info.kernels[size_t(k)].max) continue;
+                    const std::string err = error_of([&] {
+                        EXPECT_EQ(builtin.forcing(info.id, k, values[i]).route(info.id, values[i]),
+                                  k);
+                    });
+                    EXPECT_EQ(err, "") << info.name << " " << info.kernels[size_t(k)].name
+                                       << " at " << values[i];
+                }
+            }
+        }
 }
 
 TEST(RouteTable, ActiveTableIsProcessWide) {

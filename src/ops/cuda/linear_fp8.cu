@@ -39,6 +39,7 @@
 #include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/moe_grouped.h"
 #include "ops/cuda/linear_gemv.h"
+#include "ops/route_table.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -344,12 +345,15 @@ Fp8LinearRoute linear_fp8_route(const TensorView& x, const WeightView& w, const 
     // from ~5 rows (twice the multiply-adds per byte of bf16); W8A8's fp8 MMAs beat every other
     // route (and bf16's) where its fixed cost is amortized; the tensor-core GEMM on bf16
     // activations reads the codes once per 32-128 row tile; what none takes dequantizes.
+    // The route table's kernel (linear.fp8.small / .large, ops/route_table.h) when it takes the
+    // shape, else the next of that order that does.
     const int64_t T = x.size(0);
-    const bool large = w.size(0) * w.size(1) >= kFp8W8a8LargeWeight;
+    const RouteId id = w.size(0) * w.size(1) >= kFp8W8a8LargeWeight ? RouteId::LinearFp8Large
+                                                                    : RouteId::LinearFp8Small;
+    const int preferred = active_route_table().route(id, T);
     const bool gemv = linear_gemv_fp8_fits(x, w);
-    if (gemv && T <= (large ? kFp8GemvRows : kGemvMaxRows)) return Fp8LinearRoute::Gemv;
-    if ((large ? T >= kFp8W8a8MinRows : T > kFp8TensorCoreMaxRows) && linear_w8a8_fits(x, w, y))
-        return Fp8LinearRoute::W8A8;
+    if (preferred == kRouteGemv && gemv) return Fp8LinearRoute::Gemv;
+    if (preferred == kRouteW8a8 && linear_w8a8_fits(x, w, y)) return Fp8LinearRoute::W8A8;
     if (T <= kFp8TensorCoreMaxRows && linear_tc_fp8_fits(x, w, y))
         return Fp8LinearRoute::TensorCores;
     if (gemv) return Fp8LinearRoute::Gemv;

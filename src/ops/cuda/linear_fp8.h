@@ -48,6 +48,8 @@ void quantize_rows_fp8(const ExecContext& ctx, const TensorView& x, const Tensor
 //   shapes W8A8 cannot take (all of them off sm_90 and in portable mode): the tensor cores (to
 //   kFp8TensorCoreMaxRows rows), else the GEMV (to kGemvMaxRows); dequantize + cuBLAS for the
 //   rest. Every route but W8A8 runs on every architecture of the build.
+// These are the built-in route table's linear.fp8.* bands (ops/route_table.h); `ninfer tune`
+// measures them per GPU. kFp8TensorCoreMaxRows is also the tensor-core route's domain.
 inline constexpr int64_t kFp8GemvRows = 4;
 inline constexpr int64_t kFp8TensorCoreMaxRows = 128;
 inline constexpr int64_t kFp8W8a8MinRows = 5;
