@@ -36,7 +36,15 @@ struct Bench {
         ops::bind_device(ctx);
         flush = empty(DType::F32, {kFlushBytes / 4});
     }
-    ~Bench() { ops::bind_device(ops::ExecContext::cpu()); }
+    // The calling thread goes back to the default stream (as the engine's constructor does),
+    // once this stream's work is done: its allocations must not stay ordered on a stream that is
+    // about to be destroyed.
+    ~Bench() {
+        ops::synchronize(ctx);
+        ops::ExecContext unbound = ctx;
+        unbound.stream = nullptr;
+        ops::bind_device(unbound);
+    }
 
     using Dims = std::vector<int64_t>;
     Tensor empty(DType dt, const Dims& dims) {
