@@ -30,6 +30,9 @@ inline EngineOptions cuda_engine_options(const std::string& dtype = "auto") {
     o.max_sequences = 16;
     o.kv_cache_tokens = 16384;
     o.prefix_cache_snapshots = 16;
+    // The built-in route table, not a table `ninfer tune` left in this machine's cache: the
+    // tests assert the built-in boundaries, and the table in force is process-wide.
+    o.route_table = "builtin";
     return o;
 }
 
