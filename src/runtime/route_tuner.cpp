@@ -26,16 +26,26 @@ struct Bench {
     std::shared_ptr<void> stream;
     Tensor flush;
     const TuneOptions& o;
+    DType act = DType::BF16; // activations and dense weights: BF16 on CUDA, F32 on the CPU
 
     explicit Bench(const TuneOptions& options) : o(options) {
-        require(!o.device.is_cpu(), "ninfer tune: the route tables are CUDA's; pass --device cuda");
-        require(o.reps >= 1 && o.inner >= 1, "ninfer tune: reps and inner must be >= 1");
-        ctx = ops::ExecContext::cuda(o.device.index, DType::BF16);
+        require(!o.device.is_cpu() || o.shrink > 1,
+                "ninfer tune: the route tables are CUDA's; pass --device cuda");
+        require(o.reps >= 1 && o.inner >= 1 && o.shrink >= 1 && o.shrink <= 16,
+                "ninfer tune: reps and inner must be >= 1, shrink in [1, 16]");
+        if (o.device.is_cpu()) {
+            ctx = ops::ExecContext::cpu();
+            act = DType::F32;
+        } else {
+            ctx = ops::ExecContext::cuda(o.device.index, DType::BF16);
+        }
         stream = ops::create_stream(ctx.device);
         ctx.stream = stream.get();
         ops::bind_device(ctx);
-        flush = empty(DType::F32, {kFlushBytes / 4});
+        flush = empty(DType::F32, {kFlushBytes / 4 / o.shrink});
     }
+    // A dimension of the real shapes, shrunk (TuneOptions::shrink).
+    int64_t dim(int64_t d) const { return std::max<int64_t>(d / o.shrink, 1); }
     // The calling thread goes back to the default stream (as the engine's constructor does),
     // once this stream's work is done: its allocations must not stay ordered on a stream that is
     // about to be destroyed.
@@ -145,17 +155,23 @@ void tune_linear_bf16(Bench& b, std::vector<std::vector<RouteMeasurement>>& out)
                            Shape{RouteId::LinearBf16Medium, 1024, 2048},
                            Shape{RouteId::LinearBf16Large, 2048, 4096},
                            Shape{RouteId::LinearBf16Huge, 12352, 2048}}) {
-        require(ops::linear_bf16_route(s.N * s.K * 2) == s.id, "ninfer tune: the shape of ",
-                ops::route_info(s.id).name, " is in another class");
-        const Tensor w = b.random(DType::BF16, {s.N, s.K}, 11, 0.0f, 0.02f);
+        require(b.o.shrink > 1 || ops::linear_bf16_route(s.N * s.K * 2) == s.id,
+                "ninfer tune: the shape of ", ops::route_info(s.id).name,
+                " is in another class");
+        const int64_t N = b.dim(s.N), K = b.dim(s.K);
+        const Tensor w = b.random(b.act, {N, K}, 11, 0.0f, 0.02f);
         std::vector<RouteMeasurement>& ms = out[size_t(s.id)];
         for (int64_t T : tune_values(s.id, b.o.quick)) {
-            const Tensor x = b.random(DType::BF16, {T, s.K}, 12, 0.0f, 1.0f);
-            const Tensor y = b.empty(DType::BF16, {T, s.N});
+            const Tensor x = b.random(b.act, {T, K}, 12, 0.0f, 1.0f);
+            const Tensor y = b.empty(b.act, {T, N});
             b.measure(s.id, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
         }
         b.report(s.id, ms);
     }
+}
+
+int64_t blocks128(int64_t n) {
+    return (n + 127) / 128; // fp8 scale blocks of 128
 }
 
 bool any_byte(uint8_t) {
@@ -166,14 +182,15 @@ bool not_fp8_nan(uint8_t v) {
 }
 
 void tune_linear_grouped(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
-    constexpr int64_t N = 4096, K = 2048, G = 32;
+    constexpr int64_t G = 32;
+    const int64_t N = b.dim(4096), K = b.dim(2048);
     const Tensor codes = b.random_bytes(DType::U8, {N, K / 2}, 21, any_byte);
     const Tensor scale = b.f16_scales({N, K / G}, 0.002f, 22);
     const ops::WeightView w = ops::WeightView::grouped(codes.view(), scale.view(), 4, G, K);
     std::vector<RouteMeasurement>& ms = out[size_t(RouteId::LinearGrouped)];
     for (int64_t T : tune_values(RouteId::LinearGrouped, b.o.quick)) {
-        const Tensor x = b.random(DType::BF16, {T, K}, 23, 0.0f, 1.0f);
-        const Tensor y = b.empty(DType::BF16, {T, N});
+        const Tensor x = b.random(b.act, {T, K}, 23, 0.0f, 1.0f);
+        const Tensor y = b.empty(b.act, {T, N});
         b.measure(RouteId::LinearGrouped, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
     }
     b.report(RouteId::LinearGrouped, ms);
@@ -188,14 +205,15 @@ void tune_linear_fp8(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) 
     };
     for (const Shape& s : {Shape{RouteId::LinearFp8Small, 2048, 4096},
                            Shape{RouteId::LinearFp8Large, 12352, 2048}}) {
-        const Tensor codes = b.random_bytes(DType::F8E4M3, {s.N, s.K}, 81, not_fp8_nan);
+        const int64_t N = b.dim(s.N), K = b.dim(s.K);
+        const Tensor codes = b.random_bytes(DType::F8E4M3, {N, K}, 81, not_fp8_nan);
         const Tensor scale =
-            b.random(DType::F32, {(s.N + 127) / 128, (s.K + 127) / 128}, 82, 1e-3f, 1e-4f);
+            b.random(DType::F32, {blocks128(N), blocks128(K)}, 82, 1e-3f, 1e-4f);
         const ops::WeightView w = ops::WeightView::fp8(codes.view(), scale.view(), 128, 128);
         std::vector<RouteMeasurement>& ms = out[size_t(s.id)];
         for (int64_t T : tune_values(s.id, b.o.quick)) {
-            const Tensor x = b.random(DType::BF16, {T, s.K}, 83, 0.0f, 1.0f);
-            const Tensor y = b.empty(DType::BF16, {T, s.N});
+            const Tensor x = b.random(b.act, {T, K}, 83, 0.0f, 1.0f);
+            const Tensor y = b.empty(b.act, {T, N});
             b.measure(s.id, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
         }
         b.report(s.id, ms);
@@ -203,16 +221,17 @@ void tune_linear_fp8(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) 
 }
 
 void tune_gated_delta_rule(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
-    constexpr int64_t Hv = 32, Hk = 16, D = 128;
+    constexpr int64_t Hv = 32, Hk = 16;
+    const int64_t D = b.dim(128);
     const Tensor state = b.random(DType::F32, {1, Hv, D, D}, 31, 0.0f, 0.01f);
     std::vector<RouteMeasurement>& ms = out[size_t(RouteId::GatedDeltaRule)];
     for (int64_t T : tune_values(RouteId::GatedDeltaRule, b.o.quick)) {
-        const Tensor q = b.random(DType::BF16, {T, Hk, D}, 32, 0.0f, 1.0f);
-        const Tensor k = b.random(DType::BF16, {T, Hk, D}, 33, 0.0f, 1.0f);
-        const Tensor v = b.random(DType::BF16, {T, Hv, D}, 34, 0.0f, 1.0f);
+        const Tensor q = b.random(b.act, {T, Hk, D}, 32, 0.0f, 1.0f);
+        const Tensor k = b.random(b.act, {T, Hk, D}, 33, 0.0f, 1.0f);
+        const Tensor v = b.random(b.act, {T, Hv, D}, 34, 0.0f, 1.0f);
         const Tensor g = b.random(DType::F32, {T, Hv}, 35, -0.1f, 0.02f);
         const Tensor beta = b.random(DType::F32, {T, Hv}, 36, 0.5f, 0.1f);
-        const Tensor o = b.empty(DType::BF16, {T, Hv, D});
+        const Tensor o = b.empty(b.act, {T, Hv, D});
         int32_t rows[2] = {0, int32_t(T)}, zero[1] = {0};
         const Tensor d_rows = b.from_host(DType::I32, {2}, rows);
         const Tensor d_zero = b.from_host(DType::I32, {1}, zero);
@@ -242,29 +261,31 @@ struct MoeWeights {
     std::vector<Tensor> keep;
     ops::WeightView egu, edown, sgu, sdown;
 };
-constexpr int64_t kE = 256, kTopK = 8, kH = 2048, kI = 512;
+constexpr int64_t kTopK = 8;
 
 MoeWeights moe_weights(Bench& b, RouteId id) {
+    const int64_t kE = std::max<int64_t>(b.dim(256), 2 * kTopK), kH = b.dim(2048),
+                  kI = b.dim(512);
     MoeWeights m;
     auto add = [&](Tensor t) {
         m.keep.push_back(std::move(t));
         return m.keep.back().view();
     };
     if (id == RouteId::MoeBlockDense) {
-        m.egu = add(b.random(DType::BF16, {kE, 2 * kI, kH}, 41, 0.0f, 0.02f));
-        m.edown = add(b.random(DType::BF16, {kE, kH, kI}, 42, 0.0f, 0.02f));
-        m.sgu = add(b.random(DType::BF16, {2 * kI, kH}, 43, 0.0f, 0.02f));
-        m.sdown = add(b.random(DType::BF16, {kH, kI}, 44, 0.0f, 0.02f));
+        m.egu = add(b.random(b.act, {kE, 2 * kI, kH}, 41, 0.0f, 0.02f));
+        m.edown = add(b.random(b.act, {kE, kH, kI}, 42, 0.0f, 0.02f));
+        m.sgu = add(b.random(b.act, {2 * kI, kH}, 43, 0.0f, 0.02f));
+        m.sdown = add(b.random(b.act, {kH, kI}, 44, 0.0f, 0.02f));
     } else if (id == RouteId::MoeBlockFp8) {
         auto fp8 = [&](const Bench::Dims& dims, const Bench::Dims& sdims, uint64_t seed) {
             const TensorView q = add(b.random_bytes(DType::F8E4M3, dims, seed, not_fp8_nan));
             const TensorView s = add(b.random(DType::F32, sdims, seed + 1, 1e-3f, 1e-4f));
             return ops::WeightView::fp8(q, s, 128, 128);
         };
-        m.egu = fp8({kE, 2 * kI, kH}, {kE, 2 * kI / 128, kH / 128}, 51);
-        m.edown = fp8({kE, kH, kI}, {kE, kH / 128, kI / 128}, 53);
-        m.sgu = fp8({2 * kI, kH}, {2 * kI / 128, kH / 128}, 55);
-        m.sdown = fp8({kH, kI}, {kH / 128, kI / 128}, 57);
+        m.egu = fp8({kE, 2 * kI, kH}, {kE, blocks128(2 * kI), blocks128(kH)}, 51);
+        m.edown = fp8({kE, kH, kI}, {kE, blocks128(kH), blocks128(kI)}, 53);
+        m.sgu = fp8({2 * kI, kH}, {blocks128(2 * kI), blocks128(kH)}, 55);
+        m.sdown = fp8({kH, kI}, {blocks128(kH), blocks128(kI)}, 57);
     } else {
         constexpr int64_t G = 32;
         auto q4 = [&](const Bench::Dims& shape, uint64_t seed) {
@@ -285,12 +306,13 @@ MoeWeights moe_weights(Bench& b, RouteId id) {
 
 void tune_moe_block(Bench& b, RouteId id, std::vector<std::vector<RouteMeasurement>>& out) {
     const MoeWeights m = moe_weights(b, id);
+    const int64_t kE = m.egu.size(0), kH = m.egu.size(2);
     std::vector<RouteMeasurement>& ms = out[size_t(id)];
     for (int64_t pairs : tune_values(id, b.o.quick)) {
         const int64_t T = pairs / kTopK;
-        const Tensor h = b.random(DType::BF16, {T, kH}, 71, 0.0f, 1.0f);
+        const Tensor h = b.random(b.act, {T, kH}, 71, 0.0f, 1.0f);
         const Tensor logits = b.random(DType::F32, {T, kE + 1}, 72, 0.0f, 2.0f);
-        const Tensor y = b.random(DType::BF16, {T, kH}, 73, 0.0f, 1.0f);
+        const Tensor y = b.random(b.act, {T, kH}, 73, 0.0f, 1.0f);
         b.measure(id, pairs, [&] {
             ops::moe_block(b.ctx, h, logits, kTopK, m.egu, m.edown, m.sgu, m.sdown, y);
         }, ms);

@@ -31,6 +31,9 @@ struct TuneOptions {
     int reps = 5;       // timings per measurement (the median is kept)
     int inner = 10;     // calls per timing
     bool quick = false; // a few values per decision (the tests)
+    // Every dimension of the shapes above divided by this: the CPU tests run the whole harness on
+    // small shapes (device cpu is taken only with shrink > 1; the CPU has no routes to measure).
+    int64_t shrink = 1;
     std::function<void(const std::string&)> progress; // one line per decision, or null
 };
 
