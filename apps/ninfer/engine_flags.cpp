@@ -77,6 +77,10 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "dequantize), resident (the quantized projections, MoE experts included, "
                        "stay codes and scales) or dequantize (to the compute dtype at load)")
             ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
+        app.add_option("--devices", o.devices,
+                       "Split over several devices, e.g. cuda:0,cuda:1 (or 0,1): every layer's "
+                       "post-attention block (norm + MLP/MoE) on the devices after the first, "
+                       "which keeps the rest and gains their memory as KV");
         app.add_option("--route-table", o.route_table,
                        "Kernel route table: auto (the table ninfer tune wrote for this GPU, else "
                        "the built-in one), builtin, or a table file");

@@ -25,6 +25,13 @@ struct EngineOptions {
     bool random_weights = false; // deterministic random weights made on the device
     uint64_t random_seed = 0;
     std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
+    // The seed's split over several devices, e.g. "cuda:0,cuda:1" (or "0,1"): every layer's
+    // post-attention block (norm + MLP or MoE) lives and runs on the devices after the first, in
+    // contiguous runs of layers; the first keeps everything else, all KV and GDN state, and gains
+    // the memory the blocks free as KV. Empty: one device (`device`). A device may repeat
+    // ("cuda:0,cuda:0": a second stream on one GPU, the single-GPU check of the path; "cpu,cpu"
+    // on the CPU).
+    std::string devices;
     std::string dtype = "auto";  // weights and activations: auto (CPU f32, CUDA bf16), bf16, f32
     bool cpu_reference = false;  // run the CPU reference ops (FP64 oracle; slow)
     // FP8 checkpoints (quantization_config fp8): "resident" keeps the block-wise fp8

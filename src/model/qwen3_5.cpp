@@ -128,9 +128,16 @@ int64_t total_bytes(const ModelWeights& w) {
 
 } // namespace
 
-Qwen35Model::Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device)
+Qwen35Model::Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device,
+                         MlpPlacement placement)
     : config_(std::move(config)), weights_(std::move(weights)), device_(device),
-      weight_bytes_(total_bytes(weights_)), scratch_(std::make_unique<Scratch>()) {
+      weight_bytes_(total_bytes(weights_)), scratch_(std::make_unique<Scratch>()),
+      placement_(std::move(placement)) {
+    for (const ops::ExecContext& on : placement_.devices) {
+        require(on.device.type == device_.type, "MlpPlacement: a ", device_name(on.device),
+                " block for a model on ", device_name(device_));
+        placed_scratch_.push_back(std::make_unique<Scratch>());
+    }
     if (weights_.vision.loaded())
         vision_ = std::make_unique<VisionEncoder>(config_, weights_.vision, device_);
 }
@@ -174,13 +181,16 @@ VisionEncoder& Qwen35Model::vision() {
 
 std::unique_ptr<Qwen35Model> Qwen35Model::random(const io::ModelConfig& config,
                                                  const ops::ExecContext& ctx, uint64_t seed,
-                                                 Residency resident) {
-    return std::make_unique<Qwen35Model>(config, random_weights(config, ctx, seed, resident),
-                                         ctx.device);
+                                                 Residency resident,
+                                                 const MlpPlacement& placement) {
+    return std::make_unique<Qwen35Model>(
+        config, random_weights(config, ctx, seed, resident, placement), ctx.device, placement);
 }
 
 int64_t Qwen35Model::scratch_generation() const {
-    return scratch_->generation;
+    int64_t g = scratch_->generation;
+    for (const auto& s : placed_scratch_) g += s->generation; // each only grows
+    return g;
 }
 
 bool Qwen35Model::capturable(const ops::ExecContext& ctx, int64_t rows) const {
@@ -204,11 +214,14 @@ Qwen35Model::~Qwen35Model() = default;
 
 std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::filesystem::path& dir,
                                                const ops::ExecContext& ctx, Residency resident,
-                                               const LoadProgress& progress) {
+                                               const LoadProgress& progress,
+                                               const MlpPlacement& placement) {
     io::ModelConfig config = io::load_hf_config(dir);
     io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
-    ModelWeights weights = load_weights(config, ckpt, ctx, resident, progress);
-    return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), ctx.device);
+    ModelWeights weights = load_weights(config, ckpt, ctx, resident, progress,
+                                        kLoadProgressStepBytes, placement);
+    return std::make_unique<Qwen35Model>(std::move(config), std::move(weights), ctx.device,
+                                         placement);
 }
 
 CacheSpec Qwen35Model::cache_spec(bool with_mtp) const {
@@ -288,9 +301,9 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
     ops::linear(ctx, attn.reshape({T, nH * D}), w.attn.o_proj, x, /*accumulate=*/true);
 }
 
-void Qwen35Model::mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, int64_t T) {
+void Qwen35Model::mlp_block(const ops::ExecContext& ctx, Scratch& s, const LayerWeights& w,
+                            int64_t T) {
     const io::ModelConfig& c = config_;
-    Scratch& s = *scratch_;
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     const float eps = float(c.rms_norm_eps);
     if (!c.moe) {
@@ -309,6 +322,22 @@ void Qwen35Model::mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, 
                    w.mlp.shared_gate_up, w.mlp.shared_down, x);
 }
 
+Qwen35Model::Scratch& Qwen35Model::placed_scratch(int64_t layer) {
+    return *placed_scratch_[size_t(placement_.layer_device[size_t(layer)])];
+}
+
+void Qwen35Model::placed_mlp_block(const ops::ExecContext& ctx, const ops::ExecContext& on,
+                                   Scratch& s, const LayerWeights& w, int64_t T) {
+    const TensorView x = scratch_->x.view().narrow(0, 0, T), there = s.x.view().narrow(0, 0, T);
+    ops::copy_across(ctx, x, on, there);
+    ops::stream_wait(on, ctx);
+    ops::bind_device(on); // its allocations (the MoE composition's scratch) on its stream
+    mlp_block(on, s, w, T);
+    ops::copy_across(on, there, ctx, x);
+    ops::bind_device(ctx);
+    ops::stream_wait(ctx, on);
+}
+
 void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch,
                           const CacheViews& caches, const TensorView& logits) {
     const io::ModelConfig& c = config_;
@@ -320,6 +349,13 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
                 int64_t(caches.conv_state.size()) == c.count_layers(LayerKind::LinearAttention),
             "forward: cache views do not match the model's layers");
     scratch_->ensure(c, device_, ctx.dtype, std::max(T, R));
+    if (!placed_scratch_.empty()) { // each device's scratch from its own allocator and stream
+        for (size_t d = 0; d < placed_scratch_.size(); ++d) {
+            ops::bind_device(placement_.devices[d]);
+            placed_scratch_[d]->ensure(c, placement_.devices[d].device, ctx.dtype, T);
+        }
+        ops::bind_device(ctx);
+    }
     Scratch& s = *scratch_;
     ops::embedding(ctx, batch.tokens, weights_.embed, s.x.view().narrow(0, 0, T));
     for (const ForwardBatch::MediaRows& m : batch.media) {
@@ -344,7 +380,10 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
                             rope);
             ++attn_rank;
         }
-        mlp_block(ctx, w, T);
+        if (const ops::ExecContext* on = placement_.of(layer_index))
+            placed_mlp_block(ctx, *on, placed_scratch(layer_index), w, T);
+        else
+            mlp_block(ctx, s, w, T);
         if (!batch.features.empty())
             for (size_t i = 0; i < batch.feature_layers.size(); ++i)
                 if (batch.feature_layers[i] == layer_index) // a strided copy: a row gather
@@ -390,7 +429,7 @@ void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& b
     for (size_t i = 0; i < m.layers.size(); ++i) {
         attention_layer(ctx, m.layers[i], batch, caches.mtp_k_cache[i], caches.mtp_v_cache[i],
                         rope);
-        mlp_block(ctx, m.layers[i], T);
+        mlp_block(ctx, s, m.layers[i], T);
     }
     ops::rms_norm(ctx, x, m.norm, eps, draft_hidden);
     if (R == 0) return;

@@ -73,19 +73,24 @@ struct ForwardBatch {
 
 class Qwen35Model {
 public:
-    Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device);
+    Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device,
+                MlpPlacement placement = {});
     ~Qwen35Model();
 
     // Reads config.json and the safetensors of a checkpoint directory onto a device.
     // resident and progress (bytes read of the checkpoint's): see load_weights
     // (weight_loader.h).
+    // placement: the post-attention blocks that live and run on other devices (MlpPlacement);
+    // the forward copies the residual there and back around each of them.
     static std::unique_ptr<Qwen35Model> load(const std::filesystem::path& dir,
                                              const ops::ExecContext& ctx, Residency resident = {},
-                                             const LoadProgress& progress = {});
+                                             const LoadProgress& progress = {},
+                                             const MlpPlacement& placement = {});
     // A model of config's shapes with deterministic random weights (weight_loader.h).
     static std::unique_ptr<Qwen35Model> random(const io::ModelConfig& config,
                                                const ops::ExecContext& ctx, uint64_t seed,
-                                               Residency resident = {});
+                                               Residency resident = {},
+                                               const MlpPlacement& placement = {});
 
     const io::ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
@@ -134,13 +139,19 @@ private:
     void attention_layer(const ops::ExecContext& ctx, const LayerWeights& w,
                          const ForwardBatch& batch, const ops::KvPlane& k_cache,
                          const ops::KvPlane& v_cache, const RopeTables& rope);
-    void mlp_block(const ops::ExecContext& ctx, const LayerWeights& w, int64_t T);
+    void mlp_block(const ops::ExecContext& ctx, Scratch& s, const LayerWeights& w, int64_t T);
+    // mlp_block on the layer's placed device: the residual rows there, the block, and back.
+    void placed_mlp_block(const ops::ExecContext& ctx, const ops::ExecContext& on, Scratch& s,
+                          const LayerWeights& w, int64_t T);
+    Scratch& placed_scratch(int64_t layer); // the scratch of layer's placed device
 
     io::ModelConfig config_;
     ModelWeights weights_;
     Device device_;
     int64_t weight_bytes_ = 0;
     std::unique_ptr<Scratch> scratch_;
+    MlpPlacement placement_;
+    std::vector<std::unique_ptr<Scratch>> placed_scratch_; // one per placement_.devices
     std::unique_ptr<VisionEncoder> vision_;
 };
 

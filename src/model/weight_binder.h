@@ -422,9 +422,16 @@ public:
         return random_seed ^ std::hash<std::string>{}(name);
     }
 
+    // Binds the tensors that follow on `to` (another device's context: an MlpPlacement's post-
+    // attention blocks), until use() switches back.
+    void use(const ops::ExecContext& to) {
+        ctx = to;
+        ops::bind_device(to);
+    }
+
     const ModelConfig& cfg;
     const io::SafetensorsCheckpoint& ckpt;
-    const ops::ExecContext& ctx;
+    ops::ExecContext ctx; // where tensors are bound now (use)
     DType dtype;
     bool keep_fp8 = false;     // fp8 projections stay fp8 on the device (fuse_weight)
     bool keep_grouped = false; // groupwise projections stay groupwise (fuse_weight)

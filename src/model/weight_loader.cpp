@@ -96,17 +96,22 @@ MlpWeights bind_mlp(Binder& b, const std::string& p) {
     return w;
 }
 
-LayerWeights bind_layer(Binder& b, const std::string& p, LayerKind kind) {
+// mlp_ctx (may be null): where the post-attention norm and the MLP go (MlpPlacement).
+LayerWeights bind_layer(Binder& b, const std::string& p, LayerKind kind,
+                        const ops::ExecContext* mlp_ctx = nullptr) {
     const int64_t H = b.cfg.hidden_size;
     LayerWeights w;
     w.kind = kind;
     w.input_norm = b.load(p + "input_layernorm.weight", {H});
-    w.post_norm = b.load(p + "post_attention_layernorm.weight", {H});
     if (kind == LayerKind::LinearAttention)
         w.gdn = bind_gdn(b, p + "linear_attn.");
     else
         w.attn = bind_attention(b, p + "self_attn.");
+    const ops::ExecContext home = b.ctx;
+    if (mlp_ctx) b.use(*mlp_ctx);
+    w.post_norm = b.load(p + "post_attention_layernorm.weight", {H});
     w.mlp = bind_mlp(b, p + "mlp.");
+    if (mlp_ctx) b.use(home);
     return w;
 }
 
@@ -190,16 +195,18 @@ int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt) {
 
 namespace {
 
-ModelWeights bind_all(Binder& b, int64_t mtp_layers) {
+ModelWeights bind_all(Binder& b, int64_t mtp_layers, const MlpPlacement& placement) {
     const ModelConfig& cfg = b.cfg;
     const std::string p = cfg.text_prefix();
     const int64_t V = cfg.vocab_size, H = cfg.hidden_size;
     ModelWeights w;
     w.embed = b.load(p + "embed_tokens.weight", {V, H});
     w.final_norm = b.load(p + "norm.weight", {H});
+    require(placement.empty() || int64_t(placement.layer_device.size()) == cfg.num_layers,
+            "MlpPlacement: ", placement.layer_device.size(), " layers placed for ", cfg.num_layers);
     for (int64_t l = 0; l < cfg.num_layers; ++l)
-        w.layers.push_back(
-            bind_layer(b, p + "layers." + std::to_string(l) + ".", cfg.layer_types[size_t(l)]));
+        w.layers.push_back(bind_layer(b, p + "layers." + std::to_string(l) + ".",
+                                      cfg.layer_types[size_t(l)], placement.of(l)));
     if (cfg.tie_word_embeddings) {
         if (b.ckpt.find("lm_head.weight")) b.take("lm_head.weight", {V, H}); // a saved tied copy
         w.lm_head = w.embed;
@@ -215,19 +222,20 @@ ModelWeights bind_all(Binder& b, int64_t mtp_layers) {
 
 ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoint& ckpt,
                           const ops::ExecContext& ctx, Residency resident,
-                          const LoadProgress& progress, int64_t progress_step) {
+                          const LoadProgress& progress, int64_t progress_step,
+                          const MlpPlacement& placement) {
     Binder b(cfg, ckpt, ctx, resident.fp8, progress, progress_step);
     b.keep_grouped = resident.grouped && cfg.group_bits != 0;
-    ModelWeights w = bind_all(b, count_mtp_layers(ckpt));
+    ModelWeights w = bind_all(b, count_mtp_layers(ckpt), placement);
     b.finish();
     return w;
 }
 
 ModelWeights random_weights(const ModelConfig& cfg, const ops::ExecContext& ctx, uint64_t seed,
-                            Residency resident) {
+                            Residency resident, const MlpPlacement& placement) {
     Binder b(cfg, ctx, seed, resident.fp8);
     b.keep_grouped = resident.grouped && cfg.group_bits != 0;
-    return bind_all(b, cfg.mtp_num_hidden_layers);
+    return bind_all(b, cfg.mtp_num_hidden_layers, placement);
 }
 
 } // namespace ninfer::model

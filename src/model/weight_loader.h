@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "io/hf_config.h"
 #include "io/safetensors.h"
@@ -39,12 +40,28 @@ struct Residency {
         : fp8(fp8_resident), grouped(grouped_resident) {}
 };
 
+// The seed's --devices split (runtime/placement.h's split plan): layer l's post-attention block
+// (its norm and its MLP or MoE) lives and runs on devices[layer_device[l]] instead of the model's
+// device; everything else stays there. Empty: one device.
+struct MlpPlacement {
+    std::vector<ops::ExecContext> devices; // the other devices' contexts (each its own stream)
+    std::vector<int> layer_device;         // [num_layers]: -1 the model's device, else an index
+    bool empty() const { return devices.empty(); }
+    // The context of layer l's post-attention block, or null for the model's device.
+    const ops::ExecContext* of(int64_t layer) const {
+        if (devices.empty() || layer >= int64_t(layer_device.size())) return nullptr;
+        const int d = layer_device[size_t(layer)];
+        return d < 0 ? nullptr : &devices[size_t(d)];
+    }
+};
+
 // progress (may be empty): told the bytes read, at most every progress_step bytes (tests pass a
 // small step to see every tensor).
 ModelWeights load_weights(const io::ModelConfig& config, const io::SafetensorsCheckpoint& ckpt,
                           const ops::ExecContext& ctx, Residency resident = {},
                           const LoadProgress& progress = {},
-                          int64_t progress_step = kLoadProgressStepBytes);
+                          int64_t progress_step = kLoadProgressStepBytes,
+                          const MlpPlacement& placement = {});
 
 // A model of the config's exact shapes with deterministic random weights made on ctx's device
 // (ops::fill_random, seeded per tensor name), for speed and memory at true size without a
@@ -52,7 +69,8 @@ ModelWeights load_weights(const io::ModelConfig& config, const io::SafetensorsCh
 // resident.fp8, the projections the official FP8 layout quantizes are random fp8; with a
 // groupwise one and resident.grouped, the ones Residency keeps are random codes.
 ModelWeights random_weights(const io::ModelConfig& config, const ops::ExecContext& ctx,
-                            uint64_t seed, Residency resident = {});
+                            uint64_t seed, Residency resident = {},
+                            const MlpPlacement& placement = {});
 
 // Number of MTP decoder layers present in the checkpoint (mtp.layers.N.*).
 int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt);

@@ -85,6 +85,26 @@ void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst) 
     return cuda::copy(ctx, src, dst);
 }
 
+void copy_across(const ExecContext& from, const TensorView& src, const ExecContext& to,
+                 const TensorView& dst) {
+    check_device(from, "copy_across", "src", src);
+    check_device(to, "copy_across", "dst", dst);
+    check_dtype("copy_across", "dst", dst, src.dtype);
+    check_contiguous("copy_across", "src", src);
+    check_contiguous("copy_across", "dst", dst);
+    require(src.numel() == dst.numel(), "copy_across: sizes differ");
+    require(from.device.type == to.device.type,
+            "copy_across: between a CPU and a CUDA device use upload or download");
+    if (from.device.is_cpu()) return convert_host(src, dst, "copy_across");
+    return cuda::copy_across(from, src, to, dst);
+}
+
+void stream_wait(const ExecContext& waiter, const ExecContext& producer) {
+    require(waiter.device.type == producer.device.type,
+            "stream_wait: a CPU and a CUDA context share no stream order");
+    if (!waiter.device.is_cpu()) cuda::stream_wait(waiter, producer);
+}
+
 void copy_many(const ExecContext& ctx, const std::vector<TensorView>& src,
                const std::vector<TensorView>& dst) {
     require(src.size() == dst.size(), "copy_many: ", src.size(), " sources for ", dst.size(),

@@ -23,6 +23,16 @@ void download(const ExecContext& ctx, const TensorView& src, const TensorView& d
 void fill_zero(const ExecContext& ctx, const TensorView& dst);
 // Copies between contiguous tensors of one dtype on the same device (slot snapshots).
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+// Copies src (contiguous, on from's device) to dst (contiguous, same dtype and size, on to's
+// device), ordered on from's stream: a peer copy between two CUDA devices, a device copy when
+// both are one device, a host copy on the CPU. Work on `to` that reads dst must first
+// stream_wait(to, from). Capturable.
+void copy_across(const ExecContext& from, const TensorView& src, const ExecContext& to,
+                 const TensorView& dst);
+// Work enqueued on waiter's stream after this call runs after the work enqueued on producer's
+// stream before it (CUDA: an event recorded on one, waited on by the other, across devices too;
+// in a graph capture, a dependency). The CPU runs every op to completion: nothing to order.
+void stream_wait(const ExecContext& waiter, const ExecContext& producer);
 // copy(src[i], dst[i]) for every i, as one batch (the copies must not overlap): on CUDA one
 // kernel launch per 64 copies instead of a call per copy (a GDN state row is ~60 tensors; a
 // call each cost ~0.5 ms a row on the H200, mostly per-call overhead). Capturable.

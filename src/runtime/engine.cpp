@@ -13,6 +13,7 @@
 #include "io/model_files.h"
 #include "ops/memory.h"
 #include "runtime/engine_impl.h"
+#include "runtime/placement.h"
 #include "runtime/route_selection.h"
 #include "runtime/speculative/dflash_drafter.h"
 #include "runtime/speculative/mtp_drafter.h"
@@ -96,18 +97,43 @@ std::unique_ptr<model::DFlashModel> load_drafter(const EngineOptions& o,
     return d;
 }
 
+// --devices: the post-attention blocks of contiguous runs of layers on each device after the
+// first (runtime/placement.h's split), each with a stream of its own (kept in streams).
+model::MlpPlacement mlp_placement(const std::vector<Device>& devices, const io::ModelConfig& c,
+                                  const ops::ExecContext& ctx,
+                                  std::vector<std::shared_ptr<void>>& streams) {
+    model::MlpPlacement p;
+    if (devices.empty()) return p;
+    for (size_t d = 1; d < devices.size(); ++d) {
+        ops::ExecContext on = ctx;
+        on.device = devices[d];
+        streams.push_back(ops::create_stream(on.device));
+        on.stream = streams.back().get();
+        p.devices.push_back(on);
+    }
+    p.layer_device = runtime::split_layer_devices(c.num_layers, int(devices.size()) - 1);
+    ops::bind_device(ctx); // create_stream made the other devices current
+    return p;
+}
+
 std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
-                                               const ops::ExecContext& ctx) {
+                                               const ops::ExecContext& ctx,
+                                               const std::vector<Device>& devices,
+                                               std::vector<std::shared_ptr<void>>& streams) {
     const model::Residency resident(fp8_resident(o, ctx), grouped_resident(o, ctx));
     if (o.random_weights) {
         require(!o.config_file.empty() || !o.model_dir.empty(),
                 "random weights need a config file or a model directory");
         const io::ModelConfig c =
             io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file);
-        return model::Qwen35Model::random(c, ctx, o.random_seed, resident);
+        return model::Qwen35Model::random(c, ctx, o.random_seed, resident,
+                                          mlp_placement(devices, c, ctx, streams));
     }
     require(!o.model_dir.empty(), "no model directory given");
-    return model::Qwen35Model::load(o.model_dir, ctx, resident, o.on_load_progress);
+    const model::MlpPlacement placement =
+        devices.empty() ? model::MlpPlacement{}
+                        : mlp_placement(devices, io::load_hf_config(o.model_dir), ctx, streams);
+    return model::Qwen35Model::load(o.model_dir, ctx, resident, o.on_load_progress, placement);
 }
 
 void validate_options(const EngineOptions& o) {
@@ -162,6 +188,13 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     validate_options(o);
     kv_dtype = ops::parse_kv_dtype(o.kv_dtype);
     ctx.device = runtime::parse_device(o.device);
+    std::vector<Device> devices; // --devices: the split (empty: one device)
+    if (!o.devices.empty()) {
+        devices = runtime::parse_device_list(o.devices);
+        require(o.device == "cpu" || ctx.device == devices.front(), "--device ", o.device,
+                " and --devices ", o.devices, " name different first devices");
+        ctx.device = devices.front();
+    }
     ctx.dtype = parse_dtype(o.dtype, ctx.device);
     ctx.cpu_mode = o.cpu_reference ? ops::CpuMode::Reference : ops::CpuMode::Fast;
     require(!o.cpu_reference || ctx.device.is_cpu(), "the reference ops run on the CPU only");
@@ -172,7 +205,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     const ops::RouteTable routes = runtime::select_route_table(o.route_table, ctx.device);
     ops::set_active_route_table(routes);
     info.route_table = routes.source();
-    model = load_model(o, ctx);
+    model = load_model(o, ctx, devices, placed_streams);
     const io::ModelConfig& c = model->config();
     info.model_type = c.model_type;
     info.vision = model->has_vision();

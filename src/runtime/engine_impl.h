@@ -32,6 +32,9 @@ namespace ninfer {
 struct Engine::Impl {
     // Declared first so it is destroyed last: device memory is freed in order on this stream.
     std::shared_ptr<void> stream;
+    // --devices: the streams of the devices after the first (their post-attention blocks run on
+    // them), destroyed after the model.
+    std::vector<std::shared_ptr<void>> placed_streams;
     EngineOptions options;
     ops::ExecContext ctx;
     std::unique_ptr<model::Qwen35Model> model;

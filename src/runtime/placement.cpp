@@ -72,8 +72,10 @@ PlacementPlan plan_split(const ModelConfig& c, const PlacementRequest& r) {
     plan.tensors.push_back({"embed_tokens, lm_head, final norm, every layer's token mixer and "
                             "input norm, MTP; all KV and GDN state",
                             0, "all", first});
+    const std::vector<int> on = split_layer_devices(L, int(mlp_devices));
     for (int64_t d = 0; d < mlp_devices; ++d) {
-        const int64_t begin = L * d / mlp_devices, end = L * (d + 1) / mlp_devices;
+        const int64_t begin = std::find(on.begin(), on.end(), int(d)) - on.begin();
+        const int64_t end = std::find(on.rbegin(), on.rend(), int(d)).base() - on.begin();
         const int64_t bytes = int64_t(post_block * (end - begin)) * kBf16;
         plan.devices[size_t(d + 1)].weight_bytes = bytes;
         plan.tensors.push_back({concat("layers ", begin, "..", end - 1,
@@ -165,6 +167,16 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
 }
 
 } // namespace
+
+std::vector<int> split_layer_devices(int64_t layers, int mlp_devices) {
+    require(mlp_devices >= 1 && mlp_devices <= layers, "--devices: ", mlp_devices + 1,
+            " devices for ", layers, " layers");
+    std::vector<int> on(size_t(layers), 0);
+    for (int d = 0; d < mlp_devices; ++d)
+        for (int64_t l = layers * d / mlp_devices; l < layers * (d + 1) / mlp_devices; ++l)
+            on[size_t(l)] = d;
+    return on;
+}
 
 PlacementPlan plan_placement(const ModelConfig& c, const PlacementRequest& r) {
     require(r.device_bytes > 0, "placement: the device memory must be positive");

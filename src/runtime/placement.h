@@ -13,7 +13,8 @@
 //     one token costs each rank its share and every rank holds the same number of tokens.
 // Bytes are bf16 weights (2 a parameter) and the KV dtype's rows; each device's budget is its
 // memory times the utilization, less a workspace reserve. Pure arithmetic on the config: no
-// device is touched (the runtime that executes these layouts is not built yet).
+// device is touched. The split executes (EngineOptions::devices, model::MlpPlacement, with
+// split_layer_devices' runs); tensor parallelism does not yet.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,10 @@ struct PlacementPlan {
     int64_t kv_tokens = 0;
     int limiting_device = 0; // the device whose memory sets kv_tokens
 };
+
+// The split's layer runs: for each of `layers` layers, the index (0-based, among the devices after
+// the first) of the device its post-attention block lives on: contiguous, as even as they come.
+std::vector<int> split_layer_devices(int64_t layers, int mlp_devices);
 
 // Errors name what does not fit: a layout the config's heads or experts cannot divide, too few
 // devices, a device whose weights alone exceed its budget.

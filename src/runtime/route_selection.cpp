@@ -1,5 +1,7 @@
 #include "runtime/route_selection.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/cuda/device_caps.h"
 
@@ -16,6 +18,24 @@ Device parse_device(const std::string& name) {
         return Device::cuda(std::stoi(index));
     }
     fail_invalid("unknown device '", name, "' (expected cpu, cuda or cuda:N)");
+}
+
+std::vector<Device> parse_device_list(const std::string& list) {
+    std::vector<Device> out;
+    size_t begin = 0;
+    while (begin <= list.size()) {
+        const size_t end = std::min(list.find(',', begin), list.size());
+        const std::string name = list.substr(begin, end - begin);
+        const bool index = !name.empty() && name.size() < 4 &&
+                           name.find_first_not_of("0123456789") == std::string::npos;
+        out.push_back(index ? Device::cuda(std::stoi(name)) : parse_device(name));
+        begin = end + 1;
+    }
+    require(out.size() >= 2, "--devices '", list, "': at least two devices (one is --device)");
+    for (const Device& d : out)
+        require(d.type == out.front().type, "--devices '", list,
+                "': CPU and CUDA devices do not mix");
+    return out;
 }
 
 ops::RouteDevice route_device(Device device) {

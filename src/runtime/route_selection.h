@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "ops/route_table.h"
@@ -12,6 +13,9 @@ namespace ninfer::runtime {
 
 // "cpu", "cuda" (device 0) or "cuda:N" (EngineOptions::device).
 Device parse_device(const std::string& name);
+// A comma-separated list of parse_device names, or of bare indices ("0,1": cuda:0, cuda:1);
+// EngineOptions::devices. At least two, all of one type.
+std::vector<Device> parse_device_list(const std::string& list);
 
 // The key of CUDA device `device`'s tables: its name, SM count and the CUDA runtime's version.
 ops::RouteDevice route_device(Device device);

@@ -23,6 +23,9 @@ void upload(const ExecContext& ctx, const TensorView& src, const TensorView& dst
 void download(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 void fill_zero(const ExecContext& ctx, const TensorView& dst);
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+void copy_across(const ExecContext& from, const TensorView& src, const ExecContext& to,
+                 const TensorView& dst);
+void stream_wait(const ExecContext& waiter, const ExecContext& producer);
 void copy_many(const ExecContext& ctx, const std::vector<TensorView>& src,
                const std::vector<TensorView>& dst);
 void synchronize(const ExecContext& ctx);

@@ -31,6 +31,8 @@ void upload(const ExecContext&, const TensorView&, const TensorView&) { no_cuda(
 void download(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("download"); }
 void fill_zero(const ExecContext&, const TensorView&) { no_cuda("fill_zero"); }
 void copy(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("copy"); }
+void copy_across(const ExecContext&, const TensorView&, const ExecContext&, const TensorView&) { no_cuda("copy_across"); }
+void stream_wait(const ExecContext&, const ExecContext&) { no_cuda("stream_wait"); }
 void copy_many(const ExecContext&, const std::vector<TensorView>&, const std::vector<TensorView>&) {
     no_cuda("copy_many");
 }

@@ -239,6 +239,36 @@ void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst) 
           "copy");
 }
 
+void copy_across(const ExecContext& from, const TensorView& src, const ExecContext& to,
+                 const TensorView& dst) {
+    const size_t bytes = size_t(src.nbytes());
+    if (from.device.index == to.device.index) {
+        check(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDeviceToDevice, stream_of(from)),
+              "copy_across");
+        return;
+    }
+    // Direct over NVLink / PCIe when the devices can reach each other's memory, else CUDA
+    // stages it through the host: either way ordered on from's stream.
+    check(cudaMemcpyPeerAsync(dst.data, to.device.index, src.data, from.device.index, bytes,
+                              stream_of(from)),
+          "copy_across");
+}
+
+void stream_wait(const ExecContext& waiter, const ExecContext& producer) {
+    if (waiter.stream == producer.stream && waiter.device == producer.device) return;
+    // One event per call, created on the producer's device (an event is recorded on a stream of
+    // its own device) and released once the wait is enqueued: CUDA keeps it until it completes.
+    int previous = 0;
+    check(cudaGetDevice(&previous), "cudaGetDevice");
+    check(cudaSetDevice(producer.device.index), "cudaSetDevice");
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventRecord(event, stream_of(producer)), "cudaEventRecord");
+    check(cudaStreamWaitEvent(stream_of(waiter), event, 0), "cudaStreamWaitEvent");
+    check(cudaEventDestroy(event), "cudaEventDestroy");
+    check(cudaSetDevice(previous), "cudaSetDevice");
+}
+
 namespace {
 
 // copy_many's regions per launch: their pointers and sizes travel as one kernel parameter
