@@ -99,6 +99,11 @@ void copy_across(const ExecContext& from, const TensorView& src, const ExecConte
     return cuda::copy_across(from, src, to, dst);
 }
 
+void enable_peer_access(Device a, Device b) {
+    require(a.type == b.type, "enable_peer_access: a CPU and a CUDA device");
+    if (!a.is_cpu() && a.index != b.index) cuda::enable_peer_access(a.index, b.index);
+}
+
 void stream_wait(const ExecContext& waiter, const ExecContext& producer) {
     require(waiter.device.type == producer.device.type,
             "stream_wait: a CPU and a CUDA context share no stream order");

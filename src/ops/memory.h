@@ -29,6 +29,10 @@ void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 // stream_wait(to, from). Capturable.
 void copy_across(const ExecContext& from, const TensorView& src, const ExecContext& to,
                  const TensorView& dst);
+// Lets devices a and b read each other's memory directly (NVLink or PCIe peer access) when the
+// hardware allows it, so copy_across between them is one direct copy; without it CUDA stages
+// the copy through the host. Idempotent; nothing on the CPU or for one device.
+void enable_peer_access(Device a, Device b);
 // Work enqueued on waiter's stream after this call runs after the work enqueued on producer's
 // stream before it (CUDA: an event recorded on one, waited on by the other, across devices too;
 // in a graph capture, a dependency). The CPU runs every op to completion: nothing to order.

@@ -105,6 +105,7 @@ model::MlpPlacement mlp_placement(const std::vector<Device>& devices, const io::
     model::MlpPlacement p;
     if (devices.empty()) return p;
     for (size_t d = 1; d < devices.size(); ++d) {
+        ops::enable_peer_access(ctx.device, devices[d]);
         ops::ExecContext on = ctx;
         on.device = devices[d];
         streams.push_back(ops::create_stream(on.device));

@@ -26,6 +26,7 @@ void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 void copy_across(const ExecContext& from, const TensorView& src, const ExecContext& to,
                  const TensorView& dst);
 void stream_wait(const ExecContext& waiter, const ExecContext& producer);
+void enable_peer_access(int a, int b);
 void copy_many(const ExecContext& ctx, const std::vector<TensorView>& src,
                const std::vector<TensorView>& dst);
 void synchronize(const ExecContext& ctx);

@@ -33,6 +33,7 @@ void fill_zero(const ExecContext&, const TensorView&) { no_cuda("fill_zero"); }
 void copy(const ExecContext&, const TensorView&, const TensorView&) { no_cuda("copy"); }
 void copy_across(const ExecContext&, const TensorView&, const ExecContext&, const TensorView&) { no_cuda("copy_across"); }
 void stream_wait(const ExecContext&, const ExecContext&) { no_cuda("stream_wait"); }
+void enable_peer_access(int, int) { no_cuda("enable_peer_access"); }
 void copy_many(const ExecContext&, const std::vector<TensorView>&, const std::vector<TensorView>&) {
     no_cuda("copy_many");
 }

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/philox.h"
@@ -252,6 +253,23 @@ void copy_across(const ExecContext& from, const TensorView& src, const ExecConte
     check(cudaMemcpyPeerAsync(dst.data, to.device.index, src.data, from.device.index, bytes,
                               stream_of(from)),
           "copy_across");
+}
+
+void enable_peer_access(int a, int b) {
+    int previous = 0;
+    check(cudaGetDevice(&previous), "cudaGetDevice");
+    for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+        int can = 0;
+        check(cudaDeviceCanAccessPeer(&can, from, to), "cudaDeviceCanAccessPeer");
+        if (!can) continue; // copies between them go through the host
+        check(cudaSetDevice(from), "cudaSetDevice");
+        const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
+        if (status == cudaErrorPeerAccessAlreadyEnabled)
+            cudaGetLastError(); // not sticky: enabled by an earlier engine
+        else
+            check(status, "cudaDeviceEnablePeerAccess");
+    }
+    check(cudaSetDevice(previous), "cudaSetDevice");
 }
 
 void stream_wait(const ExecContext& waiter, const ExecContext& producer) {
