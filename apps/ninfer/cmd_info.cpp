@@ -66,7 +66,9 @@ nlohmann::json placement_json(const io::ModelConfig& c, int64_t mtp_layers, cons
             {"kv_tokens", plan.kv_tokens},
             {"limiting_device", plan.limiting_device},
             {"single_device_kv_tokens", runtime::single_device_kv_tokens(c, r)},
-            {"note", "a plan only: the runtime for several GPUs is not built yet"}};
+            {"note", mode == "split"
+                         ? "--devices runs this layout (run, serve, bench: e.g. --devices 0,1)"
+                         : "a plan only: tensor parallelism is not built yet"}};
 }
 
 std::string layer_pattern(const io::ModelConfig& c) {
