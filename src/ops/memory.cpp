@@ -74,25 +74,32 @@ void fill_zero(const ExecContext& ctx, const TensorView& dst) {
     return cuda::fill_zero(ctx, dst);
 }
 
+namespace {
+
+// What every copy checks: src on from's device and dst on to's, one dtype, both contiguous, the
+// same size (index >= 0: the pair's place in a batch, named in the error).
+void check_copy(const char* op, const ExecContext& from, const TensorView& src,
+                const ExecContext& to, const TensorView& dst, int64_t index = -1) {
+    check_device(from, op, "src", src);
+    check_device(to, op, "dst", dst);
+    check_dtype(op, "dst", dst, src.dtype);
+    check_contiguous(op, "src", src);
+    check_contiguous(op, "dst", dst);
+    require(src.numel() == dst.numel(), op, ": sizes differ",
+            index >= 0 ? concat(" at ", index) : std::string());
+}
+
+} // namespace
+
 void copy(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
-    check_device(ctx, "copy", "src", src);
-    check_device(ctx, "copy", "dst", dst);
-    check_dtype("copy", "dst", dst, src.dtype);
-    check_contiguous("copy", "src", src);
-    check_contiguous("copy", "dst", dst);
-    require(src.numel() == dst.numel(), "copy: sizes differ");
+    check_copy("copy", ctx, src, ctx, dst);
     if (ctx.device.is_cpu()) return convert_host(src, dst, "copy");
     return cuda::copy(ctx, src, dst);
 }
 
 void copy_across(const ExecContext& from, const TensorView& src, const ExecContext& to,
                  const TensorView& dst) {
-    check_device(from, "copy_across", "src", src);
-    check_device(to, "copy_across", "dst", dst);
-    check_dtype("copy_across", "dst", dst, src.dtype);
-    check_contiguous("copy_across", "src", src);
-    check_contiguous("copy_across", "dst", dst);
-    require(src.numel() == dst.numel(), "copy_across: sizes differ");
+    check_copy("copy_across", from, src, to, dst);
     require(from.device.type == to.device.type,
             "copy_across: between a CPU and a CUDA device use upload or download");
     if (from.device.is_cpu()) return convert_host(src, dst, "copy_across");
@@ -114,14 +121,8 @@ void copy_many(const ExecContext& ctx, const std::vector<TensorView>& src,
                const std::vector<TensorView>& dst) {
     require(src.size() == dst.size(), "copy_many: ", src.size(), " sources for ", dst.size(),
             " destinations");
-    for (size_t i = 0; i < src.size(); ++i) {
-        check_device(ctx, "copy_many", "src", src[i]);
-        check_device(ctx, "copy_many", "dst", dst[i]);
-        check_dtype("copy_many", "dst", dst[i], src[i].dtype);
-        check_contiguous("copy_many", "src", src[i]);
-        check_contiguous("copy_many", "dst", dst[i]);
-        require(src[i].numel() == dst[i].numel(), "copy_many: sizes differ at ", i);
-    }
+    for (size_t i = 0; i < src.size(); ++i)
+        check_copy("copy_many", ctx, src[i], ctx, dst[i], int64_t(i));
     if (ctx.device.is_cpu()) {
         for (size_t i = 0; i < src.size(); ++i) convert_host(src[i], dst[i], "copy_many");
         return;
