@@ -153,4 +153,22 @@ void check_weight(const char* op, const char* what, const WeightView& w) {
             w.block_cols, ")]");
 }
 
+void check_dequantize_args(const char* op, const WeightView& w, const TensorView& out,
+                           const TensorView& used) {
+    check_weight(op, "w", w);
+    const int nd = w.w.ndim;
+    bool same_shape = out.ndim == nd;
+    for (int d = 0; d < nd && same_shape; ++d) same_shape = out.size(d) == w.size(d);
+    require(out.dtype == DType::BF16 && same_shape && out.is_contiguous() &&
+                out.device == w.w.device,
+            op, ": out must be a contiguous BF16 tensor of w's logical shape on its device, got ",
+            out.describe(), " for ", w.w.describe());
+    if (used.empty()) return;
+    const int64_t E = nd == 3 ? w.size(0) : 1;
+    require(nd == 3 && used.dtype == DType::I32 && used.ndim == 1 && used.size(0) == E &&
+                used.is_contiguous() && used.device == w.w.device,
+            op, ": used must be I32 [", E, "] on the weight's device (3-D weights only), got ",
+            used.describe());
+}
+
 } // namespace ninfer::ops

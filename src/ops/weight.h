@@ -86,5 +86,10 @@ HostDense dense_on_host(const WeightView& w);
 // Checks a quantized weight's codes and scale: the dtypes, contiguity and shapes above; errors
 // name `op` and `what`.
 void check_weight(const char* op, const char* what, const WeightView& w);
+// The arguments of a dequantization of w (2-D or 3-D, fp8 or groupwise) into out, checked:
+// check_weight, out a contiguous BF16 tensor of w's logical shape on its device, and used (may be
+// empty: every expert) I32 [E] flags on that device, for 3-D weights only.
+void check_dequantize_args(const char* op, const WeightView& w, const TensorView& out,
+                           const TensorView& used);
 
 } // namespace ninfer::ops

@@ -260,21 +260,9 @@ void dequantize_fp8(const ExecContext& ctx, const WeightView& w, const TensorVie
     constexpr const char* op = "dequantize_fp8";
     require(w.is_fp8() && (w.w.ndim == 2 || w.w.ndim == 3), op,
             ": a 2-D or 3-D fp8 weight expected, got ", w.w.describe());
-    check_weight(op, "w", w);
+    check_dequantize_args(op, w, out, used);
     const int nd = w.w.ndim;
-    bool same_shape = out.ndim == nd;
-    for (int d = 0; d < nd && same_shape; ++d) same_shape = out.size(d) == w.size(d);
-    require(out.dtype == DType::BF16 && same_shape && out.is_contiguous() &&
-                out.device == w.w.device,
-            op, ": out must be a contiguous BF16 tensor of w's shape on its device, got ",
-            out.describe(), " for ", w.w.describe());
     const int64_t E = nd == 3 ? w.size(0) : 1, N = w.size(nd - 2), K = w.size(nd - 1);
-    if (!used.empty()) {
-        require(nd == 3 && used.dtype == DType::I32 && used.ndim == 1 && used.size(0) == E &&
-                    used.is_contiguous() && used.device == w.w.device,
-                op, ": used must be I32 [", E, "] on the weight's device (3-D weights only), got ",
-                used.describe());
-    }
     const int64_t rows = E * N;
     if (rows == 0 || K == 0) return;
     require(rows <= kMaxInt32 && w.block_rows <= kMaxInt32 && w.block_cols <= kMaxInt32 &&

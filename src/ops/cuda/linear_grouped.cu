@@ -208,19 +208,8 @@ void dequantize_grouped(const ExecContext& ctx, const WeightView& w, const Tenso
     const int nd = w.w.ndim;
     require(w.is_grouped() && (nd == 2 || nd == 3), op,
             ": a 2-D or 3-D groupwise weight expected, got ", w.w.describe());
-    check_weight(op, "w", w);
+    check_dequantize_args(op, w, out, used);
     const int64_t E = nd == 3 ? w.size(0) : 1, N = w.size(nd - 2), K = w.size(nd - 1);
-    bool same_shape = out.ndim == nd;
-    for (int d = 0; d < nd && same_shape; ++d) same_shape = out.size(d) == w.size(d);
-    require(out.dtype == DType::BF16 && same_shape && out.is_contiguous() &&
-                out.device == w.w.device,
-            op, ": out must be a contiguous BF16 tensor of w's logical shape on its device, got ",
-            out.describe(), " for ", w.w.describe());
-    if (!used.empty())
-        require(nd == 3 && used.dtype == DType::I32 && used.ndim == 1 && used.size(0) == E &&
-                    used.is_contiguous() && used.device == w.w.device,
-                op, ": used must be I32 [", E, "] on the weight's device (3-D weights only), got ",
-                used.describe());
     const int64_t rows = E * N;
     if (rows == 0 || K == 0) return;
     const int threads = int(std::clamp<int64_t>((K + 31) / 32 * 32, 32, 256));
