@@ -135,6 +135,18 @@ struct Bench {
         }
     }
 
+    // Decision id's kernels on y = x w, x [T, K] random rows, at every value T of its grid;
+    // appends the measurements to ms and reports them.
+    void measure_linear(RouteId id, const ops::WeightView& w, int64_t N, int64_t K, uint64_t seed,
+                        std::vector<RouteMeasurement>& ms) {
+        for (int64_t T : tune_values(id, o.quick)) {
+            const Tensor x = random(act, {T, K}, seed, 0.0f, 1.0f);
+            const Tensor y = empty(act, {T, N});
+            measure(id, T, [&] { ops::linear(ctx, x, w, y); }, ms);
+        }
+        report(id, ms);
+    }
+
     void report(RouteId id, const std::vector<RouteMeasurement>& ms) {
         if (!o.progress) return;
         const ops::RouteDecisionInfo& info = ops::route_info(id);
@@ -160,13 +172,7 @@ void tune_linear_bf16(Bench& b, std::vector<std::vector<RouteMeasurement>>& out)
                 " is in another class");
         const int64_t N = b.dim(s.N), K = b.dim(s.K);
         const Tensor w = b.random(b.act, {N, K}, 11, 0.0f, 0.02f);
-        std::vector<RouteMeasurement>& ms = out[size_t(s.id)];
-        for (int64_t T : tune_values(s.id, b.o.quick)) {
-            const Tensor x = b.random(b.act, {T, K}, 12, 0.0f, 1.0f);
-            const Tensor y = b.empty(b.act, {T, N});
-            b.measure(s.id, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
-        }
-        b.report(s.id, ms);
+        b.measure_linear(s.id, w.view(), N, K, 12, out[size_t(s.id)]);
     }
 }
 
@@ -187,13 +193,7 @@ void tune_linear_grouped(Bench& b, std::vector<std::vector<RouteMeasurement>>& o
     const Tensor codes = b.random_bytes(DType::U8, {N, K / 2}, 21, any_byte);
     const Tensor scale = b.f16_scales({N, K / G}, 0.002f, 22);
     const ops::WeightView w = ops::WeightView::grouped(codes.view(), scale.view(), 4, G, K);
-    std::vector<RouteMeasurement>& ms = out[size_t(RouteId::LinearGrouped)];
-    for (int64_t T : tune_values(RouteId::LinearGrouped, b.o.quick)) {
-        const Tensor x = b.random(b.act, {T, K}, 23, 0.0f, 1.0f);
-        const Tensor y = b.empty(b.act, {T, N});
-        b.measure(RouteId::LinearGrouped, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
-    }
-    b.report(RouteId::LinearGrouped, ms);
+    b.measure_linear(RouteId::LinearGrouped, w, N, K, 23, out[size_t(RouteId::LinearGrouped)]);
 }
 
 // Block-wise fp8 (128 x 128 F32 scales): one weight under kFp8W8a8LargeWeight elements (the
@@ -210,13 +210,7 @@ void tune_linear_fp8(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) 
         const Tensor scale =
             b.random(DType::F32, {blocks128(N), blocks128(K)}, 82, 1e-3f, 1e-4f);
         const ops::WeightView w = ops::WeightView::fp8(codes.view(), scale.view(), 128, 128);
-        std::vector<RouteMeasurement>& ms = out[size_t(s.id)];
-        for (int64_t T : tune_values(s.id, b.o.quick)) {
-            const Tensor x = b.random(b.act, {T, K}, 83, 0.0f, 1.0f);
-            const Tensor y = b.empty(b.act, {T, N});
-            b.measure(s.id, T, [&] { ops::linear(b.ctx, x, w, y); }, ms);
-        }
-        b.report(s.id, ms);
+        b.measure_linear(s.id, w, N, K, 83, out[size_t(s.id)]);
     }
 }
 
