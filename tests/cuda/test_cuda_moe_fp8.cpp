@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda/fp8_test_util.h"
+#include "cuda/moe_decode_test_util.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/memory.h"
@@ -53,7 +54,7 @@ float scale_for(int64_t K) {
 }
 
 // One MoE block's four fp8 weights on the host (with their dense F32 references) and the device.
-struct MoeFp8 {
+struct MoeFp8 : MoeDecodeCalls<MoeFp8> {
     Dims d;
     HostFp8 egu, edown, sgu, sdown;
     Tensor egu_ref, edown_ref, sgu_ref, sdown_ref;
@@ -66,54 +67,11 @@ struct MoeFp8 {
           sdown(moe_weight({d.H, d.Is}, d.br, d.bc, seed + 3, scale_for(d.Is))), egu_ref(egu.dense()),
           edown_ref(edown.dense()), sgu_ref(sgu.dense()), sdown_ref(sdown.dense()), d_egu(c, egu),
           d_edown(c, edown), d_sgu(c, sgu), d_sdown(c, sdown) {}
-
-    bool fits(const TensorView& h) const {
-        return ops::cuda::moe_block_decode_fits(h, d.k, d_egu.view, d_edown.view, d_sgu.view,
-                                                d_sdown.view);
-    }
-    void run(const ops::ExecContext& c, const TensorView& h, const TensorView& logits,
-             const TensorView& y) const {
-        ops::cuda::moe_block_decode(c, h, logits, d.k, d_egu.view, d_edown.view, d_sgu.view,
-                                    d_sdown.view, y);
-    }
-    Tensor reference(const Tensor& h, const Tensor& logits, const Tensor& y0,
-                     const Tensor& egu_w) const {
-        Tensor ref = clone(y0);
-        ops::moe_block(kCpuRef, h, logits, d.k, egu_w, edown_ref, sgu_ref, sdown_ref, ref);
-        return ref;
-    }
 };
 
-struct Inputs {
-    Tensor h, logits, y0;
-};
-Inputs inputs(const Dims& d, int64_t T, uint64_t seed) {
-    return {rounded(random_tensor({T, d.H}, seed), DType::BF16),
-            random_tensor({T, d.E + 1}, seed + 1, 2.0f),
-            rounded(random_tensor({T, d.H}, seed + 2), DType::BF16)};
-}
-
-// y0 + moe_block(h) through the fp8 decode route against the CPU reference; a second run and the
-// dispatcher (ops::moe_block) give the same bits. Returns the device result.
+// One case of the fp8 decode route (check_decode_case).
 Tensor check_case(const ops::ExecContext& c, const MoeFp8& m, int64_t T, uint64_t seed) {
-    const std::string what = describe(m.d, T);
-    const Inputs in = inputs(m.d, T, seed);
-    const Tensor dh = to_device(c, in.h, DType::BF16);
-    const Tensor dlogits = to_device(c, in.logits, DType::F32);
-    EXPECT_TRUE(m.fits(dh)) << what;
-    Tensor y = to_device(c, in.y0, DType::BF16);
-    m.run(c, dh, dlogits, y);
-    const Tensor out = to_host(c, y);
-    EXPECT_TRUE(near(out, m.reference(in.h, in.logits, in.y0, m.egu_ref), kBf16Reduction)) << what;
-
-    Tensor y2 = to_device(c, in.y0, DType::BF16);
-    m.run(c, dh, dlogits, y2);
-    EXPECT_TRUE(near(to_host(c, y2), out, kExact)) << "second run, " << what;
-    Tensor y3 = to_device(c, in.y0, DType::BF16);
-    ops::moe_block(c, dh, dlogits, m.d.k, m.d_egu.view, m.d_edown.view, m.d_sgu.view,
-                   m.d_sdown.view, y3);
-    EXPECT_TRUE(near(to_host(c, y3), out, kExact)) << "ops::moe_block, " << what;
-    return out;
+    return check_decode_case(c, m, T, seed, describe(m.d, T));
 }
 
 TEST(CudaMoeFp8, Qwen35bShapes) {
@@ -157,7 +115,7 @@ TEST(CudaMoeFp8, ManyExpertsAndLongRows) {
 void check_grouped(const ops::ExecContext& c, const MoeFp8& m, int64_t T, uint64_t seed,
                    bool cpu_reference = true) {
     const std::string what = "grouped " + describe(m.d, T);
-    const Inputs in = inputs(m.d, T, seed);
+    const MoeInputs in = moe_inputs(m.d, T, seed);
     const Tensor dh = to_device(c, in.h, DType::BF16);
     const Tensor dlogits = to_device(c, in.logits, DType::F32);
     Allocator& a = ops::device_allocator(c.device);
@@ -206,7 +164,7 @@ TEST(CudaMoeFp8, BlockPastTheDecodeRoute) {
     for (int64_t bc : {128, 32}) {
         const MoeFp8 m(c, {64, 8, 272, 144, 160, 128, bc}, 750 + uint64_t(bc));
         const int64_t T = 160;
-        const Inputs in = inputs(m.d, T, 760);
+        const MoeInputs in = moe_inputs(m.d, T, 760);
         const Tensor dh = to_device(c, in.h, DType::BF16);
         EXPECT_FALSE(m.fits(dh));
         EXPECT_EQ(ops::cuda::moe_experts_fp8_fits(dh, m.d_egu.view, m.d_edown.view), bc == 128);
@@ -226,7 +184,7 @@ TEST(CudaMoeFp8, GroupedNegativeControl) {
     const auto c = cuda_ctx(DType::BF16);
     const MoeFp8 m(c, {16, 4, 272, 256, 160}, 770);
     const int64_t T = 40;
-    const Inputs in = inputs(m.d, T, 771);
+    const MoeInputs in = moe_inputs(m.d, T, 771);
     const Tensor dh = to_device(c, in.h, DType::BF16);
     const Tensor dlogits = to_device(c, in.logits, DType::F32);
     Allocator& a = ops::device_allocator(c.device);
@@ -248,7 +206,7 @@ TEST(CudaMoeFp8, GroupedNegativeControl) {
 TEST(CudaMoeFp8, NegativeControls) {
     const auto c = cuda_ctx(DType::BF16);
     const MoeFp8 m(c, {16, 4, 272, 144, 160}, 580);
-    const Inputs in = inputs(m.d, 4, 581);
+    const MoeInputs in = moe_inputs(m.d, 4, 581);
     const Tensor out = check_case(c, m, 4, 581);
     EXPECT_FALSE(near(out,
                       m.reference(in.h, in.logits, in.y0, m.egu.dense(Dequant::UpScaleRowFromI)),
@@ -265,7 +223,7 @@ TEST(CudaMoeFp8, GraphReplayEqualsEagerBitForBit) {
     ops::bind_device(c);
     {
         const MoeFp8 m(c, {16, 8, 272, 144, 160}, 590);
-        const Inputs in = inputs(m.d, 3, 591);
+        const MoeInputs in = moe_inputs(m.d, 3, 591);
         const Tensor dh = to_device(c, in.h, DType::BF16);
         const Tensor dlogits = to_device(c, in.logits, DType::F32);
         Tensor y = to_device(c, in.y0, DType::BF16);

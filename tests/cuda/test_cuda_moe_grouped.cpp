@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/grouped_test_util.h"
+#include "cuda/moe_decode_test_util.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/memory.h"
 #include "ops/moe.h"
@@ -46,7 +47,7 @@ HostGrouped moe_weight(const std::vector<int64_t>& dims, const Format& f, uint64
 
 // One MoE block's four groupwise weights on the host (with their dense F32 references) and the
 // device.
-struct MoeGrouped {
+struct MoeGrouped : MoeDecodeCalls<MoeGrouped> {
     Dims d;
     Format f;
     HostGrouped egu, edown, sgu, sdown;
@@ -60,60 +61,17 @@ struct MoeGrouped {
           sdown(moe_weight({d.H, d.Is}, f, seed + 3)), egu_ref(egu.dense()),
           edown_ref(edown.dense()), sgu_ref(sgu.dense()), sdown_ref(sdown.dense()), d_egu(c, egu),
           d_edown(c, edown), d_sgu(c, sgu), d_sdown(c, sdown) {}
-
-    bool fits(const TensorView& h) const {
-        return ops::cuda::moe_block_decode_fits(h, d.k, d_egu.view, d_edown.view, d_sgu.view,
-                                                d_sdown.view);
-    }
-    void run(const ops::ExecContext& c, const TensorView& h, const TensorView& logits,
-             const TensorView& y) const {
-        ops::cuda::moe_block_decode(c, h, logits, d.k, d_egu.view, d_edown.view, d_sgu.view,
-                                    d_sdown.view, y);
-    }
-    Tensor reference(const Tensor& h, const Tensor& logits, const Tensor& y0,
-                     const Tensor& egu_w) const {
-        Tensor ref = clone(y0);
-        ops::moe_block(kCpuRef, h, logits, d.k, egu_w, edown_ref, sgu_ref, sdown_ref, ref);
-        return ref;
-    }
 };
 
-struct Inputs {
-    Tensor h, logits, y0;
-};
-Inputs inputs(const Dims& d, int64_t T, uint64_t seed) {
-    return {rounded(random_tensor({T, d.H}, seed), DType::BF16),
-            random_tensor({T, d.E + 1}, seed + 1, 2.0f),
-            rounded(random_tensor({T, d.H}, seed + 2), DType::BF16)};
-}
-
-// y0 + moe_block(h) through the groupwise decode route against the CPU reference; a second run
-// and the dispatcher (ops::moe_block) give the same bits. Returns the device result.
+// One case of the groupwise decode route (check_decode_case).
 Tensor check_case(const ops::ExecContext& c, const MoeGrouped& m, int64_t T, uint64_t seed) {
-    const std::string what = describe(m.d, m.f, T);
-    const Inputs in = inputs(m.d, T, seed);
-    const Tensor dh = to_device(c, in.h, DType::BF16);
-    const Tensor dlogits = to_device(c, in.logits, DType::F32);
-    EXPECT_TRUE(m.fits(dh)) << what;
-    Tensor y = to_device(c, in.y0, DType::BF16);
-    m.run(c, dh, dlogits, y);
-    const Tensor out = to_host(c, y);
-    EXPECT_TRUE(near(out, m.reference(in.h, in.logits, in.y0, m.egu_ref), kBf16Reduction)) << what;
-
-    Tensor y2 = to_device(c, in.y0, DType::BF16);
-    m.run(c, dh, dlogits, y2);
-    EXPECT_TRUE(near(to_host(c, y2), out, kExact)) << "second run, " << what;
-    Tensor y3 = to_device(c, in.y0, DType::BF16);
-    ops::moe_block(c, dh, dlogits, m.d.k, m.d_egu.view, m.d_edown.view, m.d_sgu.view,
-                   m.d_sdown.view, y3);
-    EXPECT_TRUE(near(to_host(c, y3), out, kExact)) << "ops::moe_block, " << what;
-    return out;
+    return check_decode_case(c, m, T, seed, describe(m.d, m.f, T));
 }
 
 // ops::moe_block on shapes the fused route refuses: the composition, against the reference.
 void check_composed(const ops::ExecContext& c, const MoeGrouped& m, int64_t T, uint64_t seed) {
     const std::string what = "composed " + describe(m.d, m.f, T);
-    const Inputs in = inputs(m.d, T, seed);
+    const MoeInputs in = moe_inputs(m.d, T, seed);
     const Tensor dh = to_device(c, in.h, DType::BF16);
     EXPECT_FALSE(m.fits(dh)) << what;
     const Tensor dlogits = to_device(c, in.logits, DType::F32);
@@ -173,7 +131,7 @@ TEST(CudaMoeGrouped, GraphReplayEqualsEagerBitForBit) {
     ops::bind_device(c);
     {
         const MoeGrouped m(c, {16, 8, 288, 160, 224}, {4, 32, DType::F16}, 930);
-        const Inputs in = inputs(m.d, 3, 931);
+        const MoeInputs in = moe_inputs(m.d, 3, 931);
         const Tensor dh = to_device(c, in.h, DType::BF16);
         const Tensor dlogits = to_device(c, in.logits, DType::F32);
         Tensor y = to_device(c, in.y0, DType::BF16);
@@ -238,7 +196,7 @@ Tensor sabotaged_dense(const HostGrouped& w, Sabotage s) {
 TEST(CudaMoeGrouped, NegativeControls) {
     const auto c = cuda_ctx(DType::BF16);
     const MoeGrouped m(c, {16, 4, 288, 160, 224}, {4, 32, DType::F16}, 960);
-    const Inputs in = inputs(m.d, 4, 961);
+    const MoeInputs in = moe_inputs(m.d, 4, 961);
     const Tensor out = check_case(c, m, 4, 961);
     for (Sabotage s : {Sabotage::NibblesHighFirst, Sabotage::FirstScaleOfRow})
         EXPECT_FALSE(near(out, m.reference(in.h, in.logits, in.y0, sabotaged_dense(m.egu, s)),
