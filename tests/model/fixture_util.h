@@ -125,6 +125,17 @@ inline GenerationRequest greedy_request(const std::vector<int32_t>& prompt, int 
     return r;
 }
 
+// A converted checkpoint loads in the engine and greedily generates 4 tokens with finite
+// logprobs.
+inline void expect_loads_and_generates(const std::filesystem::path& dir) {
+    EngineOptions eo;
+    eo.model_dir = dir.string();
+    Engine engine(eo);
+    const auto tokens = generate(engine, greedy_request({1, 2, 3, 4, 5}, 4));
+    ASSERT_EQ(tokens.size(), 4u);
+    for (const auto& t : tokens) EXPECT_TRUE(std::isfinite(t.logprob));
+}
+
 inline std::vector<int32_t> ids_of(const std::vector<GeneratedToken>& tokens) {
     std::vector<int32_t> ids;
     for (const auto& t : tokens) ids.push_back(t.id);

@@ -93,12 +93,7 @@ TEST(ConvertFp8, FusedExpertsComeOutPerExpertWithinE4m3Rounding) {
                         << name << " [" << i << ", " << j << "]";
                 }
         }
-    EngineOptions eo;
-    eo.model_dir = out.string();
-    Engine engine(eo);
-    const auto tokens = generate(engine, greedy_request({1, 2, 3, 4, 5}, 4));
-    ASSERT_EQ(tokens.size(), 4u);
-    for (const auto& t : tokens) EXPECT_TRUE(std::isfinite(t.logprob));
+    expect_loads_and_generates(out);
 }
 
 TEST(ConvertFp8, IsReproducibleAndRefusesFp8Input) {

@@ -55,12 +55,7 @@ TEST(ConvertGroupwise, FromAnFp8CheckpointQuantizesItsExactDequantization) {
         ++checked;
     }
     EXPECT_EQ(checked, r.quantized);
-    EngineOptions eo;
-    eo.model_dir = out.string();
-    Engine engine(eo);
-    const auto tokens = generate(engine, greedy_request({1, 2, 3, 4, 5}, 4));
-    ASSERT_EQ(tokens.size(), 4u);
-    for (const auto& t : tokens) EXPECT_TRUE(std::isfinite(t.logprob));
+    expect_loads_and_generates(out);
     // fp8 to fp8 is refused (the checkpoint is already in that layout).
     model::ConvertOptions again;
     EXPECT_THROW(model::convert_checkpoint(src, scratch_path("ninfer_convert_fp8_again"), again),
