@@ -269,6 +269,8 @@ int bench(BenchOptions o) {
                                        : std::string(dtype_name(ctx.dtype))},
         {"prefill_chunk", o.engine.prefill_chunk},
         {"route_table", engine.model_info().route_table},
+        {"tensor_parallel", engine.model_info().tensor_parallel},
+        {"collective", engine.model_info().collective},
         {"load_s", load_s},
         {"ceilings", {{"copy_bytes_per_s", copy_bw}, {"gemm_flops", gemm}}},
         {"parameters", {{"text_total", p.text_total}, {"active_per_token", p.active_per_token}}}};

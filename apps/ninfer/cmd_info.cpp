@@ -68,7 +68,7 @@ nlohmann::json placement_json(const io::ModelConfig& c, int64_t mtp_layers, cons
             {"single_device_kv_tokens", runtime::single_device_kv_tokens(c, r)},
             {"note", mode == "split"
                          ? "--devices runs this layout (run, serve, bench: e.g. --devices 0,1)"
-                         : "a plan only: tensor parallelism is not built yet"}};
+                         : "--tensor-parallel N runs this layout (run, serve, bench)"}};
 }
 
 std::string layer_pattern(const io::ModelConfig& c) {

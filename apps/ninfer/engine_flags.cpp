@@ -80,7 +80,16 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_option("--devices", o.devices,
                        "Split over several devices, e.g. cuda:0,cuda:1 (or 0,1): every layer's "
                        "post-attention block (norm + MLP/MoE) on the devices after the first, "
-                       "which keeps the rest and gains their memory as KV");
+                       "which keeps the rest and gains their memory as KV; with "
+                       "--tensor-parallel N, the N ranks' devices");
+        app.add_option("--tensor-parallel", o.tensor_parallel,
+                       "Tensor parallelism over N ranks: each holds 1/N of every layer's heads "
+                       "and rows (devices cuda:0..N-1, or --devices; N CPU ranks on the CPU)")
+            ->check(CLI::PositiveNumber);
+        app.add_option("--collective", o.collective,
+                       "Tensor-parallel collectives: auto (nccl on CUDA where built, else host), "
+                       "host (staged through host memory) or nccl")
+            ->check(CLI::IsMember({"auto", "host", "nccl"}));
         app.add_option("--route-table", o.route_table,
                        "Kernel route table: auto (the table ninfer tune wrote for this GPU, else "
                        "the built-in one), builtin, or a table file");

@@ -32,6 +32,14 @@ struct EngineOptions {
     // ("cuda:0,cuda:0": a second stream on one GPU, the single-GPU check of the path; "cpu,cpu"
     // on the CPU).
     std::string devices;
+    // Tensor parallelism over N ranks (Megatron's layout: each rank holds 1/N of every layer's
+    // heads and rows, two all-reduces a layer, the head split by vocabulary). The ranks' devices:
+    // `devices` when given (N of them; a device may repeat, as above), else N devices from
+    // `device` on (cuda:0..N-1; on the CPU, N CPU ranks). 1: off. Not with speculation.
+    int tensor_parallel = 1;
+    // The ranks' collectives: "host" (staged through host memory: any devices, slow on CUDA),
+    // "nccl" (CUDA builds with NINFER_NCCL) or "auto" (nccl where built and on CUDA, else host).
+    std::string collective = "auto";
     std::string dtype = "auto";  // weights and activations: auto (CPU f32, CUDA bf16), bf16, f32
     bool cpu_reference = false;  // run the CPU reference ops (FP64 oracle; slow)
     // FP8 checkpoints (quantization_config fp8): "resident" keeps the block-wise fp8
@@ -249,6 +257,9 @@ struct ModelInfo {
     int32_t spatial_merge = 2, patch_size = 16, temporal_patch = 2;
     // The kernel route table in force: "builtin" or the table file (EngineOptions::route_table).
     std::string route_table = "builtin";
+    // Tensor parallelism: the ranks (1: off) and their collective ("host" or "nccl").
+    int tensor_parallel = 1;
+    std::string collective;
 };
 
 // Device memory held by the engine, in bytes.

@@ -40,6 +40,7 @@ struct Qwen35Model::Scratch {
     Tensor x, h, proj, conv_out, g, beta, core, q, k, attn, gate_up, act, router, selected;
     Tensor mtp_in; // [T, 2H]: the MTP's [embedding | hidden] (allocated on first MTP use)
     Tensor iota;   // [T] I32 0, 1, ..: the row ids of the feature taps' strided copies
+    Tensor head_part; // [capacity, V_r] F32: a tensor-parallel rank's logit columns (first use)
 
     void ensure(const io::ModelConfig& c, Device device, DType dt, int64_t rows) {
         if (rows <= capacity) return;
@@ -66,6 +67,7 @@ struct Qwen35Model::Scratch {
         selected = Tensor::empty(a, dt, {T, H});
         mtp_in = Tensor();
         iota = Tensor();
+        head_part = Tensor();
         rope_cos = Tensor();
         rope_sin = Tensor();
     }
@@ -82,6 +84,12 @@ struct Qwen35Model::Scratch {
                         iota.view());
         }
         return iota.view().narrow(0, 0, rows);
+    }
+
+    TensorView head_columns(Device device, int64_t width, int64_t rows) {
+        if (!head_part.defined())
+            head_part = Tensor::empty(ops::device_allocator(device), DType::F32, {capacity, width});
+        return head_part.view().narrow(0, 0, rows);
     }
 
     TensorView mtp_input(Device device, DType dt, int64_t H, int64_t rows) {
@@ -194,7 +202,8 @@ int64_t Qwen35Model::scratch_generation() const {
 }
 
 bool Qwen35Model::capturable(const ops::ExecContext& ctx, int64_t rows) const {
-    if (ctx.device.is_cpu()) return false;
+    // Tensor parallelism synchronises with the host at every collective (the host-staged one).
+    if (ctx.device.is_cpu() || shard_.active()) return false;
     const io::ModelConfig& c = config_;
     return !c.moe || ops::moe_block_capturable(ctx, rows, c.num_experts_per_tok, c.hidden_size,
                                                c.moe_intermediate_size);
@@ -262,7 +271,8 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
                   float(c.rms_norm_eps), batch.seqs, conv_state, recurrent_state,
                   s.conv_out.view().narrow(0, 0, T), s.g.view().narrow(0, 0, T),
                   s.beta.view().narrow(0, 0, T), core);
-    ops::linear(ctx, core.reshape({T, Vd}), w.gdn.out_proj, x, /*accumulate=*/true);
+    ops::linear(ctx, core.reshape({T, Vd}), w.gdn.out_proj, x, adds_residual());
+    reduce_residual(ctx, x);
 }
 
 void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeights& w,
@@ -298,7 +308,8 @@ void Qwen35Model::attention_layer(const ops::ExecContext& ctx, const LayerWeight
     ops::paged_attention(ctx, q, k_cache, v_cache, batch.seqs, float(1.0 / std::sqrt(double(D))),
                          attn);
     ops::sigmoid_mul(ctx, attn, proj.split_heads(D, nH, D, 2 * D), attn);
-    ops::linear(ctx, attn.reshape({T, nH * D}), w.attn.o_proj, x, /*accumulate=*/true);
+    ops::linear(ctx, attn.reshape({T, nH * D}), w.attn.o_proj, x, adds_residual());
+    reduce_residual(ctx, x);
 }
 
 void Qwen35Model::mlp_block(const ops::ExecContext& ctx, Scratch& s, const LayerWeights& w,
@@ -312,14 +323,37 @@ void Qwen35Model::mlp_block(const ops::ExecContext& ctx, Scratch& s, const Layer
         TensorView act = cols(s.act.view().narrow(0, 0, T), 0, I);
         ops::rms_norm_linear(ctx, x, w.post_norm, eps, w.mlp.gate_up, gu, h);
         ops::silu_mul(ctx, gu, act);
-        ops::linear(ctx, act, w.mlp.down, x, /*accumulate=*/true);
+        ops::linear(ctx, act, w.mlp.down, x, adds_residual());
+        reduce_residual(ctx, x);
         return;
     }
     // Router logits: E experts, then the shared expert's gate (one [E + 1, H] matrix).
     TensorView router = s.router.view().narrow(0, 0, T);
     ops::rms_norm_linear(ctx, x, w.post_norm, eps, w.mlp.router, router, h);
+    if (!adds_residual()) ops::fill_zero(ctx, x); // moe_block always adds into x
     ops::moe_block(ctx, h, router, c.num_experts_per_tok, w.mlp.experts_gate_up, w.mlp.experts_down,
                    w.mlp.shared_gate_up, w.mlp.shared_down, x);
+    reduce_residual(ctx, x);
+}
+
+void Qwen35Model::reduce_residual(const ops::ExecContext& ctx, const TensorView& x) {
+    if (shard_.active()) shard_.collective->all_reduce_sum(ctx, x);
+}
+
+void Qwen35Model::head(const ops::ExecContext& ctx, const TensorView& selected,
+                       const TensorView& logits) {
+    const io::ModelConfig& c = config_;
+    const int64_t R = selected.size(0);
+    TensorView h = scratch_->h.view().narrow(0, 0, R);
+    if (!shard_.active()) {
+        ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
+                             weights_.lm_head, logits, h);
+        return;
+    }
+    const TensorView part = scratch_->head_columns(device_, weights_.lm_head.size(0), R);
+    ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
+                         weights_.lm_head, part, h);
+    shard_.collective->gather_columns(ctx, part, logits, 0);
 }
 
 Qwen35Model::Scratch& Qwen35Model::placed_scratch(int64_t layer) {
@@ -338,8 +372,8 @@ void Qwen35Model::placed_mlp_block(const ops::ExecContext& ctx, const ops::ExecC
     ops::stream_wait(ctx, on);
 }
 
-void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch,
-                          const CacheViews& caches, const TensorView& logits) {
+void Qwen35Model::forward_rank(const ops::ExecContext& ctx, const ForwardBatch& batch,
+                               const CacheViews& caches, const TensorView& logits) {
     const io::ModelConfig& c = config_;
     const int64_t T = batch.tokens.size(0), R = batch.logit_rows.size(0);
     require(T > 0, "forward: empty batch");
@@ -397,8 +431,7 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
     // Only the requested rows go through the final norm and the head.
     TensorView selected = s.selected.view().narrow(0, 0, R);
     ops::embedding(ctx, batch.logit_rows, s.x.view().narrow(0, 0, T), selected); // row gather
-    ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
-                         weights_.lm_head, logits, s.h.view().narrow(0, 0, R));
+    head(ctx, selected, logits);
 }
 
 void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& batch,
@@ -408,6 +441,7 @@ void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& b
     const MtpWeights& m = weights_.mtp;
     const int64_t T = batch.tokens.size(0), R = batch.logit_rows.size(0), H = c.hidden_size;
     require(has_mtp(), "mtp_forward: this checkpoint has no MTP weights (mtp.*)");
+    require(!shard_.active(), "mtp_forward: the MTP head does not run under tensor parallelism");
     require(T > 0, "mtp_forward: empty batch");
     require(caches.mtp_k_cache.size() == m.layers.size(),
             "mtp_forward: the KV pool holds no cache for the MTP layers");

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "io/hf_config.h"
+#include "model/tensor_parallel.h"
 #include "model/vision.h"
 #include "model/weight_loader.h"
 #include "model/weights.h"
@@ -42,6 +44,9 @@ struct CacheViews {
     std::vector<TensorView> recurrent_state;    // [slots, Hv, dk, dv] F32
     std::vector<ops::KvPlane> mtp_k_cache, mtp_v_cache; // the MTP layers' KV, same layout
     std::vector<TensorView> draft_k_cache, draft_v_cache; // a DFlash drafter's [NB, bs, nKV, D]
+    // Tensor parallelism: the caches of ranks 1..N-1 (each on its rank's device, of the same
+    // shard shapes and block and slot ids as these, rank 0's).
+    std::vector<CacheViews> peer_ranks;
 };
 
 // One forward call. All views are on the execution device.
@@ -92,7 +97,23 @@ public:
                                                Residency resident = {},
                                                const MlpPlacement& placement = {});
 
+    // Tensor parallelism (model/tensor_parallel.h) over ranks.size() contexts, one rank each, with
+    // collectives[r] for rank r: rank 0's model, which runs the other ranks' in its forward.
+    // The whole model is bound on the host (quantized weights dequantized) and cut per rank.
+    static std::unique_ptr<Qwen35Model> load_parallel(
+        const std::filesystem::path& dir, const std::vector<ops::ExecContext>& ranks,
+        const std::vector<std::shared_ptr<ops::Collective>>& collectives,
+        const LoadProgress& progress = {});
+    // Random weights made on each rank at its shard's shapes (the same seed: the copied tensors
+    // agree across ranks), the head cut by vocabulary rows.
+    static std::unique_ptr<Qwen35Model> random_parallel(
+        const io::ModelConfig& config, const std::vector<ops::ExecContext>& ranks,
+        const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed);
+
+    // This rank's shapes under tensor parallelism (heads, intermediate sizes: shard_config).
     const io::ModelConfig& config() const { return config_; }
+    // Ranks this model runs over (1: one device).
+    int tensor_parallel() const { return shard_.ranks; }
     const ModelWeights& weights() const { return weights_; }
     // with_mtp: the KV of the MTP layers too (speculative decoding with the MTP head).
     CacheSpec cache_spec(bool with_mtp = false) const;
@@ -101,7 +122,7 @@ public:
     bool has_vision() const { return weights_.vision.loaded(); }
     // The vision tower (vision.h): media pixels -> the embeddings of their placeholder tokens.
     VisionEncoder& vision();
-    // Device bytes of the weights, and of the activation scratch of the largest step so far.
+    // Device bytes of the weights (this rank's under tensor parallelism), and of the activation scratch of the largest step so far.
     int64_t weight_bytes() const { return weight_bytes_; }
     int64_t scratch_bytes() const;
     // Bumped whenever the activation scratch is reallocated: graphs captured before hold stale
@@ -127,6 +148,20 @@ public:
 
 private:
     struct Scratch;
+    struct Peers; // ranks 1..N-1 of tensor parallelism (qwen3_5_parallel.cpp)
+    static std::unique_ptr<Qwen35Model> make_parallel(
+        const io::ModelConfig& full, const std::vector<ops::ExecContext>& ranks,
+        const std::vector<std::shared_ptr<ops::Collective>>& collectives,
+        const std::function<ModelWeights(int rank)>& weights_of);
+    void forward_rank(const ops::ExecContext& ctx, const ForwardBatch& batch,
+                      const CacheViews& caches, const TensorView& logits);
+    // Under tensor parallelism a projection into the residual adds on rank 0 only (the others
+    // write their part alone) and reduce_residual sums the ranks' x.
+    bool adds_residual() const { return shard_.rank == 0; }
+    void reduce_residual(const ops::ExecContext& ctx, const TensorView& x);
+    // The head over the selected rows: logits [R, V], or this rank's vocabulary columns gathered
+    // into rank 0's logits.
+    void head(const ops::ExecContext& ctx, const TensorView& selected, const TensorView& logits);
     // A forward's mRoPE angle tables [T, rotary_dim / 2] on the device (empty views: plain RoPE
     // from batch.positions).
     struct RopeTables {
@@ -153,6 +188,8 @@ private:
     MlpPlacement placement_;
     std::vector<std::unique_ptr<Scratch>> placed_scratch_; // one per placement_.devices
     std::unique_ptr<VisionEncoder> vision_;
+    TensorShard shard_;
+    std::shared_ptr<Peers> peers_; // rank 0 of tensor parallelism only (shared: Peers is opaque here)
 };
 
 } // namespace ninfer::model

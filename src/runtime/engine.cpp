@@ -120,7 +120,20 @@ model::MlpPlacement mlp_placement(const std::vector<Device>& devices, const io::
 std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
                                                const ops::ExecContext& ctx,
                                                const std::vector<Device>& devices,
-                                               std::vector<std::shared_ptr<void>>& streams) {
+                                               std::vector<std::shared_ptr<void>>& streams,
+                                               const runtime::TensorRanks& tp) {
+    if (tp.size() > 1) {
+        if (o.random_weights) {
+            require(!o.config_file.empty() || !o.model_dir.empty(),
+                    "random weights need a config file or a model directory");
+            return model::Qwen35Model::random_parallel(
+                io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file),
+                tp.contexts, tp.collectives, o.random_seed);
+        }
+        require(!o.model_dir.empty(), "no model directory given");
+        return model::Qwen35Model::load_parallel(o.model_dir, tp.contexts, tp.collectives,
+                                                 o.on_load_progress);
+    }
     const model::Residency resident(fp8_resident(o, ctx), grouped_resident(o, ctx));
     if (o.random_weights) {
         require(!o.config_file.empty() || !o.model_dir.empty(),
@@ -163,6 +176,10 @@ void validate_options(const EngineOptions& o) {
             "--draft-shortlist needs --spec mtp, dflash or dflash2");
     require(o.draft_tokens == 0 || !o.speculative.empty(),
             "--draft-tokens needs a speculative method (--spec mtp)");
+    require(o.tensor_parallel >= 1, "tensor_parallel must be >= 1");
+    require(o.tensor_parallel == 1 || o.speculative.empty(), "--spec ", o.speculative,
+            " with --tensor-parallel: speculative decoding runs on one device or the --devices "
+            "split");
 }
 
 // Verification groups: sequences that may verify drafts in one step. Each holds draft-tokens
@@ -189,7 +206,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     validate_options(o);
     kv_dtype = ops::parse_kv_dtype(o.kv_dtype);
     ctx.device = runtime::parse_device(o.device);
-    std::vector<Device> devices; // --devices: the split (empty: one device)
+    std::vector<Device> devices; // --devices: the split, or the tensor-parallel ranks
     if (!o.devices.empty()) {
         devices = runtime::parse_device_list(o.devices);
         require(o.device == "cpu" || ctx.device == devices.front(), "--device ", o.device,
@@ -206,7 +223,13 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     const ops::RouteTable routes = runtime::select_route_table(o.route_table, ctx.device);
     ops::set_active_route_table(routes);
     info.route_table = routes.source();
-    model = load_model(o, ctx, devices, placed_streams);
+    if (o.tensor_parallel > 1) {
+        ranks = runtime::make_tensor_ranks(ctx, o.tensor_parallel, devices, o.collective);
+        devices.clear(); // the ranks', not a split
+        info.collective = ranks.collectives[0]->backend();
+    }
+    info.tensor_parallel = o.tensor_parallel;
+    model = load_model(o, ctx, devices, placed_streams, ranks);
     const io::ModelConfig& c = model->config();
     info.model_type = c.model_type;
     info.vision = model->has_vision();
@@ -254,12 +277,14 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
         fail(ErrorCategory::OutOfMemory, "--prefix-cache-host-gb ", o.prefix_cache_host_gb,
              " exceeds this machine's memory (", double(host.total) / double(1 << 30),
              " GiB): lower it");
+    // A host snapshot holds a state row of every tensor-parallel rank.
+    const int64_t snapshot_bytes = row_bytes * o.tensor_parallel;
     const int32_t host_buffers =
         o.prefix_cache && row_bytes > 0
-            ? int32_t(std::min<double>(o.prefix_cache_host_gb * double(1 << 30) / double(row_bytes),
-                                       1 << 20))
+            ? int32_t(std::min<double>(
+                  o.prefix_cache_host_gb * double(1 << 30) / double(snapshot_bytes), 1 << 20))
             : 0;
-    cache = std::make_unique<runtime::CacheStore>(ctx, spec, memory, host_buffers);
+    cache = std::make_unique<runtime::CacheStore>(ctx, spec, memory, host_buffers, ranks.peers());
     blocks = std::make_unique<runtime::BlockManager>(memory.kv_blocks, o.kv_block_size);
     if (o.prefix_cache)
         snapshots = std::make_unique<runtime::SnapshotCache>(*blocks, cache->snapshot_rows(),
@@ -352,7 +377,9 @@ void Engine::Impl::plan_memory() {
         const ops::DeviceMemory m = ops::device_memory(ctx);
         const int64_t allowed = int64_t(double(m.total) * options.gpu_memory_utilization);
         const int64_t in_use = m.total - m.free;
-        in.budget_bytes = allowed - in_use - kGraphReserveBytes;
+        // Tensor-parallel ranks on this device (a test layout) each hold pools of these shapes.
+        in.budget_bytes =
+            (allowed - in_use - kGraphReserveBytes) / std::max(1, ranks.on_first_device());
         if (in.budget_bytes <= 0)
             fail(ErrorCategory::OutOfMemory, "cuda:", ctx.device.index, ": ",
                  double(in_use) / double(1 << 30), " GiB are in use after loading the model, ",
@@ -375,7 +402,7 @@ void Engine::Impl::profile_workspace() {
     tmp.kv_dtype = kv_dtype;
     tmp.sequences = int32_t(seqs);
     tmp.kv_blocks = seqs * ((chunk + tmp.block_size - 1) / tmp.block_size);
-    runtime::CacheStore store(ctx, cache_spec(), tmp, 0);
+    runtime::CacheStore store(ctx, cache_spec(), tmp, 0, ranks.peers());
     std::vector<std::unique_ptr<Sequence>> owned;
     runtime::StepPlan step;
     int64_t left = total;

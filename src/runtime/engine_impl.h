@@ -26,6 +26,7 @@
 #include "runtime/speculative/verifier.h"
 #include "runtime/step_plan.h"
 #include "runtime/step_profile.h"
+#include "runtime/tensor_ranks.h"
 
 namespace ninfer {
 
@@ -37,6 +38,9 @@ struct Engine::Impl {
     std::vector<std::shared_ptr<void>> placed_streams;
     EngineOptions options;
     ops::ExecContext ctx;
+    // --tensor-parallel: every rank's context (rank 0: ctx), stream and collective; one rank
+    // (empty) otherwise. Declared before the model, which runs on them.
+    runtime::TensorRanks ranks;
     std::unique_ptr<model::Qwen35Model> model;
     ModelInfo info;
     runtime::MemoryPlan memory;

@@ -5,6 +5,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "model/tensor_parallel.h"
 #include "model/param_count.h"
 
 namespace ninfer::runtime {
@@ -95,13 +96,15 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
     else if (N % c.num_kv_heads != 0)
         fail_invalid("--tensor-parallel ", N, ": the ranks must be a multiple of the ",
                      c.num_kv_heads, " KV heads when they outnumber them");
-    require_divides(N, c.linear_num_key_heads, "the GDN key heads");
+    if (c.linear_num_key_heads >= N)
+        require_divides(N, c.linear_num_key_heads, "the GDN key heads");
     if (c.moe) {
-        require_divides(N, c.num_experts, "the routed experts");
+        require_divides(N, c.moe_intermediate_size, "each routed expert's rows");
         require_divides(N, c.shared_expert_intermediate_size, "the shared expert's rows");
     } else {
         require_divides(N, c.intermediate_size, "the MLP rows");
     }
+    model::shard_config(c, int(N)); // the executed layout's rules (model/tensor_parallel.h)
     const model::LayerParamParts lp = model::layer_param_parts(c);
     const Size H = c.hidden_size, V = c.vocab_size;
     const int64_t kv_per_rank = std::max<int64_t>(1, c.num_kv_heads / N);
@@ -131,7 +134,8 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
                           value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4);
     }
     for (int64_t rank = 0; rank < N; ++rank) {
-        const int64_t q = c.num_heads / N, k = c.linear_num_key_heads / N;
+        const int64_t q = c.num_heads / N;
+        const model::RankRange k = model::shared_heads(c.linear_num_key_heads, int(rank), int(N));
         const int64_t kv0 = c.num_kv_heads >= N ? rank * kv_per_rank : rank * c.num_kv_heads / N;
         plan.tensors.push_back(
             {"attention: query heads with their KV heads; o_proj columns", int(rank),
@@ -140,15 +144,15 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
              int64_t(Size(attn_layers) * attention) * kBf16});
         plan.tensors.push_back(
             {"GDN: key heads with their value heads, conv channels and state; out_proj columns",
-             int(rank), range_text("key heads", rank * k, (rank + 1) * k, c.linear_num_key_heads),
+             int(rank), range_text("key heads", k.begin, k.begin + k.count, c.linear_num_key_heads),
              int64_t(Size(gdn_layers) * gdn) * kBf16});
         const int64_t rows = c.moe ? c.shared_expert_intermediate_size : c.intermediate_size;
-        const int64_t e = c.moe ? c.num_experts / N : 0;
+        const int64_t e = c.moe_intermediate_size;
         plan.tensors.push_back(
-            {c.moe ? "MoE: routed experts and shared-expert rows (router copied)"
+            {c.moe ? "MoE: every routed expert's rows and the shared expert's (router copied)"
                    : "MLP: gate/up rows and down columns",
              int(rank),
-             concat(c.moe ? range_text("experts", rank * e, (rank + 1) * e, c.num_experts) + ", "
+             concat(c.moe ? range_text("expert rows", rank * e / N, (rank + 1) * e / N, e) + ", "
                           : std::string(),
                     range_text("rows", rank * rows / N, (rank + 1) * rows / N, rows)),
              int64_t(Size(c.num_layers) * mlp) * kBf16});

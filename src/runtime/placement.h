@@ -8,13 +8,15 @@
 //   - Tensor (`--tensor-parallel N`): every rank holds 1/N of each layer's heads and rows:
 //     attention query heads with the KV heads they read (a KV head is copied when ranks outnumber
 //     KV heads), GDN key heads with their value heads (conv channels and recurrent state
-//     follow), MLP rows, MoE experts and the shared expert's rows; the router and the embedding
-//     are copied, the head split by vocabulary rows. KV and GDN state split with their heads, so
-//     one token costs each rank its share and every rank holds the same number of tokens.
+//     follow; a key head is copied when ranks outnumber them), MLP rows, every routed expert's
+//     rows and the shared expert's; the router and the embedding are copied, the head split by
+//     vocabulary rows. KV and GDN state split with their heads, so one token costs each rank its
+//     share and every rank holds the same number of tokens. The same rules as the executed
+//     layout (model/tensor_parallel.h's shard_config).
 // Bytes are bf16 weights (2 a parameter) and the KV dtype's rows; each device's budget is its
 // memory times the utilization, less a workspace reserve. Pure arithmetic on the config: no
-// device is touched. The split executes (EngineOptions::devices, model::MlpPlacement, with
-// split_layer_devices' runs); tensor parallelism does not yet.
+// device is touched. Both execute: the split (EngineOptions::devices, model::MlpPlacement, with
+// split_layer_devices' runs) and tensor parallelism (EngineOptions::tensor_parallel).
 #pragma once
 
 #include <cstdint>

@@ -210,6 +210,13 @@ class DemoModel(unittest.TestCase):
 
     @unittest.skipUnless(os.path.isfile(os.path.join(MODEL, "reference.json")), "no demo model")
     def test_greedy_matches_hf(self):
+        self.check_reference()
+
+    @unittest.skipUnless(os.path.isfile(os.path.join(MODEL, "reference.json")), "no demo model")
+    def test_tensor_parallel_matches_hf(self):  # two CPU ranks, each half the heads and rows
+        self.check_reference("--tensor-parallel", "2")
+
+    def check_reference(self, *extra):
         with open(os.path.join(self.MODEL, "reference.json")) as f:
             ref = json.load(f)
         compared = total = 0
@@ -219,7 +226,8 @@ class DemoModel(unittest.TestCase):
             compared += n
             total += len(case["steps"])
             with self.subTest(case=i, name=case["name"]):
-                got = run_json(self.MODEL, case["prompt"], len(case["steps"]), "--ignore-eos")
+                got = run_json(self.MODEL, case["prompt"], len(case["steps"]), "--ignore-eos",
+                               *extra)
                 self.assertEqual([t["id"] for t in got["tokens"]][:n], case["greedy"][:n])
                 for t, s in zip(got["tokens"][:n], case["steps"]):
                     self.assertAlmostEqual(t["logprob"], s["logprob"], delta=LOGPROB_ABS)

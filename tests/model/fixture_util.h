@@ -170,7 +170,7 @@ inline std::vector<float> logits_by_schedule(const ops::ExecContext& ctx, model:
         batch.logit_rows = d_rows;
         Tensor logits = Tensor::empty(alloc, DType::F32, {n, V});
         m.forward(ctx, batch,
-                  {kv.k_views(), kv.v_views(), states.conv_views(), states.recurrent_views(), {}, {}, {}, {}},
+                  {kv.k_views(), kv.v_views(), states.conv_views(), states.recurrent_views(), {}, {}, {}, {}, {}},
                   logits);
         std::vector<float> host(static_cast<size_t>(n * V));
         ops::download(ctx, logits,

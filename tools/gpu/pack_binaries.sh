@@ -20,7 +20,7 @@ venv=.cuda-ci-venv
 cu=$($venv/bin/python -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13'))")
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DNINFER_VIDEO="${NINFER_VIDEO:-ON}" > /dev/null
+    -DNINFER_VIDEO="${NINFER_VIDEO:-ON}" -DNINFER_NCCL="${NINFER_NCCL:-OFF}" > /dev/null
 $venv/bin/cmake --build build-cuda-ci -j "$(nproc)" --target "$@"
 pack=.deps/gpu
 rm -rf $pack && mkdir -p $pack

@@ -8,4 +8,7 @@ if [ "$built_in" != "$PWD" ] && [ ! -e "$built_in" ]; then
     mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in"
 fi
 nv_libs=$(python3 -c "import nvidia, os; print(':'.join(os.path.join(p, 'cu13', 'lib') for p in nvidia.__path__))" 2>/dev/null)
-export LD_LIBRARY_PATH=/tmp/g:${nv_libs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# NCCL (builds with NINFER_NCCL): the image's torch ships libnccl.so.2 in nvidia/nccl/lib (200 MB:
+# never packed).
+nccl_libs=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+export LD_LIBRARY_PATH=/tmp/g:${nv_libs}${nccl_libs:+:$nccl_libs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

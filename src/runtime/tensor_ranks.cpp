@@ -1,0 +1,51 @@
+#include "runtime/tensor_ranks.h"
+
+#include "core/error.h"
+#include "ops/memory.h"
+
+namespace ninfer::runtime {
+
+std::vector<ops::ExecContext> TensorRanks::peers() const {
+    if (contexts.size() <= 1) return {};
+    return {contexts.begin() + 1, contexts.end()};
+}
+
+int TensorRanks::on_first_device() const {
+    if (contexts.empty()) return 1;
+    int n = 0;
+    for (const ops::ExecContext& c : contexts) n += c.device == contexts[0].device;
+    return n;
+}
+
+TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
+                              const std::vector<Device>& devices, const std::string& collective) {
+    require(ranks >= 1, "--tensor-parallel must be >= 1, got ", ranks);
+    require(collective == "auto" || collective == "host" || collective == "nccl",
+            "unknown collective '", collective, "' (expected auto, host or nccl)");
+    require(devices.empty() || int(devices.size()) == ranks, "--tensor-parallel ", ranks,
+            " takes ", ranks, " devices, --devices lists ", devices.size());
+    TensorRanks t;
+    for (int r = 0; r < ranks; ++r) {
+        ops::ExecContext c = ctx;
+        if (!devices.empty())
+            c.device = devices[size_t(r)];
+        else if (!ctx.device.is_cpu())
+            c.device = Device::cuda(ctx.device.index + r);
+        if (r > 0) {
+            if (!c.device.is_cpu()) ops::enable_peer_access(ctx.device, c.device);
+            t.streams.push_back(ops::create_stream(c.device));
+            c.stream = t.streams.back().get();
+        }
+        t.contexts.push_back(c);
+    }
+    ops::bind_device(ctx); // create_stream made the other devices current
+    const bool cuda = !ctx.device.is_cpu();
+    const bool nccl = collective == "nccl" || (collective == "auto" && cuda &&
+                                               ops::nccl_available() && t.on_first_device() == 1);
+    require(!nccl || cuda, "--collective nccl: NCCL runs on CUDA devices, not the CPU");
+    t.collectives = nccl ? ops::make_nccl_collectives(t.contexts)
+                         : ops::make_host_collectives(ranks);
+    return t;
+}
+
+} // namespace ninfer::runtime

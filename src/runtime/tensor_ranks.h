@@ -1,0 +1,30 @@
+// The ranks of `--tensor-parallel N` (model/tensor_parallel.h): each rank's context (device,
+// stream) and collective, from the engine's options.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/collective.h"
+#include "ops/exec_context.h"
+
+namespace ninfer::runtime {
+
+struct TensorRanks {
+    std::vector<ops::ExecContext> contexts; // rank 0 (the engine's context) first
+    std::vector<std::shared_ptr<ops::Collective>> collectives;
+    std::vector<std::shared_ptr<void>> streams; // ranks 1..N-1's (destroy after their users)
+
+    int size() const { return int(contexts.size()); }
+    std::vector<ops::ExecContext> peers() const;
+    // Ranks on rank 0's device (they share its memory: the KV budget is divided among them).
+    int on_first_device() const;
+};
+
+// ranks contexts: `devices` when given (exactly `ranks` of them, the first ctx's), else ranks
+// devices from ctx's on (CPU: ranks CPU contexts). collective: "auto", "host" or "nccl".
+TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
+                              const std::vector<Device>& devices, const std::string& collective);
+
+} // namespace ninfer::runtime

@@ -1,0 +1,267 @@
+// Tensor parallelism (EngineOptions::tensor_parallel, model/tensor_parallel.h) on the CPU: every
+// rank a CPU context with its own thread, shard and pools, the host-staged collective between
+// them. For every fixture (dense and MoE, KV and GDN key heads split or copied):
+//   - the sharded model's logits equal one device's to the schedule tolerance, and a sabotaged
+//     collective (no all-reduce) is caught;
+//   - greedy output and logprobs equal one device's for 2 ranks (and 4 where the heads divide);
+//   - batching, preemption and the prefix cache (cold vs hit, chat turns, the host tier) give
+//     their single-device guarantees.
+// The layout's arithmetic (rank_range, shared_heads, shard_config's errors) and the collective's
+// failure handling are checked directly.
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "model/serving_exactness.h"
+#include "model/tensor_parallel.h"
+#include "ops/collective.h"
+#include "runtime/kv_pool.h"
+#include "runtime/state_pool.h"
+
+namespace ninfer::test {
+namespace {
+
+// Two ranks sum their partial products in another order than one device's GEMM: logprobs agree
+// as two schedules of one engine do.
+const Comparison kParallelCpu{kLogprobScheduleAbs, 0};
+
+EngineOptions parallel_options(const Fixture& f, int ranks, bool reference = false) {
+    EngineOptions o;
+    o.model_dir = f.dir;
+    o.tensor_parallel = ranks;
+    o.cpu_reference = reference;
+    return o;
+}
+
+// Whether the fixture's heads and rows divide into `ranks` (shard_config accepts it).
+bool divides(const Fixture& f, int ranks) {
+    try {
+        model::shard_config(io::load_hf_config(f.dir), ranks);
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+// A collective that forgets to sum: the sabotage arm of the logits check.
+class NoReduce final : public ops::Collective {
+public:
+    explicit NoReduce(std::shared_ptr<ops::Collective> inner) : inner_(std::move(inner)) {}
+    int rank() const override { return inner_->rank(); }
+    int ranks() const override { return inner_->ranks(); }
+    void all_reduce_sum(const ops::ExecContext&, const TensorView&) override {}
+    void gather_columns(const ops::ExecContext& ctx, const TensorView& part,
+                        const TensorView& full, int root) override {
+        inner_->gather_columns(ctx, part, full, root);
+    }
+    void abort() override { inner_->abort(); }
+    void reset() override { inner_->reset(); }
+    std::string backend() const override { return "sabotaged"; }
+
+private:
+    std::shared_ptr<ops::Collective> inner_;
+};
+
+// Every row's logits of one prompt in one forward, the model over `ranks` CPU ranks (1: the
+// ordinary single-device model), each rank with pools of its shard's shapes.
+std::vector<float> prompt_logits(const Fixture& f, int ranks, bool sabotage = false) {
+    const ops::ExecContext ctx = ops::ExecContext::cpu(ops::CpuMode::Reference);
+    std::unique_ptr<model::Qwen35Model> m;
+    if (ranks == 1) {
+        m = model::Qwen35Model::load(f.dir, ctx);
+    } else {
+        std::vector<std::shared_ptr<ops::Collective>> c = ops::make_host_collectives(ranks);
+        if (sabotage)
+            for (auto& one : c) one = std::make_shared<NoReduce>(one);
+        m = model::Qwen35Model::load_parallel(f.dir, std::vector<ops::ExecContext>(size_t(ranks), ctx), c);
+    }
+    const std::vector<int32_t> tokens = f.cases.front().prompt;
+    const int64_t n = int64_t(tokens.size()), V = m->config().vocab_size;
+    std::vector<std::unique_ptr<runtime::KvPool>> kv;
+    std::vector<std::unique_ptr<runtime::StatePool>> states;
+    std::vector<model::CacheViews> views;
+    for (int r = 0; r < ranks; ++r) {
+        kv.push_back(std::make_unique<runtime::KvPool>(m->cache_spec(), 64, 16, ctx.device, ctx.dtype));
+        states.push_back(std::make_unique<runtime::StatePool>(m->cache_spec(), 2, ctx.device, ctx.dtype));
+        states.back()->zero_row(ctx, 0);
+        views.push_back({kv.back()->k_views(), kv.back()->v_views(), states.back()->conv_views(),
+                         states.back()->recurrent_views(), {}, {}, {}, {}, {}});
+    }
+    model::CacheViews caches = views[0];
+    caches.peer_ranks.assign(views.begin() + 1, views.end());
+    runtime::Sequence seq;
+    seq.tokens = tokens;
+    seq.slot = 0;
+    for (int32_t b = 0; b < int32_t((n + 15) / 16); ++b) seq.blocks.push_back(b);
+    runtime::StepPlan plan;
+    plan.entries.push_back({&seq, n});
+    runtime::StepBuffers buffers;
+    model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, 16, buffers);
+    std::vector<int32_t> rows(size_t(n), 0);
+    for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
+    batch.logit_rows = TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n});
+    std::vector<float> logits(size_t(n * V));
+    m->forward(ctx, batch, caches,
+               TensorView::contiguous(logits.data(), DType::F32, Device::cpu(), {n, V}));
+    return logits;
+}
+
+double max_relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
+    double scale = 0, gap = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        scale = std::max(scale, double(std::fabs(b[i])));
+        gap = std::max(gap, double(std::fabs(a[i] - b[i])));
+    }
+    return gap / scale;
+}
+
+class TensorParallel : public ::testing::TestWithParam<Fixture> {};
+
+TEST_P(TensorParallel, LogitsEqualOneDeviceAndASkippedReduceIsCaught) {
+    const Fixture& f = GetParam();
+    const std::vector<float> one = prompt_logits(f, 1);
+    const std::vector<float> two = prompt_logits(f, 2);
+    ASSERT_EQ(one.size(), two.size());
+    EXPECT_LE(max_relative_gap(two, one), kScheduleLogitsRefRel) << f.name;
+    // Sabotage: ranks that never sum their partial products compute another model.
+    EXPECT_GT(max_relative_gap(prompt_logits(f, 2, /*sabotage=*/true), one), 1e-2) << f.name;
+}
+
+TEST_P(TensorParallel, GreedyOutputEqualsOneDevice) {
+    const Fixture& f = GetParam();
+    Engine single(parallel_options(f, 1));
+    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
+    const Generated want = run_one(single, greedy_request(prompt, 24));
+    for (int ranks : {2, 4}) {
+        if (!divides(f, ranks)) continue; // the layout test covers the refusal
+        Engine parallel(parallel_options(f, ranks));
+        EXPECT_EQ(parallel.model_info().tensor_parallel, ranks);
+        EXPECT_EQ(parallel.model_info().collective, "host");
+        expect_same_output(run_one(parallel, greedy_request(prompt, 24)).tokens, want.tokens,
+                           kParallelCpu, f.name + " --tensor-parallel " + std::to_string(ranks));
+    }
+}
+
+TEST_P(TensorParallel, BatchedAndPreemptedEqualSoloRuns) {
+    check_batching_and_preemption(parallel_options(GetParam(), 2, true), GetParam(),
+                                  kParallelCpu);
+}
+
+TEST_P(TensorParallel, PrefixCacheHitsEqualColdRuns) {
+    check_prefix_cache_exactness(parallel_options(GetParam(), 2, true), GetParam(),
+                                 kParallelCpu);
+}
+
+TEST_P(TensorParallel, HostTierRestoresEveryRanksState) {
+    check_host_tier(parallel_options(GetParam(), 2, true), GetParam(), kParallelCpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel, ::testing::ValuesIn(load_fixtures()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+TEST(TensorParallelLayout, RangesAndSharedHeads) {
+    EXPECT_EQ(model::rank_range(10, 0, 3).begin, 0);
+    EXPECT_EQ(model::rank_range(10, 0, 3).count, 3);
+    EXPECT_EQ(model::rank_range(10, 2, 3).begin, 6);
+    EXPECT_EQ(model::rank_range(10, 2, 3).count, 4);
+    // 8 KV heads over 4 ranks: two each; 2 over 8: each copied on 4 ranks.
+    EXPECT_EQ(model::shared_heads(8, 3, 4).begin, 6);
+    EXPECT_EQ(model::shared_heads(8, 3, 4).count, 2);
+    EXPECT_EQ(model::shared_heads(2, 3, 8).begin, 0);
+    EXPECT_EQ(model::shared_heads(2, 4, 8).begin, 1);
+    EXPECT_EQ(model::shared_heads(2, 4, 8).count, 1);
+}
+
+TEST(TensorParallelLayout, ShardConfigDividesOrNamesWhatDoesNot) {
+    io::ModelConfig c;
+    c.num_heads = 16;
+    c.num_kv_heads = 2;
+    c.linear_num_key_heads = 16;
+    c.linear_num_value_heads = 32;
+    c.moe = true;
+    c.moe_intermediate_size = 512;
+    c.shared_expert_intermediate_size = 512;
+    const io::ModelConfig s = model::shard_config(c, 4); // the 35B's shapes at TP=4
+    EXPECT_EQ(s.num_heads, 4);
+    EXPECT_EQ(s.num_kv_heads, 1); // copied: 2 KV heads, 4 ranks
+    EXPECT_EQ(s.linear_num_key_heads, 4);
+    EXPECT_EQ(s.linear_num_value_heads, 8);
+    EXPECT_EQ(s.moe_intermediate_size, 128);
+    try {
+        model::shard_config(c, 3);
+        FAIL() << "16 heads split 3 ways";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("num_attention_heads (16)"), std::string::npos)
+            << e.what();
+    }
+    c.num_kv_heads = 3;
+    EXPECT_THROW(model::shard_config(c, 2), Error); // neither divides the other
+    // The engine refuses a layout before loading and speculation under TP.
+    EngineOptions o;
+    o.model_dir = load_fixtures().front().dir;
+    o.tensor_parallel = 3;
+    EXPECT_THROW(Engine{o}, Error);
+    o.tensor_parallel = 2;
+    o.speculative = "mtp";
+    try {
+        Engine e(o);
+        FAIL() << "speculation under tensor parallelism started";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--tensor-parallel"), std::string::npos) << e.what();
+    }
+}
+
+TEST(TensorParallelCollective, HostSumsInRankOrderAndGathersColumns) {
+    constexpr int N = 3;
+    auto group = ops::make_host_collectives(N);
+    const ops::ExecContext ctx = ops::ExecContext::cpu();
+    std::vector<std::vector<float>> x(N, std::vector<float>(5)), parts(N);
+    std::vector<float> full(2 * 6, -1.0f);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < N; ++r)
+        threads.emplace_back([&, r] {
+            for (int i = 0; i < 5; ++i) x[size_t(r)][size_t(i)] = float(r * 10 + i);
+            group[size_t(r)]->all_reduce_sum(
+                ctx, TensorView::contiguous(x[size_t(r)].data(), DType::F32, Device::cpu(), {5}));
+            parts[size_t(r)].assign(size_t(2 * (r + 1)), float(r)); // widths 1, 2, 3
+            group[size_t(r)]->gather_columns(
+                ctx,
+                TensorView::contiguous(parts[size_t(r)].data(), DType::F32, Device::cpu(),
+                                       {2, r + 1}),
+                r == 0 ? TensorView::contiguous(full.data(), DType::F32, Device::cpu(), {2, 6})
+                       : TensorView{},
+                0);
+        });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < N; ++r)
+        for (int i = 0; i < 5; ++i) EXPECT_EQ(x[size_t(r)][size_t(i)], float(30 + 3 * i));
+    EXPECT_EQ(full, (std::vector<float>{0, 1, 1, 2, 2, 2, 0, 1, 1, 2, 2, 2}));
+}
+
+TEST(TensorParallelCollective, AFailingRankFreesTheOthersAndTheGroupRecovers) {
+    constexpr int N = 3;
+    auto group = ops::make_host_collectives(N);
+    model::RankThreads threads(N, group[0]);
+    const ops::ExecContext ctx = ops::ExecContext::cpu();
+    std::vector<std::vector<float>> x(N, std::vector<float>(4, 1.0f));
+    auto reduce = [&](int r) {
+        group[size_t(r)]->all_reduce_sum(
+            ctx, TensorView::contiguous(x[size_t(r)].data(), DType::F32, Device::cpu(), {4}));
+    };
+    try {
+        threads.run([&](int r) {
+            if (r == 1) fail_invalid("rank 1 broke");
+            reduce(r);
+        });
+        FAIL() << "a failing rank went unnoticed";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), "rank 1 broke"); // the cause, not "abandoned"
+    }
+    threads.run(reduce); // usable again
+    EXPECT_EQ(x[2][0], 3.0f);
+}
+
+} // namespace
+} // namespace ninfer::test
