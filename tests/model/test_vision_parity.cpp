@@ -87,6 +87,13 @@ TEST_P(VisionParity, ReferencePathMatchesHf) {
     check_cases(load_vision_fixture(GetParam()), o);
 }
 
+// Tensor parallelism: rank 0's vision tower, its embeddings copied into every rank's rows.
+TEST_P(VisionParity, TensorParallelMatchesHf) {
+    EngineOptions o;
+    o.tensor_parallel = 2;
+    check_cases(load_vision_fixture(GetParam()), o);
+}
+
 TEST_P(VisionParity, ChunkedPrefillThroughImagesMatchesHf) {
     EngineOptions o;
     o.prefill_chunk = 5; // chunk ends fall inside every placeholder run

@@ -18,9 +18,15 @@ cd "$(dirname "$0")/../.."
 venv=.cuda-ci-venv
 [ -x $venv/bin/cmake ] || bash tools/ci_cuda_compile.sh
 cu=$($venv/bin/python -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13'))")
+nccl_root=""
+if [ "${NINFER_NCCL:-OFF}" = ON ]; then # NCCL's headers from PyPI (libnccl comes from the device's torch)
+    $venv/bin/python -c "import nvidia.nccl" 2>/dev/null || $venv/bin/pip install -q nvidia-nccl-cu13
+    nccl_root=$($venv/bin/python -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])")
+fi
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DNINFER_VIDEO="${NINFER_VIDEO:-ON}" -DNINFER_NCCL="${NINFER_NCCL:-OFF}" > /dev/null
+    -DNINFER_VIDEO="${NINFER_VIDEO:-ON}" -DNINFER_NCCL="${NINFER_NCCL:-OFF}" \
+    -DNINFER_NCCL_ROOT="$nccl_root" > /dev/null
 $venv/bin/cmake --build build-cuda-ci -j "$(nproc)" --target "$@"
 pack=.deps/gpu
 rm -rf $pack && mkdir -p $pack
