@@ -350,6 +350,7 @@ void Qwen35Model::head(const ops::ExecContext& ctx, const TensorView& selected,
                              weights_.lm_head, logits, h);
         return;
     }
+    if (R == 0) return; // no row wants logits (every rank has the same R)
     const TensorView part = scratch_->head_columns(device_, weights_.lm_head.size(0), R);
     ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
                          weights_.lm_head, part, h);

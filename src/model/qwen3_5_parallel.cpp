@@ -137,8 +137,10 @@ void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch
         ops::bind_device(p.ctx);
         const ForwardBatch mirrored = p.mirror(ctx, batch);
         p.model->forward_rank(p.ctx, mirrored, caches.peer_ranks[size_t(r - 1)], TensorView{});
-        ops::synchronize(p.ctx); // rank 0 may rewrite the batch's buffers once run() returns
     });
+    // Rank 0's stream goes on after every rank's work (events, no host wait): what it does next
+    // (the next step's uploads into the buffers the ranks read, the sampler) is ordered after it.
+    for (const Peers::Rank& p : peers_->ranks) ops::stream_wait(ctx, p.ctx);
 }
 
 } // namespace ninfer::model

@@ -72,6 +72,7 @@ private:
 // x (on ctx's device, any float dtype) as F32 host values.
 void stage_to_host(const ExecContext& ctx, const TensorView& x, std::vector<float>& out) {
     out.resize(size_t(x.numel()));
+    if (x.numel() == 0) return;
     if (ctx.device.is_cpu() && x.dtype == DType::F32) {
         std::memcpy(out.data(), x.data, size_t(x.nbytes()));
         return;
@@ -84,6 +85,7 @@ void stage_to_host(const ExecContext& ctx, const TensorView& x, std::vector<floa
 
 // F32 host values into x (on ctx's device, any float dtype), rounded once.
 void write_from_host(const ExecContext& ctx, const float* values, const TensorView& x) {
+    if (x.numel() == 0) return;
     if (ctx.device.is_cpu() && x.dtype == DType::F32) {
         std::memcpy(x.data, values, size_t(x.nbytes()));
         return;

@@ -91,7 +91,7 @@ inline void expect_top_logprobs_match(const GeneratedToken& ours, const Referenc
     const double boundary = ref.top.back().second;
     for (const auto& [id, lp] : ref.top) {
         auto it = std::find_if(ours.top_logprobs.begin(), ours.top_logprobs.end(),
-                               [&](const TokenLogprob& t) { return t.id == id; });
+                               [want = id](const TokenLogprob& t) { return t.id == want; });
         if (it == ours.top_logprobs.end()) {
             EXPECT_LE(std::fabs(lp - boundary), kLogprobVsHfAbs)
                 << where << ": HF top id " << id << " missing from ninfer's top-5";

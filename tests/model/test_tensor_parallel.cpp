@@ -161,6 +161,25 @@ TEST_P(TensorParallel, HostTierRestoresEveryRanksState) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel, ::testing::ValuesIn(load_fixtures()),
                          [](const auto& param_info) { return param_info.param.name; });
 
+// Official-layout FP8 checkpoints: a TP load binds them on the host, dequantized exactly, and cuts
+// each rank's rows from that: the same output as one device dequantizing at load.
+TEST(TensorParallelQuantized, Fp8CheckpointsEqualOneDeviceDequantized) {
+    for (const char* name : {"moe_fp8", "dense_fp8_sharded"}) {
+        const std::string dir = quant_fixture_dir(name);
+        EngineOptions one;
+        one.model_dir = dir;
+        one.fp8_weights = "dequantize";
+        Engine single(one);
+        const std::vector<int32_t> prompt = {1, 5, 9, 14, 30, 2, 7, 11, 3, 8};
+        const Generated want = run_one(single, greedy_request(prompt, 16));
+        EngineOptions o = one;
+        o.tensor_parallel = 2;
+        Engine parallel(o);
+        expect_same_output(run_one(parallel, greedy_request(prompt, 16)).tokens, want.tokens,
+                           kParallelCpu, std::string(name) + " --tensor-parallel 2");
+    }
+}
+
 TEST(TensorParallelLayout, RangesAndSharedHeads) {
     EXPECT_EQ(model::rank_range(10, 0, 3).begin, 0);
     EXPECT_EQ(model::rank_range(10, 0, 3).count, 3);
