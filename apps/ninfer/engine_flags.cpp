@@ -88,8 +88,9 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
             ->check(CLI::PositiveNumber);
         app.add_option("--collective", o.collective,
                        "Tensor-parallel collectives: auto (nccl on CUDA where built, else host), "
-                       "host (staged through host memory) or nccl")
-            ->check(CLI::IsMember({"auto", "host", "nccl"}));
+                       "host (staged through host memory), device (CUDA: kernels read the "
+                       "other ranks' memory, capturable in CUDA graphs) or nccl")
+            ->check(CLI::IsMember({"auto", "host", "device", "nccl"}));
         app.add_option("--route-table", o.route_table,
                        "Kernel route table: auto (the table ninfer tune wrote for this GPU, else "
                        "the built-in one), builtin, or a table file");

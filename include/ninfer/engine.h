@@ -38,7 +38,9 @@ struct EngineOptions {
     // `device` on (cuda:0..N-1; on the CPU, N CPU ranks). 1: off. Not with speculation.
     int tensor_parallel = 1;
     // The ranks' collectives: "host" (staged through host memory: any devices, slow on CUDA),
-    // "nccl" (CUDA builds with NINFER_NCCL) or "auto" (nccl where built and on CUDA, else host).
+    // "device" (CUDA: each rank's kernel reads the others' parts over P2P or one GPU, streams
+    // ordered by events: TP steps then run as CUDA graphs), "nccl" (CUDA builds with NINFER_NCCL)
+    // or "auto" (nccl where built and on CUDA, else host).
     std::string collective = "auto";
     std::string dtype = "auto";  // weights and activations: auto (CPU f32, CUDA bf16), bf16, f32
     bool cpu_reference = false;  // run the CPU reference ops (FP64 oracle; slow)

@@ -202,8 +202,8 @@ int64_t Qwen35Model::scratch_generation() const {
 }
 
 bool Qwen35Model::capturable(const ops::ExecContext& ctx, int64_t rows) const {
-    // Tensor parallelism synchronises with the host at every collective (the host-staged one).
-    if (ctx.device.is_cpu() || shard_.active()) return false;
+    // Tensor parallelism: only with a collective that enqueues without host waits.
+    if (ctx.device.is_cpu() || (shard_.active() && !shard_.collective->capturable())) return false;
     const io::ModelConfig& c = config_;
     return !c.moe || ops::moe_block_capturable(ctx, rows, c.num_experts_per_tok, c.hidden_size,
                                                c.moe_intermediate_size);

@@ -2,68 +2,26 @@
 // parts. NCCL's lives in ops/cuda/collective_nccl.cpp when the build has it.
 #include "ops/collective.h"
 
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 
 #include "core/error.h"
 #include "ops/memory.h"
+#include "ops/rank_barrier.h"
 #include "ops/validate.h"
 
 namespace ninfer::ops {
 namespace {
 
 // What the ranks of one host group share: the barrier and each rank's posted part (as F32).
-class HostGroup {
+class HostGroup : public RankBarrier {
 public:
-    explicit HostGroup(int ranks) : ranks_(ranks), parts_(size_t(ranks)), widths_(size_t(ranks)) {}
-
-    int ranks() const { return ranks_; }
-
-    // Blocks until every rank has arrived; throws once the group is aborted.
-    void barrier() {
-        std::unique_lock<std::mutex> lock(mutex_);
-        check_alive();
-        const uint64_t generation = generation_;
-        if (++arrived_ == ranks_) {
-            arrived_ = 0;
-            ++generation_;
-            wake_.notify_all();
-            return;
-        }
-        wake_.wait(lock, [&] { return generation_ != generation || aborted_; });
-        check_alive();
-    }
-
-    void abort() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        aborted_ = true;
-        wake_.notify_all();
-    }
-
-    void reset() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        aborted_ = false;
-        arrived_ = 0;
-    }
+    explicit HostGroup(int n) : RankBarrier(n), parts_(size_t(n)), widths_(size_t(n)) {}
 
     std::vector<float>& part(int rank) { return parts_[size_t(rank)]; }
     int64_t& width(int rank) { return widths_[size_t(rank)]; }
     std::vector<float>& sum() { return sum_; }
 
 private:
-    void check_alive() const {
-        if (aborted_)
-            fail(ErrorCategory::Internal,
-                 "tensor parallelism: another rank failed, this collective was abandoned");
-    }
-
-    const int ranks_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    int arrived_ = 0;
-    uint64_t generation_ = 0;
-    bool aborted_ = false;
     std::vector<std::vector<float>> parts_;
     std::vector<int64_t> widths_;
     std::vector<float> sum_;
@@ -104,6 +62,7 @@ public:
     int rank() const override { return rank_; }
     int ranks() const override { return group_->ranks(); }
     std::string backend() const override { return "host"; }
+    bool capturable() const override { return false; }
     void abort() override { group_->abort(); }
     void reset() override { group_->reset(); }
 
@@ -174,6 +133,38 @@ private:
 
 } // namespace
 
+void RankBarrier::check_alive() const {
+    if (aborted_)
+        fail(ErrorCategory::Internal,
+             "tensor parallelism: another rank failed, this collective was abandoned");
+}
+
+void RankBarrier::barrier() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    check_alive();
+    const uint64_t generation = generation_;
+    if (++arrived_ == ranks_) {
+        arrived_ = 0;
+        ++generation_;
+        wake_.notify_all();
+        return;
+    }
+    wake_.wait(lock, [&] { return generation_ != generation || aborted_; });
+    check_alive();
+}
+
+void RankBarrier::abort() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = true;
+    wake_.notify_all();
+}
+
+void RankBarrier::reset() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = false;
+    arrived_ = 0;
+}
+
 std::vector<std::shared_ptr<Collective>> make_host_collectives(int ranks) {
     require(ranks >= 1, "a collective group needs one rank or more, got ", ranks);
     auto group = std::make_shared<HostGroup>(ranks);
@@ -181,6 +172,13 @@ std::vector<std::shared_ptr<Collective>> make_host_collectives(int ranks) {
     for (int r = 0; r < ranks; ++r) out.push_back(std::make_shared<HostCollective>(group, r));
     return out;
 }
+
+#ifndef NINFER_HAS_CUDA
+std::vector<std::shared_ptr<Collective>> make_device_collectives(const std::vector<ExecContext>&) {
+    fail(ErrorCategory::Unsupported,
+         "--collective device: this build has no CUDA backend (the CPU's ranks use host)");
+}
+#endif
 
 #ifndef NINFER_HAS_NCCL
 bool nccl_available() {

@@ -20,8 +20,14 @@
 //   - host staging (make_host_collectives): every rank copies its part to host memory, the ranks
 //     meet at a barrier and sum there. Any device, any mix of streams (the test and CPU route; on
 //     CUDA it synchronises each rank's stream at every call, so it is correct but slow);
+//   - device (make_device_collectives, CUDA): each rank's kernel sums every rank's part straight
+//     from its memory (the same GPU, or peers over NVLink/PCIe P2P), the ranks' streams ordered
+//     by events and their threads meeting at a host barrier to exchange addresses: no host wait,
+//     so capturable into the decode graphs; works for ranks that share one GPU, which NCCL
+//     refuses. The gather: the root's pitched copies from each part;
 //   - NCCL (make_nccl_collectives, CUDA, built with NINFER_NCCL): ncclAllReduce in place on each
-//     rank's stream, the gather as sends to the root and one pitched copy per rank.
+//     rank's stream, the gather as sends to the root and one pitched copy per rank; rank r's
+//     part must be columns rank_range(W, r, N) (floor boundaries), the head's split.
 #pragma once
 
 #include <memory>
@@ -42,11 +48,19 @@ public:
                                 const TensorView& full, int root = 0) = 0;
     virtual void abort() = 0;
     virtual void reset() = 0;
-    virtual std::string backend() const = 0; // "host" or "nccl"
+    virtual std::string backend() const = 0; // "host", "device" or "nccl"
+    // Whether every call only enqueues stream-ordered work (no host wait): the forward around it
+    // can be captured into a CUDA graph.
+    virtual bool capturable() const = 0;
 };
 
 // One Collective per rank, sharing one group; ranks >= 1.
 std::vector<std::shared_ptr<Collective>> make_host_collectives(int ranks);
+
+// One device collective per context (CUDA devices, peer access between them enabled); a CUDA
+// build's, else an error.
+std::vector<std::shared_ptr<Collective>> make_device_collectives(
+    const std::vector<ExecContext>& ranks);
 
 // Whether this build can make NCCL collectives (NINFER_NCCL).
 bool nccl_available();

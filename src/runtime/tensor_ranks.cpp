@@ -20,8 +20,9 @@ int TensorRanks::on_first_device() const {
 TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
                               const std::vector<Device>& devices, const std::string& collective) {
     require(ranks >= 1, "--tensor-parallel must be >= 1, got ", ranks);
-    require(collective == "auto" || collective == "host" || collective == "nccl",
-            "unknown collective '", collective, "' (expected auto, host or nccl)");
+    require(collective == "auto" || collective == "host" || collective == "device" ||
+                collective == "nccl",
+            "unknown collective '", collective, "' (expected auto, host, device or nccl)");
     require(devices.empty() || int(devices.size()) == ranks, "--tensor-parallel ", ranks,
             " takes ", ranks, " devices, --devices lists ", devices.size());
     TensorRanks t;
@@ -32,7 +33,9 @@ TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
         else if (!ctx.device.is_cpu())
             c.device = Device::cuda(ctx.device.index + r);
         if (r > 0) {
-            if (!c.device.is_cpu()) ops::enable_peer_access(ctx.device, c.device);
+            if (!c.device.is_cpu()) // every pair: the device collective reads every rank's part
+                for (const ops::ExecContext& earlier : t.contexts)
+                    ops::enable_peer_access(earlier.device, c.device);
             t.streams.push_back(ops::create_stream(c.device));
             c.stream = t.streams.back().get();
         }
@@ -43,8 +46,13 @@ TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
     const bool nccl = collective == "nccl" || (collective == "auto" && cuda &&
                                                ops::nccl_available() && t.on_first_device() == 1);
     require(!nccl || cuda, "--collective nccl: NCCL runs on CUDA devices, not the CPU");
-    t.collectives = nccl ? ops::make_nccl_collectives(t.contexts)
-                         : ops::make_host_collectives(ranks);
+    if (collective == "device") {
+        require(cuda, "--collective device: CUDA devices, not the CPU (its ranks use host)");
+        t.collectives = ops::make_device_collectives(t.contexts);
+    } else {
+        t.collectives = nccl ? ops::make_nccl_collectives(t.contexts)
+                             : ops::make_host_collectives(ranks);
+    }
     return t;
 }
 

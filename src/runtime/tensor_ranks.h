@@ -23,7 +23,9 @@ struct TensorRanks {
 };
 
 // ranks contexts: `devices` when given (exactly `ranks` of them, the first ctx's), else ranks
-// devices from ctx's on (CPU: ranks CPU contexts). collective: "auto", "host" or "nccl".
+// devices from ctx's on (CPU: ranks CPU contexts). collective: "auto", "host", "device" or
+// "nccl" (ops/collective.h); auto takes nccl on CUDA where built and each rank has its own GPU,
+// else host.
 TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
                               const std::vector<Device>& devices, const std::string& collective);
 

@@ -52,6 +52,30 @@ TEST_P(CudaTensorParallel, TwoStreamsOfOneGpuEqualOneRank) {
                        kParallelF32, f.name + " tp=2 on one GPU");
 }
 
+// The device collective: the ranks' kernels read each other's parts, streams ordered by events,
+// so TP decode steps run as CUDA graphs (bf16, where the graphs matter; logprobs as two
+// schedules of one bf16 engine may differ).
+TEST_P(CudaTensorParallel, DeviceCollectiveWithGraphsEqualsHost) {
+    const Fixture& f = GetParam();
+    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
+    for (bool graphs : {false, true}) {
+        EngineOptions host = parallel_options(f, "cuda:0,cuda:0", "host");
+        host.dtype = "bf16";
+        host.cuda_graphs = graphs;
+        Engine by_host(host);
+        const Generated want = run_one(by_host, greedy_request(prompt, 24));
+        EngineOptions device = host;
+        device.collective = "device";
+        Engine by_device(device);
+        EXPECT_EQ(by_device.model_info().collective, "device");
+        // Both collectives sum in f32 in rank order and round once: the same bits.
+        expect_same_output(run_one(by_device, greedy_request(prompt, 24)).tokens, want.tokens,
+                           {0.0, 0}, f.name + (graphs ? " graphs" : " eager"));
+    }
+    check_batching_and_preemption(parallel_options(f, "cuda:0,cuda:0", "device"), f,
+                                  kParallelF32);
+}
+
 TEST_P(CudaTensorParallel, BatchingPreemptionAndPrefixCacheOnOneGpu) {
     const Fixture& f = GetParam();
     check_batching_and_preemption(parallel_options(f, "cuda:0,cuda:0", "host"), f, kParallelF32);

@@ -59,6 +59,7 @@ public:
     void abort() override { inner_->abort(); }
     void reset() override { inner_->reset(); }
     std::string backend() const override { return "sabotaged"; }
+    bool capturable() const override { return false; }
 
 private:
     std::shared_ptr<ops::Collective> inner_;

@@ -4,8 +4,9 @@
 # [".deps/gpu.tar.xz"]): the tensor-parallel cuda tests (tests/cuda/test_cuda_tensor_parallel.cpp:
 # two streams of one GPU, and two GPUs where the machine has them), stopping on a failure; then
 # decode at batch 1 and 8 concurrent, one GPU against --tensor-parallel 2 in one run, for the 27B
-# (dense) and the 35B-A3B with random weights: on one GPU as cuda:0,cuda:0 (the host-staged
-# collective: a correctness run, not a speed), on two as cuda:0,cuda:1 with NCCL.
+# (dense) and the 35B-A3B with random weights, TP=2 with the device collective (CUDA graphs) and
+# the host-staged one (eager): on one GPU as cuda:0,cuda:0 (two ranks sharing one GPU: what TP
+# costs, not what it gains), on two as cuda:0,cuda:1.
 #   bash tools/gpu/tp_check.sh [tests|bench|all]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,11 +23,14 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 source tools/gpu/bench_line.sh
 if [ "$what" = bench ] || [ "$what" = all ]; then
-    if [ "$gpus" -ge 2 ]; then tp=(--tensor-parallel 2 --devices cuda:0,cuda:1); else
-        tp=(--tensor-parallel 2 --devices cuda:0,cuda:0 --collective host); fi
+    if [ "$gpus" -ge 2 ]; then devs=cuda:0,cuda:1; collectives="device host"; else
+        devs=cuda:0,cuda:0; collectives="device host"; fi
     for model in qwen3.6-27b qwen3.6-35b-a3b; do
         bench_line "${model}_tp1" --config "configs/$model.json" --random-weights
-        bench_line "${model}_tp2" --config "configs/$model.json" --random-weights "${tp[@]}"
+        for c in $collectives; do
+            bench_line "${model}_tp2_$c" --config "configs/$model.json" --random-weights \
+                --tensor-parallel 2 --devices "$devs" --collective "$c"
+        done
     done
 fi
 exit $rc

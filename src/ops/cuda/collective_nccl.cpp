@@ -89,6 +89,7 @@ public:
     int rank() const override { return rank_; }
     int ranks() const override { return group_->ranks(); }
     std::string backend() const override { return "nccl"; }
+    bool capturable() const override { return true; }
     void abort() override { group_->abort(); }
     void reset() override { group_->reset(); }
 
