@@ -54,22 +54,14 @@ void write_from_host(const ExecContext& ctx, const float* values, const TensorVi
     synchronize(ctx); // raw dies here
 }
 
-class HostCollective final : public Collective {
+class HostCollective final : public GroupCollective<HostGroup> {
 public:
-    HostCollective(std::shared_ptr<HostGroup> group, int rank)
-        : group_(std::move(group)), rank_(rank) {}
-
-    int rank() const override { return rank_; }
-    int ranks() const override { return group_->ranks(); }
+    using GroupCollective::GroupCollective;
     std::string backend() const override { return "host"; }
     bool capturable() const override { return false; }
-    void abort() override { group_->abort(); }
-    void reset() override { group_->reset(); }
 
-    void all_reduce_sum(const ExecContext& ctx, const TensorView& x) override {
-        check_device(ctx, "all_reduce_sum", "x", x);
-        check_contiguous("all_reduce_sum", "x", x);
-        require(is_float(x.dtype), "all_reduce_sum: ", x.describe(), " is not a float tensor");
+protected:
+    void reduce(const ExecContext& ctx, const TensorView& x) override {
         HostGroup& g = *group_;
         stage_to_host(ctx, x, g.part(rank_));
         g.width(rank_) = x.numel();
@@ -92,26 +84,18 @@ public:
         g.barrier(); // every rank has read the sum: the buffers may be reused
     }
 
-    void gather_columns(const ExecContext& ctx, const TensorView& part, const TensorView& full,
-                        int root) override {
-        check_device(ctx, "gather_columns", "part", part);
-        check_contiguous("gather_columns", "part", part);
-        check_dtype("gather_columns", "part", part, DType::F32);
-        require(part.ndim == 2, "gather_columns: part ", part.describe(), " is not [R, W]");
+    void gather(const ExecContext& ctx, const TensorView& part, const TensorView& full,
+                int root) override {
         HostGroup& g = *group_;
-        require(root >= 0 && root < g.ranks(), "gather_columns: no rank ", root);
         stage_to_host(ctx, part, g.part(rank_));
         g.width(rank_) = part.size(1);
         g.barrier();
         if (rank_ == root) {
-            check_device(ctx, "gather_columns", "full", full);
-            check_contiguous("gather_columns", "full", full);
-            check_dtype("gather_columns", "full", full, DType::F32);
             const int64_t R = part.size(0), W = full.size(1);
             int64_t total = 0;
             for (int r = 0; r < g.ranks(); ++r) total += g.width(r);
-            require(full.ndim == 2 && full.size(0) == R && total == W, "gather_columns: ",
-                    full.describe(), " does not hold ", R, " rows of ", total, " columns");
+            require(total == W, "gather_columns: ", full.describe(), " does not hold the ranks' ",
+                    total, " columns");
             std::vector<float> rows(size_t(R * W));
             int64_t col = 0;
             for (int r = 0; r < g.ranks(); ++r) {
@@ -126,12 +110,34 @@ public:
         g.barrier(); // the root has read every part
     }
 
-private:
-    std::shared_ptr<HostGroup> group_;
-    int rank_;
 };
 
 } // namespace
+
+void Collective::all_reduce_sum(const ExecContext& ctx, const TensorView& x) {
+    check_device(ctx, "all_reduce_sum", "x", x);
+    check_contiguous("all_reduce_sum", "x", x);
+    require(x.dtype == DType::F32 || x.dtype == DType::BF16, "all_reduce_sum: ", x.describe(),
+            " (F32 or BF16)");
+    reduce(ctx, x);
+}
+
+void Collective::gather_columns(const ExecContext& ctx, const TensorView& part,
+                                const TensorView& full, int root) {
+    check_device(ctx, "gather_columns", "part", part);
+    check_contiguous("gather_columns", "part", part);
+    check_dtype("gather_columns", "part", part, DType::F32);
+    require(part.ndim == 2, "gather_columns: part ", part.describe(), " is not [R, W]");
+    require(root >= 0 && root < ranks(), "gather_columns: no rank ", root);
+    if (rank() == root) {
+        check_device(ctx, "gather_columns", "full", full);
+        check_contiguous("gather_columns", "full", full);
+        check_dtype("gather_columns", "full", full, DType::F32);
+        require(full.ndim == 2 && full.size(0) == part.size(0), "gather_columns: ",
+                full.describe(), " for ", part.size(0), " rows");
+    }
+    gather(ctx, part, full, root);
+}
 
 void RankBarrier::check_alive() const {
     if (aborted_)

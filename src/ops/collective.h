@@ -43,15 +43,39 @@ public:
     virtual ~Collective() = default;
     virtual int rank() const = 0;
     virtual int ranks() const = 0;
-    virtual void all_reduce_sum(const ExecContext& ctx, const TensorView& x) = 0;
-    virtual void gather_columns(const ExecContext& ctx, const TensorView& part,
-                                const TensorView& full, int root = 0) = 0;
+    // Check the arguments (errors name the op and tensor), then run the implementation's.
+    void all_reduce_sum(const ExecContext& ctx, const TensorView& x);
+    void gather_columns(const ExecContext& ctx, const TensorView& part, const TensorView& full,
+                        int root = 0);
     virtual void abort() = 0;
     virtual void reset() = 0;
     virtual std::string backend() const = 0; // "host", "device" or "nccl"
     // Whether every call only enqueues stream-ordered work (no host wait): the forward around it
     // can be captured into a CUDA graph.
     virtual bool capturable() const = 0;
+
+protected:
+    // Called with checked arguments: x contiguous F32 or BF16 on ctx's device; part [R, W]
+    // contiguous F32; on the root, full [R, W'] contiguous F32.
+    virtual void reduce(const ExecContext& ctx, const TensorView& x) = 0;
+    virtual void gather(const ExecContext& ctx, const TensorView& part, const TensorView& full,
+                        int root) = 0;
+};
+
+// The rank, the group and its failure handling, which every implementation holds alike (Group:
+// ranks(), abort(), reset()).
+template <typename Group> class GroupCollective : public Collective {
+public:
+    GroupCollective(std::shared_ptr<Group> group, int rank)
+        : group_(std::move(group)), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int ranks() const override { return group_->ranks(); }
+    void abort() override { group_->abort(); }
+    void reset() override { group_->reset(); }
+
+protected:
+    std::shared_ptr<Group> group_;
+    int rank_;
 };
 
 // One Collective per rank, sharing one group; ranks >= 1.

@@ -51,15 +51,17 @@ public:
     explicit NoReduce(std::shared_ptr<ops::Collective> inner) : inner_(std::move(inner)) {}
     int rank() const override { return inner_->rank(); }
     int ranks() const override { return inner_->ranks(); }
-    void all_reduce_sum(const ops::ExecContext&, const TensorView&) override {}
-    void gather_columns(const ops::ExecContext& ctx, const TensorView& part,
-                        const TensorView& full, int root) override {
-        inner_->gather_columns(ctx, part, full, root);
-    }
     void abort() override { inner_->abort(); }
     void reset() override { inner_->reset(); }
     std::string backend() const override { return "sabotaged"; }
     bool capturable() const override { return false; }
+
+protected:
+    void reduce(const ops::ExecContext&, const TensorView&) override {}
+    void gather(const ops::ExecContext& ctx, const TensorView& part, const TensorView& full,
+                int root) override {
+        inner_->gather_columns(ctx, part, full, root);
+    }
 
 private:
     std::shared_ptr<ops::Collective> inner_;

@@ -80,23 +80,14 @@ struct DeviceGroup : RankBarrier {
     std::vector<cudaEvent_t> ready, done;
 };
 
-class DeviceCollective final : public Collective {
+class DeviceCollective final : public GroupCollective<DeviceGroup> {
 public:
-    DeviceCollective(std::shared_ptr<DeviceGroup> group, int rank)
-        : group_(std::move(group)), rank_(rank) {}
-
-    int rank() const override { return rank_; }
-    int ranks() const override { return group_->ranks(); }
+    using GroupCollective::GroupCollective;
     std::string backend() const override { return "device"; }
     bool capturable() const override { return true; }
-    void abort() override { group_->abort(); }
-    void reset() override { group_->reset(); }
 
-    void all_reduce_sum(const ExecContext& ctx, const TensorView& x) override {
-        check_device(ctx, "all_reduce_sum", "x", x);
-        check_contiguous("all_reduce_sum", "x", x);
-        require(x.dtype == DType::F32 || x.dtype == DType::BF16, "all_reduce_sum: ",
-                x.describe(), " (device collective: F32 or BF16)");
+protected:
+    void reduce(const ExecContext& ctx, const TensorView& x) override {
         DeviceGroup& g = *group_;
         const int64_t n = x.numel();
         // The sum's buffer: the largest x so far (the engine's profile forward runs the largest
@@ -129,26 +120,18 @@ public:
                   "all_reduce_sum copy");
     }
 
-    void gather_columns(const ExecContext& ctx, const TensorView& part, const TensorView& full,
-                        int root) override {
-        check_device(ctx, "gather_columns", "part", part);
-        check_contiguous("gather_columns", "part", part);
-        check_dtype("gather_columns", "part", part, DType::F32);
-        require(part.ndim == 2, "gather_columns: part ", part.describe(), " is not [R, W]");
+    void gather(const ExecContext& ctx, const TensorView& part, const TensorView& full,
+                int root) override {
         DeviceGroup& g = *group_;
-        require(root >= 0 && root < g.ranks(), "gather_columns: no rank ", root);
         const int64_t R = part.size(0);
         post(ctx, part.data, part.size(1));
         const cudaStream_t stream = stream_of(ctx);
         if (rank_ == root) {
-            check_device(ctx, "gather_columns", "full", full);
-            check_contiguous("gather_columns", "full", full);
-            check_dtype("gather_columns", "full", full, DType::F32);
             int64_t total = 0;
             for (int r = 0; r < g.ranks(); ++r) total += g.width[size_t(r)];
             const int64_t W = full.size(1);
-            require(full.ndim == 2 && full.size(0) == R && total == W, "gather_columns: ",
-                    full.describe(), " does not hold ", R, " rows of ", total, " columns");
+            require(total == W, "gather_columns: ", full.describe(), " does not hold the ranks' ",
+                    total, " columns");
             int64_t col = 0;
             for (int r = 0; r < g.ranks(); ++r) {
                 const int64_t w = g.width[size_t(r)];
@@ -187,8 +170,6 @@ private:
         cuda::check_launch("sum_parts_kernel");
     }
 
-    std::shared_ptr<DeviceGroup> group_;
-    int rank_;
     Buffer sum_;
     int64_t sum_bytes_ = 0;
 };

@@ -81,21 +81,14 @@ private:
     bool aborted_ = false;
 };
 
-class NcclCollective final : public Collective {
+class NcclCollective final : public GroupCollective<NcclGroup> {
 public:
-    NcclCollective(std::shared_ptr<NcclGroup> group, int rank)
-        : group_(std::move(group)), rank_(rank) {}
-
-    int rank() const override { return rank_; }
-    int ranks() const override { return group_->ranks(); }
+    using GroupCollective::GroupCollective;
     std::string backend() const override { return "nccl"; }
     bool capturable() const override { return true; }
-    void abort() override { group_->abort(); }
-    void reset() override { group_->reset(); }
 
-    void all_reduce_sum(const ExecContext& ctx, const TensorView& x) override {
-        check_device(ctx, "all_reduce_sum", "x", x);
-        check_contiguous("all_reduce_sum", "x", x);
+protected:
+    void reduce(const ExecContext& ctx, const TensorView& x) override {
         check_nccl(ncclAllReduce(x.data, x.data, size_t(x.numel()), nccl_type(x.dtype), ncclSum,
                                  group_->comm(rank_), cudaStream_t(ctx.stream)),
                    "all-reduce");
@@ -103,11 +96,8 @@ public:
 
     // Rank r's columns are rank_range(W, r, N) of the root's [R, W] (the vocabulary split): the
     // root receives each part whole, then one pitched copy puts its columns in place.
-    void gather_columns(const ExecContext& ctx, const TensorView& part, const TensorView& full,
-                        int root) override {
-        check_device(ctx, "gather_columns", "part", part);
-        check_contiguous("gather_columns", "part", part);
-        check_dtype("gather_columns", "part", part, DType::F32);
+    void gather(const ExecContext& ctx, const TensorView& part, const TensorView& full,
+                int root) override {
         const int N = ranks();
         const cudaStream_t stream = cudaStream_t(ctx.stream);
         ncclComm_t comm = group_->comm(rank_);
@@ -117,10 +107,7 @@ public:
                        "send");
             return;
         }
-        check_device(ctx, "gather_columns", "full", full);
-        check_contiguous("gather_columns", "full", full);
         const int64_t W = full.size(1);
-        require(full.size(0) == R, "gather_columns: ", full.describe(), " for ", R, " rows");
         auto begin = [&](int r) { return W * r / N; };
         int64_t most = 0;
         for (int r = 0; r < N; ++r) most = std::max(most, begin(r + 1) - begin(r));
@@ -149,8 +136,6 @@ public:
     }
 
 private:
-    std::shared_ptr<NcclGroup> group_;
-    int rank_;
     Buffer staging_;
     int64_t staging_bytes_ = 0;
 };

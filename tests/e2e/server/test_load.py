@@ -201,7 +201,18 @@ class Load(unittest.TestCase):
         rng = random.Random(7)
         jobs = [i % len(plan) for i in range(CLIENTS * PER_CLIENT)]
         rng.shuffle(jobs)
-        before = counters(server)
+        # The baseline once the reference requests are all counted: the logger counts a request
+        # after its response went out, so the last one can land after the client has read it
+        # (a loaded 2-core host counted it into the load's delta).
+        deadline = time.time() + 10
+        while True:
+            before = counters(server)
+            posts = sum(before.get(f'ninfer_requests_total{{endpoint="{p}",status="200"}}', 0)
+                        for p in (CHAT, COMPLETIONS, MESSAGES))
+            if posts >= len(plan) or time.time() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(posts, len(plan), "the reference requests' counts never settled")
         results, failures = [], []
         lock = threading.Lock()
         barrier = threading.Barrier(CLIENTS)
