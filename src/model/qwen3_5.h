@@ -99,16 +99,19 @@ public:
 
     // Tensor parallelism (model/tensor_parallel.h) over ranks.size() contexts, one rank each, with
     // collectives[r] for rank r: rank 0's model, which runs the other ranks' in its forward.
-    // The whole model is bound on the host (quantized weights dequantized) and cut per rank.
+    // The whole model is bound on the host and cut per rank; resident quantized weights stay
+    // quantized where a rank's rows or columns line up with their scales (model/weight_cut.h),
+    // and are dequantized exactly where they do not.
     static std::unique_ptr<Qwen35Model> load_parallel(
         const std::filesystem::path& dir, const std::vector<ops::ExecContext>& ranks,
         const std::vector<std::shared_ptr<ops::Collective>>& collectives,
-        const LoadProgress& progress = {});
+        Residency resident = {}, const LoadProgress& progress = {});
     // Random weights made on each rank at its shard's shapes (the same seed: the copied tensors
     // agree across ranks), the head cut by vocabulary rows.
     static std::unique_ptr<Qwen35Model> random_parallel(
         const io::ModelConfig& config, const std::vector<ops::ExecContext>& ranks,
-        const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed);
+        const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed,
+        Residency resident = {});
 
     // This rank's shapes under tensor parallelism (heads, intermediate sizes: shard_config).
     const io::ModelConfig& config() const { return config_; }

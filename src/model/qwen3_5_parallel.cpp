@@ -97,7 +97,7 @@ std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
 
 std::unique_ptr<Qwen35Model> Qwen35Model::load_parallel(
     const std::filesystem::path& dir, const std::vector<ops::ExecContext>& ranks,
-    const std::vector<std::shared_ptr<ops::Collective>>& collectives,
+    const std::vector<std::shared_ptr<ops::Collective>>& collectives, Residency resident,
     const LoadProgress& progress) {
     require(!ranks.empty(), "tensor parallelism: no ranks");
     const io::ModelConfig config = io::load_hf_config(dir);
@@ -105,7 +105,7 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load_parallel(
     ops::ExecContext host = ops::ExecContext::cpu();
     host.dtype = ranks[0].dtype;
     const io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
-    const ModelWeights whole = load_weights(config, ckpt, host, Residency{}, progress);
+    const ModelWeights whole = load_weights(config, ckpt, host, resident, progress);
     return make_parallel(config, ranks, collectives, [&](int r) {
         return shard_weights(config, whole, r, int(ranks.size()), ranks[size_t(r)]);
     });
@@ -113,12 +113,13 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load_parallel(
 
 std::unique_ptr<Qwen35Model> Qwen35Model::random_parallel(
     const io::ModelConfig& config, const std::vector<ops::ExecContext>& ranks,
-    const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed) {
+    const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed,
+    Residency resident) {
     const int N = int(ranks.size());
     io::ModelConfig shard = shard_config(config, N);
     shard.mtp_num_hidden_layers = 0;
     return make_parallel(config, ranks, collectives, [&](int r) {
-        ModelWeights w = random_weights(shard, ranks[size_t(r)], seed);
+        ModelWeights w = random_weights(shard, ranks[size_t(r)], seed, resident);
         w.lm_head = shard_head(ranks[size_t(r)], w.lm_head, r, N);
         if (r != 0) w.vision = {};
         return w;

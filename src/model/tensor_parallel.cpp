@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "model/weight_cut.h"
 #include "ops/memory.h"
 
 namespace ninfer::model {
@@ -36,64 +37,24 @@ void require_shared_split(int64_t shared, int ranks, const char* what) {
             " into a multiple of them");
 }
 
-using Parts = std::vector<RankRange>;
-
-// The given runs of dimension `dim` of a contiguous host tensor, concatenated, as a new tensor on
-// ctx's device: [outer, n, inner] -> [outer, sum of counts, inner].
-Tensor gather_parts(const ops::ExecContext& ctx, const TensorView& t, int dim, const Parts& parts) {
-    require(t.device.is_cpu() && t.is_contiguous(), "shard_weights: ", t.describe(),
-            " is not a contiguous host tensor");
-    int64_t outer = 1, inner = 1, kept = 0;
-    for (int d = 0; d < dim; ++d) outer *= t.size(d);
-    for (int d = dim + 1; d < t.ndim; ++d) inner *= t.size(d);
-    for (const RankRange& p : parts) {
-        require(p.begin >= 0 && p.begin + p.count <= t.size(dim), "shard_weights: run [",
-                p.begin, ", +", p.count, ") outside dim ", dim, " of ", t.describe());
-        kept += p.count;
-    }
-    int64_t dims[kMaxDims];
-    for (int d = 0; d < t.ndim; ++d) dims[d] = d == dim ? kept : t.size(d);
-    const int64_t esize = dtype_size(t.dtype);
-    std::vector<uint8_t> host(size_t(outer * kept * inner * esize));
-    const auto* src = static_cast<const uint8_t*>(t.data);
-    uint8_t* dst = host.data();
-    for (int64_t o = 0; o < outer; ++o)
-        for (const RankRange& p : parts) {
-            const int64_t bytes = p.count * inner * esize;
-            std::memcpy(dst, src + ((o * t.size(dim) + p.begin) * inner) * esize, size_t(bytes));
-            dst += bytes;
-        }
-    Tensor out = Tensor::empty(ops::device_allocator(ctx.device), t.dtype, dims, t.ndim);
-    ops::upload(ctx, TensorView::contiguous(host.data(), t.dtype, Device::cpu(), dims, t.ndim),
-                out.view());
-    ops::synchronize(ctx); // host dies here
-    return out;
-}
+using Parts = Runs;
 
 Tensor copy_whole(const ops::ExecContext& ctx, const Tensor& t) {
     if (!t.defined()) return {};
-    return gather_parts(ctx, t.view(), 0, {{0, t.size(0)}});
+    return cut_tensor(ctx, t.view(), 0, {{0, t.size(0)}});
 }
 
-Weight dense(const Weight& w, const char* what) {
-    require(!w.is_fp8() && !w.is_grouped(), "shard_weights: ", what,
-            " is quantized; tensor parallelism shards dequantized weights");
-    return w;
+Weight rows(const ops::ExecContext& ctx, const Weight& w, const Parts& parts) {
+    return cut_weight(ctx, w, WeightAxis::Rows, parts);
 }
 
-Weight rows(const ops::ExecContext& ctx, const Weight& w, const Parts& parts, const char* what) {
-    if (!w.defined()) return {};
-    return Weight(gather_parts(ctx, dense(w, what).w.view(), w.w.view().ndim - 2, parts));
-}
-
-Weight cols(const ops::ExecContext& ctx, const Weight& w, const Parts& parts, const char* what) {
-    if (!w.defined()) return {};
-    return Weight(gather_parts(ctx, dense(w, what).w.view(), w.w.view().ndim - 1, parts));
+Weight cols(const ops::ExecContext& ctx, const Weight& w, const Parts& parts) {
+    return cut_weight(ctx, w, WeightAxis::Cols, parts);
 }
 
 Tensor rows(const ops::ExecContext& ctx, const Tensor& t, const Parts& parts) {
     if (!t.defined()) return {};
-    return gather_parts(ctx, t.view(), 0, parts);
+    return cut_tensor(ctx, t.view(), 0, parts);
 }
 
 RankRange scaled(RankRange r, int64_t unit, int64_t offset = 0) {
@@ -111,11 +72,10 @@ struct LayerCut {
         // rows: per query head [query | gate] (2D), then k (nKV*D), then v (nKV*D).
         out.in_proj = rows(ctx, w.in_proj,
                            {scaled(q, 2 * D), scaled(kv, D, 2 * nH * D),
-                            scaled(kv, D, (2 * nH + nKV) * D)},
-                           "attention in_proj");
+                            scaled(kv, D, (2 * nH + nKV) * D)});
         out.q_norm = copy_whole(ctx, w.q_norm);
         out.k_norm = copy_whole(ctx, w.k_norm);
-        out.o_proj = cols(ctx, w.o_proj, {scaled(q, D)}, "o_proj");
+        out.o_proj = cols(ctx, w.o_proj, {scaled(q, D)});
     }
 
     void gdn(const GdnWeights& w, GdnWeights& out) const {
@@ -128,26 +88,26 @@ struct LayerCut {
         Parts in = qkv;
         in.push_back(scaled(v, dv, C)); // z
         if (w.in_proj_ba.defined()) {   // qkv | z, and b | a apart
-            out.in_proj = rows(ctx, w.in_proj, in, "GDN in_proj");
-            out.in_proj_ba = rows(ctx, w.in_proj_ba, {v, scaled(v, 1, Hv)}, "GDN in_proj_ba");
+            out.in_proj = rows(ctx, w.in_proj, in);
+            out.in_proj_ba = rows(ctx, w.in_proj_ba, {v, scaled(v, 1, Hv)});
         } else {
             in.push_back(scaled(v, 1, C + Vd));      // b
             in.push_back(scaled(v, 1, C + Vd + Hv)); // a
-            out.in_proj = rows(ctx, w.in_proj, in, "GDN in_proj");
+            out.in_proj = rows(ctx, w.in_proj, in);
         }
         out.conv = rows(ctx, w.conv, qkv);
         out.A_log = rows(ctx, w.A_log, {v});
         out.dt_bias = rows(ctx, w.dt_bias, {v});
         out.norm = copy_whole(ctx, w.norm);
-        out.out_proj = cols(ctx, w.out_proj, {scaled(v, dv)}, "GDN out_proj");
+        out.out_proj = cols(ctx, w.out_proj, {scaled(v, dv)});
     }
 
     // gate rows then up rows of an [.., 2I, H] stack; down's matching columns.
     void swiglu(const Weight& gate_up, const Weight& down, int64_t I, Weight& gu_out,
-                Weight& down_out, const char* what) const {
+                Weight& down_out) const {
         const RankRange i = rank_range(I, rank, ranks);
-        gu_out = rows(ctx, gate_up, {i, scaled(i, 1, I)}, what);
-        down_out = cols(ctx, down, {i}, what);
+        gu_out = rows(ctx, gate_up, {i, scaled(i, 1, I)});
+        down_out = cols(ctx, down, {i});
     }
 
     LayerWeights layer(const LayerWeights& w) const {
@@ -160,15 +120,14 @@ struct LayerCut {
         else
             gdn(w.gdn, out.gdn);
         if (!c.moe) {
-            swiglu(w.mlp.gate_up, w.mlp.down, c.intermediate_size, out.mlp.gate_up, out.mlp.down,
-                   "MLP");
+            swiglu(w.mlp.gate_up, w.mlp.down, c.intermediate_size, out.mlp.gate_up, out.mlp.down);
             return out;
         }
         out.mlp.router = copy_whole(ctx, w.mlp.router);
         swiglu(w.mlp.experts_gate_up, w.mlp.experts_down, c.moe_intermediate_size,
-               out.mlp.experts_gate_up, out.mlp.experts_down, "experts");
+               out.mlp.experts_gate_up, out.mlp.experts_down);
         swiglu(w.mlp.shared_gate_up, w.mlp.shared_down, c.shared_expert_intermediate_size,
-               out.mlp.shared_gate_up, out.mlp.shared_down, "shared expert");
+               out.mlp.shared_gate_up, out.mlp.shared_down);
         return out;
     }
 };

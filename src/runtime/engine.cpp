@@ -122,19 +122,19 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
                                                const std::vector<Device>& devices,
                                                std::vector<std::shared_ptr<void>>& streams,
                                                const runtime::TensorRanks& tp) {
+    const model::Residency resident(fp8_resident(o, ctx), grouped_resident(o, ctx));
     if (tp.size() > 1) {
         if (o.random_weights) {
             require(!o.config_file.empty() || !o.model_dir.empty(),
                     "random weights need a config file or a model directory");
             return model::Qwen35Model::random_parallel(
                 io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file),
-                tp.contexts, tp.collectives, o.random_seed);
+                tp.contexts, tp.collectives, o.random_seed, resident);
         }
         require(!o.model_dir.empty(), "no model directory given");
         return model::Qwen35Model::load_parallel(o.model_dir, tp.contexts, tp.collectives,
-                                                 o.on_load_progress);
+                                                 resident, o.on_load_progress);
     }
-    const model::Residency resident(fp8_resident(o, ctx), grouped_resident(o, ctx));
     if (o.random_weights) {
         require(!o.config_file.empty() || !o.model_dir.empty(),
                 "random weights need a config file or a model directory");

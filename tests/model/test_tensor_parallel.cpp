@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "model/serving_exactness.h"
+#include "model/convert.h"
 #include "model/tensor_parallel.h"
 #include "ops/collective.h"
 #include "runtime/kv_pool.h"
@@ -164,22 +165,60 @@ TEST_P(TensorParallel, HostTierRestoresEveryRanksState) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel, ::testing::ValuesIn(load_fixtures()),
                          [](const auto& param_info) { return param_info.param.name; });
 
-// Official-layout FP8 checkpoints: a TP load binds them on the host, dequantized exactly, and cuts
-// each rank's rows from that: the same output as one device dequantizing at load.
-TEST(TensorParallelQuantized, Fp8CheckpointsEqualOneDeviceDequantized) {
-    for (const char* name : {"moe_fp8", "dense_fp8_sharded"}) {
-        const std::string dir = quant_fixture_dir(name);
-        EngineOptions one;
-        one.model_dir = dir;
-        one.fp8_weights = "dequantize";
-        Engine single(one);
-        const std::vector<int32_t> prompt = {1, 5, 9, 14, 30, 2, 7, 11, 3, 8};
-        const Generated want = run_one(single, greedy_request(prompt, 16));
-        EngineOptions o = one;
-        o.tensor_parallel = 2;
-        Engine parallel(o);
-        expect_same_output(run_one(parallel, greedy_request(prompt, 16)).tokens, want.tokens,
-                           kParallelCpu, std::string(name) + " --tensor-parallel 2");
+// Greedy output of a quantized checkpoint under TP=2 equals one device's, both with the given
+// residency (the CPU dequantizes resident weights in every op).
+void expect_parallel_equals_single(const std::string& dir, const std::string& residency,
+                                   const std::string& what) {
+    EngineOptions one;
+    one.model_dir = dir;
+    one.fp8_weights = residency;
+    one.group_weights = residency;
+    Engine single(one);
+    const std::vector<int32_t> prompt = {1, 5, 9, 14, 30, 2, 7, 11, 3, 8};
+    const Generated want = run_one(single, greedy_request(prompt, 16));
+    EngineOptions o = one;
+    o.tensor_parallel = 2;
+    Engine parallel(o);
+    expect_same_output(run_one(parallel, greedy_request(prompt, 16)).tokens, want.tokens,
+                       kParallelCpu, what + " " + residency + " --tensor-parallel 2");
+}
+
+// Official-layout FP8 checkpoints (32-row blocks here: some of a rank's runs split a block and
+// are dequantized exactly, the others stay fp8), dequantized or resident.
+TEST(TensorParallelQuantized, Fp8CheckpointsEqualOneDevice) {
+    for (const char* name : {"moe_fp8", "dense_fp8_sharded"})
+        for (const char* residency : {"dequantize", "resident"})
+            expect_parallel_equals_single(quant_fixture_dir(name), residency, name);
+}
+
+// Checkpoints whose blocks and groups line up with every rank's runs (fp8 with 8-row blocks, q4
+// with groups of 8): each rank's projections stay quantized, cut along the scale grid, and the
+// output equals one device's.
+TEST(TensorParallelQuantized, AlignedShardsStayQuantized) {
+    Fixture moe;
+    for (const Fixture& f : load_fixtures())
+        if (f.name == "moe_text_fused") moe = f;
+    ASSERT_FALSE(moe.dir.empty());
+    for (const model::QuantFormat format : {model::QuantFormat::Fp8, model::QuantFormat::Q4}) {
+        const bool fp8 = format == model::QuantFormat::Fp8;
+        model::ConvertOptions c;
+        c.format = format;
+        c.block = 8;
+        c.group = 8;
+        const std::filesystem::path dir = scratch_path(fp8 ? "tp_fp8_b8" : "tp_q4_g8");
+        std::filesystem::remove_all(dir);
+        model::convert_checkpoint(moe.dir, dir, c);
+        const ops::ExecContext cpu = ops::ExecContext::cpu();
+        const auto m = model::Qwen35Model::load_parallel(
+            dir, {cpu, cpu}, ops::make_host_collectives(2), model::Residency(true, true));
+        for (const model::LayerWeights& l : m->weights().layers) {
+            const model::Weight& mixer = l.kind == io::LayerKind::FullAttention ? l.attn.o_proj
+                                                                                : l.gdn.out_proj;
+            for (const model::Weight* w : {&mixer, &l.mlp.experts_gate_up, &l.mlp.experts_down,
+                                           &l.mlp.shared_down})
+                EXPECT_TRUE(fp8 ? w->is_fp8() : w->is_grouped()) << "a shard was dequantized";
+        }
+        expect_parallel_equals_single(dir.string(), "resident", fp8 ? "fp8 b8" : "q4 g8");
     }
 }
 
