@@ -35,7 +35,7 @@ struct EngineOptions {
     // Tensor parallelism over N ranks (Megatron's layout: each rank holds 1/N of every layer's
     // heads and rows, two all-reduces a layer, the head split by vocabulary). The ranks' devices:
     // `devices` when given (N of them; a device may repeat, as above), else N devices from
-    // `device` on (cuda:0..N-1; on the CPU, N CPU ranks). 1: off. Not with speculation.
+    // `device` on (cuda:0..N-1; on the CPU, N CPU ranks). 1: off.
     int tensor_parallel = 1;
     // The ranks' collectives: "host" (staged through host memory: any devices, slow on CUDA),
     // "device" (CUDA: each rank's kernel reads the others' parts over P2P or one GPU, streams

@@ -341,20 +341,26 @@ void Qwen35Model::reduce_residual(const ops::ExecContext& ctx, const TensorView&
 }
 
 void Qwen35Model::head(const ops::ExecContext& ctx, const TensorView& selected,
-                       const TensorView& logits) {
+                       const TensorView& logits, bool norm) {
     const io::ModelConfig& c = config_;
     const int64_t R = selected.size(0);
-    TensorView h = scratch_->h.view().narrow(0, 0, R);
-    if (!shard_.active()) {
-        ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
-                             weights_.lm_head, logits, h);
-        return;
-    }
     if (R == 0) return; // no row wants logits (every rank has the same R)
-    const TensorView part = scratch_->head_columns(device_, weights_.lm_head.size(0), R);
-    ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
-                         weights_.lm_head, part, h);
-    shard_.collective->gather_columns(ctx, part, logits, 0);
+    TensorView h = scratch_->h.view().narrow(0, 0, R);
+    const TensorView out =
+        shard_.active() ? scratch_->head_columns(device_, weights_.lm_head.size(0), R) : logits;
+    if (norm)
+        ops::rms_norm_linear(ctx, selected, weights_.final_norm, float(c.rms_norm_eps),
+                             weights_.lm_head, out, h);
+    else
+        ops::linear(ctx, selected, weights_.lm_head, out, /*accumulate=*/false);
+    if (shard_.active()) shard_.collective->gather_columns(ctx, out, logits, 0);
+}
+
+TensorView Qwen35Model::full_lm_head() const {
+    if (!shard_.active()) return weights_.lm_head.view();
+    require(full_head_.defined(), "tensor parallelism: the whole head was not kept (a drafter "
+                                  "needs the model loaded with full_head)");
+    return full_head_.view();
 }
 
 Qwen35Model::Scratch& Qwen35Model::placed_scratch(int64_t layer) {
@@ -435,14 +441,13 @@ void Qwen35Model::forward_rank(const ops::ExecContext& ctx, const ForwardBatch& 
     head(ctx, selected, logits);
 }
 
-void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& batch,
-                              const TensorView& hidden, const CacheViews& caches,
-                              const TensorView& draft_hidden, const TensorView& logits) {
+void Qwen35Model::mtp_forward_rank(const ops::ExecContext& ctx, const ForwardBatch& batch,
+                                   const TensorView& hidden, const CacheViews& caches,
+                                   const TensorView& draft_hidden, const TensorView& logits) {
     const io::ModelConfig& c = config_;
     const MtpWeights& m = weights_.mtp;
     const int64_t T = batch.tokens.size(0), R = batch.logit_rows.size(0), H = c.hidden_size;
     require(has_mtp(), "mtp_forward: this checkpoint has no MTP weights (mtp.*)");
-    require(!shard_.active(), "mtp_forward: the MTP head does not run under tensor parallelism");
     require(T > 0, "mtp_forward: empty batch");
     require(caches.mtp_k_cache.size() == m.layers.size(),
             "mtp_forward: the KV pool holds no cache for the MTP layers");
@@ -470,7 +475,7 @@ void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& b
     if (R == 0) return;
     TensorView selected = s.selected.view().narrow(0, 0, R);
     ops::embedding(ctx, batch.logit_rows, draft_hidden, selected); // row gather
-    ops::linear(ctx, selected, weights_.lm_head, logits, /*accumulate=*/false);
+    head(ctx, selected, logits, /*norm=*/false);
 }
 
 } // namespace ninfer::model

@@ -105,18 +105,22 @@ public:
     static std::unique_ptr<Qwen35Model> load_parallel(
         const std::filesystem::path& dir, const std::vector<ops::ExecContext>& ranks,
         const std::vector<std::shared_ptr<ops::Collective>>& collectives,
-        Residency resident = {}, const LoadProgress& progress = {});
+        Residency resident = {}, const LoadProgress& progress = {}, bool full_head = false);
     // Random weights made on each rank at its shard's shapes (the same seed: the copied tensors
     // agree across ranks), the head cut by vocabulary rows.
     static std::unique_ptr<Qwen35Model> random_parallel(
         const io::ModelConfig& config, const std::vector<ops::ExecContext>& ranks,
         const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed,
-        Residency resident = {});
+        Residency resident = {}, bool full_head = false);
+    // (full_head: rank 0 also keeps the whole [V, H] head, for a drafter's proposal head.)
 
     // This rank's shapes under tensor parallelism (heads, intermediate sizes: shard_config).
     const io::ModelConfig& config() const { return config_; }
     // Ranks this model runs over (1: one device).
     int tensor_parallel() const { return shard_.ranks; }
+    // The whole head [V, H] on this device (a drafter's proposal head): the lm_head, or under
+    // tensor parallelism rank 0's copy (loaded with full_head), else an error.
+    TensorView full_lm_head() const;
     const ModelWeights& weights() const { return weights_; }
     // with_mtp: the KV of the MTP layers too (speculative decoding with the MTP head).
     CacheSpec cache_spec(bool with_mtp = false) const;
@@ -155,16 +159,20 @@ private:
     static std::unique_ptr<Qwen35Model> make_parallel(
         const io::ModelConfig& full, const std::vector<ops::ExecContext>& ranks,
         const std::vector<std::shared_ptr<ops::Collective>>& collectives,
-        const std::function<ModelWeights(int rank)>& weights_of);
+        const std::function<ModelWeights(int rank)>& weights_of, Tensor full_head);
     void forward_rank(const ops::ExecContext& ctx, const ForwardBatch& batch,
                       const CacheViews& caches, const TensorView& logits);
+    void mtp_forward_rank(const ops::ExecContext& ctx, const ForwardBatch& batch,
+                          const TensorView& hidden, const CacheViews& caches,
+                          const TensorView& draft_hidden, const TensorView& logits);
     // Under tensor parallelism a projection into the residual adds on rank 0 only (the others
     // write their part alone) and reduce_residual sums the ranks' x.
     bool adds_residual() const { return shard_.rank == 0; }
     void reduce_residual(const ops::ExecContext& ctx, const TensorView& x);
-    // The head over the selected rows: logits [R, V], or this rank's vocabulary columns gathered
-    // into rank 0's logits.
-    void head(const ops::ExecContext& ctx, const TensorView& selected, const TensorView& logits);
+    // The head over the selected rows (final-normed first when `norm`): logits [R, V], or this
+    // rank's vocabulary columns gathered into rank 0's logits.
+    void head(const ops::ExecContext& ctx, const TensorView& selected, const TensorView& logits,
+              bool norm = true);
     // A forward's mRoPE angle tables [T, rotary_dim / 2] on the device (empty views: plain RoPE
     // from batch.positions).
     struct RopeTables {
@@ -192,6 +200,7 @@ private:
     std::vector<std::unique_ptr<Scratch>> placed_scratch_; // one per placement_.devices
     std::unique_ptr<VisionEncoder> vision_;
     TensorShard shard_;
+    Tensor full_head_; // rank 0 under tensor parallelism, when loaded with full_head
     std::shared_ptr<Peers> peers_; // rank 0 of tensor parallelism only (shared: Peers is opaque here)
 };
 

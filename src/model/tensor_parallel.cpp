@@ -187,6 +187,13 @@ ModelWeights shard_weights(const io::ModelConfig& full, const ModelWeights& host
     out.lm_head = rows(ctx, host.lm_head, {rank_range(host.lm_head.size(0), rank, ranks)});
     const LayerCut cut{full, ctx, rank, ranks};
     for (const LayerWeights& l : host.layers) out.layers.push_back(cut.layer(l));
+    // The MTP module: its fc and norms copied, its decoder layers cut as the others.
+    const MtpWeights& m = host.mtp;
+    if (m.fc.defined()) out.mtp.fc = cut_weight(ctx, m.fc, WeightAxis::Rows, {{0, m.fc.size(0)}});
+    out.mtp.pre_fc_norm_embedding = copy_whole(ctx, m.pre_fc_norm_embedding);
+    out.mtp.pre_fc_norm_hidden = copy_whole(ctx, m.pre_fc_norm_hidden);
+    out.mtp.norm = copy_whole(ctx, m.norm);
+    for (const LayerWeights& l : m.layers) out.mtp.layers.push_back(cut.layer(l));
     if (rank == 0 && host.vision.loaded()) out.vision = copy_vision(ctx, host.vision);
     return out;
 }

@@ -13,8 +13,9 @@
 //     gate and up, the matching columns of down (vLLM's default for MoE under TP);
 //   - copied on every rank: the embedding, every norm, the router and shared-expert gate;
 //   - the head: vocabulary rows rank_range(V); the logits are gathered on rank 0;
-//   - rank 0 alone: the vision tower. MTP weights are not sharded (speculation under TP is
-//     refused by the engine).
+//   - the MTP module's decoder layers as the others, its fc and norms copied;
+//   - rank 0 alone: the vision tower, and (for a drafter's proposal head) a whole copy of the
+//     head when asked for.
 // Each rank's model is an ordinary Qwen35Model of shard_config's shapes, so every op, kernel and
 // cache layout is the single-device one; the residual stream is whole on every rank. A
 // projection into the residual (o_proj, out_proj, down / the MoE) adds its partial product on
@@ -58,8 +59,8 @@ RankRange shared_heads(int64_t shared, int rank, int ranks);
 io::ModelConfig shard_config(const io::ModelConfig& full, int ranks);
 
 // Rank r's weights, on ctx's device, cut from a whole model's dense weights on the host
-// (quantized weights must have been dequantized at load). MTP weights are left out; the vision
-// tower goes to rank 0 alone.
+// (quantized weights stay quantized where a rank's runs line up with their scales:
+// model/weight_cut.h). The vision tower goes to rank 0 alone.
 ModelWeights shard_weights(const io::ModelConfig& full, const ModelWeights& host, int rank,
                            int ranks, const ops::ExecContext& ctx);
 

@@ -129,11 +129,13 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
                     "random weights need a config file or a model directory");
             return model::Qwen35Model::random_parallel(
                 io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file),
-                tp.contexts, tp.collectives, o.random_seed, resident);
+                tp.contexts, tp.collectives, o.random_seed, resident, !o.speculative.empty());
         }
         require(!o.model_dir.empty(), "no model directory given");
+        // A drafter's proposal head reads the whole head: rank 0 keeps a copy.
         return model::Qwen35Model::load_parallel(o.model_dir, tp.contexts, tp.collectives,
-                                                 resident, o.on_load_progress);
+                                                 resident, o.on_load_progress,
+                                                 !o.speculative.empty());
     }
     if (o.random_weights) {
         require(!o.config_file.empty() || !o.model_dir.empty(),
@@ -177,9 +179,6 @@ void validate_options(const EngineOptions& o) {
     require(o.draft_tokens == 0 || !o.speculative.empty(),
             "--draft-tokens needs a speculative method (--spec mtp)");
     require(o.tensor_parallel >= 1, "tensor_parallel must be >= 1");
-    require(o.tensor_parallel == 1 || o.speculative.empty(), "--spec ", o.speculative,
-            " with --tensor-parallel: speculative decoding runs on one device or the --devices "
-            "split");
 }
 
 // Verification groups: sequences that may verify drafts in one step. Each holds draft-tokens
@@ -253,7 +252,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     if (speculate) {
         int auto_max = kAutoMaxDraftTokens;
         proposal_head = std::make_unique<runtime::ProposalHead>(
-            ctx, model->weights().lm_head,
+            ctx, model->full_lm_head(),
             runtime::parse_shortlist(o.draft_shortlist, model->config().vocab_size));
         if (o.speculative == "mtp") {
             require(model->has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");

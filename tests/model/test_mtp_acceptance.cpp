@@ -9,6 +9,14 @@ TEST(MtpAcceptance, DemoModelMatchesPyTorch) {
     check_mtp_acceptance(EngineOptions{});
 }
 
+// Under tensor parallelism (2 CPU ranks): the MTP module's layers sharded, their KV in every
+// rank's pools, the drafts from rank 0's whole head: the same acceptance as PyTorch's.
+TEST(MtpAcceptance, TensorParallelDemoModelMatchesPyTorch) {
+    EngineOptions o;
+    o.tensor_parallel = 2;
+    check_mtp_acceptance(o);
+}
+
 // --draft-shortlist N with MTP: drafts come from the first N rows of the head (a view). Every
 // row in order is the full head exactly; the lower half of the ids keeps most drafts; greedy
 // output equals plain decoding throughout.

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/dflash_fixture.h"
 #include "model/serving_exactness.h"
+#include "model/speculative_exactness.h"
 #include "model/convert.h"
 #include "model/tensor_parallel.h"
 #include "ops/collective.h"
@@ -259,18 +261,41 @@ TEST(TensorParallelLayout, ShardConfigDividesOrNamesWhatDoesNot) {
     }
     c.num_kv_heads = 3;
     EXPECT_THROW(model::shard_config(c, 2), Error); // neither divides the other
-    // The engine refuses a layout before loading and speculation under TP.
+    // The engine refuses a layout before loading.
     EngineOptions o;
     o.model_dir = load_fixtures().front().dir;
     o.tensor_parallel = 3;
     EXPECT_THROW(Engine{o}, Error);
-    o.tensor_parallel = 2;
-    o.speculative = "mtp";
-    try {
-        Engine e(o);
-        FAIL() << "speculation under tensor parallelism started";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("--tensor-parallel"), std::string::npos) << e.what();
+}
+
+// Speculative decoding under TP: the MTP module's layers run sharded on every rank (its KV in
+// every rank's pools), the DFlash drafter on rank 0 from rank 0's whole residual taps; both
+// propose through rank 0's copy of the whole head. Greedy output equals plain decoding under TP,
+// alone for several K, and batched and from the prefix cache.
+TEST(TensorParallelSpeculative, MtpKeepsThePlainOutput) {
+    for (const Fixture& f : mtp_fixtures()) {
+        EngineOptions o = parallel_options(f, 2, /*reference=*/true);
+        Speculation sp;
+        sp.alone_ks = {1, 3, 0};
+        check_mtp_greedy_alone(o, f, kParallelCpu, sp);
+        check_mtp_batched_and_cached(o, f, 3, kParallelCpu);
+    }
+}
+
+TEST(TensorParallelSpeculative, DFlashKeepsThePlainOutput) {
+    for (const Fixture& f : load_fixtures()) {
+        if (!divides(f, 2)) continue;
+        for (bool v2 : {false, true}) {
+            const auto dir = scratch_path("tp_dflash_" + f.name + (v2 ? "_v2" : "_v1"));
+            DrafterShape shape;
+            shape.v2 = v2;
+            write_random_drafter(dir, io::load_hf_config(f.dir), shape);
+            Speculation sp;
+            sp.method = v2 ? "dflash2" : "dflash";
+            sp.draft_model = dir.string();
+            sp.alone_ks = {3, 7};
+            check_mtp_greedy_alone(parallel_options(f, 2, /*reference=*/true), f, kParallelCpu, sp);
+        }
     }
 }
 
