@@ -259,7 +259,7 @@ struct ModelInfo {
     int32_t spatial_merge = 2, patch_size = 16, temporal_patch = 2;
     // The kernel route table in force: "builtin" or the table file (EngineOptions::route_table).
     std::string route_table = "builtin";
-    // Tensor parallelism: the ranks (1: off) and their collective ("host" or "nccl").
+    // Tensor parallelism: the ranks (1: off) and their collective ("host", "device" or "nccl").
     int tensor_parallel = 1;
     std::string collective;
 };
