@@ -1,7 +1,6 @@
 #include "model/tensor_parallel.h"
 
 #include <condition_variable>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
