@@ -11,7 +11,9 @@
 // reference (the comparison sees the context, not only the block).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +26,7 @@
 #include "common/tolerance.h"
 #include "io/safetensors.h"
 #include "model/dflash.h"
+#include "ops/dflash.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
 #include "runtime/kv_pool.h"
@@ -51,7 +54,44 @@ struct Round {
     int64_t K = 0, V = 0;
     std::vector<float> hidden; // [K, H]
     std::vector<float> logits; // [K, V]
+    std::vector<int32_t> walk; // DFlash2: the selector's greedy path [K]
 };
+
+// DFlash2's selector walk (ops::dflash_select, greedy) over each row's top-k logits (ties: lower
+// id first, as the drafter's top-k), from the anchor.
+std::vector<int32_t> greedy_walk(const ops::ExecContext& ctx, const model::DFlashModel& d,
+                                 std::vector<float>& hidden, const std::vector<float>& logits,
+                                 int64_t K, int64_t V, int32_t anchor) {
+    const model::DFlashConfig& c = d.config();
+    const int64_t k = c.selector_top_k, R = c.selector_rank, H = c.hidden_size;
+    std::vector<float> unary(size_t(K * k));
+    std::vector<int32_t> cand(size_t(K * k));
+    for (int64_t r = 0; r < K; ++r) {
+        std::vector<int32_t> ids(static_cast<size_t>(V));
+        for (int64_t i = 0; i < V; ++i) ids[size_t(i)] = int32_t(i);
+        const float* row = logits.data() + r * V;
+        std::stable_sort(ids.begin(), ids.end(),
+                         [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+        for (int64_t j = 0; j < k; ++j) {
+            cand[size_t(r * k + j)] = ids[size_t(j)];
+            unary[size_t(r * k + j)] = row[ids[size_t(j)]];
+        }
+    }
+    std::vector<float> g(size_t(K * R)), q(size_t(K * k));
+    ops::linear(ctx, TensorView::contiguous(hidden.data(), DType::F32, Device::cpu(), {K, H}),
+                d.weights().selector_proj,
+                TensorView::contiguous(g.data(), DType::F32, Device::cpu(), {K, R}));
+    std::vector<int32_t> path(static_cast<size_t>(K));
+    ops::dflash_select(ctx, TensorView::contiguous(unary.data(), DType::F32, Device::cpu(), {1, K, k}),
+                       TensorView::contiguous(cand.data(), DType::I32, Device::cpu(), {1, K, k}),
+                       TensorView::contiguous(g.data(), DType::F32, Device::cpu(), {1, K, R}),
+                       d.weights().predecessor, d.weights().successor,
+                       TensorView::contiguous(&anchor, DType::I32, Device::cpu(), {1}),
+                       TensorView(), 0.0f,
+                       TensorView::contiguous(path.data(), DType::I32, Device::cpu(), {1, K}),
+                       TensorView::contiguous(q.data(), DType::F32, Device::cpu(), {1, K, k}));
+    return path;
+}
 
 // One proposal round of the drafter in `dir` on the case's inputs (features possibly altered).
 Round run_round(const fs::path& dir, const std::vector<float>* features_override = nullptr) {
@@ -175,6 +215,8 @@ Round run_round(const fs::path& dir, const std::vector<float>* features_override
         x *= float(c.output_multiplier);
         if (c.logit_softcap > 0) x = float(std::tanh(x / c.logit_softcap) * c.logit_softcap);
     }
+    int32_t anchor = ids[0];
+    if (c.v2) r.walk = greedy_walk(ctx, *d, r.hidden, r.logits, K, V, anchor);
     return r;
 }
 
@@ -184,6 +226,17 @@ std::vector<float> reference_of(const fs::path& dir, const char* name) {
     std::vector<float> v(size_t(e->numel()));
     std::memcpy(v.data(), e->data, v.size() * sizeof(float));
     return v;
+}
+
+// An I32 tensor of the reference (the walk) as floats.
+std::vector<float> reference_of_ids(const fs::path& dir, const char* name) {
+    const io::SafetensorsCheckpoint oracle = io::SafetensorsCheckpoint::open(dir / "oracle");
+    const io::TensorEntry* e = oracle.find(name);
+    EXPECT_NE(e, nullptr) << name << " missing: regenerate with tools/dflash/make_oracle.py";
+    if (!e) return {};
+    std::vector<int32_t> v(size_t(e->numel()));
+    std::memcpy(v.data(), e->data, v.size() * sizeof(int32_t));
+    return std::vector<float>(v.begin(), v.end());
 }
 
 // The largest |got - want| over max(|want|) (printed; the gate is kReductionF32: torch's f32
@@ -229,8 +282,13 @@ TEST(DFlashOracle, DrafterLogitsMatchThePyTorchReference) {
                 EXPECT_EQ(argmax_row(got.logits, r, V), argmax_row(logits, r, V)) << "row " << r;
             }
         }
-        std::printf("%s: hidden %.2e, logits %.2e relative\n", dir.filename().c_str(), h_gap,
-                    l_gap);
+        if (!got.walk.empty()) { // DFlash2: the selector's walk, as the reference's
+            const std::vector<float> walk_f = reference_of_ids(dir, "walk");
+            std::vector<int32_t> want_walk(walk_f.begin(), walk_f.end());
+            EXPECT_EQ(got.walk, want_walk) << "the selector's greedy walk";
+        }
+        std::printf("%s: hidden %.2e, logits %.2e relative%s\n", dir.filename().c_str(), h_gap,
+                    l_gap, got.walk.empty() ? "" : ", walk equal");
     }
 }
 

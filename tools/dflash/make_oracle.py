@@ -14,7 +14,8 @@ the weights are scaled so that activations stay near unit size at any width.
 
 Files in --out: config.json, model.safetensors (the drafter, f32, as a downloaded drafter), and
 in oracle/: oracle.safetensors (features [F, n H], embed [V, H], lm_head [V, H], logits [K, V],
-hidden [K, H]) and oracle.json (anchor, K, context, target_layers, seed).
+hidden [K, H]; DFlash2: walk [K] I32, the selector's greedy path) and oracle.json (anchor, K,
+context, target_layers, seed).
 """
 import argparse
 import json
@@ -97,11 +98,14 @@ def main():
         hidden = drafter.forward_blocks(features[None], torch.arange(F)[None], E(ids)[None, None],
                                         q_pos[None], torch.tensor([[F]]))[0, 0, 1:]
         logits = drafter.logits(hidden, L)
+        # DFlash2: the selector's greedy conditional walk over the rows' top-k candidates.
+        walk = drafter.candidate_selector.walk(hidden, logits, anchor) if drafter.v2 else []
     reference.save(drafter, a.out, dtype=torch.float32)
     os.makedirs(os.path.join(a.out, "oracle"), exist_ok=True)
     save_file({"features": features.contiguous(), "embed": embed.contiguous(),
                "lm_head": lm_head.contiguous(), "logits": logits.contiguous(),
-               "hidden": hidden.contiguous()},
+               "hidden": hidden.contiguous(),
+               **({"walk": torch.tensor(walk, dtype=torch.int32)} if walk else {})},
               os.path.join(a.out, "oracle", "oracle.safetensors"))
     with open(os.path.join(a.out, "oracle", "oracle.json"), "w") as f:
         json.dump({"anchor": anchor, "K": a.K, "context": a.context,
