@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "commands.h"
@@ -114,6 +115,19 @@ RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint
     require(last.reason == FinishReason::Length, "bench request ended with ",
             finish_reason_name(last.reason), ": ", last.error);
     return last.timings;
+}
+
+// The GPUs whose memory a step streams at once: a tensor-parallel run's distinct devices (each
+// reads its rank's share concurrently, so the roofline's bandwidth is theirs together); else one.
+// Ranks that share a GPU (--devices cuda:0,cuda:0) count once.
+int bandwidth_devices(const EngineOptions& e, bool gpu) {
+    if (!gpu || e.tensor_parallel <= 1) return 1;
+    if (e.devices.empty()) return e.tensor_parallel;
+    std::set<std::string> distinct;
+    std::stringstream list(e.devices);
+    for (std::string d; std::getline(list, d, ',');)
+        distinct.insert(d.rfind("cuda:", 0) == 0 ? d.substr(5) : d);
+    return int(distinct.size());
 }
 
 // Bytes one decode step must read at context c: active weights, the KV of c tokens, and the
@@ -233,6 +247,7 @@ int bench(BenchOptions o) {
     if (!gpu) ops::set_cpu_threads(o.engine.threads); // the ceilings with the engine's threads
     const double copy_bw =
         ops::measure_copy_bandwidth(ctx, gpu ? (int64_t(1) << 31) : (int64_t(1) << 28), 5);
+    const int streaming_devices = bandwidth_devices(o.engine, gpu);
     const double gemm = ops::measure_gemm_flops(ctx, gpu ? 8192 : 1024, 5);
     const auto t0 = std::chrono::steady_clock::now();
     Engine engine(o.engine);
@@ -272,10 +287,15 @@ int bench(BenchOptions o) {
         {"tensor_parallel", engine.model_info().tensor_parallel},
         {"collective", engine.model_info().collective},
         {"load_s", load_s},
-        {"ceilings", {{"copy_bytes_per_s", copy_bw}, {"gemm_flops", gemm}}},
+        {"ceilings",
+         {{"copy_bytes_per_s", copy_bw}, {"gemm_flops", gemm},
+          {"roofline_devices", streaming_devices}}},
         {"parameters", {{"text_total", p.text_total}, {"active_per_token", p.active_per_token}}}};
     nlohmann::json results = nlohmann::json::array();
-    for (const Test& t : tests) results.push_back(run_test(engine, t, o, c, p, elem, weight_bytes, copy_bw));
+    // Decode's roofline: the copy rate of one device times the devices streaming at once.
+    for (const Test& t : tests)
+        results.push_back(run_test(engine, t, o, c, p, elem, weight_bytes,
+                                   copy_bw * streaming_devices));
     out["results"] = results;
     const MemoryStats mem = engine.memory_stats();
     out["memory_bytes"] = {{"weights", mem0.weights},
