@@ -123,29 +123,23 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
                                                std::vector<std::shared_ptr<void>>& streams,
                                                const runtime::TensorRanks& tp) {
     const model::Residency resident(fp8_resident(o, ctx), grouped_resident(o, ctx));
-    if (tp.size() > 1) {
-        if (o.random_weights) {
-            require(!o.config_file.empty() || !o.model_dir.empty(),
-                    "random weights need a config file or a model directory");
-            return model::Qwen35Model::random_parallel(
-                io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file),
-                tp.contexts, tp.collectives, o.random_seed, resident, !o.speculative.empty());
-        }
-        require(!o.model_dir.empty(), "no model directory given");
-        // A drafter's proposal head reads the whole head: rank 0 keeps a copy.
-        return model::Qwen35Model::load_parallel(o.model_dir, tp.contexts, tp.collectives,
-                                                 resident, o.on_load_progress,
-                                                 !o.speculative.empty());
-    }
+    // Under tensor parallelism a drafter's proposal head reads the whole head: rank 0 keeps a copy.
+    const bool whole_head = !o.speculative.empty();
     if (o.random_weights) {
         require(!o.config_file.empty() || !o.model_dir.empty(),
                 "random weights need a config file or a model directory");
         const io::ModelConfig c =
             io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file);
+        if (tp.size() > 1)
+            return model::Qwen35Model::random_parallel(c, tp.contexts, tp.collectives,
+                                                       o.random_seed, resident, whole_head);
         return model::Qwen35Model::random(c, ctx, o.random_seed, resident,
                                           mlp_placement(devices, c, ctx, streams));
     }
     require(!o.model_dir.empty(), "no model directory given");
+    if (tp.size() > 1)
+        return model::Qwen35Model::load_parallel(o.model_dir, tp.contexts, tp.collectives,
+                                                 resident, o.on_load_progress, whole_head);
     const model::MlpPlacement placement =
         devices.empty() ? model::MlpPlacement{}
                         : mlp_placement(devices, io::load_hf_config(o.model_dir), ctx, streams);
