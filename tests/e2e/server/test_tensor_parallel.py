@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`ninfer serve --tensor-parallel 2` (two CPU ranks, each half of every layer's heads and rows)
-through the official OpenAI SDK against a one-device server on the same fixture: greedy chat
+through the official OpenAI SDK against a one-device server on the demo model: greedy chat
 completions, whole and streamed, and concurrent requests give the same text; a repeated
 conversation is served from the prefix cache (every rank's KV and GDN state restored); usage and
 /metrics add up."""
@@ -12,7 +12,10 @@ import unittest
 import openai
 
 sys.path.insert(0, os.path.dirname(__file__))
-from server_util import KEY, Server  # noqa: E402
+from server_util import KEY, ROOT, Server  # noqa: E402
+
+# The trained demo model: its answers differ by prompt, so equal texts mean something.
+DEMO = os.path.join(ROOT, "models", "ninfer-demo")
 
 GREEDY = {"temperature": 0, "max_tokens": 24,
           "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
@@ -27,15 +30,15 @@ def client(server):
 def chat(server, text, **extra):
     messages = [{"role": "system", "content": "You are a brief assistant. " * 8},
                 {"role": "user", "content": text}]
-    return client(server).chat.completions.create(model="tiny_chat", messages=messages,
+    return client(server).chat.completions.create(model="ninfer-demo", messages=messages,
                                                   **GREEDY, **extra)
 
 
 class TensorParallelServe(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.one = Server()
-        cls.two = Server("--tensor-parallel", "2")
+        cls.one = Server(model=DEMO)
+        cls.two = Server("--tensor-parallel", "2", model=DEMO)
 
     @classmethod
     def tearDownClass(cls):
