@@ -150,6 +150,25 @@ TEST_P(TensorParallel, GreedyOutputEqualsOneDevice) {
     }
 }
 
+// Quantized KV caches: every rank's pools hold its heads' codes and scales. On the reference ops,
+// as the quantized-KV serving tests (a code rounds a last-bit difference of its input to a whole
+// step: the fast ops' sums, ordered otherwise under TP, may round a code the other way).
+TEST_P(TensorParallel, QuantizedKvEqualsOneDevice) {
+    const Fixture& f = GetParam();
+    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
+    for (const char* kv : {"int8", "fp8"}) {
+        EngineOptions one = parallel_options(f, 1, /*reference=*/true);
+        one.kv_dtype = kv;
+        Engine single(one);
+        const Generated want = run_one(single, greedy_request(prompt, 16));
+        EngineOptions o = one;
+        o.tensor_parallel = 2;
+        Engine parallel(o);
+        expect_same_output(run_one(parallel, greedy_request(prompt, 16)).tokens, want.tokens,
+                           kParallelCpu, f.name + " --kv-dtype " + kv);
+    }
+}
+
 TEST_P(TensorParallel, BatchedAndPreemptedEqualSoloRuns) {
     check_batching_and_preemption(parallel_options(GetParam(), 2, true), GetParam(),
                                   kParallelCpu);
