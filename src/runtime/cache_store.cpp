@@ -12,11 +12,14 @@ CacheStore::CacheStore(const ops::ExecContext& ctx, const model::CacheSpec& spec
       host_buffers_(host_buffers) {
     std::vector<ops::ExecContext> contexts{ctx};
     contexts.insert(contexts.end(), peer_ranks.begin(), peer_ranks.end());
+    // A DFlash drafter runs on rank 0 alone: the other ranks' pools hold no context for it.
+    model::CacheSpec peer_spec = spec;
+    peer_spec.draft_layers = 0;
     for (const ops::ExecContext& c : contexts) {
         ops::bind_device(c);
         Rank r{c, nullptr, nullptr};
-        r.kv = std::make_unique<KvPool>(spec, plan.kv_blocks + 1, plan.block_size, c.device,
-                                        c.dtype, plan.kv_dtype);
+        r.kv = std::make_unique<KvPool>(ranks_.empty() ? spec : peer_spec, plan.kv_blocks + 1,
+                                        plan.block_size, c.device, c.dtype, plan.kv_dtype);
         r.states = std::make_unique<StatePool>(
             spec, plan.sequences + 1 + plan.snapshot_rows + plan.verify_rows, c.device, c.dtype);
         ranks_.push_back(std::move(r));
