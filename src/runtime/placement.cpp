@@ -20,12 +20,6 @@ std::string range_text(const char* what, int64_t begin, int64_t end, int64_t of)
     return concat(what, " ", begin, "..", end - 1, " of ", of);
 }
 
-void require_divides(int64_t n, int64_t count, const char* what) {
-    if (count % n != 0)
-        fail_invalid("--tensor-parallel ", n, ": ", what, " (", count, ") must divide into ", n,
-                     " equal parts");
-}
-
 // Fills each device's budget and free bytes and the plan's KV capacity.
 void fit(PlacementPlan& plan, const PlacementRequest& r) {
     const int64_t budget =
@@ -90,24 +84,12 @@ PlacementPlan plan_split(const ModelConfig& c, const PlacementRequest& r) {
 PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
     const int64_t N = r.devices;
     require(N >= 2, "--tensor-parallel needs two ranks or more, got ", N);
-    require_divides(N, c.num_heads, "the attention heads");
-    if (c.num_kv_heads >= N)
-        require_divides(N, c.num_kv_heads, "the attention KV heads");
-    else if (N % c.num_kv_heads != 0)
-        fail_invalid("--tensor-parallel ", N, ": the ranks must be a multiple of the ",
-                     c.num_kv_heads, " KV heads when they outnumber them");
-    if (c.linear_num_key_heads >= N)
-        require_divides(N, c.linear_num_key_heads, "the GDN key heads");
-    if (c.moe) {
-        require_divides(N, c.moe_intermediate_size, "each routed expert's rows");
-        require_divides(N, c.shared_expert_intermediate_size, "the shared expert's rows");
-    } else {
-        require_divides(N, c.intermediate_size, "the MLP rows");
-    }
-    model::shard_config(c, int(N)); // the executed layout's rules (model/tensor_parallel.h)
+    // A rank's shapes, by the executed layout's rules (model/tensor_parallel.h): its errors name
+    // the count that does not divide.
+    const ModelConfig s = model::shard_config(c, int(N));
     const model::LayerParamParts lp = model::layer_param_parts(c);
     const Size H = c.hidden_size, V = c.vocab_size;
-    const int64_t kv_per_rank = std::max<int64_t>(1, c.num_kv_heads / N);
+    const int64_t kv_per_rank = s.num_kv_heads;
     const int64_t attn_layers = c.count_layers(LayerKind::FullAttention);
     const int64_t gdn_layers = c.count_layers(LayerKind::LinearAttention);
     const Size kv_share = Size(2) * kv_per_rank * c.head_dim * H;
@@ -125,7 +107,7 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
     plan.mode = PlacementMode::Tensor;
     plan.devices.resize(size_t(N));
     const int64_t row_bytes = ops::kv_row_bytes(r.kv_dtype, DType::BF16, c.head_dim);
-    const int64_t conv_share = c.conv_dim() / N, value_heads = c.linear_num_value_heads / N;
+    const int64_t conv_share = s.conv_dim(), value_heads = s.linear_num_value_heads;
     for (DevicePlan& d : plan.devices) {
         d.weight_bytes = int64_t(per_rank) * kBf16;
         d.kv_bytes_per_token = attn_layers * 2 * kv_per_rank * row_bytes;
@@ -134,13 +116,13 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
                           value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4);
     }
     for (int64_t rank = 0; rank < N; ++rank) {
-        const int64_t q = c.num_heads / N;
+        const int64_t q = s.num_heads;
         const model::RankRange k = model::shared_heads(c.linear_num_key_heads, int(rank), int(N));
-        const int64_t kv0 = c.num_kv_heads >= N ? rank * kv_per_rank : rank * c.num_kv_heads / N;
+        const model::RankRange kv = model::shared_heads(c.num_kv_heads, int(rank), int(N));
         plan.tensors.push_back(
             {"attention: query heads with their KV heads; o_proj columns", int(rank),
              concat(range_text("query heads", rank * q, (rank + 1) * q, c.num_heads), ", ",
-                    range_text("KV heads", kv0, kv0 + kv_per_rank, c.num_kv_heads)),
+                    range_text("KV heads", kv.begin, kv.begin + kv.count, c.num_kv_heads)),
              int64_t(Size(attn_layers) * attention) * kBf16});
         plan.tensors.push_back(
             {"GDN: key heads with their value heads, conv channels and state; out_proj columns",

@@ -148,8 +148,8 @@ TEST(Placement, LayoutsThatCannotWorkAreClearErrors) {
             EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
         }
     };
-    expect_error(h200(PlacementMode::Tensor, 5), "the attention heads (24) must divide into 5");
-    expect_error(h200(PlacementMode::Tensor, 3), "the attention KV heads (4) must divide into 3");
+    expect_error(h200(PlacementMode::Tensor, 5), "num_attention_heads (24) must divide into 5");
+    expect_error(h200(PlacementMode::Tensor, 3), "num_key_value_heads (4) must divide into 3");
     expect_error(h200(PlacementMode::Split, 1), "the split needs two devices or more");
     PlacementRequest small = h200(PlacementMode::Split, 2);
     small.device_bytes = int64_t(28) * 1000 * 1000 * 1000; // the 27B's mixers fit, not its MLP
