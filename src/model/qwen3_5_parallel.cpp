@@ -10,46 +10,63 @@
 
 namespace ninfer::model {
 
+namespace {
+
+// Device memory that grows (doubling) to hold a view of another's shape and dtype.
+struct GrowingBuffer {
+    Buffer buffer;
+    int64_t bytes = 0;
+
+    TensorView like(Device device, const TensorView& shape) {
+        if (bytes < shape.nbytes()) {
+            bytes = std::max<int64_t>(shape.nbytes(), 2 * bytes);
+            buffer = ops::device_allocator(device).allocate(bytes);
+        }
+        int64_t dims[kMaxDims];
+        for (int d = 0; d < shape.ndim; ++d) dims[d] = shape.size(d);
+        return TensorView::contiguous(buffer.get(), shape.dtype, device, dims, shape.ndim);
+    }
+};
+
+} // namespace
+
 // Rank r >= 1: its context, its model, and its device's copies of each batch's index tensors.
 struct Qwen35Model::Peers {
     struct Rank {
         ops::ExecContext ctx;
         std::unique_ptr<Qwen35Model> model;
-        std::vector<std::pair<Buffer, int64_t>> buffers; // mirror slots (allocation, bytes)
-        Buffer draft_out; // the MTP's draft hidden rows this rank computes (rank 0's are kept)
-        int64_t draft_bytes = 0;
+        std::vector<GrowingBuffer> mirrored; // the batch's views on this device, in mirror order
+        GrowingBuffer draft; // the MTP's draft hidden rows this rank computes (rank 0's are kept)
 
         // The batch as this rank reads it: the same host arrays; device views copied to this
         // rank's device when it is another one; no hidden-state or feature outputs (rank 0's).
         // `extra` (may be empty: the MTP's input hidden rows) comes along into *extra_out.
         ForwardBatch mirror(const ops::ExecContext& from, const ForwardBatch& b,
                             const TensorView& extra = {}, TensorView* extra_out = nullptr);
-        TensorView slot(size_t i, const TensorView& like);
-        TensorView draft_rows(const TensorView& like); // a scratch of like's shape and dtype
     };
     std::vector<Rank> ranks;
     std::unique_ptr<RankThreads> threads;
+
+    // Runs rank 0's part on the calling thread and each other rank's in its thread, then orders
+    // rank 0's stream after every rank's work (events, no host wait): what it does next (the next
+    // step's uploads into the buffers the ranks read, the sampler) follows them.
+    void run(const ops::ExecContext& ctx, const CacheViews& caches, const char* op,
+             const std::function<void()>& root,
+             const std::function<void(Rank&, const CacheViews&)>& peer);
 };
 
-TensorView Qwen35Model::Peers::Rank::slot(size_t i, const TensorView& like) {
-    if (buffers.size() <= i) buffers.resize(i + 1);
-    auto& [buffer, bytes] = buffers[i];
-    if (bytes < like.nbytes()) {
-        bytes = std::max<int64_t>(like.nbytes(), 2 * bytes);
-        buffer = ops::device_allocator(ctx.device).allocate(bytes);
-    }
-    int64_t dims[kMaxDims];
-    for (int d = 0; d < like.ndim; ++d) dims[d] = like.size(d);
-    return TensorView::contiguous(buffer.get(), like.dtype, ctx.device, dims, like.ndim);
-}
-
-TensorView Qwen35Model::Peers::Rank::draft_rows(const TensorView& like) {
-    if (draft_bytes < like.nbytes()) {
-        draft_bytes = like.nbytes();
-        draft_out = ops::device_allocator(ctx.device).allocate(draft_bytes);
-    }
-    return TensorView::contiguous(draft_out.get(), like.dtype, ctx.device,
-                                  {like.size(0), like.size(1)});
+void Qwen35Model::Peers::run(const ops::ExecContext& ctx, const CacheViews& caches,
+                             const char* op, const std::function<void()>& root,
+                             const std::function<void(Rank&, const CacheViews&)>& peer) {
+    require(caches.peer_ranks.size() == ranks.size(), op, ": caches for ",
+            caches.peer_ranks.size() + 1, " ranks, the model runs over ", ranks.size() + 1);
+    threads->run([&](int r) {
+        if (r == 0) return root();
+        Rank& p = ranks[size_t(r - 1)];
+        ops::bind_device(p.ctx);
+        peer(p, caches.peer_ranks[size_t(r - 1)]);
+    });
+    for (const Rank& p : ranks) ops::stream_wait(ctx, p.ctx);
 }
 
 ForwardBatch Qwen35Model::Peers::Rank::mirror(const ops::ExecContext& from, const ForwardBatch& b,
@@ -66,7 +83,8 @@ ForwardBatch Qwen35Model::Peers::Rank::mirror(const ops::ExecContext& from, cons
     size_t next = 0;
     auto moved = [&](const TensorView& v) {
         if (v.empty()) return v;
-        const TensorView there = slot(next++, v);
+        if (mirrored.size() <= next) mirrored.resize(next + 1);
+        const TensorView there = mirrored[next++].like(ctx.device, v);
         ops::copy_across(from, v, ctx, there);
         return there;
     };
@@ -87,7 +105,7 @@ ForwardBatch Qwen35Model::Peers::Rank::mirror(const ops::ExecContext& from, cons
 std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
     const io::ModelConfig& full, const std::vector<ops::ExecContext>& ranks,
     const std::vector<std::shared_ptr<ops::Collective>>& collectives,
-    const std::function<ModelWeights(int rank)>& weights_of, Tensor full_head) {
+    const std::function<ModelWeights(int rank)>& weights_of) {
     const int N = int(ranks.size());
     require(N >= 1 && collectives.size() == ranks.size(), "tensor parallelism: ", N,
             " contexts for ", collectives.size(), " collectives");
@@ -104,11 +122,10 @@ std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
     }
     ops::bind_device(ranks[0]);
     std::unique_ptr<Qwen35Model> root = std::move(models[0]);
-    root->full_head_ = std::move(full_head);
     if (N == 1) return root;
     root->peers_ = std::make_shared<Peers>();
     for (int r = 1; r < N; ++r)
-        root->peers_->ranks.push_back({ranks[size_t(r)], std::move(models[size_t(r)]), {}, {}, 0});
+        root->peers_->ranks.push_back({ranks[size_t(r)], std::move(models[size_t(r)]), {}, {}});
     root->peers_->threads = std::make_unique<RankThreads>(N, collectives[0]);
     return root;
 }
@@ -124,13 +141,13 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load_parallel(
     host.dtype = ranks[0].dtype;
     const io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
     const ModelWeights whole = load_weights(config, ckpt, host, resident, progress);
-    Tensor head;
+    std::unique_ptr<Qwen35Model> root = make_parallel(config, ranks, collectives, [&](int r) {
+        return shard_weights(config, whole, r, int(ranks.size()), ranks[size_t(r)]);
+    });
     if (full_head && ranks.size() > 1)
-        head = cut_tensor(ranks[0], whole.lm_head.view(), 0, {{0, whole.lm_head.size(0)}});
-    return make_parallel(
-        config, ranks, collectives,
-        [&](int r) { return shard_weights(config, whole, r, int(ranks.size()), ranks[size_t(r)]); },
-        std::move(head));
+        root->full_head_ = cut_tensor(ranks[0], whole.lm_head.view(), 0,
+                                      {{0, whole.lm_head.size(0)}});
+    return root;
 }
 
 std::unique_ptr<Qwen35Model> Qwen35Model::random_parallel(
@@ -140,16 +157,13 @@ std::unique_ptr<Qwen35Model> Qwen35Model::random_parallel(
     const int N = int(ranks.size());
     const io::ModelConfig shard = shard_config(config, N);
     Tensor head;
-    std::unique_ptr<Qwen35Model> root = make_parallel(
-        config, ranks, collectives,
-        [&](int r) {
-            ModelWeights w = random_weights(shard, ranks[size_t(r)], seed, resident);
-            if (r == 0 && full_head && N > 1) head = w.lm_head; // the whole head, before its cut
-            w.lm_head = shard_head(ranks[size_t(r)], w.lm_head, r, N);
-            if (r != 0) w.vision = {};
-            return w;
-        },
-        Tensor());
+    std::unique_ptr<Qwen35Model> root = make_parallel(config, ranks, collectives, [&](int r) {
+        ModelWeights w = random_weights(shard, ranks[size_t(r)], seed, resident);
+        if (r == 0 && full_head && N > 1) head = w.lm_head; // the whole head, before its cut
+        w.lm_head = shard_head(ranks[size_t(r)], w.lm_head, r, N);
+        if (r != 0) w.vision = {};
+        return w;
+    });
     root->full_head_ = std::move(head);
     return root;
 }
@@ -158,37 +172,25 @@ void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& b
                               const TensorView& hidden, const CacheViews& caches,
                               const TensorView& draft_hidden, const TensorView& logits) {
     if (!peers_) return mtp_forward_rank(ctx, batch, hidden, caches, draft_hidden, logits);
-    require(caches.peer_ranks.size() == peers_->ranks.size(), "mtp_forward: caches for ",
-            caches.peer_ranks.size() + 1, " ranks, the model runs over ",
-            peers_->ranks.size() + 1);
-    peers_->threads->run([&](int r) {
-        if (r == 0) return mtp_forward_rank(ctx, batch, hidden, caches, draft_hidden, logits);
-        Peers::Rank& p = peers_->ranks[size_t(r - 1)];
-        ops::bind_device(p.ctx);
-        TensorView their_hidden;
-        const ForwardBatch mirrored = p.mirror(ctx, batch, hidden, &their_hidden);
-        p.model->mtp_forward_rank(p.ctx, mirrored, their_hidden, caches.peer_ranks[size_t(r - 1)],
-                                  p.draft_rows(draft_hidden), TensorView{});
-    });
-    for (const Peers::Rank& p : peers_->ranks) ops::stream_wait(ctx, p.ctx);
+    peers_->run(
+        ctx, caches, "mtp_forward",
+        [&] { mtp_forward_rank(ctx, batch, hidden, caches, draft_hidden, logits); },
+        [&](Peers::Rank& p, const CacheViews& theirs) {
+            TensorView their_hidden;
+            const ForwardBatch mirrored = p.mirror(ctx, batch, hidden, &their_hidden);
+            p.model->mtp_forward_rank(p.ctx, mirrored, their_hidden, theirs,
+                                      p.draft.like(p.ctx.device, draft_hidden), TensorView{});
+        });
 }
 
 void Qwen35Model::forward(const ops::ExecContext& ctx, const ForwardBatch& batch,
                           const CacheViews& caches, const TensorView& logits) {
     if (!peers_) return forward_rank(ctx, batch, caches, logits);
-    require(caches.peer_ranks.size() == peers_->ranks.size(), "forward: caches for ",
-            caches.peer_ranks.size() + 1, " ranks, the model runs over ",
-            peers_->ranks.size() + 1);
-    peers_->threads->run([&](int r) {
-        if (r == 0) return forward_rank(ctx, batch, caches, logits);
-        Peers::Rank& p = peers_->ranks[size_t(r - 1)];
-        ops::bind_device(p.ctx);
-        const ForwardBatch mirrored = p.mirror(ctx, batch);
-        p.model->forward_rank(p.ctx, mirrored, caches.peer_ranks[size_t(r - 1)], TensorView{});
-    });
-    // Rank 0's stream goes on after every rank's work (events, no host wait): what it does next
-    // (the next step's uploads into the buffers the ranks read, the sampler) is ordered after it.
-    for (const Peers::Rank& p : peers_->ranks) ops::stream_wait(ctx, p.ctx);
+    peers_->run(
+        ctx, caches, "forward", [&] { forward_rank(ctx, batch, caches, logits); },
+        [&](Peers::Rank& p, const CacheViews& theirs) {
+            p.model->forward_rank(p.ctx, p.mirror(ctx, batch), theirs, TensorView{});
+        });
 }
 
 } // namespace ninfer::model
