@@ -102,6 +102,15 @@ Tensor clone(const TensorView& v) {
            << b[worst] << ", cap " << cap << ")";
 }
 
+double max_gap_relative(const std::vector<float>& got, const std::vector<float>& want) {
+    double scale = 0, gap = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        scale = std::max(scale, double(std::fabs(want[i])));
+        gap = std::max(gap, double(std::fabs(got[i] - want[i])));
+    }
+    return gap / scale;
+}
+
 std::string fixtures_dir() {
     return NINFER_FIXTURES_DIR;
 }

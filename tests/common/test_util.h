@@ -27,6 +27,9 @@ std::vector<double> to_doubles(const TensorView& v);
 ::testing::AssertionResult near(const TensorView& actual, const TensorView& expected,
                                 const Tolerance& tol);
 
+// The largest |got[i] - want[i]| over the largest |want[i]| (same sizes).
+double max_gap_relative(const std::vector<float>& got, const std::vector<float>& want);
+
 // The directory of the committed HF fixtures (tests/fixtures).
 std::string fixtures_dir();
 

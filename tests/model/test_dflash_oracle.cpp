@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "core/error.h"
 #include "common/tolerance.h"
 #include "io/safetensors.h"
 #include "model/dflash.h"
@@ -48,6 +49,18 @@ std::vector<fs::path> oracle_cases() {
             if (!d.empty()) dirs.emplace_back(d);
     }
     return dirs;
+}
+
+// A tensor of the case's reference (F32 values, or the I32 walk).
+template <typename T>
+std::vector<T> reference_of(const fs::path& dir, const char* name) {
+    const io::SafetensorsCheckpoint oracle = io::SafetensorsCheckpoint::open(dir / "oracle");
+    const io::TensorEntry* e = oracle.find(name);
+    EXPECT_NE(e, nullptr) << name << " missing: regenerate with tools/dflash/make_oracle.py";
+    if (!e) return {};
+    std::vector<T> v(size_t(e->numel()));
+    std::memcpy(v.data(), e->data, v.size() * sizeof(T));
+    return v;
 }
 
 struct Round {
@@ -109,9 +122,9 @@ Round run_round(const fs::path& dir, const std::vector<float>* features_override
     std::unique_ptr<model::DFlashModel> d = model::DFlashModel::load(dir, target, ctx);
     const model::DFlashConfig& c = d->config();
     const int64_t taps = int64_t(c.target_layers.size());
-    std::vector<float> features(size_t(F * taps * H));
-    std::memcpy(features.data(), oracle.find("features")->data, features.size() * sizeof(float));
-    if (features_override) features = *features_override;
+    std::vector<float> features =
+        features_override ? *features_override : reference_of<float>(dir, "features");
+    require(int64_t(features.size()) == F * taps * H, "oracle: features for another drafter");
 
     // The drafter's KV: one sequence, blocks 0.. for positions 0 .. F + K.
     constexpr int32_t kBlock = 16;
@@ -220,36 +233,6 @@ Round run_round(const fs::path& dir, const std::vector<float>* features_override
     return r;
 }
 
-std::vector<float> reference_of(const fs::path& dir, const char* name) {
-    const io::SafetensorsCheckpoint oracle = io::SafetensorsCheckpoint::open(dir / "oracle");
-    const io::TensorEntry* e = oracle.find(name);
-    std::vector<float> v(size_t(e->numel()));
-    std::memcpy(v.data(), e->data, v.size() * sizeof(float));
-    return v;
-}
-
-// An I32 tensor of the reference (the walk) as floats.
-std::vector<float> reference_of_ids(const fs::path& dir, const char* name) {
-    const io::SafetensorsCheckpoint oracle = io::SafetensorsCheckpoint::open(dir / "oracle");
-    const io::TensorEntry* e = oracle.find(name);
-    EXPECT_NE(e, nullptr) << name << " missing: regenerate with tools/dflash/make_oracle.py";
-    if (!e) return {};
-    std::vector<int32_t> v(size_t(e->numel()));
-    std::memcpy(v.data(), e->data, v.size() * sizeof(int32_t));
-    return std::vector<float>(v.begin(), v.end());
-}
-
-// The largest |got - want| over max(|want|) (printed; the gate is kReductionF32: torch's f32
-// against the FP64-accumulating reference ops, through long f32 reduction chains).
-double relative_gap(const std::vector<float>& got, const std::vector<float>& want) {
-    double scale = 0, gap = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        scale = std::max(scale, double(std::fabs(want[i])));
-        gap = std::max(gap, double(std::fabs(got[i] - want[i])));
-    }
-    return gap / scale;
-}
-
 size_t argmax_row(const std::vector<float>& v, size_t row, size_t V) {
     size_t best = 0;
     for (size_t i = 1; i < V; ++i)
@@ -263,10 +246,11 @@ TEST(DFlashOracle, DrafterLogitsMatchThePyTorchReference) {
     for (const fs::path& dir : cases) {
         SCOPED_TRACE(dir.string());
         const Round got = run_round(dir);
-        const std::vector<float> hidden = reference_of(dir, "hidden");
-        const std::vector<float> logits = reference_of(dir, "logits");
+        const std::vector<float> hidden = reference_of<float>(dir, "hidden");
+        const std::vector<float> logits = reference_of<float>(dir, "logits");
         ASSERT_EQ(got.logits.size(), logits.size());
-        const double h_gap = relative_gap(got.hidden, hidden), l_gap = relative_gap(got.logits, logits);
+        const double h_gap = max_gap_relative(got.hidden, hidden);
+        const double l_gap = max_gap_relative(got.logits, logits);
         auto view = [](const std::vector<float>& v) {
             return TensorView::contiguous(const_cast<float*>(v.data()), DType::F32,
                                           Device::cpu(), {int64_t(v.size())});
@@ -283,9 +267,7 @@ TEST(DFlashOracle, DrafterLogitsMatchThePyTorchReference) {
             }
         }
         if (!got.walk.empty()) { // DFlash2: the selector's walk, as the reference's
-            const std::vector<float> walk_f = reference_of_ids(dir, "walk");
-            std::vector<int32_t> want_walk(walk_f.begin(), walk_f.end());
-            EXPECT_EQ(got.walk, want_walk) << "the selector's greedy walk";
+            EXPECT_EQ(got.walk, reference_of<int32_t>(dir, "walk")) << "the selector's greedy walk";
         }
         std::printf("%s: hidden %.2e, logits %.2e relative%s\n", dir.filename().c_str(), h_gap,
                     l_gap, got.walk.empty() ? "" : ", walk equal");
@@ -294,14 +276,14 @@ TEST(DFlashOracle, DrafterLogitsMatchThePyTorchReference) {
 
 TEST(DFlashOracle, ChangedContextMissesTheReference) {
     const fs::path dir = oracle_cases().front();
-    std::vector<float> features = reference_of(dir, "features");
+    std::vector<float> features = reference_of<float>(dir, "features");
     std::ifstream in(dir / "oracle" / "oracle.json");
     const int64_t F = nlohmann::json::parse(in)["context"];
     const size_t width = features.size() / size_t(F);
     for (size_t i = (size_t(F) - 1) * width; i < features.size(); ++i) // the last position's
         features[i] = -features[i];
     const Round got = run_round(dir, &features);
-    EXPECT_GT(relative_gap(got.logits, reference_of(dir, "logits")), 1e-3)
+    EXPECT_GT(max_gap_relative(got.logits, reference_of<float>(dir, "logits")), 1e-3)
         << "the drafter's logits did not depend on its context";
 }
 

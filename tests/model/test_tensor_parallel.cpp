@@ -114,15 +114,6 @@ std::vector<float> prompt_logits(const Fixture& f, int ranks, bool sabotage = fa
     return logits;
 }
 
-double max_relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
-    double scale = 0, gap = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        scale = std::max(scale, double(std::fabs(b[i])));
-        gap = std::max(gap, double(std::fabs(a[i] - b[i])));
-    }
-    return gap / scale;
-}
-
 class TensorParallel : public ::testing::TestWithParam<Fixture> {};
 
 TEST_P(TensorParallel, LogitsEqualOneDeviceAndASkippedReduceIsCaught) {
@@ -130,9 +121,9 @@ TEST_P(TensorParallel, LogitsEqualOneDeviceAndASkippedReduceIsCaught) {
     const std::vector<float> one = prompt_logits(f, 1);
     const std::vector<float> two = prompt_logits(f, 2);
     ASSERT_EQ(one.size(), two.size());
-    EXPECT_LE(max_relative_gap(two, one), kScheduleLogitsRefRel) << f.name;
+    EXPECT_LE(max_gap_relative(two, one), kScheduleLogitsRefRel) << f.name;
     // Sabotage: ranks that never sum their partial products compute another model.
-    EXPECT_GT(max_relative_gap(prompt_logits(f, 2, /*sabotage=*/true), one), 1e-2) << f.name;
+    EXPECT_GT(max_gap_relative(prompt_logits(f, 2, /*sabotage=*/true), one), 1e-2) << f.name;
 }
 
 TEST_P(TensorParallel, GreedyOutputEqualsOneDevice) {
