@@ -27,7 +27,7 @@ ALLOWED = {
 APP_FILES = {
     "apps/ninfer/cmd_info.cpp": {"io", "model", "runtime/placement.h", "runtime/route_selection.h"},
     "apps/ninfer/cmd_tune.cpp": {"runtime/route_selection.h", "runtime/route_tuner.h"},
-    "apps/ninfer/cmd_bench.cpp": {"io", "model", "ops/memory.h"},
+    "apps/ninfer/cmd_bench.cpp": {"io", "model", "ops/memory.h", "runtime/route_selection.h"},
     "apps/ninfer/cmd_convert.cpp": {"model/convert.h"},
     "apps/ninfer/cmd_serve.cpp": {"io"},
     "apps/ninfer/cmd_chat.cpp": {"ops/cpu/threads.h"},

@@ -3,13 +3,13 @@
 // --warmup times unmeasured and -r times measured; decode is reported against the memory
 // roofline (bytes a step must read / copy bandwidth measured in the same run), prefill against
 // the dense GEMM rate measured in the same run. `-o json` prints one object (schema_version 1).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <sstream>
 
 #include "commands.h"
@@ -20,6 +20,7 @@
 #include "model/param_count.h"
 #include "ninfer/engine.h"
 #include "ops/memory.h"
+#include "runtime/route_selection.h"
 
 namespace ninfer::app {
 namespace {
@@ -123,10 +124,9 @@ RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint
 int bandwidth_devices(const EngineOptions& e, bool gpu) {
     if (!gpu || e.tensor_parallel <= 1) return 1;
     if (e.devices.empty()) return e.tensor_parallel;
-    std::set<std::string> distinct;
-    std::stringstream list(e.devices);
-    for (std::string d; std::getline(list, d, ',');)
-        distinct.insert(d.rfind("cuda:", 0) == 0 ? d.substr(5) : d);
+    std::vector<Device> distinct;
+    for (const Device& d : runtime::parse_device_list(e.devices))
+        if (std::find(distinct.begin(), distinct.end(), d) == distinct.end()) distinct.push_back(d);
     return int(distinct.size());
 }
 
