@@ -2,7 +2,6 @@
 
 #include <condition_variable>
 #include <mutex>
-#include <string>
 #include <thread>
 
 #include "core/error.h"
@@ -257,20 +256,6 @@ void RankThreads::work(Worker& w, int rank) {
     }
 }
 
-namespace {
-
-bool abandoned(const std::exception_ptr& e) {
-    try {
-        std::rethrow_exception(e);
-    } catch (const Error& err) {
-        return std::string(err.what()).find("another rank failed") != std::string::npos;
-    } catch (...) {
-        return false;
-    }
-}
-
-} // namespace
-
 void RankThreads::run(const std::function<void(int rank)>& fn) {
     for (auto& w : workers_) {
         std::lock_guard<std::mutex> lock(w->mutex);
@@ -293,7 +278,7 @@ void RankThreads::run(const std::function<void(int rank)>& fn) {
     if (errors.empty()) return;
     if (collective_) collective_->reset();
     for (const std::exception_ptr& e : errors)
-        if (!abandoned(e)) std::rethrow_exception(e);
+        if (!ops::is_abandoned(e)) std::rethrow_exception(e);
     std::rethrow_exception(errors.front());
 }
 

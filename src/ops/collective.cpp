@@ -139,10 +139,27 @@ void Collective::gather_columns(const ExecContext& ctx, const TensorView& part,
     gather(ctx, part, full, root);
 }
 
+namespace {
+constexpr const char* kAbandoned =
+    "tensor parallelism: another rank failed, this collective was abandoned";
+} // namespace
+
+void fail_abandoned() {
+    fail(ErrorCategory::Internal, kAbandoned);
+}
+
+bool is_abandoned(const std::exception_ptr& error) {
+    try {
+        std::rethrow_exception(error);
+    } catch (const Error& e) {
+        return std::string(e.what()) == kAbandoned;
+    } catch (...) {
+        return false;
+    }
+}
+
 void RankBarrier::check_alive() const {
-    if (aborted_)
-        fail(ErrorCategory::Internal,
-             "tensor parallelism: another rank failed, this collective was abandoned");
+    if (aborted_) fail_abandoned();
 }
 
 void RankBarrier::barrier() {

@@ -30,6 +30,7 @@
 //     part must be columns rank_range(W, r, N) (floor boundaries), the head's split.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,11 @@ protected:
     std::shared_ptr<Group> group_;
     int rank_;
 };
+
+// The error of a rank whose collective was abandoned because another rank failed (abort()),
+// and its test: a caller that gathers the ranks' errors reports the cause, not these.
+[[noreturn]] void fail_abandoned();
+bool is_abandoned(const std::exception_ptr& error);
 
 // One Collective per rank, sharing one group; ranks >= 1.
 std::vector<std::shared_ptr<Collective>> make_host_collectives(int ranks);

@@ -43,8 +43,13 @@ TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
     }
     ops::bind_device(ctx); // create_stream made the other devices current
     const bool cuda = !ctx.device.is_cpu();
-    const bool nccl = collective == "nccl" || (collective == "auto" && cuda &&
-                                               ops::nccl_available() && t.on_first_device() == 1);
+    // NCCL takes one rank a GPU: auto takes it only when no device repeats.
+    bool own_devices = true;
+    for (size_t r = 0; r < t.contexts.size(); ++r)
+        for (size_t q = 0; q < r; ++q)
+            own_devices = own_devices && t.contexts[q].device != t.contexts[r].device;
+    const bool nccl = collective == "nccl" ||
+                      (collective == "auto" && cuda && ops::nccl_available() && own_devices);
     require(!nccl || cuda, "--collective nccl: NCCL runs on CUDA devices, not the CPU");
     if (collective == "device") {
         require(cuda, "--collective device: CUDA devices, not the CPU (its ranks use host)");

@@ -41,9 +41,7 @@ public:
 
     ncclComm_t comm(int rank) {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (aborted_)
-            fail(ErrorCategory::Internal,
-                 "tensor parallelism: another rank failed, this collective was abandoned");
+        if (aborted_) fail_abandoned();
         return comms_[size_t(rank)];
     }
     int ranks() const { return int(devices_.size()); }
