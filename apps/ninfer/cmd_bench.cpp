@@ -286,6 +286,7 @@ int bench(BenchOptions o) {
         {"route_table", engine.model_info().route_table},
         {"tensor_parallel", engine.model_info().tensor_parallel},
         {"collective", engine.model_info().collective},
+        {"expert_parallel", engine.model_info().expert_parallel},
         {"load_s", load_s},
         {"ceilings",
          {{"copy_bytes_per_s", copy_bw}, {"gemm_flops", gemm},

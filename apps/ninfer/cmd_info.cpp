@@ -30,17 +30,18 @@ struct InfoOptions {
     std::string route_table = "auto";
 };
 
-// --plan split:N | tp:N: where the weights live and the KV capacity, against one device.
+// --plan split:N | tp:N | ep:N: where the weights live and the KV capacity, against one device.
 nlohmann::json placement_json(const io::ModelConfig& c, int64_t mtp_layers, const InfoOptions& o) {
     const size_t colon = o.plan.find(':');
     const std::string mode = o.plan.substr(0, colon);
-    require((mode == "split" || mode == "tp") && colon != std::string::npos &&
+    require((mode == "split" || mode == "tp" || mode == "ep") && colon != std::string::npos &&
                 o.plan.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
                 colon + 1 < o.plan.size() && o.plan.size() - colon <= 4,
-            "--plan takes split:N or tp:N (N devices), got '", o.plan, "'");
+            "--plan takes split:N, tp:N or ep:N (N devices), got '", o.plan, "'");
     runtime::PlacementRequest r;
     r.mode = mode == "split" ? runtime::PlacementMode::Split : runtime::PlacementMode::Tensor;
     r.devices = std::stoi(o.plan.substr(colon + 1));
+    r.expert_parallel = mode == "ep";
     r.device_bytes = int64_t(o.plan_device_gb * 1e9);
     r.workspace_bytes = int64_t(4) << 30; // about what a profile forward measures at 8k chunks
     r.mtp_layers = mtp_layers;
@@ -68,7 +69,10 @@ nlohmann::json placement_json(const io::ModelConfig& c, int64_t mtp_layers, cons
             {"single_device_kv_tokens", runtime::single_device_kv_tokens(c, r)},
             {"note", mode == "split"
                          ? "--devices runs this layout (run, serve, bench: e.g. --devices 0,1)"
-                         : "--tensor-parallel N runs this layout (run, serve, bench)"}};
+                         : mode == "tp"
+                             ? "--tensor-parallel N runs this layout (run, serve, bench)"
+                             : "--tensor-parallel N --expert-parallel runs this layout (run, "
+                               "serve, bench)"}};
 }
 
 std::string layer_pattern(const io::ModelConfig& c) {
@@ -266,7 +270,8 @@ Action add_info_command(CLI::App& app) {
     app.add_flag("--json", o->json, "Print JSON");
     app.add_option("--plan", o->plan,
                    "A multi-GPU placement plan: split:N (post-attention blocks on devices 1..N-1) "
-                   "or tp:N (tensor parallelism over N ranks): weights per device and KV capacity");
+                   "tp:N (tensor parallelism over N ranks) or ep:N (tp:N with expert "
+                   "parallelism): weights per device and KV capacity");
     app.add_option("--plan-device-gb", o->plan_device_gb, "Memory of each planned device (GB)")
         ->check(CLI::PositiveNumber);
     app.add_option("--device", o->device,

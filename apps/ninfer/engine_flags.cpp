@@ -86,6 +86,9 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "Tensor parallelism over N ranks: each holds 1/N of every layer's heads "
                        "and rows (devices cuda:0..N-1, or --devices; N CPU ranks on the CPU)")
             ->check(CLI::PositiveNumber);
+        app.add_flag("--expert-parallel,--enable-expert-parallel", o.expert_parallel,
+                     "With --tensor-parallel N on a MoE model: each rank holds E/N routed "
+                     "experts whole instead of 1/N of every expert's rows");
         app.add_option("--collective", o.collective,
                        "Tensor-parallel collectives: auto (nccl on CUDA where built, else host), "
                        "host (staged through host memory), device (CUDA: kernels read the "

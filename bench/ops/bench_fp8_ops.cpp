@@ -116,10 +116,10 @@ void moe_routes(int reps) {
         Tensor logits = dev(DType::F32, {T, E + 1}, 32, 2.0f);
         const double flops = 2.0 * T * 3 * H * (k * I + Is);
         const std::string shape = " T=" + std::to_string(T);
-        if (ops::cuda::moe_block_decode_fits(h, k, egu.view, edn.view, sgu.view, sdn.view))
+        if (ops::cuda::moe_block_decode_fits(h, logits, k, egu.view, edn.view, sgu.view, sdn.view))
             report("moe_block fp8 fused_decode" + shape, time_ms([&] {
                        ops::cuda::moe_block_decode(ctx, h, logits, k, egu.view, edn.view, sgu.view,
-                                                   sdn.view, y);
+                                                   sdn.view, y, 0);
                    }, reps),
                    flops);
         report("moe_block fp8 grouped_tensor_cores" + shape,

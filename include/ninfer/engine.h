@@ -37,6 +37,10 @@ struct EngineOptions {
     // `devices` when given (N of them; a device may repeat, as above), else N devices from
     // `device` on (cuda:0..N-1; on the CPU, N CPU ranks). 1: off.
     int tensor_parallel = 1;
+    // Expert parallelism (MoE models, with tensor_parallel N >= 2): each rank holds a run of
+    // E / N routed experts whole instead of 1/N of every expert's rows. A rank runs the tokens'
+    // pairs routed to its experts; the layer's all-reduce combines them.
+    bool expert_parallel = false;
     // The ranks' collectives: "host" (staged through host memory: any devices, slow on CUDA),
     // "device" (CUDA: each rank's kernel reads the others' parts over P2P or one GPU, streams
     // ordered by events: TP steps then run as CUDA graphs), "nccl" (CUDA builds with NINFER_NCCL)
@@ -262,6 +266,7 @@ struct ModelInfo {
     // Tensor parallelism: the ranks (1: off) and their collective ("host", "device" or "nccl").
     int tensor_parallel = 1;
     std::string collective;
+    bool expert_parallel = false; // routed experts split whole over the ranks
 };
 
 // Device memory held by the engine, in bytes.

@@ -77,6 +77,12 @@ struct ModelConfig {
     int64_t shared_expert_intermediate_size = 0;
     int64_t num_experts = 0;
     int64_t num_experts_per_tok = 0;
+    // The routed experts a model of these shapes holds: [first_held_expert, first_held_expert +
+    // held_experts()) of the router's num_experts. All of them, except on a rank of expert
+    // parallelism (model/tensor_parallel.h's shard_config sets its run).
+    int64_t first_held_expert = 0;
+    int64_t held_expert_count = 0; // 0: all
+    int64_t held_experts() const { return held_expert_count > 0 ? held_expert_count : num_experts; }
 
     double rms_norm_eps = 1e-6;
     bool tie_word_embeddings = false;

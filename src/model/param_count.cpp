@@ -68,7 +68,7 @@ LayerParamParts layer_param_parts(const ModelConfig& c) {
     p.gdn_norm = Size(c.linear_value_head_dim);
     if (c.moe) {
         p.mlp_rows = Size(3) * c.shared_expert_intermediate_size * H;
-        p.experts = Size(c.num_experts) * 3 * c.moe_intermediate_size * H;
+        p.experts = Size(c.held_experts()) * 3 * c.moe_intermediate_size * H;
         p.router = Size(c.num_experts + 1) * H; // router + shared_expert_gate
     } else {
         p.mlp_rows = Size(3) * c.intermediate_size * H;
@@ -107,7 +107,7 @@ ParamCounts count_params(const ModelConfig& c, int64_t mtp_layers) {
         norms += Size(2) * H;
         active_layers += mixer + mlp_active + Size(2) * H;
         active_fp8 += quantized_mixer_params(c, kind) + quantized_mlp(c, c.num_experts_per_tok);
-        text_fp8 += quantized_mixer_params(c, kind) + quantized_mlp(c, c.num_experts);
+        text_fp8 += quantized_mixer_params(c, kind) + quantized_mlp(c, c.held_experts());
     }
     norms += H;
     ParamCounts p;

@@ -332,7 +332,7 @@ void Qwen35Model::mlp_block(const ops::ExecContext& ctx, Scratch& s, const Layer
     ops::rms_norm_linear(ctx, x, w.post_norm, eps, w.mlp.router, router, h);
     if (!adds_residual()) ops::fill_zero(ctx, x); // moe_block always adds into x
     ops::moe_block(ctx, h, router, c.num_experts_per_tok, w.mlp.experts_gate_up, w.mlp.experts_down,
-                   w.mlp.shared_gate_up, w.mlp.shared_down, x);
+                   w.mlp.shared_gate_up, w.mlp.shared_down, x, c.first_held_expert);
     reduce_residual(ctx, x);
 }
 

@@ -76,6 +76,12 @@ struct ForwardBatch {
     std::vector<int32_t> feature_layers;
 };
 
+// How load_parallel and random_parallel split and keep the model.
+struct ParallelOptions {
+    bool expert_parallel = false; // routed experts whole, a run per rank (tensor_parallel.h)
+    bool full_head = false;       // rank 0 also keeps the whole [V, H] head (a drafter's proposal)
+};
+
 class Qwen35Model {
 public:
     Qwen35Model(io::ModelConfig config, ModelWeights weights, Device device,
@@ -99,22 +105,23 @@ public:
 
     // Tensor parallelism (model/tensor_parallel.h) over ranks.size() contexts, one rank each, with
     // collectives[r] for rank r: rank 0's model, which runs the other ranks' in its forward.
-    // The whole model is bound on the host and cut per rank; resident quantized weights stay
+    // The checkpoint is bound on the host a layer at a time, each layer cut for every rank as soon
+    // as it is bound (weight_loader.h's LayerHook); resident quantized weights stay
     // quantized where a rank's rows or columns line up with their scales (model/weight_cut.h),
     // and are dequantized exactly where they do not.
     static std::unique_ptr<Qwen35Model> load_parallel(
         const std::filesystem::path& dir, const std::vector<ops::ExecContext>& ranks,
         const std::vector<std::shared_ptr<ops::Collective>>& collectives,
-        Residency resident = {}, const LoadProgress& progress = {}, bool full_head = false);
+        Residency resident = {}, const LoadProgress& progress = {}, ParallelOptions opts = {});
     // Random weights made on each rank at its shard's shapes (the same seed: the copied tensors
     // agree across ranks), the head cut by vocabulary rows.
     static std::unique_ptr<Qwen35Model> random_parallel(
         const io::ModelConfig& config, const std::vector<ops::ExecContext>& ranks,
         const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed,
-        Residency resident = {}, bool full_head = false);
-    // (full_head: rank 0 also keeps the whole [V, H] head, for a drafter's proposal head.)
+        Residency resident = {}, ParallelOptions opts = {});
 
-    // This rank's shapes under tensor parallelism (heads, intermediate sizes: shard_config).
+    // This rank's shapes under tensor parallelism (heads, intermediate sizes, held experts:
+    // shard_config).
     const io::ModelConfig& config() const { return config_; }
     // Ranks this model runs over (1: one device).
     int tensor_parallel() const { return shard_.ranks; }
@@ -158,7 +165,7 @@ private:
     struct Peers; // ranks 1..N-1 of tensor parallelism (qwen3_5_parallel.cpp)
     static std::unique_ptr<Qwen35Model> make_parallel(
         const io::ModelConfig& full, const std::vector<ops::ExecContext>& ranks,
-        const std::vector<std::shared_ptr<ops::Collective>>& collectives,
+        const std::vector<std::shared_ptr<ops::Collective>>& collectives, bool expert_parallel,
         const std::function<ModelWeights(int rank)>& weights_of);
     void forward_rank(const ops::ExecContext& ctx, const ForwardBatch& batch,
                       const CacheViews& caches, const TensorView& logits);

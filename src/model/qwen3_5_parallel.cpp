@@ -104,7 +104,7 @@ ForwardBatch Qwen35Model::Peers::Rank::mirror(const ops::ExecContext& from, cons
 
 std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
     const io::ModelConfig& full, const std::vector<ops::ExecContext>& ranks,
-    const std::vector<std::shared_ptr<ops::Collective>>& collectives,
+    const std::vector<std::shared_ptr<ops::Collective>>& collectives, bool expert_parallel,
     const std::function<ModelWeights(int rank)>& weights_of) {
     const int N = int(ranks.size());
     require(N >= 1 && collectives.size() == ranks.size(), "tensor parallelism: ", N,
@@ -113,11 +113,11 @@ std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
         require(r.device.type == ranks[0].device.type && r.dtype == ranks[0].dtype,
                 "tensor parallelism: every rank runs on one kind of device in one dtype (",
                 device_name(ranks[0].device), " and ", device_name(r.device), ")");
-    const io::ModelConfig shard = shard_config(full, N);
     std::vector<std::unique_ptr<Qwen35Model>> models;
     for (int r = 0; r < N; ++r) {
         ops::bind_device(ranks[size_t(r)]);
-        models.push_back(std::make_unique<Qwen35Model>(shard, weights_of(r), ranks[size_t(r)].device));
+        models.push_back(std::make_unique<Qwen35Model>(shard_config(full, {N, expert_parallel}, r),
+                                                       weights_of(r), ranks[size_t(r)].device));
         models.back()->shard_ = {r, N, collectives[size_t(r)]};
     }
     ops::bind_device(ranks[0]);
@@ -133,18 +133,37 @@ std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
 std::unique_ptr<Qwen35Model> Qwen35Model::load_parallel(
     const std::filesystem::path& dir, const std::vector<ops::ExecContext>& ranks,
     const std::vector<std::shared_ptr<ops::Collective>>& collectives, Residency resident,
-    const LoadProgress& progress, bool full_head) {
+    const LoadProgress& progress, ParallelOptions opts) {
     require(!ranks.empty(), "tensor parallelism: no ranks");
     const io::ModelConfig config = io::load_hf_config(dir);
-    shard_config(config, int(ranks.size())); // a layout that does not divide fails before loading
+    const ParallelLayout layout{int(ranks.size()), opts.expert_parallel};
+    shard_config(config, layout); // a layout that does not divide fails before loading
     ops::ExecContext host = ops::ExecContext::cpu();
     host.dtype = ranks[0].dtype;
     const io::SafetensorsCheckpoint ckpt = io::SafetensorsCheckpoint::open(dir);
-    const ModelWeights whole = load_weights(config, ckpt, host, resident, progress);
-    std::unique_ptr<Qwen35Model> root = make_parallel(config, ranks, collectives, [&](int r) {
-        return shard_weights(config, whole, r, int(ranks.size()), ranks[size_t(r)]);
-    });
-    if (full_head && ranks.size() > 1)
+    // Each decoder layer is cut for every rank as soon as it is bound, and dropped from the host:
+    // the host holds one layer (and the embedding and head), not the whole model.
+    std::vector<std::vector<LayerWeights>> layers(ranks.size()), mtp_layers(ranks.size());
+    auto cut_layer = [&](LayerWeights layer, int64_t, bool mtp) {
+        for (size_t r = 0; r < ranks.size(); ++r) {
+            ops::bind_device(ranks[r]);
+            (mtp ? mtp_layers : layers)[r].push_back(
+                shard_layer(config, layer, int(r), layout, ranks[r]));
+        }
+        return LayerWeights{};
+    };
+    ModelWeights whole = load_weights(config, ckpt, host, resident, progress,
+                                      kLoadProgressStepBytes, {}, cut_layer);
+    whole.layers.clear();
+    whole.mtp.layers.clear();
+    std::unique_ptr<Qwen35Model> root =
+        make_parallel(config, ranks, collectives, opts.expert_parallel, [&](int r) {
+            ModelWeights w = shard_weights(config, whole, r, layout, ranks[size_t(r)]);
+            w.layers = std::move(layers[size_t(r)]);
+            w.mtp.layers = std::move(mtp_layers[size_t(r)]);
+            return w;
+        });
+    if (opts.full_head && ranks.size() > 1)
         root->full_head_ = cut_tensor(ranks[0], whole.lm_head.view(), 0,
                                       {{0, whole.lm_head.size(0)}});
     return root;
@@ -153,17 +172,18 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load_parallel(
 std::unique_ptr<Qwen35Model> Qwen35Model::random_parallel(
     const io::ModelConfig& config, const std::vector<ops::ExecContext>& ranks,
     const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed,
-    Residency resident, bool full_head) {
+    Residency resident, ParallelOptions opts) {
     const int N = int(ranks.size());
-    const io::ModelConfig shard = shard_config(config, N);
     Tensor head;
-    std::unique_ptr<Qwen35Model> root = make_parallel(config, ranks, collectives, [&](int r) {
-        ModelWeights w = random_weights(shard, ranks[size_t(r)], seed, resident);
-        if (r == 0 && full_head && N > 1) head = w.lm_head; // the whole head, before its cut
-        w.lm_head = shard_head(ranks[size_t(r)], w.lm_head, r, N);
-        if (r != 0) w.vision = {};
-        return w;
-    });
+    std::unique_ptr<Qwen35Model> root =
+        make_parallel(config, ranks, collectives, opts.expert_parallel, [&](int r) {
+            const io::ModelConfig shard = shard_config(config, {N, opts.expert_parallel}, r);
+            ModelWeights w = random_weights(shard, ranks[size_t(r)], seed, resident);
+            if (r == 0 && opts.full_head && N > 1) head = w.lm_head; // whole, before its cut
+            w.lm_head = shard_head(ranks[size_t(r)], w.lm_head, r, N);
+            if (r != 0) w.vision = {};
+            return w;
+        });
     root->full_head_ = std::move(head);
     return root;
 }

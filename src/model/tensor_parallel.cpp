@@ -63,6 +63,7 @@ struct LayerCut {
     const io::ModelConfig& c;
     const ops::ExecContext& ctx;
     int rank, ranks;
+    bool expert_parallel;
 
     void attention(const AttentionWeights& w, AttentionWeights& out) const {
         const int64_t D = c.head_dim, nH = c.num_heads, nKV = c.num_kv_heads;
@@ -122,8 +123,14 @@ struct LayerCut {
             return out;
         }
         out.mlp.router = copy_whole(ctx, w.mlp.router);
-        swiglu(w.mlp.experts_gate_up, w.mlp.experts_down, c.moe_intermediate_size,
-               out.mlp.experts_gate_up, out.mlp.experts_down);
+        if (expert_parallel) {
+            const Parts held{rank_range(c.num_experts, rank, ranks)};
+            out.mlp.experts_gate_up = cut_weight(ctx, w.mlp.experts_gate_up, WeightAxis::Experts, held);
+            out.mlp.experts_down = cut_weight(ctx, w.mlp.experts_down, WeightAxis::Experts, held);
+        } else {
+            swiglu(w.mlp.experts_gate_up, w.mlp.experts_down, c.moe_intermediate_size,
+                   out.mlp.experts_gate_up, out.mlp.experts_down);
+        }
         swiglu(w.mlp.shared_gate_up, w.mlp.shared_down, c.shared_expert_intermediate_size,
                out.mlp.shared_gate_up, out.mlp.shared_down);
         return out;
@@ -151,8 +158,12 @@ VisionWeights copy_vision(const ops::ExecContext& ctx, const VisionWeights& v) {
 
 } // namespace
 
-io::ModelConfig shard_config(const io::ModelConfig& full, int ranks) {
+io::ModelConfig shard_config(const io::ModelConfig& full, ParallelLayout layout, int rank) {
+    const int ranks = layout.ranks;
     require(ranks >= 1, "--tensor-parallel needs one rank or more, got ", ranks);
+    require(rank >= 0 && rank < ranks, "shard_config: rank ", rank, " of ", ranks);
+    require(!layout.expert_parallel || full.moe,
+            "--expert-parallel splits the routed experts of a MoE model; this model is dense");
     io::ModelConfig c = full;
     if (ranks == 1) return c;
     require_divides(full.num_heads, ranks, "num_attention_heads");
@@ -163,7 +174,16 @@ io::ModelConfig shard_config(const io::ModelConfig& full, int ranks) {
     c.num_kv_heads = shared_heads(full.num_kv_heads, 0, ranks).count;
     c.linear_num_value_heads = full.linear_num_value_heads / ranks;
     c.linear_num_key_heads = shared_heads(full.linear_num_key_heads, 0, ranks).count;
-    if (full.moe) {
+    if (full.moe && layout.expert_parallel) {
+        require(full.num_experts >= ranks, "--expert-parallel over ", ranks,
+                " ranks: num_experts (", full.num_experts, ") gives a rank none");
+        require_divides(full.shared_expert_intermediate_size, ranks,
+                        "shared_expert_intermediate_size");
+        const RankRange held = rank_range(full.num_experts, rank, ranks);
+        c.first_held_expert = held.begin;
+        c.held_expert_count = held.count;
+        c.shared_expert_intermediate_size /= ranks;
+    } else if (full.moe) {
         require_divides(full.moe_intermediate_size, ranks, "moe_intermediate_size");
         require_divides(full.shared_expert_intermediate_size, ranks,
                         "shared_expert_intermediate_size");
@@ -177,13 +197,14 @@ io::ModelConfig shard_config(const io::ModelConfig& full, int ranks) {
 }
 
 ModelWeights shard_weights(const io::ModelConfig& full, const ModelWeights& host, int rank,
-                           int ranks, const ops::ExecContext& ctx) {
+                           ParallelLayout layout, const ops::ExecContext& ctx) {
+    const int ranks = layout.ranks;
     require(rank >= 0 && rank < ranks, "shard_weights: rank ", rank, " of ", ranks);
     ModelWeights out;
     out.embed = copy_whole(ctx, host.embed);
     out.final_norm = copy_whole(ctx, host.final_norm);
     out.lm_head = rows(ctx, host.lm_head, {rank_range(host.lm_head.size(0), rank, ranks)});
-    const LayerCut cut{full, ctx, rank, ranks};
+    const LayerCut cut{full, ctx, rank, ranks, layout.expert_parallel};
     for (const LayerWeights& l : host.layers) out.layers.push_back(cut.layer(l));
     // The MTP module: its fc and norms copied, its decoder layers cut as the others.
     const MtpWeights& m = host.mtp;
@@ -194,6 +215,11 @@ ModelWeights shard_weights(const io::ModelConfig& full, const ModelWeights& host
     for (const LayerWeights& l : m.layers) out.mtp.layers.push_back(cut.layer(l));
     if (rank == 0 && host.vision.loaded()) out.vision = copy_vision(ctx, host.vision);
     return out;
+}
+
+LayerWeights shard_layer(const io::ModelConfig& full, const LayerWeights& host, int rank,
+                         ParallelLayout layout, const ops::ExecContext& ctx) {
+    return LayerCut{full, ctx, rank, layout.ranks, layout.expert_parallel}.layer(host);
 }
 
 Tensor shard_head(const ops::ExecContext& ctx, const Tensor& head, int rank, int ranks) {

@@ -11,6 +11,11 @@
 //     matching input columns;
 //   - dense MLP, each routed expert and the shared expert: intermediate rows rank_range(I) of
 //     gate and up, the matching columns of down (vLLM's default for MoE under TP);
+//   - or, with expert parallelism (`--expert-parallel`), the routed experts rank_range(E) whole
+//     (the shared expert still by rows). Every rank holds every token (the residual is whole),
+//     so the dispatch is the route itself: a rank runs the pairs routed to its experts and skips
+//     the others (ops/moe.h's held experts), and the layer's all-reduce is the combine. Whole
+//     experts keep fp8 scale blocks intact at any N and run larger per-expert GEMMs;
 //   - copied on every rank: the embedding, every norm, the router and shared-expert gate;
 //   - the head: vocabulary rows rank_range(V); the logits are gathered on rank 0;
 //   - the MTP module's decoder layers as the others, its fc and norms copied;
@@ -53,16 +58,26 @@ RankRange rank_range(int64_t total, int rank, int ranks);
 // shared / N each, or one, copied, when N > shared (N a multiple of shared).
 RankRange shared_heads(int64_t shared, int rank, int ranks);
 
-// The shapes one rank of N computes with: heads and intermediate sizes divided (vocabulary and
-// hidden size unchanged; the head's rows are cut in shard_weights). Errors name the count that
-// does not divide.
-io::ModelConfig shard_config(const io::ModelConfig& full, int ranks);
+// How the model is split: N ranks, and whether the routed experts go whole to one rank each
+// (expert parallelism) rather than every expert by rows over all ranks.
+struct ParallelLayout {
+    int ranks = 1;
+    bool expert_parallel = false;
+};
+
+// The shapes rank r of the layout computes with: heads and intermediate sizes divided, or under
+// expert parallelism its run of experts (vocabulary and hidden size unchanged; the head's rows
+// are cut in shard_weights). Errors name the count that does not divide.
+io::ModelConfig shard_config(const io::ModelConfig& full, ParallelLayout layout, int rank = 0);
 
 // Rank r's weights, on ctx's device, cut from a whole model's dense weights on the host
 // (quantized weights stay quantized where a rank's runs line up with their scales:
 // model/weight_cut.h). The vision tower goes to rank 0 alone.
 ModelWeights shard_weights(const io::ModelConfig& full, const ModelWeights& host, int rank,
-                           int ranks, const ops::ExecContext& ctx);
+                           ParallelLayout layout, const ops::ExecContext& ctx);
+// Rank r's share of one decoder layer (the model's or the MTP module's), as shard_weights cuts it.
+LayerWeights shard_layer(const io::ModelConfig& full, const LayerWeights& host, int rank,
+                         ParallelLayout layout, const ops::ExecContext& ctx);
 
 // Rank r's vocabulary rows of a head [V, H] already on ctx's device (random models, made per
 // rank at their shard's shapes).

@@ -99,6 +99,16 @@ Tensor cut_tensor(const ops::ExecContext& ctx, const TensorView& t, int dim, con
 
 Weight cut_weight(const ops::ExecContext& ctx, const Weight& w, WeightAxis axis, const Runs& runs) {
     if (!w.defined()) return {};
+    if (axis == WeightAxis::Experts) { // codes and scales alike have one leading expert dim
+        require(w.w.view().ndim == 3, "expert parallelism: ", w.w.view().describe(),
+                " is not a stack of experts");
+        Weight out;
+        out.block_rows = w.block_rows, out.block_cols = w.block_cols;
+        out.group_bits = w.group_bits, out.group_size = w.group_size, out.cols = w.cols;
+        out.w = cut_tensor(ctx, w.w.view(), 0, runs);
+        if (w.scale.defined()) out.scale = cut_tensor(ctx, w.scale.view(), 0, runs);
+        return out;
+    }
     const int dim = w.w.view().ndim - (axis == WeightAxis::Rows ? 2 : 1);
     if (!w.is_fp8() && !w.is_grouped()) return Weight(cut_tensor(ctx, w.w.view(), dim, runs));
     Weight out = w.is_fp8() ? cut_fp8(ctx, w, dim, runs) : cut_grouped(ctx, w, dim, runs);

@@ -18,10 +18,11 @@ using Runs = std::vector<RankRange>;
 // device: [outer, n, inner] -> [outer, sum of counts, inner].
 Tensor cut_tensor(const ops::ExecContext& ctx, const TensorView& t, int dim, const Runs& runs);
 
-enum class WeightAxis { Rows, Cols }; // N or K of a weight [.., N, K]
+// N or K of a weight [.., N, K]; or the experts E of a stack [E, N, K].
+enum class WeightAxis { Rows, Cols, Experts };
 
-// The runs of a host weight's rows or (logical) columns as a weight on ctx's device. A weight that
-// must be dequantized comes out dense in ctx.dtype.
+// The runs of a host weight's rows, (logical) columns or experts as a weight on ctx's device. A
+// weight that must be dequantized comes out dense in ctx.dtype (whole experts never must).
 Weight cut_weight(const ops::ExecContext& ctx, const Weight& w, WeightAxis axis, const Runs& runs);
 
 } // namespace ninfer::model

@@ -57,7 +57,10 @@ AttentionWeights bind_attention(Binder& b, const std::string& p) {
 
 void bind_experts(Binder& b, const std::string& p, MlpWeights& w) {
     const ModelConfig& c = b.cfg;
-    const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+    const int64_t H = c.hidden_size, E = c.held_experts(), I = c.moe_intermediate_size;
+    // A checkpoint is bound whole and cut per rank afterwards (model/tensor_parallel.h).
+    require(b.random || E == c.num_experts, "binding ", E, " of ", c.num_experts,
+            " experts from a checkpoint: bind them all, then cut");
     if (b.random || b.ckpt.find(p + "gate_up_proj")) { // fused 3-D, as in real checkpoints
         w.experts_gate_up = b.load_weight(p + "gate_up_proj", {E, 2 * I, H});
         w.experts_down = b.load_weight(p + "down_proj", {E, H, I});
@@ -115,7 +118,7 @@ LayerWeights bind_layer(Binder& b, const std::string& p, LayerKind kind,
     return w;
 }
 
-MtpWeights bind_mtp(Binder& b, int64_t layers) {
+MtpWeights bind_mtp(Binder& b, int64_t layers, const LayerHook& on_layer) {
     const int64_t H = b.cfg.hidden_size;
     MtpWeights w;
     if (layers == 0) return w;
@@ -123,9 +126,11 @@ MtpWeights bind_mtp(Binder& b, int64_t layers) {
     w.pre_fc_norm_embedding = b.load("mtp.pre_fc_norm_embedding.weight", {H});
     w.pre_fc_norm_hidden = b.load("mtp.pre_fc_norm_hidden.weight", {H});
     w.norm = b.load("mtp.norm.weight", {H});
-    for (int64_t l = 0; l < layers; ++l)
-        w.layers.push_back(
-            bind_layer(b, "mtp.layers." + std::to_string(l) + ".", LayerKind::FullAttention));
+    for (int64_t l = 0; l < layers; ++l) {
+        LayerWeights layer =
+            bind_layer(b, "mtp.layers." + std::to_string(l) + ".", LayerKind::FullAttention);
+        w.layers.push_back(on_layer ? on_layer(std::move(layer), l, true) : std::move(layer));
+    }
     return w;
 }
 
@@ -195,7 +200,8 @@ int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt) {
 
 namespace {
 
-ModelWeights bind_all(Binder& b, int64_t mtp_layers, const MlpPlacement& placement) {
+ModelWeights bind_all(Binder& b, int64_t mtp_layers, const MlpPlacement& placement,
+                      const LayerHook& on_layer = {}) {
     const ModelConfig& cfg = b.cfg;
     const std::string p = cfg.text_prefix();
     const int64_t V = cfg.vocab_size, H = cfg.hidden_size;
@@ -204,16 +210,18 @@ ModelWeights bind_all(Binder& b, int64_t mtp_layers, const MlpPlacement& placeme
     w.final_norm = b.load(p + "norm.weight", {H});
     require(placement.empty() || int64_t(placement.layer_device.size()) == cfg.num_layers,
             "MlpPlacement: ", placement.layer_device.size(), " layers placed for ", cfg.num_layers);
-    for (int64_t l = 0; l < cfg.num_layers; ++l)
-        w.layers.push_back(bind_layer(b, p + "layers." + std::to_string(l) + ".",
-                                      cfg.layer_types[size_t(l)], placement.of(l)));
+    for (int64_t l = 0; l < cfg.num_layers; ++l) {
+        LayerWeights layer = bind_layer(b, p + "layers." + std::to_string(l) + ".",
+                                        cfg.layer_types[size_t(l)], placement.of(l));
+        w.layers.push_back(on_layer ? on_layer(std::move(layer), l, false) : std::move(layer));
+    }
     if (cfg.tie_word_embeddings) {
         if (b.ckpt.find("lm_head.weight")) b.take("lm_head.weight", {V, H}); // a saved tied copy
         w.lm_head = w.embed;
     } else {
         w.lm_head = b.load("lm_head.weight", {V, H});
     }
-    w.mtp = bind_mtp(b, mtp_layers);
+    w.mtp = bind_mtp(b, mtp_layers, on_layer);
     w.vision = bind_vision(b);
     return w;
 }
@@ -223,10 +231,10 @@ ModelWeights bind_all(Binder& b, int64_t mtp_layers, const MlpPlacement& placeme
 ModelWeights load_weights(const ModelConfig& cfg, const io::SafetensorsCheckpoint& ckpt,
                           const ops::ExecContext& ctx, Residency resident,
                           const LoadProgress& progress, int64_t progress_step,
-                          const MlpPlacement& placement) {
+                          const MlpPlacement& placement, const LayerHook& on_layer) {
     Binder b(cfg, ckpt, ctx, resident.fp8, progress, progress_step);
     b.keep_grouped = resident.grouped && cfg.group_bits != 0;
-    ModelWeights w = bind_all(b, count_mtp_layers(ckpt), placement);
+    ModelWeights w = bind_all(b, count_mtp_layers(ckpt), placement, on_layer);
     b.finish();
     return w;
 }
@@ -235,7 +243,7 @@ ModelWeights random_weights(const ModelConfig& cfg, const ops::ExecContext& ctx,
                             Residency resident, const MlpPlacement& placement) {
     Binder b(cfg, ctx, seed, resident.fp8);
     b.keep_grouped = resident.grouped && cfg.group_bits != 0;
-    return bind_all(b, cfg.mtp_num_hidden_layers, placement);
+    return bind_all(b, cfg.mtp_num_hidden_layers, placement, {});
 }
 
 } // namespace ninfer::model

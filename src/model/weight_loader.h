@@ -55,13 +55,18 @@ struct MlpPlacement {
     }
 };
 
+// Handed each decoder layer (the model's, then the MTP module's: `mtp`) as soon as it is bound;
+// the loader keeps what it returns in its place. Tensor parallelism cuts every rank's share
+// there and returns an empty layer, so the host holds one layer at a time, not the model.
+using LayerHook = std::function<LayerWeights(LayerWeights layer, int64_t index, bool mtp)>;
+
 // progress (may be empty): told the bytes read, at most every progress_step bytes (tests pass a
-// small step to see every tensor).
+// small step to see every tensor). on_layer (may be empty): see LayerHook.
 ModelWeights load_weights(const io::ModelConfig& config, const io::SafetensorsCheckpoint& ckpt,
                           const ops::ExecContext& ctx, Residency resident = {},
                           const LoadProgress& progress = {},
                           int64_t progress_step = kLoadProgressStepBytes,
-                          const MlpPlacement& placement = {});
+                          const MlpPlacement& placement = {}, const LayerHook& on_layer = {});
 
 // A model of the config's exact shapes with deterministic random weights made on ctx's device
 // (ops::fill_random, seeded per tensor name), for speed and memory at true size without a

@@ -12,7 +12,7 @@
 namespace ninfer::ops {
 
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
-               const TensorView& weights, const TensorView& ids) {
+               const TensorView& weights, const TensorView& ids, HeldExperts held) {
     constexpr const char* op = "moe_route";
     for (auto [name, t] :
          {std::pair{"router_logits", &router_logits}, {"weights", &weights}, {"ids", &ids}}) {
@@ -27,11 +27,15 @@ void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t 
     check_dtype(op, "ids", ids, DType::I32);
     check_shape(op, "weights", weights, {T, top_k});
     check_shape(op, "ids", ids, {T, top_k});
+    if (held.count < 0) held.count = E - held.first;
+    require(held.first >= 0 && held.count >= 1 && held.first + held.count <= E, op,
+            ": held experts [", held.first, ", +", held.count, ") outside the router's ", E);
     switch (ctx.device.type) {
     case DeviceType::Cpu:
-        return cpu::moe_route(ctx.cpu_mode, router_logits, top_k, weights, ids);
+        return cpu::moe_route(ctx.cpu_mode, router_logits, top_k, weights, ids, held.first,
+                              held.count);
     case DeviceType::Cuda:
-        return cuda::moe_route(ctx, router_logits, top_k, weights, ids);
+        return cuda::moe_route(ctx, router_logits, top_k, weights, ids, held.first, held.count);
     }
     no_backend(op, ctx);
 }
@@ -71,7 +75,7 @@ void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& 
         for (int64_t t = 0; t < T; ++t)
             for (int64_t j = 0; j < ids.size(1); ++j) {
                 const int32_t e = ids.ptr<int32_t>()[t * ids.stride[0] + j];
-                require(e >= 0 && e < E, op, ": expert id ", e, " outside [0, ", E, ")");
+                require(e >= -1 && e < E, op, ": expert id ", e, " outside [-1, ", E, ")");
             }
         return cpu::moe_experts(ctx.cpu_mode, x, gate_up, down, ids, weights, y);
     case DeviceType::Cuda:
@@ -164,13 +168,14 @@ void moe_block_composed(const ExecContext& ctx, const TensorView& h,
                         const TensorView& router_logits, int64_t top_k,
                         const WeightView& experts_gate_up, const WeightView& experts_down,
                         const WeightView& shared_gate_up, const WeightView& shared_down,
-                        const TensorView& y) {
-    const int64_t T = h.size(0), H = h.size(1), E = experts_gate_up.size(0);
+                        const TensorView& y, int64_t first_expert) {
+    const int64_t T = h.size(0), H = h.size(1), E = router_logits.size(1) - 1;
     const int64_t Is = shared_down.size(1);
     Allocator& a = device_allocator(ctx.device);
     Tensor route_w = Tensor::empty(a, DType::F32, {T, top_k});
     Tensor route_ids = Tensor::empty(a, DType::I32, {T, top_k});
-    moe_route(ctx, router_logits.narrow(1, 0, E), top_k, route_w, route_ids);
+    moe_route(ctx, router_logits.narrow(1, 0, E), top_k, route_w, route_ids,
+              {first_expert, experts_gate_up.size(0)});
     moe_routed_experts(ctx, h, experts_gate_up, experts_down, route_ids, route_w, y);
     Tensor gate_up = Tensor::empty(a, h.dtype, {T, 2 * Is}),
            act = Tensor::empty(a, h.dtype, {T, Is});
@@ -186,7 +191,7 @@ void moe_block_composed(const ExecContext& ctx, const TensorView& h,
 void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
                int64_t top_k, const WeightView& experts_gate_up, const WeightView& experts_down,
                const WeightView& shared_gate_up, const WeightView& shared_down,
-               const TensorView& y) {
+               const TensorView& y, int64_t first_expert) {
     constexpr const char* op = "moe_block";
     const std::pair<const char*, const WeightView*> weights[] = {
         {"experts_gate_up", &experts_gate_up},
@@ -213,16 +218,19 @@ void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& ro
     check_shape(op, "h", h, {-1, -1});
     const int64_t T = h.size(0), H = h.size(1);
     check_logical_shape(op, "experts_gate_up", experts_gate_up, {-1, -1, H});
-    const int64_t E = experts_gate_up.size(0), I = experts_gate_up.size(1) / 2;
+    const int64_t held = experts_gate_up.size(0), I = experts_gate_up.size(1) / 2;
     require(experts_gate_up.size(1) % 2 == 0, op,
             ": experts_gate_up rows must be even (gate | up)");
-    check_logical_shape(op, "experts_down", experts_down, {E, H, I});
+    check_logical_shape(op, "experts_down", experts_down, {held, H, I});
     check_logical_shape(op, "shared_gate_up", shared_gate_up, {-1, H});
     const int64_t Is = shared_gate_up.size(0) / 2;
     require(shared_gate_up.size(0) % 2 == 0, op, ": shared_gate_up rows must be even (gate | up)");
     check_logical_shape(op, "shared_down", shared_down, {H, Is});
     check_dtype(op, "router_logits", router_logits, DType::F32);
-    check_shape(op, "router_logits", router_logits, {T, E + 1});
+    check_shape(op, "router_logits", router_logits, {T, -1});
+    const int64_t E = router_logits.size(1) - 1; // the router's experts
+    require(first_expert >= 0 && first_expert + held <= E, op, ": the stacks' ", held,
+            " experts from ", first_expert, " are not a run of the router's ", E);
     check_shape(op, "y", y, {T, H});
     require(top_k >= 1 && top_k <= E, op, ": top_k ", top_k, " outside [1, ", E, "]");
     for (auto [name, t] : {std::pair{"h", &h}, {"router_logits", &router_logits}, {"y", &y}})
@@ -235,7 +243,7 @@ void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& ro
         for (auto [name, w] : weights)
             if (!w->is_quantized()) check_cpu_f32(op, {&w->w});
         return moe_block_composed(ctx, h, router_logits, top_k, experts_gate_up, experts_down,
-                                  shared_gate_up, shared_down, y);
+                                  shared_gate_up, shared_down, y, first_expert);
     case DeviceType::Cuda:
         check_cuda_float(op, {&h, &y});
         if (any_fp8) check_dtype(op, "h", h, DType::BF16);
@@ -243,12 +251,13 @@ void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& ro
         for (auto [name, w] : weights)
             if (!w->is_quantized()) check_cuda_float(op, {&h, &w->w});
         // The fused decode kernels read dense, fp8 or groupwise weights (moe_decode.cu).
-        if (cuda::moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up,
-                                        shared_down))
+        if (cuda::moe_block_decode_fits(h, router_logits, top_k, experts_gate_up, experts_down,
+                                        shared_gate_up, shared_down))
             return cuda::moe_block_decode(ctx, h, router_logits, top_k, experts_gate_up,
-                                          experts_down, shared_gate_up, shared_down, y);
+                                          experts_down, shared_gate_up, shared_down, y,
+                                          first_expert);
         return moe_block_composed(ctx, h, router_logits, top_k, experts_gate_up, experts_down,
-                                  shared_gate_up, shared_down, y);
+                                  shared_gate_up, shared_down, y, first_expert);
     }
     no_backend(op, ctx);
 }

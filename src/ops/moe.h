@@ -1,11 +1,18 @@
 // Sparse MoE with a sigmoid-gated shared expert (MODEL_QWEN3_5.md §2.5).
 //
+// Expert parallelism: a stack may hold one run of the router's experts, `held`: global ids
+// [held.first, held.first + held.count) are its rows [0, held.count). Pairs routed to experts
+// outside the run are another rank's: ids -1, and they contribute nothing here.
+//
 // moe_route: p = softmax_f32(router_logits[t, :]) over all E experts; the top_k largest p in
-//   descending order (ties: lower expert id first) give ids[t, :]; weights[t, :] = p / sum(top p).
+//   descending order (ties: lower expert id first) give the chosen experts e_j; weights[t, j] =
+//   p(e_j) / sum(top p) (over all top_k, held or not); ids[t, j] = e_j - held.first when e_j is
+//   held, else -1 (held = all E by default: ids are the expert ids).
 //   router_logits: [T, E] F32    weights: [T, top_k] F32    ids: [T, top_k] I32
 //
 // moe_experts: y[t, :] += sum_j weights[t, j] * down[e] @ (silu(G_e x[t]) * (U_e x[t])),
-//   e = ids[t, j], [G_e; U_e] = gate_up[e] (rows [0, I) gate, [I, 2I) up).
+//   e = ids[t, j] (pairs with e = -1 skipped), [G_e; U_e] = gate_up[e] (rows [0, I) gate,
+//   [I, 2I) up).
 //   x: [T, H] float   gate_up: [E, 2I, H] float   down: [E, H, I] float   y: [T, H] float
 //   y must not alias x. Accumulates into y.
 //
@@ -14,9 +21,11 @@
 // moe_block: the whole sparse-MoE block of a layer after its router linear:
 //   y[t, :] += sum_j w[t, j] * down[e] @ (silu(G_e h[t]) * (U_e h[t]))                (routed)
 //            + sigmoid(router_logits[t, E]) * Ds @ (silu(Gs h[t]) * (Us h[t]))          (shared)
-//   with (w, e) = moe_route(router_logits[:, :E], top_k) and [Gs; Us] = shared_gate_up.
+//   with (w, e) = moe_route(router_logits[:, :E], top_k) and [Gs; Us] = shared_gate_up. The
+//   stacks hold the Eh experts [first_expert, first_expert + Eh) of the router's E (expert
+//   parallelism; all of them by default): the routed sum runs over the held pairs only.
 //   h: [T, H] float   router_logits: [T, E + 1] F32 (column E: the shared-expert gate logit)
-//   experts_gate_up: [E, 2I, H]   experts_down: [E, H, I]   shared_gate_up: [2Is, H]
+//   experts_gate_up: [Eh, 2I, H]   experts_down: [Eh, H, I]   shared_gate_up: [2Is, H]
 //   shared_down: [H, Is]   y: [T, H] (accumulated into; must not alias h). One float dtype.
 //   The CPU body (both modes) is the composition moe_route, moe_experts, linear, silu_mul,
 //   linear, add_sigmoid_scaled, so its numerics are those ops' (the shared expert's output is
@@ -38,8 +47,14 @@
 
 namespace ninfer::ops {
 
+// A run of the router's experts that a stack holds (count -1: every expert from first on).
+struct HeldExperts {
+    int64_t first = 0;
+    int64_t count = -1;
+};
+
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
-               const TensorView& weights, const TensorView& ids);
+               const TensorView& weights, const TensorView& ids, HeldExperts held = {});
 
 void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
@@ -55,7 +70,7 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
 void moe_block(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
                int64_t top_k, const WeightView& experts_gate_up, const WeightView& experts_down,
                const WeightView& shared_gate_up, const WeightView& shared_down,
-               const TensorView& y);
+               const TensorView& y, int64_t first_expert = 0);
 
 // Whether moe_block over T rows runs without synchronising with the host (capturable).
 bool moe_block_capturable(const ExecContext& ctx, int64_t T, int64_t top_k, int64_t H, int64_t I);

@@ -132,14 +132,16 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
             io::load_hf_config(o.config_file.empty() ? o.model_dir : o.config_file);
         if (tp.size() > 1)
             return model::Qwen35Model::random_parallel(c, tp.contexts, tp.collectives,
-                                                       o.random_seed, resident, whole_head);
+                                                       o.random_seed, resident,
+                                                       {o.expert_parallel, whole_head});
         return model::Qwen35Model::random(c, ctx, o.random_seed, resident,
                                           mlp_placement(devices, c, ctx, streams));
     }
     require(!o.model_dir.empty(), "no model directory given");
     if (tp.size() > 1)
         return model::Qwen35Model::load_parallel(o.model_dir, tp.contexts, tp.collectives,
-                                                 resident, o.on_load_progress, whole_head);
+                                                 resident, o.on_load_progress,
+                                                 {o.expert_parallel, whole_head});
     const model::MlpPlacement placement =
         devices.empty() ? model::MlpPlacement{}
                         : mlp_placement(devices, io::load_hf_config(o.model_dir), ctx, streams);
@@ -173,6 +175,8 @@ void validate_options(const EngineOptions& o) {
     require(o.draft_tokens == 0 || !o.speculative.empty(),
             "--draft-tokens needs a speculative method (--spec mtp)");
     require(o.tensor_parallel >= 1, "tensor_parallel must be >= 1");
+    require(!o.expert_parallel || o.tensor_parallel >= 2,
+            "--expert-parallel splits the experts over the ranks of --tensor-parallel N (N >= 2)");
 }
 
 // Verification groups: sequences that may verify drafts in one step. Each holds draft-tokens
@@ -222,6 +226,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
         info.collective = ranks.collectives[0]->backend();
     }
     info.tensor_parallel = o.tensor_parallel;
+    info.expert_parallel = o.expert_parallel;
     model = load_model(o, ctx, devices, placed_streams, ranks);
     const io::ModelConfig& c = model->config();
     info.model_type = c.model_type;

@@ -86,7 +86,8 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
     require(N >= 2, "--tensor-parallel needs two ranks or more, got ", N);
     // A rank's shapes, by the executed layout's rules (model/tensor_parallel.h): its errors name
     // the count that does not divide.
-    const ModelConfig s = model::shard_config(c, int(N));
+    const model::ParallelLayout layout{int(N), r.expert_parallel};
+    const ModelConfig s = model::shard_config(c, layout);
     const model::LayerParamParts lp = model::layer_param_parts(c);
     const Size H = c.hidden_size, V = c.vocab_size;
     const int64_t kv_per_rank = s.num_kv_heads;
@@ -95,7 +96,11 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
     const Size kv_share = Size(2) * kv_per_rank * c.head_dim * H;
     const Size attention = lp.attention_q_o / N + kv_share + lp.attention_norms;
     const Size gdn = lp.gdn_split / N + lp.gdn_norm;
-    const Size mlp = lp.mlp_rows / N + lp.experts / N + lp.router;
+    // Expert parallelism: the rank with the most experts (runs differ by one at most).
+    const Size experts = r.expert_parallel
+                             ? lp.experts / c.num_experts * ((c.num_experts + N - 1) / N)
+                             : lp.experts / N;
+    const Size mlp = lp.mlp_rows / N + experts + lp.router;
     const int64_t vocab_rows = (c.vocab_size + N - 1) / N;
     const Size head = c.tie_word_embeddings ? Size(0) : Size(vocab_rows) * H;
     Size mtp;
@@ -130,13 +135,21 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
              int64_t(Size(gdn_layers) * gdn) * kBf16});
         const int64_t rows = c.moe ? c.shared_expert_intermediate_size : c.intermediate_size;
         const int64_t e = c.moe_intermediate_size;
+        const ModelConfig mine = model::shard_config(c, layout, int(rank));
+        std::string routed;
+        if (c.moe && r.expert_parallel)
+            routed = range_text("experts", mine.first_held_expert,
+                                mine.first_held_expert + mine.held_experts(), c.num_experts) +
+                     " whole, ";
+        else if (c.moe)
+            routed = range_text("expert rows", rank * e / N, (rank + 1) * e / N, e) + ", ";
         plan.tensors.push_back(
-            {c.moe ? "MoE: every routed expert's rows and the shared expert's (router copied)"
-                   : "MLP: gate/up rows and down columns",
-             int(rank),
-             concat(c.moe ? range_text("expert rows", rank * e / N, (rank + 1) * e / N, e) + ", "
-                          : std::string(),
-                    range_text("rows", rank * rows / N, (rank + 1) * rows / N, rows)),
+            {!c.moe                ? "MLP: gate/up rows and down columns"
+             : r.expert_parallel ? "MoE: a run of whole routed experts and the shared expert's "
+                                   "rows (router copied)"
+                                 : "MoE: every routed expert's rows and the shared expert's "
+                                   "(router copied)",
+             int(rank), routed + range_text("rows", rank * rows / N, (rank + 1) * rows / N, rows),
              int64_t(Size(c.num_layers) * mlp) * kBf16});
         if (!c.tie_word_embeddings)
             plan.tensors.push_back(

@@ -39,6 +39,7 @@ struct PlacementRequest {
     int32_t sequences = 8;            // sequence slots, each with its GDN state
     ops::KvDtype kv_dtype = ops::KvDtype::Activation;
     int64_t mtp_layers = 0;           // MTP layers held (0: none)
+    bool expert_parallel = false;     // tensor: routed experts whole, a run per rank
 };
 
 // One group of weights and where it lives: rank -1 means a copy on every rank; `share` is the

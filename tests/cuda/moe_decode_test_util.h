@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "cuda/cuda_test_util.h"
 #include "ops/cuda/cuda_ops.h"
@@ -12,19 +13,24 @@
 
 namespace ninfer::test {
 
+// The shape of router logits [T, E + 1] for h [T, H] (the fits checks read no data).
+inline TensorView logits_shape(const TensorView& h, int64_t E) {
+    return TensorView::contiguous(nullptr, DType::F32, h.device, {h.size(0), E + 1});
+}
+
 template <typename M> struct MoeDecodeCalls {
     // Whether the fused decode route takes h with these weights.
     bool fits(const TensorView& h) const {
         const M& m = self();
-        return ops::cuda::moe_block_decode_fits(h, m.d.k, m.d_egu.view, m.d_edown.view,
-                                                m.d_sgu.view, m.d_sdown.view);
+        return ops::cuda::moe_block_decode_fits(h, logits_shape(h, m.d.E), m.d.k, m.d_egu.view,
+                                                m.d_edown.view, m.d_sgu.view, m.d_sdown.view);
     }
     // y += moe_block(h) through the fused decode route.
     void run(const ops::ExecContext& c, const TensorView& h, const TensorView& logits,
              const TensorView& y) const {
         const M& m = self();
         ops::cuda::moe_block_decode(c, h, logits, m.d.k, m.d_egu.view, m.d_edown.view,
-                                    m.d_sgu.view, m.d_sdown.view, y);
+                                    m.d_sgu.view, m.d_sdown.view, y, 0);
     }
     // y0 + moe_block(h) on the FP64 CPU reference, with egu_w for the routed gate/up stack (the
     // negative controls pass a sabotaged one).
@@ -73,6 +79,47 @@ Tensor check_decode_case(const ops::ExecContext& c, const M& m, int64_t T, uint6
                    m.d_sdown.view, y3);
     EXPECT_TRUE(near(to_host(c, y3), out, kExact)) << "ops::moe_block, " << what;
     return out;
+}
+
+// A run of a stack's experts: dim 0 of its codes and scales.
+inline ops::WeightView held_view(const ops::WeightView& w, int64_t first, int64_t count) {
+    ops::WeightView v = w;
+    v.w = w.w.narrow(0, first, count);
+    if (!w.scale.empty()) v.scale = w.scale.narrow(0, first, count);
+    return v;
+}
+
+// Expert parallelism (ops/moe.h's held experts): y0 + moe_block with the stacks cut to a run of
+// experts [first, first + count) and that offset, on the device through whichever route takes
+// T rows, against the CPU reference over the same run, for three runs covering all E. The
+// sabotage arm, a run read with offset 0 (a rank taking its ids as global), must not match.
+template <typename M>
+void check_held_runs(const ops::ExecContext& c, const M& m, int64_t T, uint64_t seed,
+                     const std::string& what, DType act = DType::BF16) {
+    const MoeInputs in = moe_inputs(m.d, T, seed);
+    const Tensor dh = to_device(c, in.h, act), dlogits = to_device(c, in.logits, DType::F32);
+    const int64_t E = m.d.E;
+    const std::pair<int64_t, int64_t> runs[] = {
+        {0, E / 3}, {E / 3, E / 2 - E / 3}, {E / 2, E - E / 2}};
+    const Tolerance& tol = act == DType::F32 ? kCudaF32 : kBf16Reduction;
+    for (const auto& [first, count] : runs)
+        for (const bool sabotage : {false, true}) {
+            if (sabotage && first == 0) continue;
+            Tensor y = to_device(c, in.y0, act);
+            ops::moe_block(c, dh, dlogits, m.d.k, held_view(m.d_egu.view, first, count),
+                           held_view(m.d_edown.view, first, count), m.d_sgu.view, m.d_sdown.view,
+                           y, sabotage ? 0 : first);
+            Tensor ref = clone(in.y0);
+            ops::moe_block(kCpuRef, in.h, in.logits, m.d.k, m.egu_ref.view().narrow(0, first, count),
+                           m.edown_ref.view().narrow(0, first, count), m.sgu_ref, m.sdown_ref, ref,
+                           first);
+            const std::string run = what + " T=" + std::to_string(T) + " experts [" +
+                                    std::to_string(first) + ", +" + std::to_string(count) + ")";
+            if (sabotage)
+                EXPECT_FALSE(near(to_host(c, y), ref, tol)) << "offset dropped, " << run;
+            else
+                EXPECT_TRUE(near(to_host(c, y), ref, tol)) << run;
+        }
 }
 
 } // namespace ninfer::test

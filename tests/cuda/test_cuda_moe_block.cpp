@@ -2,10 +2,12 @@
 // route + gate/up, down + combine + shared gate) for T = 1..8 with tied router logits, more
 // than 256 experts, every expert chosen, both sides of the decode / composition boundary
 // (T * top_k = 63, 64, 65 and 64, 72), unaligned shapes (composition), F32 and BF16, a graph
-// capture replaying eager bit for bit, and the real 35B-A3B shape at T = 1.
+// capture replaying eager bit for bit, the real 35B-A3B shape at T = 1, and expert parallelism's
+// runs of held experts on the fused route, the GEMV composition and the grouped GEMMs.
 #include <string>
 
 #include "cuda/cuda_test_util.h"
+#include "cuda/moe_decode_test_util.h"
 #include "ops/moe.h"
 
 namespace ninfer::test {
@@ -105,6 +107,36 @@ TEST_P(CudaMoeBlock, GraphReplayEqualsEagerBitForBit) {
     }
     ops::synchronize(c);
     ops::bind_device(base);
+}
+
+// A dense block's stacks on the host (rounded to dt) and the device, as check_held_runs reads them.
+struct DeviceDense {
+    Tensor t;
+    ops::WeightView view;
+    DeviceDense(const ops::ExecContext& c, const Tensor& host, DType dt)
+        : t(to_device(c, host, dt)), view(t.view()) {}
+};
+struct MoeDense {
+    Dims d;
+    Tensor egu_ref, edown_ref, sgu_ref, sdown_ref;
+    DeviceDense d_egu, d_edown, d_sgu, d_sdown;
+    MoeDense(const ops::ExecContext& c, const Dims& dims, DType dt, uint64_t seed)
+        : d(dims), egu_ref(rounded(random_tensor({d.E, 2 * d.I, d.H}, seed, 0.1f), dt)),
+          edown_ref(rounded(random_tensor({d.E, d.H, d.I}, seed + 1, 0.1f), dt)),
+          sgu_ref(rounded(random_tensor({2 * d.Is, d.H}, seed + 2, 0.1f), dt)),
+          sdown_ref(rounded(random_tensor({d.H, d.Is}, seed + 3, 0.1f), dt)),
+          d_egu(c, egu_ref, dt), d_edown(c, edown_ref, dt), d_sgu(c, sgu_ref, dt),
+          d_sdown(c, sdown_ref, dt) {}
+};
+
+TEST_P(CudaMoeBlock, HeldExpertRunsOnEveryRoute) {
+    const auto c = ctx();
+    const MoeDense m(c, {16, 4, 64, 32, 48}, dt(), 450);
+    check_held_runs(c, m, 2, 451, "fused decode", dt());
+    check_held_runs(c, m, 40, 452, "grouped GEMMs", dt()); // 160 pairs
+    // Is = 12 (not a multiple of 8): the fused route refuses; 12 pairs take the GEMV kernels.
+    const MoeDense gemv(c, {16, 4, 64, 32, 12}, dt(), 453);
+    check_held_runs(c, gemv, 3, 454, "GEMV composition", dt());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMoeBlock, ::testing::Values(DType::F32, DType::BF16),

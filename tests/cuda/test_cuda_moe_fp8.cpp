@@ -82,6 +82,15 @@ TEST(CudaMoeFp8, Qwen35bShapes) {
     for (int64_t T : {16, 24}) check_case(c, m, T, 520 + uint64_t(T));
 }
 
+// Expert parallelism: runs of held fp8 experts on the fused route (T = 2) and the grouped
+// tensor-core composition (T = 64: 256 pairs, past the fused route's 192).
+TEST(CudaMoeFp8, HeldExpertRuns) {
+    const auto c = cuda_ctx(DType::BF16);
+    const MoeFp8 m(c, {16, 4, 256, 128, 128}, 700);
+    check_held_runs(c, m, 2, 701, "fp8 fused");
+    check_held_runs(c, m, 64, 702, "fp8 grouped");
+}
+
 TEST(CudaMoeFp8, PartialBlocks) {
     const auto c = cuda_ctx(DType::BF16);
     // H = 272 (17 of the 32 lanes load), I = 144, Is = 160 (I != Is: idle up blocks); the last
@@ -244,9 +253,10 @@ TEST(CudaMoeFp8, ShapesTheRouteRefuses) {
     // Mixed dense and fp8 weights: the dispatcher's composition.
     const Tensor dense_egu = to_device(c, rounded(m.egu_ref, DType::BF16), DType::BF16);
     const Tensor dense_sdown = to_device(c, rounded(m.sdown_ref, DType::BF16), DType::BF16);
-    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, d.k, dense_egu, m.d_edown.view, m.d_sgu.view,
-                                                  m.d_sdown.view));
-    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, d.k, m.d_egu.view, m.d_edown.view,
+    const TensorView logits = logits_shape(h, d.E);
+    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, logits, d.k, dense_egu, m.d_edown.view,
+                                                  m.d_sgu.view, m.d_sdown.view));
+    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, logits, d.k, m.d_egu.view, m.d_edown.view,
                                                   m.d_sgu.view, dense_sdown));
     // F32 activations with fp8 weights.
     const Tensor h32 = to_device(c, random_tensor({2, d.H}, 602), DType::F32);
@@ -269,7 +279,8 @@ TEST(CudaMoeFp8, ShapesTheRouteRefuses) {
     const Tensor edown264 = to_device(c, rounded(m264.edown_ref, DType::BF16), DType::BF16);
     const Tensor sgu264 = to_device(c, rounded(m264.sgu_ref, DType::BF16), DType::BF16);
     const Tensor sdown264 = to_device(c, rounded(m264.sdown_ref, DType::BF16), DType::BF16);
-    EXPECT_TRUE(ops::cuda::moe_block_decode_fits(h264, d.k, egu264, edown264, sgu264, sdown264));
+    EXPECT_TRUE(ops::cuda::moe_block_decode_fits(h264, logits_shape(h264, d.E), d.k, egu264,
+                                                 edown264, sgu264, sdown264));
     // I = 136 and Is = 168: multiples of 8, not 16.
     EXPECT_FALSE(MoeFp8(c, {16, 4, 272, 136, 160}, 620).fits(h));
     EXPECT_FALSE(MoeFp8(c, {16, 4, 272, 144, 168}, 621).fits(h));
@@ -278,7 +289,7 @@ TEST(CudaMoeFp8, ShapesTheRouteRefuses) {
     EXPECT_FALSE(MoeFp8(c, {16, 4, 272, 144, 160, 128, 24}, 630).fits(h));
     const HostFp8 sdown64 = moe_weight({d.H, d.Is}, 64, 64, 631, scale_for(d.Is));
     const DeviceFp8 d_sdown64(c, sdown64);
-    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, d.k, m.d_egu.view, m.d_edown.view,
+    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, logits_shape(h, d.E), d.k, m.d_egu.view, m.d_edown.view,
                                                   m.d_sgu.view, d_sdown64.view));
 }
 

@@ -86,6 +86,15 @@ void check_composed(const ops::ExecContext& c, const MoeGrouped& m, int64_t T, u
 
 const Dims k35b{256, 8, 2048, 512, 512};
 
+// Expert parallelism: runs of held q4 experts on the fused route (T = 2) and the composition
+// (T = 64: past the route's 192 pairs; only the held experts some pair uses are dequantized).
+TEST(CudaMoeGrouped, HeldExpertRuns) {
+    const auto c = cuda_ctx(DType::BF16);
+    const MoeGrouped m(c, {16, 4, 256, 128, 128}, Format{4, 32, DType::F16}, 710);
+    check_held_runs(c, m, 2, 711, "q4 fused");
+    check_held_runs(c, m, 64, 712, "q4 composed");
+}
+
 TEST(CudaMoeGrouped, Qwen35bShapesQ4) {
     const auto c = cuda_ctx(DType::BF16);
     const MoeGrouped m(c, k35b, {4, 32, DType::F16}, 800);
@@ -156,13 +165,13 @@ TEST(CudaMoeGrouped, ShapesTheRouteRefusesTakeTheComposition) {
     EXPECT_FALSE(m.fits(to_device(c, random_tensor({2, d.H}, 944), DType::F32)));
     // Mixed: a dense shared expert; a w8 shared expert beside q4 experts; F32 scales beside F16.
     const Tensor dense_sdown = to_device(c, rounded(m.sdown_ref, DType::BF16), DType::BF16);
-    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, d.k, m.d_egu.view, m.d_edown.view,
+    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, logits_shape(h, d.E), d.k, m.d_egu.view, m.d_edown.view,
                                                   m.d_sgu.view, dense_sdown));
     const DeviceGrouped w8_sdown(c, moe_weight({d.H, d.Is}, {8, 64, DType::F16}, 945));
-    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, d.k, m.d_egu.view, m.d_edown.view,
+    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, logits_shape(h, d.E), d.k, m.d_egu.view, m.d_edown.view,
                                                   m.d_sgu.view, w8_sdown.view));
     const DeviceGrouped f32_sdown(c, moe_weight({d.H, d.Is}, {4, 32, DType::F32}, 946));
-    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, d.k, m.d_egu.view, m.d_edown.view,
+    EXPECT_FALSE(ops::cuda::moe_block_decode_fits(h, logits_shape(h, d.E), d.k, m.d_egu.view, m.d_edown.view,
                                                   m.d_sgu.view, f32_sdown.view));
     // Groups that split a 16-byte load (w8 groups of 24, q4 groups of 16), and q4 columns that
     // are multiples of 16 but not of 32 (H = 272): the composition computes them.

@@ -41,7 +41,10 @@ TEST(CudaRouteTable, AnActiveTableMovesTheBoundaries) {
     const Tensor edown = to_device(c, random_tensor({E, H, I}, 3, 0.05f), DType::BF16);
     const Tensor sgu = to_device(c, random_tensor({2 * I, H}, 4, 0.05f), DType::BF16);
     const Tensor sdown = to_device(c, random_tensor({H, I}, 5, 0.05f), DType::BF16);
-    auto fits = [&] { return ops::cuda::moe_block_decode_fits(h, k, egu, edown, sgu, sdown); };
+    const TensorView logits = TensorView::contiguous(nullptr, DType::F32, h.view().device, {2, E + 1});
+    auto fits = [&] {
+        return ops::cuda::moe_block_decode_fits(h, logits, k, egu, edown, sgu, sdown);
+    };
     ops::set_active_route_table(builtin);
     EXPECT_TRUE(fits());
     ops::set_active_route_table(builtin.with_bands(

@@ -18,6 +18,7 @@
 #include "model/serving_exactness.h"
 #include "model/speculative_exactness.h"
 #include "model/convert.h"
+#include "model/parallel_fixture.h"
 #include "model/tensor_parallel.h"
 #include "ops/collective.h"
 #include "runtime/kv_pool.h"
@@ -25,94 +26,6 @@
 
 namespace ninfer::test {
 namespace {
-
-// Two ranks sum their partial products in another order than one device's GEMM: logprobs agree
-// as two schedules of one engine do.
-const Comparison kParallelCpu{kLogprobScheduleAbs, 0};
-
-EngineOptions parallel_options(const Fixture& f, int ranks, bool reference = false) {
-    EngineOptions o;
-    o.model_dir = f.dir;
-    o.tensor_parallel = ranks;
-    o.cpu_reference = reference;
-    return o;
-}
-
-// Whether the fixture's heads and rows divide into `ranks` (shard_config accepts it).
-bool divides(const Fixture& f, int ranks) {
-    try {
-        model::shard_config(io::load_hf_config(f.dir), ranks);
-        return true;
-    } catch (const Error&) {
-        return false;
-    }
-}
-
-// A collective that forgets to sum: the sabotage arm of the logits check.
-class NoReduce final : public ops::Collective {
-public:
-    explicit NoReduce(std::shared_ptr<ops::Collective> inner) : inner_(std::move(inner)) {}
-    int rank() const override { return inner_->rank(); }
-    int ranks() const override { return inner_->ranks(); }
-    void abort() override { inner_->abort(); }
-    void reset() override { inner_->reset(); }
-    std::string backend() const override { return "sabotaged"; }
-    bool capturable() const override { return false; }
-
-protected:
-    void reduce(const ops::ExecContext&, const TensorView&) override {}
-    void gather(const ops::ExecContext& ctx, const TensorView& part, const TensorView& full,
-                int root) override {
-        inner_->gather_columns(ctx, part, full, root);
-    }
-
-private:
-    std::shared_ptr<ops::Collective> inner_;
-};
-
-// Every row's logits of one prompt in one forward, the model over `ranks` CPU ranks (1: the
-// ordinary single-device model), each rank with pools of its shard's shapes.
-std::vector<float> prompt_logits(const Fixture& f, int ranks, bool sabotage = false) {
-    const ops::ExecContext ctx = ops::ExecContext::cpu(ops::CpuMode::Reference);
-    std::unique_ptr<model::Qwen35Model> m;
-    if (ranks == 1) {
-        m = model::Qwen35Model::load(f.dir, ctx);
-    } else {
-        std::vector<std::shared_ptr<ops::Collective>> c = ops::make_host_collectives(ranks);
-        if (sabotage)
-            for (auto& one : c) one = std::make_shared<NoReduce>(one);
-        m = model::Qwen35Model::load_parallel(f.dir, std::vector<ops::ExecContext>(size_t(ranks), ctx), c);
-    }
-    const std::vector<int32_t> tokens = f.cases.front().prompt;
-    const int64_t n = int64_t(tokens.size()), V = m->config().vocab_size;
-    std::vector<std::unique_ptr<runtime::KvPool>> kv;
-    std::vector<std::unique_ptr<runtime::StatePool>> states;
-    std::vector<model::CacheViews> views;
-    for (int r = 0; r < ranks; ++r) {
-        kv.push_back(std::make_unique<runtime::KvPool>(m->cache_spec(), 64, 16, ctx.device, ctx.dtype));
-        states.push_back(std::make_unique<runtime::StatePool>(m->cache_spec(), 2, ctx.device, ctx.dtype));
-        states.back()->zero_row(ctx, 0);
-        views.push_back({kv.back()->k_views(), kv.back()->v_views(), states.back()->conv_views(),
-                         states.back()->recurrent_views(), {}, {}, {}, {}, {}});
-    }
-    model::CacheViews caches = views[0];
-    caches.peer_ranks.assign(views.begin() + 1, views.end());
-    runtime::Sequence seq;
-    seq.tokens = tokens;
-    seq.slot = 0;
-    for (int32_t b = 0; b < int32_t((n + 15) / 16); ++b) seq.blocks.push_back(b);
-    runtime::StepPlan plan;
-    plan.entries.push_back({&seq, n});
-    runtime::StepBuffers buffers;
-    model::ForwardBatch batch = runtime::build_forward_batch(ctx, plan, 16, buffers);
-    std::vector<int32_t> rows(size_t(n), 0);
-    for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(i);
-    batch.logit_rows = TensorView::contiguous(rows.data(), DType::I32, Device::cpu(), {n});
-    std::vector<float> logits(size_t(n * V));
-    m->forward(ctx, batch, caches,
-               TensorView::contiguous(logits.data(), DType::F32, Device::cpu(), {n, V}));
-    return logits;
-}
 
 class TensorParallel : public ::testing::TestWithParam<Fixture> {};
 
@@ -256,21 +169,21 @@ TEST(TensorParallelLayout, ShardConfigDividesOrNamesWhatDoesNot) {
     c.moe = true;
     c.moe_intermediate_size = 512;
     c.shared_expert_intermediate_size = 512;
-    const io::ModelConfig s = model::shard_config(c, 4); // the 35B's shapes at TP=4
+    const io::ModelConfig s = model::shard_config(c, {4}); // the 35B's shapes at TP=4
     EXPECT_EQ(s.num_heads, 4);
     EXPECT_EQ(s.num_kv_heads, 1); // copied: 2 KV heads, 4 ranks
     EXPECT_EQ(s.linear_num_key_heads, 4);
     EXPECT_EQ(s.linear_num_value_heads, 8);
     EXPECT_EQ(s.moe_intermediate_size, 128);
     try {
-        model::shard_config(c, 3);
+        model::shard_config(c, {3});
         FAIL() << "16 heads split 3 ways";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("num_attention_heads (16)"), std::string::npos)
             << e.what();
     }
     c.num_kv_heads = 3;
-    EXPECT_THROW(model::shard_config(c, 2), Error); // neither divides the other
+    EXPECT_THROW(model::shard_config(c, {2}), Error); // neither divides the other
     // The engine refuses a layout before loading.
     EngineOptions o;
     o.model_dir = load_fixtures().front().dir;

@@ -208,7 +208,9 @@ TEST(MoeExperts, RejectsBadArguments) {
     Tensor x = random_tensor({T, H}, 361), y = zeros({T, H});
     Tensor ids = zeros({T, 2}, DType::I32), w = zeros({T, 2});
     EXPECT_NO_THROW(ops::moe_experts(kFast, x, ex.gate_up, ex.down, ids, w, y));
-    for (int32_t bad : {-1, 4}) {
+    ids.ptr<int32_t>()[3] = -1; // another rank's expert (expert parallelism): skipped
+    EXPECT_NO_THROW(ops::moe_experts(kRef, x, ex.gate_up, ex.down, ids, w, y));
+    for (int32_t bad : {-2, 4}) {
         ids.ptr<int32_t>()[3] = bad;
         EXPECT_THROW(ops::moe_experts(kRef, x, ex.gate_up, ex.down, ids, w, y), Error) << bad;
         EXPECT_THROW(ops::moe_experts(kFast, x, ex.gate_up, ex.down, ids, w, y), Error) << bad;

@@ -1,6 +1,7 @@
 // ops/moe.h: moe_block on the CPU is the composition of moe_route, moe_experts, the shared
 // expert's linear + silu_mul + linear and add_sigmoid_scaled (bit for bit, both modes); the
-// reference against the formula by hand; Fast against Reference; argument checks.
+// reference against the formula by hand; Fast against Reference; argument checks; expert
+// parallelism: blocks over runs of the experts (held experts) sum to the whole block.
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
@@ -141,6 +142,64 @@ TEST(MoeBlock, RejectsBadArguments) {
     Tensor y_bad = zeros({T, b.H + 1});
     EXPECT_THROW(run(h, logits, 2, b.egu, b.edown, b.sgu, b.sdown, y_bad), Error);
     EXPECT_THROW(run(h, logits, 2, b.egu, b.edown, b.sgu, b.sdown, h), Error); // alias
+}
+
+// Expert parallelism: each rank's stacks hold a run of the experts (uneven runs here) and its
+// moe_block adds the pairs routed to them; the shared expert runs on one rank (zeros elsewhere,
+// where the model splits it by rows instead). The parts sum to the whole block; a rank that
+// ignores its run's offset (first_expert 0 everywhere: the sabotage arm) does not.
+TEST(MoeBlock, HeldExpertRunsSumToTheWholeBlock) {
+    const Block b = make_block(10, 3, 32, 16, 24, 560);
+    const std::vector<std::pair<int64_t, int64_t>> runs = {{0, 3}, {3, 3}, {6, 4}};
+    for (const ops::ExecContext& ctx : {kRef, kFast}) {
+        for (int64_t T : {1, 6, 37}) {
+            Tensor h = random_tensor({T, b.H}, 561), logits = random_tensor({T, b.E + 1}, 562, 2.0f);
+            Tensor y0 = random_tensor({T, b.H}, 563), whole = clone(y0);
+            ops::moe_block(ctx, h, logits, b.k, b.egu, b.edown, b.sgu, b.sdown, whole);
+            for (const bool sabotage : {false, true}) {
+                Tensor sum = clone(y0);
+                for (const auto& [first, count] : runs) {
+                    Tensor sgu = first == 0 ? clone(b.sgu) : zeros({2 * b.Is, b.H});
+                    Tensor sdown = first == 0 ? clone(b.sdown) : zeros({b.H, b.Is});
+                    ops::moe_block(ctx, h, logits, b.k, b.egu.view().narrow(0, first, count),
+                                   b.edown.view().narrow(0, first, count), sgu, sdown, sum,
+                                   sabotage ? 0 : first);
+                }
+                const std::string what = "T=" + std::to_string(T) + " ref=" +
+                                         std::to_string(ctx.reference());
+                if (sabotage)
+                    EXPECT_FALSE(near(sum, whole, kReductionF32)) << what;
+                else
+                    EXPECT_TRUE(near(sum, whole, kReductionF32)) << what;
+            }
+        }
+    }
+    // A run past the router's experts is refused.
+    Tensor h = random_tensor({2, b.H}, 564), logits = random_tensor({2, b.E + 1}, 565);
+    Tensor y = zeros({2, b.H});
+    EXPECT_THROW(ops::moe_block(kFast, h, logits, b.k, b.egu.view().narrow(0, 6, 4),
+                                b.edown.view().narrow(0, 6, 4), b.sgu, b.sdown, y, 7),
+                 Error);
+    EXPECT_THROW(ops::moe_block(kFast, h, logits, b.k, b.egu, b.edown, b.sgu, b.sdown, y, -1),
+                 Error);
+}
+
+// moe_route with a held run: the weights are the whole route's, the ids the run's (-1 outside).
+TEST(MoeRoute, HeldRunKeepsTheWeightsAndMapsTheIds) {
+    const int64_t T = 9, E = 12, k = 4;
+    Tensor logits = random_tensor({T, E}, 570, 2.0f);
+    for (const ops::ExecContext& ctx : {kRef, kFast}) {
+        Tensor w_all = zeros({T, k}), id_all = zeros({T, k}, DType::I32);
+        Tensor w_run = zeros({T, k}), id_run = zeros({T, k}, DType::I32);
+        ops::moe_route(ctx, logits, k, w_all, id_all);
+        ops::moe_route(ctx, logits, k, w_run, id_run, {4, 5});
+        EXPECT_TRUE(near(w_run, w_all, kExact));
+        for (int64_t i = 0; i < T * k; ++i) {
+            const int32_t e = id_all.ptr<int32_t>()[i];
+            EXPECT_EQ(id_run.ptr<int32_t>()[i], e >= 4 && e < 9 ? e - 4 : -1) << i;
+        }
+        EXPECT_THROW(ops::moe_route(ctx, logits, k, w_run, id_run, {10, 3}), Error);
+    }
 }
 
 } // namespace

@@ -6,7 +6,9 @@
 # decode at batch 1 and 8 concurrent, one GPU against --tensor-parallel 2 in one run, for the 27B
 # (dense) and the 35B-A3B with random weights, TP=2 with the device collective (CUDA graphs) and
 # the host-staged one (eager): on one GPU as cuda:0,cuda:0 (two ranks sharing one GPU: what TP
-# costs, not what it gains), on two as cuda:0,cuda:1.
+# costs, not what it gains), on two as cuda:0,cuda:1; the 35B also with --expert-parallel (whole
+# experts a rank, the device collective). The tests include every moe_block route's held-expert
+# runs (*HeldExpertRuns*).
 #   bash tools/gpu/tp_check.sh [tests|bench|all]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +21,8 @@ rc=0
 gpus=$(nvidia-smi -L | wc -l)
 echo "GPUs: $gpus" | tee -a "$out/summary.txt"
 if [ "$what" = tests ] || [ "$what" = all ]; then
-    gate_test tp_tests 500 /tmp/g/test_cuda_bundle --gtest_filter='*CudaTensorParallel*'
+    gate_test tp_tests 500 /tmp/g/test_cuda_bundle \
+        --gtest_filter='*CudaTensorParallel*:*HeldExpertRuns*'
 fi
 source tools/gpu/bench_line.sh
 if [ "$what" = bench ] || [ "$what" = all ]; then
@@ -32,5 +35,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
                 --tensor-parallel 2 --devices "$devs" --collective "$c"
         done
     done
+    bench_line qwen3.6-35b-a3b_tp2_ep_device --config configs/qwen3.6-35b-a3b.json \
+        --random-weights --tensor-parallel 2 --devices "$devs" --collective device --expert-parallel
 fi
 exit $rc

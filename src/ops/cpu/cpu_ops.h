@@ -38,7 +38,7 @@ void paged_attention(CpuMode mode, const TensorView& q, const KvPlane& k_cache,
                      const KvPlane& v_cache, const SeqBatch& batch, float scale,
                      const TensorView& out);
 void moe_route(CpuMode mode, const TensorView& router_logits, int64_t top_k,
-               const TensorView& weights, const TensorView& ids);
+               const TensorView& weights, const TensorView& ids, int64_t first, int64_t held);
 void moe_experts(CpuMode mode, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y);

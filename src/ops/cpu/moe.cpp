@@ -13,8 +13,10 @@
 namespace ninfer::ops::cpu {
 namespace {
 
+// ids: the chosen expert's id - first when it lies in [first, first + held), else -1.
 template <typename Acc>
-void route_row(const float* logits, int64_t E, int64_t top_k, float* weights, int32_t* ids) {
+void route_row(const float* logits, int64_t E, int64_t top_k, int64_t first, int64_t held,
+               float* weights, int32_t* ids) {
     Acc max_logit = logits[0];
     for (int64_t e = 1; e < E; ++e) max_logit = std::max(max_logit, Acc(logits[e]));
     std::vector<Acc> p(E);
@@ -28,7 +30,8 @@ void route_row(const float* logits, int64_t E, int64_t top_k, float* weights, in
     Acc top_sum = 0;
     for (int64_t j = 0; j < top_k; ++j) top_sum += p[order[j]];
     for (int64_t j = 0; j < top_k; ++j) {
-        ids[j] = order[j];
+        const int64_t local = order[j] - first;
+        ids[j] = local >= 0 && local < held ? int32_t(local) : -1;
         weights[j] = float(p[order[j]] / top_sum);
     }
 }
@@ -42,6 +45,7 @@ void experts_reference(const TensorView& x, const TensorView& gate_up, const Ten
         std::vector<double> sum(H, 0.0);
         for (int64_t j = 0; j < K; ++j) {
             const int64_t e = ids.ptr<int32_t>()[t * ids.stride[0] + j];
+            if (e < 0) continue; // another rank's expert
             const float* gu = gate_up.ptr<float>() + e * gate_up.stride[0];
             for (int64_t i = 0; i < I; ++i) {
                 double g = 0, u = 0;
@@ -71,8 +75,10 @@ void experts_fast(const TensorView& x, const TensorView& gate_up, const TensorVi
     // Bucket (token, slot) pairs by expert.
     std::vector<std::vector<int64_t>> assigned(E);
     for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < K; ++j)
-            assigned[ids.ptr<int32_t>()[t * ids.stride[0] + j]].push_back(t * K + j);
+        for (int64_t j = 0; j < K; ++j) {
+            const int32_t e = ids.ptr<int32_t>()[t * ids.stride[0] + j];
+            if (e >= 0) assigned[size_t(e)].push_back(t * K + j); // -1: another rank's expert
+        }
     std::vector<float> xs, hidden, act, outs;
     for (int64_t e = 0; e < E; ++e) {
         const auto& pairs = assigned[e];
@@ -104,15 +110,15 @@ void experts_fast(const TensorView& x, const TensorView& gate_up, const TensorVi
 } // namespace
 
 void moe_route(CpuMode mode, const TensorView& router_logits, int64_t top_k,
-               const TensorView& weights, const TensorView& ids) {
+               const TensorView& weights, const TensorView& ids, int64_t first, int64_t held) {
     const int64_t T = router_logits.size(0), E = router_logits.size(1);
     for_each_row(mode, T, [&](int64_t t) {
         float* w = row_f32(weights, t);
         int32_t* id = ids.ptr<int32_t>() + t * ids.stride[0];
         if (mode == CpuMode::Reference)
-            route_row<double>(row_f32(router_logits, t), E, top_k, w, id);
+            route_row<double>(row_f32(router_logits, t), E, top_k, first, held, w, id);
         else
-            route_row<float>(row_f32(router_logits, t), E, top_k, w, id);
+            route_row<float>(row_f32(router_logits, t), E, top_k, first, held, w, id);
     });
 }
 

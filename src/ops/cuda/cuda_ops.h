@@ -95,12 +95,13 @@ void attention_prep_fused(const ExecContext& ctx, const TensorView& q_in, const 
                           const TensorView& q, const KvPlane& k_cache,
                           const KvPlane& v_cache);
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
-               const TensorView& weights, const TensorView& ids);
+               const TensorView& weights, const TensorView& ids, int64_t first, int64_t held);
 void moe_experts(const ExecContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& y);
 bool moe_experts_capturable(int64_t pairs, int64_t H, int64_t I);
-// used[e] = 1 when some pair of ids [T, k] (I32) is routed to expert e, else 0; used: I32 [E].
+// used[e] = 1 when some pair of ids [T, k] (I32; -1 skipped) is routed to expert e, else 0;
+// used: I32 [E].
 void mark_used_experts(const ExecContext& ctx, const TensorView& ids, const TensorView& used);
 // moe_experts over block-wise fp8 stacks on the grouped tensor-core route (the codes are read
 // once per M-tile and turned into bf16 in shared memory: the values dequantize_fp8 writes).
@@ -112,13 +113,13 @@ void add_sigmoid_scaled(const ExecContext& ctx, const TensorView& gate_logit,
                         const TensorView& shared, const TensorView& y);
 // moe_block's fused decode route (moe_decode.cu) and the shapes it takes; the dispatcher runs
 // the op composition for the rest.
-bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const WeightView& experts_gate_up,
-                           const WeightView& experts_down, const WeightView& shared_gate_up,
-                           const WeightView& shared_down);
+bool moe_block_decode_fits(const TensorView& h, const TensorView& router_logits, int64_t top_k,
+                           const WeightView& experts_gate_up, const WeightView& experts_down,
+                           const WeightView& shared_gate_up, const WeightView& shared_down);
 void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
                       int64_t top_k, const WeightView& experts_gate_up,
                       const WeightView& experts_down, const WeightView& shared_gate_up,
-                      const WeightView& shared_down, const TensorView& y);
+                      const WeightView& shared_down, const TensorView& y, int64_t first_expert);
 void logprobs_top_k(const ExecContext& ctx, const TensorView& logits, int64_t vocab_limit,
                     const TensorView& lse, const TensorView& ids, const TensorView& logprobs);
 void apply_penalties(const ExecContext& ctx, const TensorView& logits,

@@ -79,12 +79,12 @@ void kv_cache_write(const ExecContext&, const TensorView&, const TensorView&, co
 void paged_attention(const ExecContext&, const TensorView&, const KvPlane&, const KvPlane&, const SeqBatch&, float, const TensorView&) { no_cuda("paged_attention"); }
 bool attention_prep_fused_fits(const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, int64_t, const TensorView&, const KvPlane&, const KvPlane&) { no_cuda("attention_prep"); }
 void attention_prep_fused(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&, int64_t, double, const SeqBatch&, const TensorView&, const KvPlane&, const KvPlane&) { no_cuda("attention_prep"); }
-void moe_route(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&) { no_cuda("moe_route"); }
+void moe_route(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, int64_t, int64_t) { no_cuda("moe_route"); }
 void moe_experts(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("moe_experts"); }
 bool moe_experts_capturable(int64_t, int64_t, int64_t) { no_cuda("moe_experts_capturable"); }
 void add_sigmoid_scaled(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("add_sigmoid_scaled"); }
-bool moe_block_decode_fits(const TensorView&, int64_t, const WeightView&, const WeightView&, const WeightView&, const WeightView&) { no_cuda("moe_block"); }
-void moe_block_decode(const ExecContext&, const TensorView&, const TensorView&, int64_t, const WeightView&, const WeightView&, const WeightView&, const WeightView&, const TensorView&) { no_cuda("moe_block"); }
+bool moe_block_decode_fits(const TensorView&, const TensorView&, int64_t, const WeightView&, const WeightView&, const WeightView&, const WeightView&) { no_cuda("moe_block"); }
+void moe_block_decode(const ExecContext&, const TensorView&, const TensorView&, int64_t, const WeightView&, const WeightView&, const WeightView&, const WeightView&, const TensorView&, int64_t) { no_cuda("moe_block"); }
 void logprobs_top_k(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, const TensorView&) { no_cuda("logprobs_top_k"); }
 void apply_penalties(const ExecContext&, const TensorView&, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&) { no_cuda("apply_penalties"); }
 void sample_tokens(const ExecContext&, const TensorView&, int64_t, const SamplingParamsRow*, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const SampleDrafts&) { no_cuda("sample_tokens"); }

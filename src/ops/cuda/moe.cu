@@ -27,11 +27,12 @@ constexpr int64_t kGemvMaxPairs = 64;
 
 // One warp per token (route_warp), 4 warps per block.
 __global__ void route_kernel(const float* logits, int64_t l_s0, int E, int top_k, float* weights,
-                             int64_t w_s0, int32_t* ids, int64_t i_s0, int64_t T) {
+                             int64_t w_s0, int32_t* ids, int64_t i_s0, int64_t T, int first,
+                             int held) {
     const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + (threadIdx.x >> 5);
     if (t >= T) return;
     const WarpRoute r = route_warp<kMaxExpertsPerLane>(logits + t * l_s0, E, top_k);
-    store_route(r, top_k, weights + t * w_s0, ids + t * i_s0);
+    store_route(r, top_k, weights + t * w_s0, ids + t * i_s0, first, held);
 }
 
 // Loads 8 consecutive elements as floats (one 16-byte load for bf16, two for f32).
@@ -66,8 +67,8 @@ __device__ __forceinline__ float2 warp_dot2(const TA* a, const TB* r0, const TB*
     return make_float2(warp_sum(s0), warp_sum(s1));
 }
 
-// act[p, i] = silu(G_e x) * (U_e x) for pair p = (t, j), e = ids[t, j]; one warp per (p, i).
-// Assumes H % 8 == 0 (checked by the launcher).
+// act[p, i] = silu(G_e x) * (U_e x) for pair p = (t, j), e = ids[t, j] (0 for e = -1, another
+// rank's expert); one warp per (p, i). Assumes H % 8 == 0 (checked by the launcher).
 template <typename T>
 __global__ void expert_up_gemv(const T* x, int64_t x_s0, const T* gate_up, const int32_t* ids,
                                int64_t i_s0, int k, int64_t I, int64_t H, float* act) {
@@ -76,12 +77,16 @@ __global__ void expert_up_gemv(const T* x, int64_t x_s0, const T* gate_up, const
     if (i >= I) return;
     const int64_t t = pair / k;
     const int e = ids[t * i_s0 + pair % k];
+    if (e < 0) { // warp-uniform
+        if ((threadIdx.x & 31) == 0) act[pair * I + i] = 0.0f;
+        return;
+    }
     const T* g = gate_up + (int64_t(e) * 2 * I + i) * H;
     const float2 gu = warp_dot2(x + t * x_s0, g, g + I * H, H);
     if ((threadIdx.x & 31) == 0) act[pair * I + i] = gu.x / (1.0f + __expf(-gu.x)) * gu.y;
 }
 
-// out[p, c] = down_e[c, :] . act[p, :]; one warp per (p, c). Assumes I % 8 == 0.
+// out[p, c] = down_e[c, :] . act[p, :] (0 for e = -1); one warp per (p, c). Assumes I % 8 == 0.
 template <typename T>
 __global__ void expert_down_gemv(const float* act, const T* down, const int32_t* ids, int64_t i_s0,
                                  int k, int64_t I, int64_t H, float* out) {
@@ -89,12 +94,17 @@ __global__ void expert_down_gemv(const float* act, const T* down, const int32_t*
     const int64_t c = blockIdx.y * int64_t(blockDim.x / 32) + (threadIdx.x >> 5);
     if (c >= H) return;
     const int e = ids[(pair / k) * i_s0 + pair % k];
+    if (e < 0) { // warp-uniform
+        if ((threadIdx.x & 31) == 0) out[pair * H + c] = 0.0f;
+        return;
+    }
     const float2 d = warp_dot2<float, T>(act + pair * I, down + (int64_t(e) * H + c) * I,
                                          static_cast<const T*>(nullptr), I);
     if ((threadIdx.x & 31) == 0) out[pair * H + c] = d.x;
 }
 
-// y[t, c] += sum_j w[t, j] * out[slot(t, j), c], slot = t * k + j or its sorted position.
+// y[t, c] += sum_j w[t, j] * out[slot(t, j), c], slot = t * k + j or its sorted position (-1:
+// another rank's expert, skipped).
 template <typename T>
 __global__ void combine_kernel(const float* out, const int32_t* slot_of_pair, const float* w,
                                int64_t w_s0, int k, int64_t H, T* y, int64_t y_s0) {
@@ -104,7 +114,7 @@ __global__ void combine_kernel(const float* out, const int32_t* slot_of_pair, co
         for (int j = 0; j < k; ++j) {
             const int64_t pair = t * k + j;
             const int64_t slot = slot_of_pair ? slot_of_pair[pair] : pair;
-            sum += w[t * w_s0 + j] * out[slot * H + c];
+            if (slot >= 0) sum += w[t * w_s0 + j] * out[slot * H + c];
         }
         y[t * y_s0 + c] = from_float<T>(to_float(y[t * y_s0 + c]) + sum);
     }
@@ -139,20 +149,25 @@ void experts_gemv(const ExecContext& ctx, const TensorView& x, const TensorView&
     check_launch("combine_kernel");
 }
 
-// used[ids[t, j]] = 1 for every pair (used zeroed before; racing writes store the same value).
+// used[ids[t, j]] = 1 for every held pair (used zeroed before; racing writes store the same
+// value).
 __global__ void mark_used_kernel(const int32_t* ids, int64_t i_s0, int k, int64_t pairs,
                                  int32_t* used) {
     const int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-    if (p < pairs) used[ids[(p / k) * i_s0 + p % k]] = 1;
+    if (p >= pairs) return;
+    const int e = ids[(p / k) * i_s0 + p % k];
+    if (e >= 0) used[e] = 1;
 }
 
 // ---- Grouped route: device-side routing (no host synchronisation, graph-capturable) ----
 
-// counts[e] = number of pairs routed to expert e (counts zeroed before).
+// counts[e] = number of pairs routed to expert e (counts zeroed before; -1 ids skipped).
 __global__ void count_pairs(const int32_t* ids, int64_t i_s0, int k, int64_t pairs,
                             int32_t* counts) {
     const int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-    if (p < pairs) atomicAdd(&counts[ids[(p / k) * i_s0 + p % k]], 1);
+    if (p >= pairs) return;
+    const int e = ids[(p / k) * i_s0 + p % k];
+    if (e >= 0) atomicAdd(&counts[e], 1);
 }
 
 // Exclusive prefix sum of v over the block (blockDim.x == 1024); total = the block's sum.
@@ -203,13 +218,19 @@ __global__ void plan_tiles(const int32_t* counts, int E, int bm, int32_t* cursor
     if (threadIdx.x == 0) *num_tiles = total_tiles;
 }
 
-// Gives pair p a slot of its expert. The order within an expert depends on the atomics, but a
-// GEMM row's result does not depend on its slot, so the output stays bit-deterministic.
+// Gives pair p a slot of its expert (-1 for another rank's). The order within an expert depends
+// on the atomics, but a GEMM row's result does not depend on its slot, so the output stays
+// bit-deterministic. Slots past the held pairs are never planned into a tile.
 __global__ void assign_slots(const int32_t* ids, int64_t i_s0, int k, int64_t pairs,
                              int32_t* cursor, int32_t* token_of_slot, int32_t* slot_of_pair) {
     const int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
     if (p >= pairs) return;
-    const int32_t slot = atomicAdd(&cursor[ids[(p / k) * i_s0 + p % k]], 1);
+    const int e = ids[(p / k) * i_s0 + p % k];
+    if (e < 0) {
+        slot_of_pair[p] = -1;
+        return;
+    }
+    const int32_t slot = atomicAdd(&cursor[e], 1);
     token_of_slot[slot] = int32_t(p / k);
     slot_of_pair[p] = slot;
 }
@@ -301,14 +322,15 @@ bool moe_experts_capturable(int64_t /*pairs*/, int64_t /*H*/, int64_t /*I*/) {
 }
 
 void moe_route(const ExecContext& ctx, const TensorView& router_logits, int64_t top_k,
-               const TensorView& weights, const TensorView& ids) {
+               const TensorView& weights, const TensorView& ids, int64_t first, int64_t held) {
     const int64_t T = router_logits.size(0), E = router_logits.size(1);
     require(E <= 32 * kMaxExpertsPerLane && top_k <= 32,
             "moe_route: CUDA supports <= ", 32 * kMaxExpertsPerLane, " experts and top_k <= 32");
     if (T == 0) return;
     route_kernel<<<blocks_for(T, 4), 128, 0, stream_of(ctx)>>>(
         router_logits.ptr<float>(), router_logits.stride[0], int(E), int(top_k),
-        weights.ptr<float>(), weights.stride[0], ids.ptr<int32_t>(), ids.stride[0], T);
+        weights.ptr<float>(), weights.stride[0], ids.ptr<int32_t>(), ids.stride[0], T, int(first),
+        int(held));
     check_launch("route_kernel");
 }
 

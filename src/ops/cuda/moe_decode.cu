@@ -8,9 +8,12 @@
 //     hands the round-j expert to the block; pair top_k is the shared expert, whose rows are
 //     known before the dependency wait, so its first loads are issued before it. Warp -> row i:
 //     act[t, j, i] = silu(G h) * (U h) in f32. One block also stores the route (ids, weights).
+//     Under expert parallelism a pair routed to an expert the stacks do not hold (ops/moe.h)
+//     idles; its route id is -1.
 //   moe_down_kernel: block (column chunk, token t), warp -> column c: the shared expert's row
 //     (prefetched before the wait) times sigmoid(gate logit), plus sum_j w_j * down_e[c, :] .
-//     act[t, j] in a fixed order, added to y[t, c] with one rounding: no atomics, deterministic.
+//     act[t, j] over the held pairs in a fixed order, added to y[t, c] with one rounding: no
+//     atomics, deterministic.
 // Weight rows stream as 16-byte evict-first loads, kUpBatch / W::kDownBatch steps in flight.
 // The kernels are templated on the weight format W:
 //   - DenseWeights<T>: F32 or BF16 weights in the activation dtype T, 8 elements a load (H, I,
@@ -159,7 +162,8 @@ template <typename W> struct MoeArgs {
     const float* logits; // [T, E + 1], row stride l_s0: column E gates the shared expert
     int64_t l_s0;
     int E, k;
-    WMat<W> experts_gate_up, experts_down; // [E, 2I, H], [E, H, I]
+    int first, held;                       // the stacks hold experts [first, first + held) of E
+    WMat<W> experts_gate_up, experts_down; // [held, 2I, H], [held, H, I]
     WMat<W> shared_gate_up, shared_down;   // [2Is, H], [H, Is]
     int64_t H, I, Is;
     float* act; // [T, k + 1, act_w], act_w = max(I, Is): scratch written by moe_up_kernel
@@ -245,7 +249,8 @@ __device__ int block_expert(const MoeArgs<W>& a, int64_t t, int j) {
         const bool writer = j == a.k - 1 && blockIdx.x == 0;
         const WarpRoute r = route_warp<kPerLane>(a.logits + t * a.l_s0, a.E, writer ? a.k : j + 1);
         if (lane == j) expert = r.id;
-        if (writer) store_route(r, a.k, a.route_w + t * a.k, a.route_ids + t * a.k);
+        if (writer)
+            store_route(r, a.k, a.route_w + t * a.k, a.route_ids + t * a.k, a.first, a.held);
     }
     __syncthreads();
     return expert;
@@ -274,8 +279,8 @@ __global__ void __launch_bounds__(32 * kWarps, up_blocks_per_sm<W, kPerLane>())
     }
     pdl_wait_and_release();
     if (int64_t(blockIdx.x) * kWarps >= a.I) return; // block-uniform
-    const int e = block_expert<kPerLane>(a, t, j);
-    if (i >= a.I) return;
+    const int e = held_id(block_expert<kPerLane>(a, t, j), a.first, a.held);
+    if (e < 0 || i >= a.I) return; // another rank's expert (block-uniform), or past I
     const WMat<W>& m = a.experts_gate_up;
     const WRow<W> g = W::expert(m, W::row(m, i, a.H), e);
     const WRow<W> up = W::expert(m, W::row(m, a.I + i, a.H), e);
@@ -283,10 +288,11 @@ __global__ void __launch_bounds__(32 * kWarps, up_blocks_per_sm<W, kPerLane>())
     up_row(a, m, g, up, t, j, i, rg, ru);
 }
 
-// The k routed rows of output column c as one stream of k * S load steps (S per row of I):
-// item q is step q % S of pair q / S's row (lane j holds pair j's expert id and weight), so a batch
-// of W::kDownBatch items spans pairs. issue_routed loads items [q0, q0 + W::kDownBatch);
-// consume_routed adds their lane partial of sum_j w_j * down_{e_j}[c, :] . act[j, :], in order.
+// The kh held routed rows of output column c as one stream of kh * S load steps (S per row of
+// I): item q is step q % S of held pair q / S's row (lane j holds the j-th held pair's expert id,
+// weight and pair index src), so a batch of W::kDownBatch items spans pairs. issue_routed loads
+// items [q0, q0 + W::kDownBatch); consume_routed adds their lane partial of
+// sum_j w_j * down_{e_j}[c, :] . act[src_j, :], in order.
 template <typename W>
 __device__ __forceinline__ void issue_routed(const WMat<W>& m, const WRow<W>& down_c, int64_t I,
                                              int S, int items, int q0, int id,
@@ -304,7 +310,7 @@ __device__ __forceinline__ void issue_routed(const WMat<W>& m, const WRow<W>& do
 }
 template <typename W>
 __device__ __forceinline__ float consume_routed(const float* act, int64_t act_w, int64_t I, int S,
-                                                int items, int q0, float w,
+                                                int items, int q0, float w, int src,
                                                 const WRaw<W> (&raw)[W::kDownBatch]) {
     const int lane = threadIdx.x & 31;
     int j = q0 / S, step = q0 - j * S;
@@ -314,10 +320,30 @@ __device__ __forceinline__ float consume_routed(const float* act, int64_t act_w,
         if (q0 + u >= items) break;
         const int64_t col = int64_t(step) * kWarpElems<W> + lane * W::kElems;
         const float wj = __shfl_sync(0xffffffffu, w, j);
-        if (col < I) sum += wj * dot_act<W>(act + j * act_w + col, raw[u]);
+        const int pair = __shfl_sync(0xffffffffu, src, j);
+        if (col < I) sum += wj * dot_act<W>(act + pair * act_w + col, raw[u]);
         if (++step == S) step = 0, ++j;
     }
     return sum;
+}
+
+// The held pairs of a token's route (ids -1: another rank's experts) compacted to lanes
+// [0, count) in pair order: lane q gets the q-th held pair's expert id, weight and index src.
+struct HeldPair {
+    int id, src, count;
+    float w;
+};
+__device__ __forceinline__ HeldPair held_pair(const int32_t* ids, const float* weights, int k) {
+    const int lane = threadIdx.x & 31;
+    const int id = lane < k ? ids[lane] : -1;
+    const float w = lane < k ? weights[lane] : 0.0f;
+    const unsigned held = __ballot_sync(0xffffffffu, id >= 0);
+    int src = 0; // the pair whose rank among the held ones is this lane
+    for (int m = 0; m < k; ++m)
+        if (((held >> m) & 1u) && __popc(held & ((1u << m) - 1u)) == lane) src = m;
+    const int count = __popc(held);
+    return {__shfl_sync(0xffffffffu, id, src), src, count,
+            lane < count ? __shfl_sync(0xffffffffu, w, src) : 0.0f};
 }
 
 // Grid (ceil(H / kWarps), T); warp -> output column c of token t.
@@ -335,10 +361,11 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) 
     if (c >= a.H) return;
     // The route first, then the routed rows' first batch, so their HBM latency overlaps the
     // shared expert's dot products and the gate below.
-    const int id = lane < a.k ? a.route_ids[t * a.k + lane] : 0;
-    const float w = lane < a.k ? a.route_w[t * a.k + lane] : 0.0f;
+    const HeldPair p = held_pair(a.route_ids + t * a.k, a.route_w + t * a.k, a.k);
+    const int id = p.id, src = p.src;
+    const float w = p.w;
     const WRow<W> down_c = W::row(a.experts_down, c, a.I);
-    const int S = int((a.I + kWarpElems<W> - 1) / kWarpElems<W>), items = a.k * S;
+    const int S = int((a.I + kWarpElems<W> - 1) / kWarpElems<W>), items = p.count * S;
     WRaw<W> raw[W::kDownBatch] = {};
     issue_routed<W>(a.experts_down, down_c, a.I, S, items, 0, id, raw);
     const float* act = a.act + t * (a.k + 1) * a.act_w; // [k + 1, act_w] of token t
@@ -352,7 +379,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) 
     const float gate = 1.0f / (1.0f + __expf(-a.logits[t * a.l_s0 + a.E]));
     float routed = 0.0f; // in a fixed order: deterministic
     for (int q0 = 0;;) {
-        routed += consume_routed<W>(act, a.act_w, a.I, S, items, q0, w, raw);
+        routed += consume_routed<W>(act, a.act_w, a.I, S, items, q0, w, src, raw);
         q0 += W::kDownBatch;
         if (q0 >= items) break;
         issue_routed<W>(a.experts_down, down_c, a.I, S, items, q0, id, raw);
@@ -366,9 +393,9 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) 
 template <typename W>
 void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logits, int k,
             const WeightView& egu, const WeightView& edown, const WeightView& sgu,
-            const WeightView& sdown, const TensorView& y) {
+            const WeightView& sdown, const TensorView& y, int64_t first) {
     using T = typename W::Act;
-    const int64_t T_ = h.size(0), H = h.size(1), E = egu.size(0), I = edown.size(2);
+    const int64_t T_ = h.size(0), H = h.size(1), E = logits.size(1) - 1, I = edown.size(2);
     const int64_t Is = sdown.size(1), act_w = std::max(I, Is);
     // The stream's workspace (no allocation node in a captured graph): act [T, k + 1, act_w] |
     // route_w [T, k] | route_ids [T, k] (int32 in f32 slots).
@@ -379,6 +406,7 @@ void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logit
     MoeArgs<W> a;
     a.h = h.ptr<T>(), a.h_s0 = h.stride[0], a.logits = logits.ptr<float>();
     a.l_s0 = logits.stride[0], a.E = int(E), a.k = k;
+    a.first = int(first), a.held = int(egu.size(0));
     a.experts_gate_up = W::mat(egu), a.experts_down = W::mat(edown);
     a.shared_gate_up = W::mat(sgu), a.shared_down = W::mat(sdown);
     a.H = H, a.I = I, a.Is = Is, a.act = act, a.act_w = act_w;
@@ -407,9 +435,9 @@ template <typename Fn> decltype(auto) with_grouped(const WeightView& w, Fn&& fn)
 
 } // namespace
 
-bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const WeightView& experts_gate_up,
-                           const WeightView& experts_down, const WeightView& shared_gate_up,
-                           const WeightView& shared_down) {
+bool moe_block_decode_fits(const TensorView& h, const TensorView& router_logits, int64_t top_k,
+                           const WeightView& experts_gate_up, const WeightView& experts_down,
+                           const WeightView& shared_gate_up, const WeightView& shared_down) {
     const WeightView* const w[4] = {&experts_gate_up, &experts_down, &shared_gate_up, &shared_down};
     int fp8 = 0, grouped = 0;
     for (const WeightView* v : w) fp8 += v->is_fp8(), grouped += v->is_grouped();
@@ -426,7 +454,7 @@ bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const WeightView&
                                     : RouteId::MoeBlockDense;
     bool fits = fused_routes_enabled("moe_block") &&
                 active_route_table().route(route, h.size(0) * top_k) == kRouteFusedDecode &&
-                top_k <= kMaxTopK && experts_gate_up.size(0) <= 32 * kMaxExpertsPerLane &&
+                top_k <= kMaxTopK && router_logits.size(1) - 1 <= 32 * kMaxExpertsPerLane &&
                 H % elems == 0 && I % elems == 0 && Is % elems == 0 && h.stride[0] % 8 == 0 &&
                 aligned16(h.data);
     for (const WeightView* v : w) fits = fits && aligned16(v->w.data);
@@ -441,9 +469,10 @@ bool moe_block_decode_fits(const TensorView& h, int64_t top_k, const WeightView&
 void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorView& router_logits,
                       int64_t top_k, const WeightView& experts_gate_up,
                       const WeightView& experts_down, const WeightView& shared_gate_up,
-                      const WeightView& shared_down, const TensorView& y) {
+                      const WeightView& shared_down, const TensorView& y, int64_t first_expert) {
     require(
-        moe_block_decode_fits(h, top_k, experts_gate_up, experts_down, shared_gate_up, shared_down),
+        moe_block_decode_fits(h, router_logits, top_k, experts_gate_up, experts_down,
+                              shared_gate_up, shared_down),
         "moe_block: the decode route needs the route table's moe_block decision to give it T * "
         "top_k pairs (", h.size(0) * top_k, "), top_k <= ", kMaxTopK,
         ", E <= ", 32 * kMaxExpertsPerLane,
@@ -455,15 +484,16 @@ void moe_block_decode(const ExecContext& ctx, const TensorView& h, const TensorV
                 "moe_block: fp8 and groupwise weights take BF16 h and y");
     if (experts_gate_up.is_fp8())
         return launch<Fp8Weights>(ctx, h, router_logits, int(top_k), experts_gate_up, experts_down,
-                                  shared_gate_up, shared_down, y);
+                                  shared_gate_up, shared_down, y, first_expert);
     if (experts_gate_up.is_grouped())
         return with_grouped(experts_gate_up, [&](auto format) {
             launch<decltype(format)>(ctx, h, router_logits, int(top_k), experts_gate_up,
-                                     experts_down, shared_gate_up, shared_down, y);
+                                     experts_down, shared_gate_up, shared_down, y, first_expert);
         });
     dispatch_float(h.dtype, "moe_block", [&](auto tag) {
         launch<DenseWeights<decltype(tag)>>(ctx, h, router_logits, int(top_k), experts_gate_up,
-                                            experts_down, shared_gate_up, shared_down, y);
+                                            experts_down, shared_gate_up, shared_down, y,
+                                            first_expert);
     });
 }
 

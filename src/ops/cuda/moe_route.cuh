@@ -56,16 +56,23 @@ template <int kPerLane> __device__ WarpRoute route_warp(const float* logits, int
     return r;
 }
 
+// The id of expert e in a stack holding [first, first + held), or -1 (another rank's).
+__device__ __forceinline__ int held_id(int e, int first, int held) {
+    const int local = e - first;
+    return local >= 0 && local < held ? local : -1;
+}
+
 // Lanes < k store the route: weights renormalised over the k chosen (summed in round order), and
-// ids. Every lane of the warp must call it (it shuffles).
+// ids as held_id (ops/moe.h: expert parallelism). Every lane of the warp must call it (it
+// shuffles).
 __device__ __forceinline__ void store_route(const WarpRoute& r, int k, float* weights,
-                                            int32_t* ids) {
+                                            int32_t* ids, int first, int held) {
     const int lane = threadIdx.x & 31;
     float total = 0.0f;
     for (int m = 0; m < k; ++m) total += __shfl_sync(0xffffffffu, r.p, m);
     if (lane < k) {
         weights[lane] = r.p / total;
-        ids[lane] = r.id;
+        ids[lane] = held_id(r.id, first, held);
     }
 }
 
