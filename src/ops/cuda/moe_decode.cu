@@ -342,8 +342,10 @@ __device__ __forceinline__ HeldPair held_pair(const int32_t* ids, const float* w
     for (int m = 0; m < k; ++m)
         if (((held >> m) & 1u) && __popc(held & ((1u << m) - 1u)) == lane) src = m;
     const int count = __popc(held);
-    return {__shfl_sync(0xffffffffu, id, src), src, count,
-            lane < count ? __shfl_sync(0xffffffffu, w, src) : 0.0f};
+    // Every lane shuffles (a shuffle some lanes skip pairs with another call's: undefined).
+    const int src_id = __shfl_sync(0xffffffffu, id, src);
+    const float src_w = __shfl_sync(0xffffffffu, w, src);
+    return {src_id, src, count, lane < count ? src_w : 0.0f};
 }
 
 // Grid (ceil(H / kWarps), T); warp -> output column c of token t.
