@@ -363,7 +363,11 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) 
     if (c >= a.H) return;
     // The route first, then the routed rows' first batch, so their HBM latency overlaps the
     // shared expert's dot products and the gate below.
-    const HeldPair p = held_pair(a.route_ids + t * a.k, a.route_w + t * a.k, a.k);
+    // Every expert here (no expert parallelism): the pairs in route order, no compaction.
+    const HeldPair p = a.held == a.E
+                           ? HeldPair{lane < a.k ? a.route_ids[t * a.k + lane] : 0, lane, a.k,
+                                      lane < a.k ? a.route_w[t * a.k + lane] : 0.0f}
+                           : held_pair(a.route_ids + t * a.k, a.route_w + t * a.k, a.k);
     const int id = p.id, src = p.src;
     const float w = p.w;
     const WRow<W> down_c = W::row(a.experts_down, c, a.I);
