@@ -91,8 +91,8 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                      "experts whole instead of 1/N of every expert's rows");
         app.add_option("--collective", o.collective,
                        "Tensor-parallel collectives: auto (nccl on CUDA where built, else host), "
-                       "host (staged through host memory), device (CUDA: kernels read the "
-                       "other ranks' memory, capturable in CUDA graphs) or nccl")
+                       "host (staged through host memory), nccl, or device (CUDA: kernels read "
+                       "the other ranks' memory; disabled: it crashed in its first GPU test)")
             ->check(CLI::IsMember({"auto", "host", "device", "nccl"}));
         app.add_option("--route-table", o.route_table,
                        "Kernel route table: auto (the table ninfer tune wrote for this GPU, else "

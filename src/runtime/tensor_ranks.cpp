@@ -53,11 +53,14 @@ TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
     require(!nccl || cuda, "--collective nccl: NCCL runs on CUDA devices, not the CPU");
     if (collective == "device") {
         require(cuda, "--collective device: CUDA devices, not the CPU (its ranks use host)");
-        t.collectives = ops::make_device_collectives(t.contexts);
-    } else {
-        t.collectives = nccl ? ops::make_nccl_collectives(t.contexts)
-                             : ops::make_host_collectives(ranks);
+        // Its first GPU run (H100, two ranks on one GPU) ended in a segmentation fault in
+        // CudaTensorParallel.DeviceCollectiveWithGraphsEqualsHost: refused, with the reason,
+        // until that test passes.
+        fail_invalid("--collective device is disabled: it crashed in its first GPU test "
+                     "(tests/cuda/test_cuda_tensor_parallel.cpp); use --collective nccl (one GPU "
+                     "a rank) or host");
     }
+    t.collectives = nccl ? ops::make_nccl_collectives(t.contexts) : ops::make_host_collectives(ranks);
     return t;
 }
 

@@ -9,12 +9,17 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <functional>
+#include <latch>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
 #include "model/serving_exactness.h"
+#include "core/error.h"
 #include "ops/collective.h"
+#include "ops/memory.h"
 
 namespace ninfer::test {
 namespace {
@@ -52,33 +57,27 @@ TEST_P(CudaTensorParallel, TwoStreamsOfOneGpuEqualOneRank) {
                        kParallelF32, f.name + " tp=2 on one GPU");
 }
 
-// The device collective: the ranks' kernels read each other's parts, streams ordered by events,
-// so TP decode steps run as CUDA graphs (bf16, where the graphs matter; logprobs as two
-// schedules of one bf16 engine may differ).
-TEST_P(CudaTensorParallel, DeviceCollectiveWithGraphsEqualsHost) {
-    const Fixture& f = GetParam();
-    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
-    for (bool graphs : {false, true}) {
-        EngineOptions host = parallel_options(f, "cuda:0,cuda:0", "host");
-        host.dtype = "bf16";
-        host.cuda_graphs = graphs;
-        Engine by_host(host);
-        const Generated want = run_one(by_host, greedy_request(prompt, 24));
-        EngineOptions device = host;
-        device.collective = "device";
-        Engine by_device(device);
-        EXPECT_EQ(by_device.model_info().collective, "device");
-        // Both collectives sum in f32 in rank order and round once: the same bits.
-        expect_same_output(run_one(by_device, greedy_request(prompt, 24)).tokens, want.tokens,
-                           {0.0, 0}, f.name + (graphs ? " graphs" : " eager"));
+// --collective device is refused (runtime/tensor_ranks.cpp) since its first GPU run, where the
+// engine-level check (TP=2 on one GPU, eager and CUDA graphs, against the host collective) ended
+// in a segmentation fault on the H100. The engine names the reason; CudaDeviceCollective below
+// isolates the collective, and once it passes the engine check comes back (git history:
+// DeviceCollectiveWithGraphsEqualsHost).
+TEST_P(CudaTensorParallel, DeviceCollectiveIsRefusedWithItsReason) {
+    try {
+        Engine e(parallel_options(GetParam(), "cuda:0,cuda:0", "device"));
+        ADD_FAILURE() << "--collective device was taken";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--collective device is disabled"), std::string::npos)
+            << e.what();
     }
-    check_batching_and_preemption(parallel_options(f, "cuda:0,cuda:0", "device"), f,
-                                  kParallelF32);
 }
 
 TEST_P(CudaTensorParallel, BatchingPreemptionAndPrefixCacheOnOneGpu) {
     const Fixture& f = GetParam();
-    check_batching_and_preemption(parallel_options(f, "cuda:0,cuda:0", "host"), f, kParallelF32);
+    // Batched and preempted rows: ids only, as CudaServing's single-GPU check (cuBLAS picks its
+    // GEMM algorithm by row count, so a row's logprobs move in the last bits with the batch; the
+    // H100 run saw 1.1e-4 on a preempted request of dense_vlm_mtp).
+    check_batching_and_preemption(parallel_options(f, "cuda:0,cuda:0", "host"), f, kIdsOnly);
     check_prefix_cache_exactness(parallel_options(f, "cuda:0,cuda:0", "host"), f, kParallelF32);
 }
 
@@ -107,6 +106,88 @@ TEST_P(CudaTensorParallel, TwoGpusEqualOneGpu) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaTensorParallel, ::testing::ValuesIn(load_fixtures()),
                          [](const auto& param_info) { return param_info.param.name; });
+
+// The device collective alone (ops::make_device_collectives), two ranks on two streams of one
+// GPU, each rank's calls from its own thread as under the engine: all_reduce_sum (f32 and bf16)
+// and gather_columns eagerly, then all_reduce_sum captured in one graph on rank 0's stream (rank
+// 1's stream joins the capture through an event, as Qwen35Model's ranks do) and replayed. Every
+// rank ends with the rank-order sum; the gathered columns are the ranks' parts side by side.
+TEST(CudaDeviceCollective, SumsAndGathersOnTwoStreamsEagerAndCaptured) {
+    const ops::ExecContext base = cuda_ctx(DType::F32);
+    std::vector<std::shared_ptr<void>> streams;
+    std::vector<ops::ExecContext> ranks(2, base);
+    for (ops::ExecContext& r : ranks) {
+        streams.push_back(ops::create_stream(r.device));
+        r.stream = streams.back().get();
+    }
+    const auto group = ops::make_device_collectives(ranks);
+    // fn(r) for both ranks, rank 1 on its own thread.
+    auto both = [&](const std::function<void(int)>& fn) {
+        std::thread other([&] {
+            ops::bind_device(ranks[1]);
+            fn(1);
+        });
+        ops::bind_device(ranks[0]);
+        fn(0);
+        other.join();
+        for (const ops::ExecContext& r : ranks) ops::synchronize(r);
+    };
+    const int64_t n = 3000;
+    std::vector<Tensor> host = {random_tensor({n}, 901), random_tensor({n}, 902)};
+    Tensor want = clone(host[0]);
+    for (int64_t i = 0; i < n; ++i) want.ptr<float>()[i] += host[1].ptr<float>()[i];
+    for (const DType dt : {DType::F32, DType::BF16}) {
+        const Tensor expect = rounded(want, dt);
+        std::vector<Tensor> x = {to_device(ranks[0], rounded(host[0], dt), dt),
+                                 to_device(ranks[1], rounded(host[1], dt), dt)};
+        both([&](int r) { group[size_t(r)]->all_reduce_sum(ranks[size_t(r)], x[size_t(r)]); });
+        for (int r = 0; r < 2; ++r)
+            EXPECT_TRUE(near(to_host(ranks[size_t(r)], x[size_t(r)]), expect,
+                             dt == DType::F32 ? kCudaF32 : kBf16Elementwise))
+                << dtype_name(dt) << " eager, rank " << r;
+    }
+    // gather_columns: widths 3 and 5 over 2 rows into rank 0's [2, 8].
+    std::vector<Tensor> part = {to_device(ranks[0], random_tensor({2, 3}, 903), DType::F32),
+                                to_device(ranks[1], random_tensor({2, 5}, 904), DType::F32)};
+    Tensor full = to_device(ranks[0], zeros({2, 8}), DType::F32);
+    both([&](int r) {
+        group[size_t(r)]->gather_columns(ranks[size_t(r)], part[size_t(r)],
+                                         r == 0 ? full.view() : TensorView{}, 0);
+    });
+    const Tensor got = to_host(ranks[0], full), p0 = to_host(ranks[0], part[0]),
+                 p1 = to_host(ranks[1], part[1]);
+    for (int64_t row = 0; row < 2; ++row)
+        for (int64_t c = 0; c < 8; ++c)
+            EXPECT_EQ(got.ptr<float>()[row * 8 + c], c < 3 ? p0.ptr<float>()[row * 3 + c]
+                                                           : p1.ptr<float>()[row * 5 + c - 3])
+                << row << ", " << c;
+    // Captured: rank 0's stream captures; rank 1's joins after rank 0 has begun, and rank 0
+    // joins rank 1's back once it has enqueued its part.
+    std::vector<Tensor> x = {to_device(ranks[0], host[0], DType::F32),
+                             to_device(ranks[1], host[1], DType::F32)};
+    std::latch begun(1), enqueued(1);
+    std::thread other([&] {
+        ops::bind_device(ranks[1]);
+        begun.wait();
+        ops::stream_wait(ranks[1], ranks[0]);
+        group[1]->all_reduce_sum(ranks[1], x[1]);
+        enqueued.count_down();
+    });
+    ops::bind_device(ranks[0]);
+    std::unique_ptr<ops::Graph> graph = ops::capture_graph(ranks[0], [&] {
+        begun.count_down();
+        group[0]->all_reduce_sum(ranks[0], x[0]);
+        enqueued.wait();
+        ops::stream_wait(ranks[0], ranks[1]);
+    });
+    other.join();
+    for (int r = 0; r < 2; ++r) ops::upload(ranks[size_t(r)], host[size_t(r)], x[size_t(r)]);
+    graph->launch(ranks[0]);
+    for (const ops::ExecContext& r : ranks) ops::synchronize(r);
+    for (int r = 0; r < 2; ++r)
+        EXPECT_TRUE(near(to_host(ranks[size_t(r)], x[size_t(r)]), want, kCudaF32))
+            << "graph replay, rank " << r;
+}
 
 } // namespace
 } // namespace ninfer::test
