@@ -181,7 +181,10 @@ TEST(CudaDeviceCollective, SumsAndGathersOnTwoStreamsEagerAndCaptured) {
         ops::stream_wait(ranks[0], ranks[1]);
     });
     other.join();
-    for (int r = 0; r < 2; ++r) ops::upload(ranks[size_t(r)], host[size_t(r)], x[size_t(r)]);
+    for (int r = 0; r < 2; ++r) { // the graph's rank-1 nodes run from rank 0's launch
+        ops::upload(ranks[size_t(r)], host[size_t(r)], x[size_t(r)]);
+        ops::synchronize(ranks[size_t(r)]);
+    }
     graph->launch(ranks[0]);
     for (const ops::ExecContext& r : ranks) ops::synchronize(r);
     for (int r = 0; r < 2; ++r)
