@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/convert.h"
 #include "model/fixture_util.h"
 #include "model/qwen3_5.h"
 #include "model/serving_exactness.h"
@@ -112,6 +113,59 @@ inline std::vector<float> prompt_logits(const Fixture& f, int ranks, bool sabota
     m->forward(ctx, batch, caches,
                TensorView::contiguous(logits.data(), DType::F32, Device::cpu(), {n, V}));
     return logits;
+}
+
+// The 35B-A3B's heads and MoE widths (256 experts, 512 wide), for the layout's arithmetic.
+inline io::ModelConfig moe_35b_shapes() {
+    io::ModelConfig c;
+    c.num_heads = 16;
+    c.num_kv_heads = 2;
+    c.linear_num_key_heads = 16;
+    c.linear_num_value_heads = 32;
+    c.moe = true;
+    c.num_experts = 256;
+    c.moe_intermediate_size = 512;
+    c.shared_expert_intermediate_size = 512;
+    return c;
+}
+
+// Greedy output of a quantized checkpoint under TP=2 (with expert parallelism when asked) equals
+// one device's, both with the given residency (the CPU dequantizes resident weights in every op).
+inline void expect_parallel_equals_single(const std::string& dir, const std::string& residency,
+                                          const std::string& what, bool expert_parallel = false) {
+    EngineOptions one;
+    one.model_dir = dir;
+    one.fp8_weights = residency;
+    one.group_weights = residency;
+    Engine single(one);
+    const std::vector<int32_t> prompt = {1, 5, 9, 14, 30, 2, 7, 11, 3, 8};
+    const Generated want = run_one(single, greedy_request(prompt, 16));
+    EngineOptions o = one;
+    o.tensor_parallel = 2;
+    o.expert_parallel = expert_parallel;
+    Engine parallel(o);
+    expect_same_output(run_one(parallel, greedy_request(prompt, 16)).tokens, want.tokens,
+                       kParallelCpu,
+                       what + " " + residency + " --tensor-parallel 2" +
+                           (expert_parallel ? " --expert-parallel" : ""));
+}
+
+// The moe_text_fused fixture converted (ninfer convert) to fp8 with block x block scale blocks,
+// or q4 with groups of 8, under the scratch folder `name`.
+inline std::filesystem::path converted_moe(model::QuantFormat format, int64_t block,
+                                           const std::string& name) {
+    Fixture moe;
+    for (const Fixture& f : load_fixtures())
+        if (f.name == "moe_text_fused") moe = f;
+    require(!moe.dir.empty(), "the moe_text_fused fixture is missing");
+    model::ConvertOptions c;
+    c.format = format;
+    c.block = block;
+    c.group = 8;
+    const std::filesystem::path dir = scratch_path(name);
+    std::filesystem::remove_all(dir);
+    model::convert_checkpoint(moe.dir, dir, c);
+    return dir;
 }
 
 } // namespace ninfer::test

@@ -77,19 +77,9 @@ TEST(ExpertParallelSpeculative, MtpKeepsThePlainOutput) {
 // Quantized checkpoints (fp8 with 32-row blocks, which split a TP rank's expert rows; q4): under
 // expert parallelism every rank's experts stay quantized, and the output equals one device's.
 TEST(ExpertParallelQuantized, ExpertsStayQuantizedAndOutputEqualsOneDevice) {
-    Fixture moe;
-    for (const Fixture& f : load_fixtures())
-        if (f.name == "moe_text_fused") moe = f;
-    ASSERT_FALSE(moe.dir.empty());
     for (const model::QuantFormat format : {model::QuantFormat::Fp8, model::QuantFormat::Q4}) {
         const bool fp8 = format == model::QuantFormat::Fp8;
-        model::ConvertOptions c;
-        c.format = format;
-        c.block = 32;
-        c.group = 8;
-        const std::filesystem::path dir = scratch_path(fp8 ? "ep_fp8_b32" : "ep_q4_g8");
-        std::filesystem::remove_all(dir);
-        model::convert_checkpoint(moe.dir, dir, c);
+        const std::filesystem::path dir = converted_moe(format, 32, fp8 ? "ep_fp8_b32" : "ep_q4_g8");
         const ops::ExecContext cpu = ops::ExecContext::cpu();
         const auto m = model::Qwen35Model::load_parallel(dir, {cpu, cpu},
                                                          ops::make_host_collectives(2),
@@ -102,31 +92,15 @@ TEST(ExpertParallelQuantized, ExpertsStayQuantizedAndOutputEqualsOneDevice) {
                 EXPECT_TRUE(fp8 ? w->is_fp8() : w->is_grouped()) << "an expert was dequantized";
                 EXPECT_EQ(w->size(0), full.num_experts / 2);
             }
-        EngineOptions one;
-        one.model_dir = dir.string();
-        one.fp8_weights = one.group_weights = "resident";
-        Engine single(one);
-        const std::vector<int32_t> prompt = {1, 5, 9, 14, 30, 2, 7, 11, 3, 8};
-        const Generated want = run_one(single, greedy_request(prompt, 16));
-        EngineOptions o = one;
-        o.tensor_parallel = 2;
-        o.expert_parallel = true;
-        Engine parallel(o);
-        expect_same_output(run_one(parallel, greedy_request(prompt, 16)).tokens, want.tokens,
-                           kParallelCpu, fp8 ? "fp8 b32 --expert-parallel" : "q4 --expert-parallel");
+        expect_parallel_equals_single(dir.string(), "resident", fp8 ? "fp8 b32" : "q4",
+                                      /*expert_parallel=*/true);
     }
 }
 
 TEST(ExpertParallelLayout, RunsOfWholeExpertsAndRefusals) {
-    io::ModelConfig c;
-    c.num_heads = 16;
-    c.num_kv_heads = 2;
-    c.linear_num_key_heads = 16;
-    c.linear_num_value_heads = 32;
-    c.moe = true;
+    io::ModelConfig c = moe_35b_shapes();
     c.num_experts = 10;
     c.moe_intermediate_size = 96; // 96 / 4 = 24: not a multiple of a 128-block, whole under EP
-    c.shared_expert_intermediate_size = 512;
     int64_t next = 0;
     for (int r = 0; r < 4; ++r) { // 10 experts over 4 ranks: runs of 2, 3, 2, 3
         const io::ModelConfig s = model::shard_config(c, {4, true}, r);

@@ -90,24 +90,6 @@ TEST_P(TensorParallel, HostTierRestoresEveryRanksState) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel, ::testing::ValuesIn(load_fixtures()),
                          [](const auto& param_info) { return param_info.param.name; });
 
-// Greedy output of a quantized checkpoint under TP=2 equals one device's, both with the given
-// residency (the CPU dequantizes resident weights in every op).
-void expect_parallel_equals_single(const std::string& dir, const std::string& residency,
-                                   const std::string& what) {
-    EngineOptions one;
-    one.model_dir = dir;
-    one.fp8_weights = residency;
-    one.group_weights = residency;
-    Engine single(one);
-    const std::vector<int32_t> prompt = {1, 5, 9, 14, 30, 2, 7, 11, 3, 8};
-    const Generated want = run_one(single, greedy_request(prompt, 16));
-    EngineOptions o = one;
-    o.tensor_parallel = 2;
-    Engine parallel(o);
-    expect_same_output(run_one(parallel, greedy_request(prompt, 16)).tokens, want.tokens,
-                       kParallelCpu, what + " " + residency + " --tensor-parallel 2");
-}
-
 // Official-layout FP8 checkpoints (32-row blocks here: some of a rank's runs split a block and
 // are dequantized exactly, the others stay fp8), dequantized or resident.
 TEST(TensorParallelQuantized, Fp8CheckpointsEqualOneDevice) {
@@ -120,19 +102,9 @@ TEST(TensorParallelQuantized, Fp8CheckpointsEqualOneDevice) {
 // with groups of 8): each rank's projections stay quantized, cut along the scale grid, and the
 // output equals one device's.
 TEST(TensorParallelQuantized, AlignedShardsStayQuantized) {
-    Fixture moe;
-    for (const Fixture& f : load_fixtures())
-        if (f.name == "moe_text_fused") moe = f;
-    ASSERT_FALSE(moe.dir.empty());
     for (const model::QuantFormat format : {model::QuantFormat::Fp8, model::QuantFormat::Q4}) {
         const bool fp8 = format == model::QuantFormat::Fp8;
-        model::ConvertOptions c;
-        c.format = format;
-        c.block = 8;
-        c.group = 8;
-        const std::filesystem::path dir = scratch_path(fp8 ? "tp_fp8_b8" : "tp_q4_g8");
-        std::filesystem::remove_all(dir);
-        model::convert_checkpoint(moe.dir, dir, c);
+        const std::filesystem::path dir = converted_moe(format, 8, fp8 ? "tp_fp8_b8" : "tp_q4_g8");
         const ops::ExecContext cpu = ops::ExecContext::cpu();
         const auto m = model::Qwen35Model::load_parallel(
             dir, {cpu, cpu}, ops::make_host_collectives(2), model::Residency(true, true));
@@ -161,14 +133,7 @@ TEST(TensorParallelLayout, RangesAndSharedHeads) {
 }
 
 TEST(TensorParallelLayout, ShardConfigDividesOrNamesWhatDoesNot) {
-    io::ModelConfig c;
-    c.num_heads = 16;
-    c.num_kv_heads = 2;
-    c.linear_num_key_heads = 16;
-    c.linear_num_value_heads = 32;
-    c.moe = true;
-    c.moe_intermediate_size = 512;
-    c.shared_expert_intermediate_size = 512;
+    io::ModelConfig c = moe_35b_shapes();
     const io::ModelConfig s = model::shard_config(c, {4}); // the 35B's shapes at TP=4
     EXPECT_EQ(s.num_heads, 4);
     EXPECT_EQ(s.num_kv_heads, 1); // copied: 2 KV heads, 4 ranks
