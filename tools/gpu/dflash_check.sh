@@ -18,19 +18,26 @@ source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
 bundle=/tmp/g/test_cuda_bundle
 rc=0
 filter='*DFlash*:*Dflash*:*SpanAttention*:*GroupedDynamicConv*'
-# The DFlash tests and 4 shards of the rest run side by side (SHARD_TIMEOUT s each, default 420).
+# The DFlash tests and 4 shards of the rest run side by side (SHARD_TIMEOUT s each, default 420),
+# each logging every test line-buffered, so that a shard that crashes or times out names the
+# test it was in (its last "[ RUN      ]" line).
 if [ "$what" = tests ] || [ "$what" = all ]; then
-    timeout ${SHARD_TIMEOUT:-420} $bundle --gtest_brief=1 --gtest_filter="$filter" \
+    timeout ${SHARD_TIMEOUT:-420} stdbuf -oL -eL $bundle --gtest_filter="$filter" \
         > "$out/dflash_tests.log" 2>&1 &
     pids=($!)
     for i in 0 1 2 3; do
-        GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout ${SHARD_TIMEOUT:-420} $bundle \
-            --gtest_brief=1 --gtest_filter="-$filter${BUNDLE_EXCLUDE:-}" > "$out/bundle_$i.log" 2>&1 &
+        GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout ${SHARD_TIMEOUT:-420} stdbuf -oL -eL \
+            $bundle --gtest_filter="-$filter${BUNDLE_EXCLUDE:-}" > "$out/bundle_$i.log" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
-    grep -E "^\[  (PASSED|FAILED)|FAILED|tests? ran" "$out/dflash_tests.log" | head -30
-    cat "$out"/bundle_*.log | grep -E "^\[  (PASSED|FAILED)|FAILED TEST|tests? ran" | sort | uniq -c
+    for log in "$out/dflash_tests.log" "$out"/bundle_*.log; do
+        echo "== $(basename "$log"): $(grep -c '^\[       OK' "$log") passed"
+        grep -E "^\[  FAILED  \].*\(|^\[==========\].* ran" "$log" | head -20
+        # A shard that did not finish: the test it was in.
+        grep -qE "^\[==========\].* ran" "$log" ||
+            echo "   did not finish; last test: $(grep '^\[ RUN' "$log" | tail -1)"
+    done
 fi
 source tools/gpu/bench_line.sh
 bench() { # label, config, extra flags: a random-weight config (tools/gpu/bench_line.sh)
