@@ -55,7 +55,8 @@ TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
         require(cuda, "--collective device: CUDA devices, not the CPU (its ranks use host)");
         // Its first GPU run (H100, two ranks on one GPU) ended in a segmentation fault in
         // CudaTensorParallel.DeviceCollectiveWithGraphsEqualsHost: refused, with the reason,
-        // until that test passes.
+        // until that test passes. Likely cause, fixed since but not yet run on a GPU: rank 1's
+        // sum buffer was freed on its stream after TensorRanks had destroyed that stream.
         fail_invalid("--collective device is disabled: it crashed in its first GPU test "
                      "(tests/cuda/test_cuda_tensor_parallel.cpp); use --collective nccl (one GPU "
                      "a rank) or host");

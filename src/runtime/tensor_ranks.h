@@ -12,9 +12,12 @@
 namespace ninfer::runtime {
 
 struct TensorRanks {
+    // Ranks 1..N-1's streams. Declared before the collectives so that they are destroyed after
+    // them: a collective's device buffers are freed on its rank's stream (a buffer freed on a
+    // destroyed stream is undefined; the device collective's sum buffer was).
+    std::vector<std::shared_ptr<void>> streams;
     std::vector<ops::ExecContext> contexts; // rank 0 (the engine's context) first
     std::vector<std::shared_ptr<ops::Collective>> collectives;
-    std::vector<std::shared_ptr<void>> streams; // ranks 1..N-1's (destroy after their users)
 
     int size() const { return int(contexts.size()); }
     std::vector<ops::ExecContext> peers() const;
