@@ -216,6 +216,10 @@ class DemoModel(unittest.TestCase):
     def test_tensor_parallel_matches_hf(self):  # two CPU ranks, each half the heads and rows
         self.check_reference("--tensor-parallel", "2")
 
+    @unittest.skipUnless(os.path.isfile(os.path.join(MODEL, "reference.json")), "no demo model")
+    def test_expert_parallel_matches_hf(self):  # two CPU ranks, each 8 of the 16 experts whole
+        self.check_reference("--tensor-parallel", "2", "--expert-parallel")
+
     def check_reference(self, *extra):
         with open(os.path.join(self.MODEL, "reference.json")) as f:
             ref = json.load(f)
@@ -277,6 +281,24 @@ class Info(unittest.TestCase):
         blocks = p["text_total"] - p["embedding"] - p["lm_head"] - hidden  # minus final norm
         self.assertEqual(blocks, 33_643_489_920)  # the 40 blocks of the real checkpoint header
         self.assertEqual(p["mtp"], 844_640_768)
+
+    def test_expert_parallel_plan(self):
+        """--plan ep:N: whole experts a rank, the bytes of tp:N when N divides the experts; a
+        dense model is refused with the reason."""
+        def plan(config, layout):
+            return subprocess.run([NINFER, "info", "--config", os.path.join(ROOT, "configs", config),
+                                   "--plan", layout, "--json"], capture_output=True, text=True)
+        ep = json.loads(plan("qwen3.6-35b-a3b.json", "ep:8").stdout)["placement"]
+        tp = json.loads(plan("qwen3.6-35b-a3b.json", "tp:8").stdout)["placement"]
+        self.assertEqual(ep["mode"], "ep")
+        self.assertIn("--expert-parallel", ep["note"])
+        shares = [t["share"] for t in ep["tensors"] if t["device"] == 7]
+        self.assertTrue(any("experts 224..255 of 256 whole" in s for s in shares), shares)
+        self.assertEqual(ep["devices"][7]["weight_bytes"], tp["devices"][7]["weight_bytes"])
+        self.assertEqual(ep["kv_tokens"], tp["kv_tokens"])
+        dense = plan("qwen3.6-27b.json", "ep:2")
+        self.assertEqual(dense.returncode, 1)
+        self.assertIn("this model is dense", dense.stderr)
 
     def test_qwen36_27b_has_dense_mlp(self):
         j = self.info("qwen3.6-27b.json")

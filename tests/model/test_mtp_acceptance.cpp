@@ -17,6 +17,15 @@ TEST(MtpAcceptance, TensorParallelDemoModelMatchesPyTorch) {
     check_mtp_acceptance(o);
 }
 
+// The same under expert parallelism: the demo model's 16 experts, 8 whole a rank (the MTP
+// layer's MoE too).
+TEST(MtpAcceptance, ExpertParallelDemoModelMatchesPyTorch) {
+    EngineOptions o;
+    o.tensor_parallel = 2;
+    o.expert_parallel = true;
+    check_mtp_acceptance(o);
+}
+
 // --draft-shortlist N with MTP: drafts come from the first N rows of the head (a view). Every
 // row in order is the full head exactly; the lower half of the ids keeps most drafts; greedy
 // output equals plain decoding throughout.
