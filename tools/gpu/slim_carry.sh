@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The device copies every tracked file (about 61 MB) and at most 64 MiB in all, so a pack of
-# binaries (~10.5 MB, tools/gpu/pack_binaries.sh) no longer fits beside the whole tree. For one
-# device run, `slim_carry.sh on PATH...` takes PATHs (fixtures the run does not need) out of the
-# index and hides them with .git/info/exclude, locally and uncommitted; `slim_carry.sh off`
-# restores both. Never commit in between.
-#   bash tools/gpu/slim_carry.sh on tests/fixtures_vision && <device run> ; bash tools/gpu/slim_carry.sh off
+# The device copies every tracked file (about 62 MB) and at most 64 MiB in all, so a pack of
+# binaries (ninfer + test_cuda_bundle: ~11.4 MB, tools/gpu/pack_binaries.sh) no longer fits beside
+# the whole tree. For one device run, `slim_carry.sh on PATH...` takes PATHs (what the run does not
+# need) out of the index and hides them with .git/info/exclude, locally and uncommitted;
+# `slim_carry.sh off` restores both. Never commit in between. The CUDA bundle (less CudaVision:
+# BUNDLE_EXCLUDE=":*CudaVision.*") and the GPU scripts need none of these four (54 MB left):
+#   bash tools/gpu/slim_carry.sh on tests/fixtures_vision bench/results tests/fixtures_text tests/e2e
+#   <device run>; bash tools/gpu/slim_carry.sh off
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .git/info
