@@ -166,7 +166,7 @@ private:
     static std::unique_ptr<Qwen35Model> make_parallel(
         const io::ModelConfig& full, const std::vector<ops::ExecContext>& ranks,
         const std::vector<std::shared_ptr<ops::Collective>>& collectives, bool expert_parallel,
-        const std::function<ModelWeights(int rank)>& weights_of);
+        const std::function<ModelWeights(int rank, const io::ModelConfig& shard)>& weights_of);
     void forward_rank(const ops::ExecContext& ctx, const ForwardBatch& batch,
                       const CacheViews& caches, const TensorView& logits);
     void mtp_forward_rank(const ops::ExecContext& ctx, const ForwardBatch& batch,

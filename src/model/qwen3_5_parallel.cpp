@@ -105,7 +105,7 @@ ForwardBatch Qwen35Model::Peers::Rank::mirror(const ops::ExecContext& from, cons
 std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
     const io::ModelConfig& full, const std::vector<ops::ExecContext>& ranks,
     const std::vector<std::shared_ptr<ops::Collective>>& collectives, bool expert_parallel,
-    const std::function<ModelWeights(int rank)>& weights_of) {
+    const std::function<ModelWeights(int rank, const io::ModelConfig& shard)>& weights_of) {
     const int N = int(ranks.size());
     require(N >= 1 && collectives.size() == ranks.size(), "tensor parallelism: ", N,
             " contexts for ", collectives.size(), " collectives");
@@ -116,8 +116,9 @@ std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
     std::vector<std::unique_ptr<Qwen35Model>> models;
     for (int r = 0; r < N; ++r) {
         ops::bind_device(ranks[size_t(r)]);
-        models.push_back(std::make_unique<Qwen35Model>(shard_config(full, {N, expert_parallel}, r),
-                                                       weights_of(r), ranks[size_t(r)].device));
+        const io::ModelConfig shard = shard_config(full, {N, expert_parallel}, r);
+        models.push_back(
+            std::make_unique<Qwen35Model>(shard, weights_of(r, shard), ranks[size_t(r)].device));
         models.back()->shard_ = {r, N, collectives[size_t(r)]};
     }
     ops::bind_device(ranks[0]);
@@ -157,7 +158,8 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load_parallel(
     whole.layers.clear();
     whole.mtp.layers.clear();
     std::unique_ptr<Qwen35Model> root =
-        make_parallel(config, ranks, collectives, opts.expert_parallel, [&](int r) {
+        make_parallel(config, ranks, collectives, opts.expert_parallel,
+                      [&](int r, const io::ModelConfig&) {
             ModelWeights w = shard_weights(config, whole, r, layout, ranks[size_t(r)]);
             w.layers = std::move(layers[size_t(r)]);
             w.mtp.layers = std::move(mtp_layers[size_t(r)]);
@@ -176,8 +178,8 @@ std::unique_ptr<Qwen35Model> Qwen35Model::random_parallel(
     const int N = int(ranks.size());
     Tensor head;
     std::unique_ptr<Qwen35Model> root =
-        make_parallel(config, ranks, collectives, opts.expert_parallel, [&](int r) {
-            const io::ModelConfig shard = shard_config(config, {N, opts.expert_parallel}, r);
+        make_parallel(config, ranks, collectives, opts.expert_parallel,
+                      [&](int r, const io::ModelConfig& shard) {
             ModelWeights w = random_weights(shard, ranks[size_t(r)], seed, resident);
             if (r == 0 && opts.full_head && N > 1) head = w.lm_head; // whole, before its cut
             w.lm_head = shard_head(ranks[size_t(r)], w.lm_head, r, N);
