@@ -201,7 +201,7 @@ int64_t count_mtp_layers(const io::SafetensorsCheckpoint& ckpt) {
 namespace {
 
 ModelWeights bind_all(Binder& b, int64_t mtp_layers, const MlpPlacement& placement,
-                      const LayerHook& on_layer = {}) {
+                      const LayerHook& on_layer) {
     const ModelConfig& cfg = b.cfg;
     const std::string p = cfg.text_prefix();
     const int64_t V = cfg.vocab_size, H = cfg.hidden_size;
