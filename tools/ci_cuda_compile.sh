@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 venv=.cuda-ci-venv
 packages=("nvidia-cuda-nvcc==13.0.88" "nvidia-cuda-crt==13.0.88" "nvidia-cuda-runtime==13.0.88"
           "nvidia-cublas==13.0.2.14"
-          "nvidia-cuda-cccl==13.0.85" "nvidia-nvvm==13.0.88" "cmake==4.4.5")
+          "nvidia-cuda-cccl==13.0.85" "nvidia-nvvm==13.0.88" "cmake==4.4.5"
+          "nvidia-cutlass==4.2.0.0")
 stamp=$venv/.ninfer-packages
 if [ ! -x $venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "${packages[*]}" ]; then
     python3 -m venv $venv
@@ -23,11 +24,14 @@ cu=$($venv/bin/python -c "import nvidia, os; print(os.path.join(list(nvidia.__pa
 for lib in cudart cublas cublasLt; do
     [ -e "$cu/lib/lib$lib.so" ] || ln -s "lib$lib.so.13" "$cu/lib/lib$lib.so"
 done
+# CUTLASS's headers (the sm_90 wgmma grouped GEMM; cmake/cutlass.cmake).
+cutlass=$($venv/bin/python -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))")
 jobs=$(nproc 2>/dev/null || echo 2)
 archs=${NINFER_CUDA_ARCHS:-}
 # -U first: a build folder configured before (for 90a only, say) keeps its cached value otherwise.
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -UCMAKE_CUDA_ARCHITECTURES \
+    -DNINFER_CUTLASS_DIR="$cutlass" \
     ${archs:+"-DCMAKE_CUDA_ARCHITECTURES=$archs"}
 # ninfer, every CUDA test (tests/cuda/test_*.cpp) and the op benchmarks.
 cuda_tests=$(ls tests/cuda/test_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')

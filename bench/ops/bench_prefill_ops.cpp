@@ -30,6 +30,7 @@
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
 #include "ops/rope_table.h"
+#include "ops/route_table.h"
 #include "ops/segment_attention.h"
 
 namespace {
@@ -130,8 +131,22 @@ void moe(int32_t T, int reps) {
     Tensor w = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {T, k});
     Tensor ids = Tensor::empty(ops::device_allocator(ctx.device), DType::I32, {T, k});
     ops::moe_route(ctx, logits, k, w, ids);
-    const double ms = time_ms([&] { ops::moe_experts(ctx, x, gate_up, down, ids, w, y); }, reps);
-    report("moe_experts T=" + std::to_string(T), ms, 2.0 * T * k * 3 * H * I);
+    // The route table's choice, then each kernel of moe_experts.bf16 forced (an A/B in one run;
+    // a kernel this GPU does not take falls back to mma_sync).
+    const ops::RouteTable before = ops::active_route_table();
+    const std::string label = "moe_experts T=" + std::to_string(T);
+    auto run = [&](const std::string& name) {
+        const double ms =
+            time_ms([&] { ops::moe_experts(ctx, x, gate_up, down, ids, w, y); }, reps);
+        report(name, ms, 2.0 * T * k * 3 * H * I);
+    };
+    run(label);
+    for (int kernel : {ops::kRouteMmaSync, ops::kRouteWgmma}) {
+        ops::set_active_route_table(before.with_bands(ops::RouteId::MoeExpertsBf16,
+                                                      {{ops::kRouteUnbounded, kernel}}));
+        run(label + " " + ops::route_info(ops::RouteId::MoeExpertsBf16).kernels[size_t(kernel)].name);
+    }
+    ops::set_active_route_table(before);
 }
 
 void dense(int32_t T, int64_t N, int64_t K, int reps) {
@@ -317,7 +332,9 @@ int main(int argc, char** argv) {
     gdn(T, 16, 32, reps);      // 35B-A3B
     gdn(T, 16, 48, reps);      // 27B
     moe(T, reps);              // 35B-A3B
+    moe(T / 4, reps);          // 35B-A3B, a 2,048-row chunk (the server's default)
     moe(T / 16, reps);         // 35B-A3B, one prefill chunk (512 rows at the default T)
+    moe(T / 64, reps);         // 128 rows: 1,024 pairs
     dense(T, 2048, 2048, reps);
     dense(T, 17408 * 2, 5120, reps); // 27B MLP gate|up
     dense(T, 12352, 2048, reps);     // 35B-A3B GDN in_proj

@@ -56,6 +56,8 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
          {{"fused_decode", 1024}, {"composed"}}},
         {RouteId::MoeBlockGrouped, "moe_block.grouped", "tokens x top_k",
          {{"fused_decode", 1024}, {"composed"}}},
+        {RouteId::MoeExpertsBf16, "moe_experts.bf16", "tokens x top_k (grouped route)",
+         {{"mma_sync"}, {"wgmma"}}},
     };
     return catalog;
 }
@@ -65,7 +67,8 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
 //   linear.grouped: the GEMV's passes to 32 rows;
 //   gated_delta_rule: the recurrence below 32 rows (ops/cuda/gated_delta_rule_chunked.h);
 //   moe_block: the fused kernels to 64 pairs (dense), 192 (fp8: 0.214 against 0.263 ms at 128,
-//   0.414 against 0.372 at 256), 192 (groupwise: its composition reads 9x the bytes).
+//   0.414 against 0.372 at 256), 192 (groupwise: its composition reads 9x the bytes);
+//   moe_experts.bf16: mma.sync at every value in the built-in table (builtin_bands).
 int64_t builtin_boundary(RouteId id) {
     switch (id) {
     case RouteId::LinearBf16Small: return 8;
@@ -96,6 +99,8 @@ std::vector<RouteBand> builtin_bands(RouteId id) {
                 {kRouteUnbounded, kRouteW8a8}};
     case RouteId::LinearFp8Large:
         return {{cuda::kFp8GemvRows, kRouteGemv}, {kRouteUnbounded, kRouteW8a8}};
+    case RouteId::MoeExpertsBf16: // wgmma only where a tuned table gives it a band
+        return {{kRouteUnbounded, kRouteMmaSync}};
     default: return {{builtin_boundary(id), 0}, {kRouteUnbounded, 1}};
     }
 }

@@ -39,6 +39,7 @@ enum class RouteId {
     MoeBlockDense,    // "moe_block.dense": moe_block with BF16/F32 weights; tokens x top_k
     MoeBlockFp8,      // "moe_block.fp8"
     MoeBlockGrouped,  // "moe_block.grouped"
+    MoeExpertsBf16,   // "moe_experts.bf16": moe_experts' grouped route, bf16 stacks; tokens x top_k
     Count
 };
 inline constexpr int kRouteCount = int(RouteId::Count);
@@ -50,6 +51,8 @@ inline constexpr int kRouteRecurrent = 0;   // gated_delta_rule: token-serial
 inline constexpr int kRouteChunked = 1;     //   chunked (WY/UT)
 inline constexpr int kRouteFusedDecode = 0; // moe_block.*: the two fused decode kernels
 inline constexpr int kRouteComposed = 1;    //   the composition (grouped GEMMs)
+inline constexpr int kRouteMmaSync = 0;     // moe_experts.bf16: the mma.sync tile kernels
+inline constexpr int kRouteWgmma = 1;       //   CUTLASS's sm_90 wgmma/TMA grouped GEMM
 inline constexpr int64_t kRouteUnbounded = INT64_MAX;
 
 // A candidate kernel of a decision and the values it is built for.

@@ -314,6 +314,27 @@ void tune_moe_block(Bench& b, RouteId id, std::vector<std::vector<RouteMeasureme
     b.report(id, ms);
 }
 
+// moe_experts' grouped route on bf16 stacks of the 35B's shapes (E = 256, H = 2048, I = 512):
+// the mma.sync tiles against the wgmma grouped GEMM, from a few rows per expert to a prefill chunk.
+void tune_moe_experts(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
+    const RouteId id = RouteId::MoeExpertsBf16;
+    const int64_t kE = std::max<int64_t>(b.dim(256), 2 * kTopK), kH = b.dim(2048),
+                  kI = b.dim(512);
+    const Tensor gu = b.random(b.act, {kE, 2 * kI, kH}, 81, 0.0f, 0.02f);
+    const Tensor down = b.random(b.act, {kE, kH, kI}, 82, 0.0f, 0.02f);
+    std::vector<RouteMeasurement>& ms = out[size_t(id)];
+    for (int64_t pairs : tune_values(id, b.o.quick)) {
+        const int64_t T = pairs / kTopK;
+        const Tensor x = b.random(b.act, {T, kH}, 83, 0.0f, 1.0f);
+        const Tensor logits = b.random(DType::F32, {T, kE}, 84, 0.0f, 2.0f);
+        const Tensor w = b.empty(DType::F32, {T, kTopK}), ids = b.empty(DType::I32, {T, kTopK});
+        ops::moe_route(b.ctx, logits, kTopK, w, ids);
+        const Tensor y = b.random(b.act, {T, kH}, 85, 0.0f, 1.0f);
+        b.measure(id, pairs, [&] { ops::moe_experts(b.ctx, x, gu, down, ids, w, y); }, ms);
+    }
+    b.report(id, ms);
+}
+
 } // namespace
 
 std::vector<int64_t> tune_values(RouteId id, bool quick) {
@@ -339,6 +360,9 @@ std::vector<int64_t> tune_values(RouteId id, bool quick) {
     case RouteId::MoeBlockGrouped: // tokens x top-8
         return quick ? std::vector<int64_t>{8, 64, 1280}
                      : std::vector<int64_t>{8, 16, 32, 64, 128, 192, 256, 512, 1024, 1280};
+    case RouteId::MoeExpertsBf16: // tokens x top-8, past the fused decode kernels
+        return quick ? std::vector<int64_t>{512, 4096, 16384}
+                     : std::vector<int64_t>{128, 512, 1024, 2048, 4096, 8192, 16384, 65536};
     case RouteId::Count: break;
     }
     fail_invalid("ninfer tune: no decision ", int(id));
@@ -355,6 +379,7 @@ std::vector<std::vector<RouteMeasurement>> measure_routes(const TuneOptions& opt
         tune_gated_delta_rule(b, out);
         for (RouteId id : {RouteId::MoeBlockDense, RouteId::MoeBlockFp8, RouteId::MoeBlockGrouped})
             tune_moe_block(b, id, out);
+        tune_moe_experts(b, out);
     } catch (...) {
         ops::set_active_route_table(before);
         throw;

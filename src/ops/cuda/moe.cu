@@ -16,8 +16,10 @@
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/moe_grouped.h"
+#include "ops/cuda/moe_grouped_sm90.h"
 #include "ops/cuda/moe_route.cuh"
 #include "ops/memory.h"
+#include "ops/route_table.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -235,6 +237,72 @@ __global__ void assign_slots(const int32_t* ids, int64_t i_s0, int k, int64_t pa
     slot_of_pair[p] = slot;
 }
 
+// ---- The wgmma route (moe_grouped_sm90.h): its A operand needs the rows packed in slot order ----
+
+// sorted[s, :] = x[token_of_slot[s], :] for the slots s < *total (the held pairs); one block per
+// slot, 16-byte chunks (H % 8 == 0, 16-byte aligned rows).
+__global__ void gather_slot_rows(const __nv_bfloat16* x, int64_t x_s0,
+                                 const int32_t* token_of_slot, const int32_t* total, int64_t H,
+                                 __nv_bfloat16* sorted) {
+    const int64_t s = blockIdx.x;
+    if (s >= *total) return;
+    const uint4* src = reinterpret_cast<const uint4*>(x + int64_t(token_of_slot[s]) * x_s0);
+    uint4* dst = reinterpret_cast<uint4*>(sorted + s * H);
+    for (int64_t c = threadIdx.x; c < H / 8; c += blockDim.x) dst[c] = src[c];
+}
+
+// act[s, i] = bf16(silu(gu[s, i]) * gu[s, I + i]) for s < *total: the mma.sync route's fused
+// epilogue (f32 gate and up, one rounding), after the GEMM.
+__global__ void swiglu_slot_rows(const float* gu, const int32_t* total, int64_t I,
+                                 __nv_bfloat16* act) {
+    const int64_t s = blockIdx.x;
+    if (s >= *total) return;
+    const float* row = gu + s * 2 * I;
+    for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
+        const float g = row[i];
+        act[s * I + i] = __float2bfloat16_rn(g / (1.0f + __expf(-g)) * row[I + i]);
+    }
+}
+
+// The grouped GEMMs on wgmma: act = SwiGLU(sorted x . gate_up^T), out = act . down^T (f32).
+// count/end: the experts' pair counts and slot ends; the total is the last expert's end.
+void experts_wgmma(const ExecContext& ctx, const TensorView& x, const WeightView& gate_up,
+                   const WeightView& down, const int32_t* count, const int32_t* end,
+                   const int32_t* token_of_slot, int64_t pairs, const TensorView& act,
+                   const TensorView& out) {
+    const int64_t H = x.size(1), E = gate_up.size(0), I = down.size(2);
+    const int32_t* total = end + E - 1;
+    cudaStream_t stream = stream_of(ctx);
+    Tensor sorted = scratch(ctx, DType::BF16, {pairs, H});
+    Tensor gu = scratch(ctx, DType::F32, {pairs, 2 * I});
+    gather_slot_rows<<<unsigned(pairs), 128, 0, stream>>>(
+        x.ptr<__nv_bfloat16>(), x.stride[0], token_of_slot, total, H,
+        sorted.ptr<__nv_bfloat16>());
+    check_launch("gather_slot_rows");
+    wgmma_grouped_gemm(ctx, {sorted.view().data, gate_up.w.data, gu.ptr<float>(), count, end, E,
+                             2 * I, H});
+    swiglu_slot_rows<<<unsigned(pairs), 256, 0, stream>>>(gu.ptr<float>(), total, I,
+                                                          act.ptr<__nv_bfloat16>());
+    check_launch("swiglu_slot_rows");
+    wgmma_grouped_gemm(ctx, {act.data, down.w.data, out.ptr<float>(), count, end, E, H, I});
+}
+
+// Whether the wgmma route takes these bf16 stacks: the route table gives it `pairs`, and the
+// kernel takes both GEMMs' shapes on ctx's device (packed [E, N, K] stacks).
+bool wgmma_route(const ExecContext& ctx, const WeightView& gate_up, const WeightView& down,
+                 int64_t pairs) {
+    if (gate_up.is_fp8() || !wgmma_grouped_built() ||
+        active_route_table().route(RouteId::MoeExpertsBf16, pairs) != kRouteWgmma)
+        return false;
+    const int64_t E = gate_up.size(0), H = gate_up.size(2), I = down.size(2);
+    const bool packed = gate_up.w.is_contiguous() && down.w.is_contiguous();
+    // The operands a and d are this route's scratch (allocated 256-byte aligned): the weights'
+    // alignment and the shapes are what is in question.
+    return packed &&
+           wgmma_grouped_fits(ctx, {nullptr, gate_up.w.data, nullptr, nullptr, nullptr, E, 2 * I, H}) &&
+           wgmma_grouped_fits(ctx, {nullptr, down.w.data, nullptr, nullptr, nullptr, E, H, I});
+}
+
 // Whether the grouped tensor-core GEMMs take these operands (given bf16 activations): H and I
 // multiples of 8, 16-byte aligned rows, and dense stacks aligned or fp8 stacks they take.
 bool grouped_operands_fit(const TensorView& x, const WeightView& gate_up, const WeightView& down) {
@@ -243,6 +311,26 @@ bool grouped_operands_fit(const TensorView& x, const WeightView& gate_up, const 
     return H % 8 == 0 && I % 8 == 0 && x.stride[0] % 8 == 0 && aligned16(x.data) &&
            (fp8 ? grouped_fp8_fits(gate_up) && grouped_fp8_fits(down)
                 : aligned16(gate_up.w.data) && aligned16(down.w.data));
+}
+
+// The grouped GEMMs over the tile table (moe_grouped.h): tensor cores (mma.sync) or CUDA cores.
+void experts_tiles(const ExecContext& ctx, const TensorView& x, const WeightView& gate_up,
+                   const WeightView& down, const int32_t* token_of_slot, const Tensor& tiles,
+                   const int32_t* num_tiles, int64_t max_tiles, int bm, bool tensor_cores,
+                   const TensorView& act, const TensorView& out) {
+    const int64_t H = x.size(1), I = down.size(2);
+    GroupedGemm up{x.data,    x.stride[0], token_of_slot,        gate_up.w.data, 2 * I * H, H, I,
+                   tiles.ptr<int32_t>(), num_tiles, max_tiles, act.data, I};
+    GroupedGemm dn{act.data,             I,         nullptr,   down.w.data, H * I, I, H,
+                   tiles.ptr<int32_t>(), num_tiles, max_tiles, out.data,    H};
+    if (gate_up.is_fp8()) set_fp8_weight(up, gate_up), set_fp8_weight(dn, down);
+    if (tensor_cores) {
+        grouped_gate_up_bf16(ctx, up, bm);
+        grouped_down_bf16(ctx, dn, bm);
+    } else {
+        grouped_gemm_cuda_cores(ctx, up, x.dtype, true);
+        grouped_gemm_cuda_cores(ctx, dn, x.dtype, false);
+    }
 }
 
 // Pairs in expert order (token_of_slot, slot_of_pair, tile table) on the device, then
@@ -260,6 +348,7 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
     const bool tensor_cores =
         std::is_same_v<T, __nv_bfloat16> && grouped_operands_fit(x, gate_up, down);
     require(tensor_cores || !fp8, "moe_experts: fp8 experts need the tensor-core route");
+    const bool wgmma = tensor_cores && wgmma_route(ctx, gate_up, down, pairs);
     const int bm = !tensor_cores ? kGroupedSimpleRows
                    : fp8         ? grouped_tile_rows_fp8(pairs, E)
                                  : grouped_tile_rows_bf16(ctx, pairs, E);
@@ -286,28 +375,12 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
     check_launch("assign_slots");
 
     Tensor act = scratch(ctx, x.dtype, {pairs, I}), out = scratch(ctx, DType::F32, {pairs, H});
-    GroupedGemm up{x.data,
-                   x.stride[0],
-                   token_of_slot.ptr<int32_t>(),
-                   gate_up.w.data,
-                   2 * I * H,
-                   H,
-                   I,
-                   tiles.ptr<int32_t>(),
-                   num_tiles,
-                   max_tiles,
-                   act.view().data,
-                   I};
-    GroupedGemm dn{act.view().data,      I,         nullptr,   down.w.data,     H * I, I, H,
-                   tiles.ptr<int32_t>(), num_tiles, max_tiles, out.view().data, H};
-    if (fp8) set_fp8_weight(up, gate_up), set_fp8_weight(dn, down);
-    if (tensor_cores) {
-        grouped_gate_up_bf16(ctx, up, bm);
-        grouped_down_bf16(ctx, dn, bm);
-    } else {
-        grouped_gemm_cuda_cores(ctx, up, x.dtype, true);
-        grouped_gemm_cuda_cores(ctx, dn, x.dtype, false);
-    }
+    if (wgmma)
+        experts_wgmma(ctx, x, gate_up, down, counts, cursor, token_of_slot.ptr<int32_t>(), pairs,
+                      act.view(), out.view());
+    else
+        experts_tiles(ctx, x, gate_up, down, token_of_slot.ptr<int32_t>(), tiles, num_tiles,
+                      max_tiles, bm, tensor_cores, act.view(), out.view());
     combine_kernel<T><<<unsigned(T_), 256, 0, stream>>>(
         out.ptr<float>(), slot_of_pair.ptr<int32_t>(), weights.ptr<float>(), weights.stride[0], k,
         H, y.ptr<T>(), y.stride[0]);

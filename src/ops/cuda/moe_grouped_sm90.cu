@@ -1,0 +1,183 @@
+// Implements moe_grouped_sm90.h: CUTLASS 3's sm_90 grouped GEMM (KernelPtrArrayTmaWarpSpecialized
+// Cooperative: a persistent grid, one producer warp issuing TMA loads into a multi-stage
+// shared-memory ring, two consumer warpgroups on wgmma), with the groups' problem shapes only on
+// the device. This file is compiled for sm_90a alone (src/ops/CMakeLists.txt); other builds
+// compile moe_grouped_sm90_stub.cpp.
+//
+// Tile 128 x 128 x 64, cluster 1 x 1: an expert owns ~T * 8 / 256 rows of a prefill chunk (256
+// at T = 8,192), so taller tiles would idle half their rows at the mid sizes, and a cluster's
+// multicast would pair tiles of different experts (different B).
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/group_array_problem_shape.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/moe_grouped_sm90.h"
+#include "ops/memory.h"
+
+namespace ninfer::ops::cuda {
+namespace {
+
+using namespace cute;
+
+using Problem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>; // (M, N, K) per group
+using TileShape = cute::Shape<_128, _128, _64>;
+using ClusterShape = cute::Shape<_1, _1, _1>;
+constexpr int kAlignA = 8, kAlignB = 8; // bf16 elements per 16 bytes (TMA)
+constexpr int kAlignD = 4;              // f32
+
+// d = a . w^T: a row-major [M, K]; w [N, K] row-major is B column-major (K x N); d row-major
+// [M, N]; no C operand (void), so the epilogue reads nothing.
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor*,
+    kAlignD, float, cutlass::layout::RowMajor*, kAlignD,
+    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::bfloat16_t,
+    cutlass::layout::RowMajor*, kAlignA, cutlass::bfloat16_t, cutlass::layout::ColumnMajor*,
+    kAlignB, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<int(sizeof(typename Epilogue::SharedStorage))>,
+    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+using Kernel = cutlass::gemm::kernel::GemmUniversal<Problem, Mainloop, Epilogue>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+using StrideA = typename Kernel::InternalStrideA;
+using StrideB = typename Kernel::InternalStrideB;
+using StrideD = typename Kernel::InternalStrideD;
+using Shape3 = typename Problem::UnderlyingProblemShape;
+
+// The per-group arguments CUTLASS reads on the device, in one scratch buffer.
+struct GroupArgs {
+    Shape3* shape;
+    const cutlass::bfloat16_t** a;
+    const cutlass::bfloat16_t** w;
+    float** d;
+    StrideA* stride_a;
+    StrideB* stride_b;
+    StrideD* stride_d;
+};
+
+// Bytes of each field for E groups, each 16-byte aligned.
+constexpr size_t round16(size_t n) {
+    return (n + 15) / 16 * 16;
+}
+size_t group_args_bytes(int64_t E) {
+    const size_t e = size_t(E);
+    return round16(e * sizeof(Shape3)) + 3 * round16(e * sizeof(void*)) +
+           round16(e * sizeof(StrideA)) + round16(e * sizeof(StrideB)) +
+           round16(e * sizeof(StrideD));
+}
+GroupArgs carve(void* base, int64_t E) {
+    char* p = static_cast<char*>(base);
+    const size_t e = size_t(E);
+    auto take = [&](size_t bytes) {
+        char* here = p;
+        p += round16(bytes);
+        return here;
+    };
+    GroupArgs g;
+    g.shape = reinterpret_cast<Shape3*>(take(e * sizeof(Shape3)));
+    g.a = reinterpret_cast<const cutlass::bfloat16_t**>(take(e * sizeof(void*)));
+    g.w = reinterpret_cast<const cutlass::bfloat16_t**>(take(e * sizeof(void*)));
+    g.d = reinterpret_cast<float**>(take(e * sizeof(void*)));
+    g.stride_a = reinterpret_cast<StrideA*>(take(e * sizeof(StrideA)));
+    g.stride_b = reinterpret_cast<StrideB*>(take(e * sizeof(StrideB)));
+    g.stride_d = reinterpret_cast<StrideD*>(take(e * sizeof(StrideD)));
+    return g;
+}
+
+// One thread per expert: its group's shape (M = its rows), operand pointers and packed strides.
+__global__ void write_groups(GroupArgs g, const cutlass::bfloat16_t* a,
+                             const cutlass::bfloat16_t* w, float* d, const int32_t* count,
+                             const int32_t* end, int E, int N, int K) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= E) return;
+    const int m = count[e];
+    const int64_t first = int64_t(end[e]) - m;
+    g.shape[e] = Shape3{m, N, K};
+    g.a[e] = a + first * K;
+    g.w[e] = w + int64_t(e) * N * K;
+    g.d[e] = d + first * N;
+    // Packed strides, CUTLASS's (row, column, batch) modes with a unit column stride: a [M, K]
+    // rows K apart; w as B (N, K), rows K apart; d [M, N] rows N apart. M does not enter them,
+    // so an empty group gets the same.
+    StrideA sa{};
+    StrideB sb{};
+    StrideD sd{};
+    cute::get<0>(sa) = K;
+    cute::get<0>(sb) = K;
+    cute::get<0>(sd) = N;
+    g.stride_a[e] = sa;
+    g.stride_b[e] = sb;
+    g.stride_d[e] = sd;
+}
+
+bool aligned(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+} // namespace
+
+bool wgmma_grouped_built() {
+    return true;
+}
+
+bool wgmma_grouped_fits(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
+    // device_caps' arch is capped to sm_80 in portable mode, so this also keeps portable runs
+    // off the route. Only sm_90 runs sm_90a's image (Blackwell has no wgmma).
+    return !ctx.device.is_cpu() && device_caps(ctx.device.index).arch == 90 && g.K % 8 == 0 &&
+           g.N % 4 == 0 && g.K > 0 && g.N > 0 && g.E > 0 && g.E < (int64_t(1) << 30) &&
+           g.N < (int64_t(1) << 31) && g.K < (int64_t(1) << 31) && aligned(g.a) && aligned(g.w) &&
+           aligned(g.d);
+}
+
+void wgmma_grouped_gemm(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
+    if (!wgmma_grouped_fits(ctx, g))
+        fail(ErrorCategory::Unsupported, "wgmma grouped GEMM: needs an sm_90 device outside "
+             "portable mode, K % 8 == 0, N % 4 == 0 and 16-byte aligned operands; got E ", g.E,
+             ", N ", g.N, ", K ", g.K);
+    cudaStream_t stream = stream_of(ctx);
+    Tensor args_buf = Tensor::empty(device_allocator(ctx.device), DType::U8,
+                                    {int64_t(group_args_bytes(g.E))});
+    const GroupArgs groups = carve(args_buf.view().data, g.E);
+    const auto* a = static_cast<const cutlass::bfloat16_t*>(g.a);
+    const auto* w = static_cast<const cutlass::bfloat16_t*>(g.w);
+    write_groups<<<unsigned((g.E + 127) / 128), 128, 0, stream>>>(
+        groups, a, w, g.d, g.count, g.end, int(g.E), int(g.N), int(g.K));
+    check_launch("write_groups");
+
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = ctx.device.index;
+    hw.sm_count = sm_count(ctx);
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGrouped,
+        {int(g.E), groups.shape, nullptr}, // shapes on the device only
+        {const_cast<const cutlass::bfloat16_t**>(groups.a), groups.stride_a,
+         const_cast<const cutlass::bfloat16_t**>(groups.w), groups.stride_b},
+        {{}, nullptr, nullptr, groups.d, groups.stride_d},
+        hw};
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    Gemm gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess)
+        fail(ErrorCategory::Unsupported, "wgmma grouped GEMM: CUTLASS cannot run E ", g.E, ", N ",
+             g.N, ", K ", g.K);
+    Tensor workspace = Tensor::empty(device_allocator(ctx.device), DType::U8,
+                                     {std::max<int64_t>(1, int64_t(Gemm::get_workspace_size(args)))});
+    if (gemm.initialize(args, workspace.view().data, stream) != cutlass::Status::kSuccess)
+        fail(ErrorCategory::Internal, "wgmma grouped GEMM: CUTLASS initialize failed");
+    if (gemm.run(stream) != cutlass::Status::kSuccess)
+        fail(ErrorCategory::Internal, "wgmma grouped GEMM: CUTLASS launch failed");
+    check_launch("cutlass grouped gemm");
+}
+
+} // namespace ninfer::ops::cuda

@@ -1,0 +1,229 @@
+// The sm_90 wgmma grouped GEMM (ops/cuda/moe_grouped_sm90.h, CUTLASS) and moe_experts' route
+// through it (route table decision moe_experts.bf16), label cuda:
+//   - the GEMM alone against an FP64 host reference: empty groups, M/N/K tails against the
+//     128 x 128 x 64 tile, and rows no group owns left as they were; a sabotage arm (the groups'
+//     ends shifted by one row) must fail the same comparison;
+//   - moe_experts forced onto it against the CPU reference: random and skewed routing, another
+//     rank's experts (ids -1), the 35B's expert shapes, and a graph replay equal to eager;
+//   - the route is taken on sm_90 and nowhere else (portable mode included).
+// On an sm_90 GPU the route must be built and fit: a build without it fails here, loudly.
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+#include "ops/cuda/device_caps.h"
+#include "ops/cuda/moe_grouped_sm90.h"
+#include "ops/moe.h"
+#include "ops/route_table.h"
+
+namespace ninfer::test {
+namespace {
+
+using ops::RouteId;
+using ops::RouteTable;
+
+bool on_sm90() {
+    return ops::cuda::device_caps(0).arch == 90;
+}
+
+// Runs the body with moe_experts.bf16 routed to `kernel` at every value, then restores.
+class ForcedMoeRoute {
+public:
+    explicit ForcedMoeRoute(int kernel) : before_(ops::active_route_table()) {
+        ops::set_active_route_table(
+            before_.with_bands(RouteId::MoeExpertsBf16, {{ops::kRouteUnbounded, kernel}}));
+    }
+    ~ForcedMoeRoute() { ops::set_active_route_table(before_); }
+
+private:
+    RouteTable before_;
+};
+
+// d[r, n] = sum_k a[r, k] w[e, n, k] over each group's rows [end - count, end), in FP64.
+Tensor grouped_reference(const Tensor& a, const Tensor& w, const std::vector<int32_t>& count,
+                         const std::vector<int32_t>& end, const Tensor& d0) {
+    Tensor d = clone(d0);
+    const int64_t N = w.size(1), K = w.size(2);
+    for (size_t e = 0; e < count.size(); ++e)
+        for (int64_t r = end[e] - count[e]; r < end[e]; ++r)
+            for (int64_t n = 0; n < N; ++n) {
+                double s = 0.0;
+                for (int64_t k = 0; k < K; ++k)
+                    s += double(a.ptr<float>()[r * K + k]) *
+                         double(w.ptr<float>()[(int64_t(e) * N + n) * K + k]);
+                d.ptr<float>()[r * N + n] = float(s);
+            }
+    return d;
+}
+
+struct GroupedCase {
+    std::vector<int32_t> count;
+    int64_t N, K;
+};
+
+// The GEMM on the device for the groups' rows (packed in group order after `gap` unowned rows),
+// and the reference; `shift` moves every group's end (the sabotage arm).
+std::pair<Tensor, Tensor> run_grouped(const GroupedCase& gc, int64_t gap, int shift) {
+    const auto c = cuda_ctx(DType::BF16);
+    const int64_t E = int64_t(gc.count.size());
+    std::vector<int32_t> end(gc.count.size());
+    int64_t rows = gap;
+    for (size_t e = 0; e < gc.count.size(); ++e) end[e] = int32_t(rows += gc.count[e]);
+    rows += 5; // unowned rows after the last group too
+    const Tensor a = rounded(random_tensor({rows, gc.K}, 301), DType::BF16);
+    const Tensor w = rounded(random_tensor({E, gc.N, gc.K}, 302, 0.1f), DType::BF16);
+    const Tensor d0 = random_tensor({rows, gc.N}, 303); // what unowned rows must keep
+    std::vector<int32_t> dev_end = end;
+    for (int32_t& v : dev_end) v += shift;
+    Tensor count_t = zeros({E}, DType::I32), end_t = zeros({E}, DType::I32);
+    for (int64_t e = 0; e < E; ++e) {
+        count_t.ptr<int32_t>()[e] = gc.count[size_t(e)];
+        end_t.ptr<int32_t>()[e] = dev_end[size_t(e)];
+    }
+    Tensor da = to_device(c, a, DType::BF16), dw = to_device(c, w, DType::BF16);
+    Tensor dd = to_device(c, d0, DType::F32);
+    Tensor dcount = to_device(c, count_t, DType::I32), dend = to_device(c, end_t, DType::I32);
+    const ops::cuda::WgmmaGroupedGemm g{da.view().data, dw.view().data, dd.ptr<float>(),
+                                        dcount.ptr<int32_t>(), dend.ptr<int32_t>(), E, gc.N,
+                                        gc.K};
+    EXPECT_TRUE(ops::cuda::wgmma_grouped_fits(c, g));
+    ops::cuda::wgmma_grouped_gemm(c, g);
+    return {to_host(c, dd), grouped_reference(a, w, gc.count, end, d0)};
+}
+
+TEST(CudaMoeWgmma, RouteIsBuiltAndTakenOnSm90Only) {
+    const auto c = cuda_ctx(DType::BF16);
+    const ops::cuda::WgmmaGroupedGemm g{nullptr, nullptr, nullptr, nullptr, nullptr, 256, 1024,
+                                        2048};
+    EXPECT_EQ(ops::cuda::wgmma_grouped_built() && ops::cuda::wgmma_grouped_fits(c, g), on_sm90())
+        << "an sm_90 GPU must take the wgmma grouped GEMM (built with CUTLASS: "
+           "cmake/cutlass.cmake); other GPUs must not";
+    // Shapes TMA cannot take are refused, not run.
+    EXPECT_FALSE(ops::cuda::wgmma_grouped_fits(c, {nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                   8, 64, 100})); // K % 8
+    EXPECT_FALSE(ops::cuda::wgmma_grouped_fits(c, {nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                   8, 66, 128})); // N % 4
+    ops::cuda::set_portable_kernels(true);
+    EXPECT_FALSE(ops::cuda::wgmma_grouped_fits(c, g)) << "portable mode runs the sm_80 routes";
+    ops::cuda::set_portable_kernels(false);
+}
+
+TEST(CudaMoeWgmma, GroupedGemmAgainstFp64WithEmptyGroupsAndTails) {
+    ASSERT_TRUE(on_sm90()) << "the wgmma grouped GEMM needs an sm_90 GPU (H100 / H200)";
+    // Empty groups first, in the middle and last; M tails (1, 7, 130, 300 against 128-row tiles);
+    // N = 136 (a 128-column tile plus 8) and K = 200 (three 64-deep stages plus 8).
+    const GroupedCase tails{{0, 1, 130, 0, 7, 300, 0}, 136, 200};
+    auto [got, ref] = run_grouped(tails, 3, 0);
+    EXPECT_TRUE(near(got, ref, kCudaF32)) << "tails";
+    // Many groups of a few rows each (a decode-sized batch over 64 experts), N and K of the 35B's
+    // down projection scaled down.
+    std::vector<int32_t> few(64);
+    for (size_t e = 0; e < few.size(); ++e) few[e] = int32_t(e % 3);
+    auto [got2, ref2] = run_grouped({few, 256, 512}, 0, 0);
+    EXPECT_TRUE(near(got2, ref2, kCudaF32)) << "64 small groups";
+}
+
+TEST(CudaMoeWgmma, SabotagedGroupEndsFailTheComparison) {
+    ASSERT_TRUE(on_sm90());
+    // Every group's rows one off: the comparison above must catch it.
+    auto [got, ref] = run_grouped({{0, 1, 130, 0, 7, 300, 0}, 136, 200}, 3, 1);
+    EXPECT_FALSE(near(got, ref, kCudaF32));
+}
+
+struct Routing {
+    Tensor ids, weights;
+};
+Routing routed(int64_t T, int64_t E, int64_t k, uint64_t seed) {
+    Routing r{zeros({T, k}, DType::I32), zeros({T, k})};
+    ops::moe_route(kCpuRef, random_tensor({T, E}, seed, 2.0f), k, r.weights, r.ids);
+    return r;
+}
+
+// y0 + moe(x) with moe_experts.bf16 forced to `kernel`, against the CPU reference.
+void check_experts(int kernel, int64_t T, int64_t E, int64_t H, int64_t I, const Routing& r,
+                   const std::string& what) {
+    const auto c = cuda_ctx(DType::BF16);
+    ForcedMoeRoute forced(kernel);
+    Tensor x = rounded(random_tensor({T, H}, 311), DType::BF16);
+    Tensor gu = rounded(random_tensor({E, 2 * I, H}, 312, 0.05f), DType::BF16);
+    Tensor down = rounded(random_tensor({E, H, I}, 313, 0.05f), DType::BF16);
+    Tensor y0 = rounded(random_tensor({T, H}, 314), DType::BF16);
+    Tensor ref = clone(y0);
+    ops::moe_experts(kCpuRef, x, gu, down, r.ids, r.weights, ref);
+    Tensor dy = to_device(c, y0, DType::BF16);
+    ops::moe_experts(c, to_device(c, x, DType::BF16), to_device(c, gu, DType::BF16),
+                     to_device(c, down, DType::BF16), to_device(c, r.ids, DType::I32),
+                     to_device(c, r.weights, DType::F32), dy);
+    EXPECT_TRUE(near(to_host(c, dy), ref, kBf16Reduction)) << what;
+}
+
+TEST(CudaMoeWgmma, ExpertsOnTheRouteMatchTheReference) {
+    ASSERT_TRUE(on_sm90());
+    for (int kernel : {ops::kRouteMmaSync, ops::kRouteWgmma}) {
+        const std::string k = kernel == ops::kRouteWgmma ? "wgmma " : "mma_sync ";
+        check_experts(kernel, 13, 16, 128, 64, routed(13, 16, 5, 320), k + "pairs=65");
+        check_experts(kernel, 300, 16, 128, 64, routed(300, 16, 8, 321), k + "pairs=2400");
+        check_experts(kernel, 77, 8, 200, 40, routed(77, 8, 3, 322), k + "H=200 I=40");
+    }
+}
+
+TEST(CudaMoeWgmma, OtherRanksExpertsAreSkipped) {
+    ASSERT_TRUE(on_sm90());
+    // Expert parallelism's ids: -1 for another rank's expert (ops/moe.h); a third of the pairs.
+    Routing r = routed(200, 16, 6, 330);
+    for (int64_t i = 0; i < r.ids.numel(); i += 3) r.ids.ptr<int32_t>()[i] = -1;
+    check_experts(ops::kRouteWgmma, 200, 16, 128, 64, r, "held experts");
+}
+
+// The 35B's experts (E = 256, k = 8, H = 2048, I = 512) at T = 4096 through the route, the
+// first and last 64 tokens against the FP64 reference.
+TEST(CudaMoeWgmma, Qwen35bExpertsOnSampledRows) {
+    ASSERT_TRUE(on_sm90());
+    const auto c = cuda_ctx(DType::BF16);
+    ForcedMoeRoute forced(ops::kRouteWgmma);
+    const int64_t E = 256, k = 8, H = 2048, I = 512, n = 64, T = 4096;
+    Tensor gu = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {E, 2 * I, H});
+    Tensor down = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {E, H, I});
+    ops::fill_random(c, gu, 340, 0.0f, 0.02f);
+    ops::fill_random(c, down, 341, 0.0f, 0.02f);
+    const Tensor h_gu = to_host(c, gu), h_down = to_host(c, down);
+    const Routing r = routed(T, E, k, 342);
+    Tensor x = rounded(random_tensor({T, H}, 343), DType::BF16);
+    Tensor y0 = rounded(random_tensor({T, H}, 344), DType::BF16);
+    Tensor dy = to_device(c, y0, DType::BF16);
+    ops::moe_experts(c, to_device(c, x, DType::BF16), gu, down, to_device(c, r.ids, DType::I32),
+                     to_device(c, r.weights, DType::F32), dy);
+    const Tensor got = to_host(c, dy);
+    for (int64_t begin : {int64_t(0), T - n}) {
+        Tensor ref = clone(rows(y0, begin, n));
+        ops::moe_experts(kCpuRef, rows(x, begin, n), h_gu, h_down, rows(r.ids, begin, n),
+                         rows(r.weights, begin, n), ref);
+        EXPECT_TRUE(near(rows(got, begin, n), ref, kBf16Reduction)) << "rows from " << begin;
+    }
+}
+
+TEST(CudaMoeWgmma, GraphReplayEqualsEagerBitForBit) {
+    ASSERT_TRUE(on_sm90());
+    const auto base = cuda_ctx(DType::BF16);
+    ForcedMoeRoute forced(ops::kRouteWgmma);
+    auto stream = ops::create_stream(base.device);
+    ops::ExecContext c = base;
+    c.stream = stream.get();
+    ops::bind_device(c);
+    const int64_t T = 300, E = 16, k = 8, H = 128, I = 64;
+    const Routing r = routed(T, E, k, 350);
+    Tensor x = to_device(c, rounded(random_tensor({T, H}, 351), DType::BF16), DType::BF16);
+    Tensor y0 = rounded(random_tensor({T, H}, 352), DType::BF16);
+    Tensor gu = to_device(c, rounded(random_tensor({E, 2 * I, H}, 353, 0.05f), DType::BF16),
+                          DType::BF16);
+    Tensor down = to_device(c, rounded(random_tensor({E, H, I}, 354, 0.05f), DType::BF16),
+                            DType::BF16);
+    Tensor ids = to_device(c, r.ids, DType::I32), w = to_device(c, r.weights, DType::F32);
+    Tensor y = to_device(c, y0, DType::BF16);
+    expect_replays_equal_eager(
+        c, y0, y, [&] { ops::moe_experts(c, x, gu, down, ids, w, y); }, "wgmma T=300");
+    ops::synchronize(c);
+    ops::bind_device(base);
+}
+
+} // namespace
+} // namespace ninfer::test
