@@ -5,6 +5,8 @@
 //   bench_prefill_ops [T] [reps]
 //   bench_prefill_ops vision [images] [reps]   (only the vision tower's ops; also run last by
 //                                               the default run, for one image)
+//   bench_prefill_ops moe [T] [reps]            (only moe_experts at T, T/4, T/16, T/64 rows,
+//                                               each route of moe_experts.bf16 forced)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -320,6 +322,14 @@ int main(int argc, char** argv) {
         const int images = argc > 2 ? std::stoi(argv[2]) : 1;
         const int reps = argc > 3 ? std::stoi(argv[3]) : 5;
         vision(images, reps);
+        return 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "moe") { // the MoE lines alone (route A/B)
+        ctx = ops::ExecContext::cuda(0, DType::BF16);
+        ops::bind_device(ctx);
+        const int32_t T = argc > 2 ? std::stoi(argv[2]) : 8192;
+        const int reps = argc > 3 ? std::stoi(argv[3]) : 5;
+        for (int32_t rows : {T, T / 4, T / 16, T / 64}) moe(rows, reps);
         return 0;
     }
     const int32_t T = argc > 1 ? std::stoi(argv[1]) : 8192;

@@ -356,11 +356,11 @@ void Qwen35Model::head(const ops::ExecContext& ctx, const TensorView& selected,
     if (shard_.active()) shard_.collective->gather_columns(ctx, out, logits, 0);
 }
 
-TensorView Qwen35Model::full_lm_head() const {
-    if (!shard_.active()) return weights_.lm_head.view();
-    require(full_head_.defined(), "tensor parallelism: the whole head was not kept (a drafter "
-                                  "needs the model loaded with full_head)");
-    return full_head_.view();
+TensorView Qwen35Model::head_prefix(int64_t n) const {
+    // Rank 0's head holds the vocabulary rows [0, its run) (shard_head), so a prefix within it
+    // is a view; one device holds every row.
+    if (n > weights_.lm_head.size(0) || shard_.rank != 0) return {};
+    return weights_.lm_head.view().narrow(0, 0, n);
 }
 
 Qwen35Model::Scratch& Qwen35Model::placed_scratch(int64_t layer) {

@@ -79,7 +79,6 @@ struct ForwardBatch {
 // How load_parallel and random_parallel split and keep the model.
 struct ParallelOptions {
     bool expert_parallel = false; // routed experts whole, a run per rank (tensor_parallel.h)
-    bool full_head = false;       // rank 0 also keeps the whole [V, H] head (a drafter's proposal)
 };
 
 class Qwen35Model {
@@ -125,9 +124,18 @@ public:
     const io::ModelConfig& config() const { return config_; }
     // Ranks this model runs over (1: one device).
     int tensor_parallel() const { return shard_.ranks; }
-    // The whole head [V, H] on this device (a drafter's proposal head): the lm_head, or under
-    // tensor parallelism rank 0's copy (loaded with full_head), else an error.
-    TensorView full_lm_head() const;
+    // A drafter's proposal through the head, with no final norm: logits [n, V] F32 (on this
+    // device) = rows [n, H] . lm_head^T. Under tensor parallelism each rank projects onto its
+    // vocabulary rows and rank 0 gathers the columns, as for the model's own logits, so no rank
+    // holds the whole head.
+    void project_to_vocab(const ops::ExecContext& ctx, const TensorView& rows,
+                          const TensorView& logits);
+    // Rows `ids` of the whole head [len(ids), H] on this device, in list order (a proposal
+    // shortlist), gathered from the ranks that hold them under tensor parallelism.
+    Tensor head_rows(const ops::ExecContext& ctx, const std::vector<int32_t>& ids) const;
+    // The head rows [0, n) as a view of this device's head, when it holds them all (one device,
+    // or rank 0 with n <= its vocabulary run); an empty view otherwise.
+    TensorView head_prefix(int64_t n) const;
     const ModelWeights& weights() const { return weights_; }
     // with_mtp: the KV of the MTP layers too (speculative decoding with the MTP head).
     CacheSpec cache_spec(bool with_mtp = false) const;
@@ -207,7 +215,6 @@ private:
     std::vector<std::unique_ptr<Scratch>> placed_scratch_; // one per placement_.devices
     std::unique_ptr<VisionEncoder> vision_;
     TensorShard shard_;
-    Tensor full_head_; // rank 0 under tensor parallelism, when loaded with full_head
     std::shared_ptr<Peers> peers_; // rank 0 of tensor parallelism only (shared: Peers is opaque here)
 };
 

@@ -6,6 +6,9 @@
 #include "io/safetensors.h"
 #include "model/qwen3_5.h"
 #include "model/weight_cut.h"
+#include "model/tensor_parallel.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
 #include "ops/memory.h"
 
 namespace ninfer::model {
@@ -37,6 +40,7 @@ struct Qwen35Model::Peers {
         std::unique_ptr<Qwen35Model> model;
         std::vector<GrowingBuffer> mirrored; // the batch's views on this device, in mirror order
         GrowingBuffer draft; // the MTP's draft hidden rows this rank computes (rank 0's are kept)
+        GrowingBuffer proposal_rows, proposal_part; // project_to_vocab's input and logit columns
 
         // The batch as this rank reads it: the same host arrays; device views copied to this
         // rank's device when it is another one; no hidden-state or feature outputs (rank 0's).
@@ -46,6 +50,7 @@ struct Qwen35Model::Peers {
     };
     std::vector<Rank> ranks;
     std::unique_ptr<RankThreads> threads;
+    GrowingBuffer proposal_part; // rank 0's logit columns of project_to_vocab
 
     // Runs rank 0's part on the calling thread and each other rank's in its thread, then orders
     // rank 0's stream after every rank's work (events, no host wait): what it does next (the next
@@ -53,6 +58,9 @@ struct Qwen35Model::Peers {
     void run(const ops::ExecContext& ctx, const CacheViews& caches, const char* op,
              const std::function<void()>& root,
              const std::function<void(Rank&, const CacheViews&)>& peer);
+    // The same without caches (work on the weights alone).
+    void run(const ops::ExecContext& ctx, const std::function<void()>& root,
+             const std::function<void(Rank&)>& peer);
 };
 
 void Qwen35Model::Peers::run(const ops::ExecContext& ctx, const CacheViews& caches,
@@ -60,11 +68,16 @@ void Qwen35Model::Peers::run(const ops::ExecContext& ctx, const CacheViews& cach
                              const std::function<void(Rank&, const CacheViews&)>& peer) {
     require(caches.peer_ranks.size() == ranks.size(), op, ": caches for ",
             caches.peer_ranks.size() + 1, " ranks, the model runs over ", ranks.size() + 1);
+    run(ctx, root, [&](Rank& p) { peer(p, caches.peer_ranks[size_t(&p - ranks.data())]); });
+}
+
+void Qwen35Model::Peers::run(const ops::ExecContext& ctx, const std::function<void()>& root,
+                             const std::function<void(Rank&)>& peer) {
     threads->run([&](int r) {
         if (r == 0) return root();
         Rank& p = ranks[size_t(r - 1)];
         ops::bind_device(p.ctx);
-        peer(p, caches.peer_ranks[size_t(r - 1)]);
+        peer(p);
     });
     for (const Rank& p : ranks) ops::stream_wait(ctx, p.ctx);
 }
@@ -126,7 +139,7 @@ std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
     if (N == 1) return root;
     root->peers_ = std::make_shared<Peers>();
     for (int r = 1; r < N; ++r)
-        root->peers_->ranks.push_back({ranks[size_t(r)], std::move(models[size_t(r)]), {}, {}});
+        root->peers_->ranks.push_back({ranks[size_t(r)], std::move(models[size_t(r)]), {}, {}, {}, {}});
     root->peers_->threads = std::make_unique<RankThreads>(N, collectives[0]);
     return root;
 }
@@ -165,9 +178,6 @@ std::unique_ptr<Qwen35Model> Qwen35Model::load_parallel(
             w.mtp.layers = std::move(mtp_layers[size_t(r)]);
             return w;
         });
-    if (opts.full_head && ranks.size() > 1)
-        root->full_head_ = cut_tensor(ranks[0], whole.lm_head.view(), 0,
-                                      {{0, whole.lm_head.size(0)}});
     return root;
 }
 
@@ -176,18 +186,90 @@ std::unique_ptr<Qwen35Model> Qwen35Model::random_parallel(
     const std::vector<std::shared_ptr<ops::Collective>>& collectives, uint64_t seed,
     Residency resident, ParallelOptions opts) {
     const int N = int(ranks.size());
-    Tensor head;
-    std::unique_ptr<Qwen35Model> root =
-        make_parallel(config, ranks, collectives, opts.expert_parallel,
-                      [&](int r, const io::ModelConfig& shard) {
-            ModelWeights w = random_weights(shard, ranks[size_t(r)], seed, resident);
-            if (r == 0 && opts.full_head && N > 1) head = w.lm_head; // whole, before its cut
-            w.lm_head = shard_head(ranks[size_t(r)], w.lm_head, r, N);
-            if (r != 0) w.vision = {};
-            return w;
+    return make_parallel(config, ranks, collectives, opts.expert_parallel,
+                         [&](int r, const io::ModelConfig& shard) {
+        ModelWeights w = random_weights(shard, ranks[size_t(r)], seed, resident);
+        w.lm_head = shard_head(ranks[size_t(r)], w.lm_head, r, N);
+        if (r != 0) w.vision = {};
+        return w;
+    });
+}
+
+// ---- The head outside a forward (a drafter's proposal) ----
+
+void Qwen35Model::project_to_vocab(const ops::ExecContext& ctx, const TensorView& rows,
+                                   const TensorView& logits) {
+    if (!peers_) return ops::linear(ctx, rows, weights_.lm_head, logits, /*accumulate=*/false);
+    // Each rank: its logit columns [n, its vocabulary run], gathered into rank 0's logits.
+    auto columns = [](Qwen35Model& m, const ops::ExecContext& c, const TensorView& in,
+                      GrowingBuffer& part, const TensorView& out) {
+        const TensorView mine = part.like(
+            c.device, TensorView::contiguous(nullptr, DType::F32, c.device,
+                                             {in.size(0), m.weights_.lm_head.size(0)}));
+        ops::linear(c, in, m.weights_.lm_head, mine, /*accumulate=*/false);
+        m.shard_.collective->gather_columns(c, mine, out, 0);
+    };
+    peers_->run(
+        ctx, [&] { columns(*this, ctx, rows, peers_->proposal_part, logits); },
+        [&](Peers::Rank& p) {
+            TensorView theirs = rows;
+            if (p.ctx.device != ctx.device) { // the rows to this rank's device
+                theirs = p.proposal_rows.like(p.ctx.device, rows);
+                ops::copy_across(ctx, rows, p.ctx, theirs);
+            }
+            ops::stream_wait(p.ctx, ctx);
+            columns(*p.model, p.ctx, theirs, p.proposal_part, TensorView{});
         });
-    root->full_head_ = std::move(head);
-    return root;
+}
+
+Tensor Qwen35Model::head_rows(const ops::ExecContext& ctx, const std::vector<int32_t>& ids) const {
+    const int64_t S = int64_t(ids.size()), H = weights_.lm_head.size(1);
+    const int N = shard_.ranks;
+    const int64_t V = N > 1 ? config_.vocab_size : weights_.lm_head.size(0);
+    Allocator& alloc = ops::device_allocator(ctx.device);
+    auto upload_ids = [](const ops::ExecContext& c, std::vector<int32_t>& v) {
+        Tensor t = Tensor::empty(ops::device_allocator(c.device), DType::I32, {int64_t(v.size())});
+        ops::upload(c, TensorView::contiguous(v.data(), DType::I32, Device::cpu(),
+                                              {int64_t(v.size())}), t);
+        return t;
+    };
+    // Each rank's rows, in rank order, into `grouped`; grouped_row[i]: where ids[i] landed.
+    Tensor grouped = Tensor::empty(alloc, weights_.lm_head.view().dtype, {S, H});
+    std::vector<int32_t> grouped_row(ids.size(), -1);
+    std::vector<Tensor> keep; // the ranks' gathers and ids, alive until the copies are done
+    int64_t filled = 0;
+    for (int r = 0; r < N; ++r) {
+        const bool root = r == 0;
+        const ops::ExecContext& c = root ? ctx : peers_->ranks[size_t(r - 1)].ctx;
+        const Qwen35Model& m = root ? *this : *peers_->ranks[size_t(r - 1)].model;
+        const RankRange run = N > 1 ? rank_range(V, r, N) : RankRange{0, V};
+        std::vector<int32_t> local;
+        for (size_t i = 0; i < ids.size(); ++i) {
+            require(ids[i] >= 0 && ids[i] < V, "head_rows: id ", ids[i], " outside the head's ",
+                    V, " rows");
+            if (ids[i] >= run.begin && ids[i] < run.begin + run.count) {
+                grouped_row[i] = int32_t(filled + int64_t(local.size()));
+                local.push_back(int32_t(ids[i] - run.begin));
+            }
+        }
+        if (local.empty()) continue;
+        const int64_t k = int64_t(local.size());
+        ops::bind_device(c);
+        keep.push_back(upload_ids(c, local));
+        Tensor there = Tensor::empty(ops::device_allocator(c.device), grouped.view().dtype, {k, H});
+        ops::embedding(c, keep.back(), m.weights_.lm_head, there);
+        ops::copy_across(c, there, ctx, grouped.view().narrow(0, filled, k));
+        ops::stream_wait(ctx, c);
+        keep.push_back(std::move(there));
+        filled += k;
+    }
+    ops::bind_device(ctx);
+    // Back into list order.
+    Tensor perm = upload_ids(ctx, grouped_row);
+    Tensor out = Tensor::empty(alloc, grouped.view().dtype, {S, H});
+    ops::embedding(ctx, perm, grouped, out);
+    ops::synchronize(ctx); // the temporaries die here
+    return out;
 }
 
 void Qwen35Model::mtp_forward(const ops::ExecContext& ctx, const ForwardBatch& batch,

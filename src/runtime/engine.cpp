@@ -123,8 +123,6 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
                                                std::vector<std::shared_ptr<void>>& streams,
                                                const runtime::TensorRanks& tp) {
     const model::Residency resident(fp8_resident(o, ctx), grouped_resident(o, ctx));
-    // Under tensor parallelism a drafter's proposal head reads the whole head: rank 0 keeps a copy.
-    const bool whole_head = !o.speculative.empty();
     if (o.random_weights) {
         require(!o.config_file.empty() || !o.model_dir.empty(),
                 "random weights need a config file or a model directory");
@@ -133,7 +131,7 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
         if (tp.size() > 1)
             return model::Qwen35Model::random_parallel(c, tp.contexts, tp.collectives,
                                                        o.random_seed, resident,
-                                                       {o.expert_parallel, whole_head});
+                                                       {o.expert_parallel});
         return model::Qwen35Model::random(c, ctx, o.random_seed, resident,
                                           mlp_placement(devices, c, ctx, streams));
     }
@@ -141,7 +139,7 @@ std::unique_ptr<model::Qwen35Model> load_model(const EngineOptions& o,
     if (tp.size() > 1)
         return model::Qwen35Model::load_parallel(o.model_dir, tp.contexts, tp.collectives,
                                                  resident, o.on_load_progress,
-                                                 {o.expert_parallel, whole_head});
+                                                 {o.expert_parallel});
     const model::MlpPlacement placement =
         devices.empty() ? model::MlpPlacement{}
                         : mlp_placement(devices, io::load_hf_config(o.model_dir), ctx, streams);
@@ -251,7 +249,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     if (speculate) {
         int auto_max = kAutoMaxDraftTokens;
         proposal_head = std::make_unique<runtime::ProposalHead>(
-            ctx, model->full_lm_head(),
+            ctx, *model,
             runtime::parse_shortlist(o.draft_shortlist, model->config().vocab_size));
         if (o.speculative == "mtp") {
             require(model->has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
@@ -316,7 +314,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
                 info.token_limit);
         } else {
             auto mtp = std::make_unique<runtime::MtpDrafter>(
-                ctx, *model, *cache, o.kv_block_size, info.token_limit, proposal_head->weight());
+                ctx, *model, *cache, o.kv_block_size, info.token_limit, *proposal_head);
             if (use_graphs) mtp->enable_graphs(graph_layout);
             drafter = std::move(mtp);
         }

@@ -82,7 +82,7 @@ inline std::vector<float> prompt_logits(const Fixture& f, int ranks, bool sabota
             for (auto& one : c) one = std::make_shared<NoReduce>(one);
         m = model::Qwen35Model::load_parallel(f.dir,
                                               std::vector<ops::ExecContext>(size_t(ranks), ctx),
-                                              c, {}, {}, {expert_parallel, false});
+                                              c, {}, {}, {expert_parallel});
     }
     const std::vector<int32_t> tokens = f.cases.front().prompt;
     const int64_t n = int64_t(tokens.size()), V = m->config().vocab_size;

@@ -84,7 +84,7 @@ TEST(ExpertParallelQuantized, ExpertsStayQuantizedAndOutputEqualsOneDevice) {
         const auto m = model::Qwen35Model::load_parallel(dir, {cpu, cpu},
                                                          ops::make_host_collectives(2),
                                                          model::Residency(true, true), {},
-                                                         {/*expert_parallel=*/true, false});
+                                                         {/*expert_parallel=*/true});
         const io::ModelConfig full = io::load_hf_config(dir);
         EXPECT_EQ(m->config().held_experts(), full.num_experts / 2);
         for (const model::LayerWeights& l : m->weights().layers)

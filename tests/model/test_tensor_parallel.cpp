@@ -158,8 +158,9 @@ TEST(TensorParallelLayout, ShardConfigDividesOrNamesWhatDoesNot) {
 
 // Speculative decoding under TP: the MTP module's layers run sharded on every rank (its KV in
 // every rank's pools), the DFlash drafter on rank 0 from rank 0's whole residual taps; both
-// propose through rank 0's copy of the whole head. Greedy output equals plain decoding under TP,
-// alone for several K, and batched and from the prefix cache.
+// propose through the split head (each rank its vocabulary rows, gathered on rank 0). Greedy
+// output equals plain decoding under TP, alone for several K, and batched and from the prefix
+// cache.
 TEST(TensorParallelSpeculative, MtpKeepsThePlainOutput) {
     for (const Fixture& f : mtp_fixtures()) {
         EngineOptions o = parallel_options(f, 2, /*reference=*/true);

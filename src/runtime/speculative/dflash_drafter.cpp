@@ -79,7 +79,7 @@ std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows,
     const model::DFlashConfig& c = drafter_.config();
     const int64_t M = n * K, V = head_.rows();
     TensorView logits = buffer(logits_, M, V, DType::F32);
-    ops::linear(ctx_, rows, head_.weight(), logits);
+    head_.project(ctx_, rows, logits);
     // Candidates over the whole head (or its shortlist), as the reference drafters take them:
     // the multiplier and the soft cap are monotone, so the ranking is the raw logits'.
     const int64_t k = c.v2 ? c.selector_top_k : 1;

@@ -12,13 +12,12 @@ namespace ninfer::runtime {
 
 MtpDrafter::MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model,
                        const CacheStore& cache, int32_t block_size, int64_t token_limit,
-                       const TensorView& head)
+                       const ProposalHead& head)
     : ctx_(ctx), model_(model), cache_(cache), block_size_(block_size),
-      token_limit_(std::min(token_limit, head.size(0))), head_(head) {
+      token_limit_(std::min(token_limit, head.rows())), head_(head) {
     require(model.has_mtp(), "--spec mtp: this checkpoint has no MTP weights (mtp.*)");
-    require(head.ndim == 2 && head.size(1) == model.config().hidden_size &&
-                head.size(0) <= model.config().vocab_size,
-            "MtpDrafter: the head must be [N <= vocab, hidden], got ", head.describe());
+    require(!head.maps_ids(), "MtpDrafter: the chain feeds each draft's id to its next step, so "
+            "the head's ids must be the global ones");
 }
 
 void MtpDrafter::enable_graphs(const DecodeGraphs::Layout& layout) {
@@ -30,9 +29,9 @@ TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype
 }
 
 void MtpDrafter::greedy(const TensorView& rows, const TensorView& ids) {
-    const int64_t n = rows.size(0), V = head_.size(0);
+    const int64_t n = rows.size(0), V = head_.rows();
     TensorView logits = buffer(logits_, n, V, DType::F32);
-    ops::linear(ctx_, rows, head_, logits, /*accumulate=*/false);
+    head_.project(ctx_, rows, logits);
     TensorView lse = buffer(lse_, n, 1, DType::F32).reshape({n});
     TensorView top = buffer(top_, n, 1, DType::F32);
     ops::logprobs_top_k(ctx_, logits, token_limit_, lse, ids.reshape({n, 1}), top);

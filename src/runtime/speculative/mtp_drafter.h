@@ -28,9 +28,9 @@ namespace ninfer::runtime {
 
 class MtpDrafter : public Drafter {
 public:
-    // head: the rows drafts come from (the lm_head, or a view of its first rows).
+    // head: the rows drafts come from (the lm_head, or its first rows: proposal_head.h).
     MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model, const CacheStore& cache,
-               int32_t block_size, int64_t token_limit, const TensorView& head);
+               int32_t block_size, int64_t token_limit, const ProposalHead& head);
     const char* name() const override { return "mtp"; }
     void propose(const StepPlan& plan) override;
     void observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) override;
@@ -48,7 +48,7 @@ private:
     const CacheStore& cache_;
     int32_t block_size_;
     int64_t token_limit_; // drafts are ids below it (and below head_'s rows)
-    TensorView head_;
+    const ProposalHead& head_;
     Tensor context_out_;          // observe's MTP output [T, H]: the next drafts' first hidden
     Tensor chain_[2]; // [n, H] hidden rows of propose's chain steps (and observe's input)
     Tensor logits_, lse_, top_;

@@ -8,8 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "ops/embedding.h"
-#include "ops/memory.h"
+#include "ops/linear.h"
 
 namespace ninfer::runtime {
 namespace {
@@ -63,24 +62,29 @@ std::vector<int32_t> parse_shortlist(const std::string& spec, int64_t vocab) {
     return ids;
 }
 
-ProposalHead::ProposalHead(const ops::ExecContext& ctx, const TensorView& lm_head,
+ProposalHead::ProposalHead(const ops::ExecContext& ctx, model::Qwen35Model& model,
                            std::vector<int32_t> shortlist)
-    : ids_(std::move(shortlist)), head_(lm_head) {
-    if (ids_.empty()) return;
-    const int64_t N = int64_t(ids_.size()), H = lm_head.size(1);
-    prefix_ = true;
-    for (int64_t i = 0; i < N && prefix_; ++i) prefix_ = ids_[size_t(i)] == i;
-    if (prefix_) { // the first N rows as they are: contiguous, nothing to gather or map
-        head_ = lm_head.narrow(0, 0, N);
+    : model_(&model), ids_(std::move(shortlist)) {
+    const int64_t V = model.config().vocab_size;
+    if (ids_.empty()) { // the full head: this device's whole head, or the ranks' split one
+        rows_ = V;
+        head_ = model.head_prefix(V);
         return;
     }
-    Allocator& alloc = ops::device_allocator(ctx.device);
-    Tensor d_ids = Tensor::empty(alloc, DType::I32, {N});
-    ops::upload(ctx, TensorView::contiguous(ids_.data(), DType::I32, Device::cpu(), {N}), d_ids);
-    gathered_ = Tensor::empty(alloc, lm_head.dtype, {N, H});
-    ops::embedding(ctx, d_ids, lm_head, gathered_); // the shortlisted rows, in list order
-    ops::synchronize(ctx);                           // d_ids dies here
-    head_ = gathered_.view();
+    rows_ = int64_t(ids_.size());
+    prefix_ = true;
+    for (int64_t i = 0; i < rows_ && prefix_; ++i) prefix_ = ids_[size_t(i)] == i;
+    if (prefix_) head_ = model.head_prefix(rows_); // the first N rows as they are, where held
+    if (head_.empty()) {
+        gathered_ = model.head_rows(ctx, ids_); // the shortlisted rows, in list order
+        head_ = gathered_.view();
+    }
+}
+
+void ProposalHead::project(const ops::ExecContext& ctx, const TensorView& rows,
+                           const TensorView& logits) const {
+    if (head_.empty()) return model_->project_to_vocab(ctx, rows, logits);
+    ops::linear(ctx, rows, head_, logits, /*accumulate=*/false);
 }
 
 void ProposalHead::to_global(std::vector<int32_t>& ids) const {

@@ -22,10 +22,10 @@ struct ProposeGraphs::Slot {
 
 ProposeGraphs::ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
                              const DecodeGraphs::Layout& layout, int64_t token_limit,
-                             const TensorView& head)
+                             const ProposalHead& head)
     : ctx_(ctx), model_(model), layout_(layout), token_limit_(token_limit), head_(head) {
     logits_ = Tensor::empty(ops::device_allocator(ctx.device), DType::F32,
-                            {kMaxSeqs, head.size(0)});
+                            {kMaxSeqs, head.rows()});
 }
 
 ProposeGraphs::~ProposeGraphs() = default;
@@ -133,7 +133,7 @@ void ProposeGraphs::fill(Slot& s, const std::vector<Sequence*>& seqs) {
 void ProposeGraphs::greedy(Slot& s, const TensorView& rows, const TensorView& ids) {
     const int64_t B = s.seqs;
     TensorView logits = logits_.view().narrow(0, 0, B);
-    ops::linear(ctx_, rows, head_, logits, /*accumulate=*/false);
+    head_.project(ctx_, rows, logits);
     ops::logprobs_top_k(ctx_, logits, token_limit_, s.lse.view(), ids.reshape({B, 1}),
                         s.top.view());
 }

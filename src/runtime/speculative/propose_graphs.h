@@ -17,6 +17,7 @@
 #include "model/qwen3_5.h"
 #include "ops/memory.h"
 #include "runtime/decode_graphs.h"
+#include "runtime/speculative/proposal_head.h"
 #include "runtime/sequence.h"
 
 namespace ninfer::runtime {
@@ -29,10 +30,10 @@ public:
 
     // layout: the decode graphs' block and context bounds and padding row and block (its
     // hidden_size and verify rows are not used); drafts are ids below token_limit, from the
-    // rows of head (the lm_head or a view of its first rows).
+    // rows of head (the lm_head or its first rows: proposal_head.h).
     ProposeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
                   const DecodeGraphs::Layout& layout, int64_t token_limit,
-                  const TensorView& head);
+                  const ProposalHead& head);
     ~ProposeGraphs();
 
     // Whether these sequences, ordered, each with drafts.size() == K, can draft from a graph.
@@ -54,7 +55,7 @@ private:
     model::Qwen35Model& model_;
     DecodeGraphs::Layout layout_;
     int64_t token_limit_;
-    TensorView head_;
+    const ProposalHead& head_;
     std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
     Tensor logits_; // [kMaxSeqs, head rows] F32, shared (one run at a time)
     int64_t replays_ = 0;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# On the device, with a pack of test_cuda_bundle, bench_prefill_ops and ninfer
+# (tools/gpu/pack_binaries.sh, carry [".deps/gpu.tar.xz"]): the wgmma grouped GEMM of
+# moe_experts (src/ops/cuda/moe_grouped_sm90.cu) and the routes beside it.
+#   tests: its cuda tests and the MoE suites, stopping on a failure;
+#   ops:   bench_prefill_ops moe (each kernel of moe_experts.bf16 forced, in one run);
+#   pp:    the 35B's prefill at 2,048 and 8,192 rows with mma_sync (the built-in table) and with a
+#          table routing moe_experts.bf16 to wgmma from WGMMA_FROM pairs (default 1,024), twice
+#          each, interleaved;
+#   serve: 1k/128 at 256 concurrent, the same two tables (tools/gpu/serve_bench.sh's server).
+#   bash tools/gpu/wgmma_check.sh [tests|ops|pp|serve|all]...      logs and JSON in $OUT
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out}
+mkdir -p "$out"
+parts=${*:-all}
+want() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
+source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
+source tools/gpu/gate.sh
+rc=0
+if want tests; then
+    gate_test wgmma_tests 240 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
+        --gtest_filter='*CudaMoeWgmma*:*CudaMoe.*:*CudaMoeReal*:*CudaMoeBlock*:*HeldExpertRuns*'
+fi
+if want ops; then
+    timeout 120 /tmp/g/bench_prefill_ops moe 8192 5 | tee "$out/moe_ops.jsonl" || rc=1
+fi
+# A table file: the built-in bands, moe_experts.bf16 on wgmma from WGMMA_FROM pairs.
+wgmma_table=/tmp/wgmma_table.json
+python3 - "$wgmma_table" "${WGMMA_FROM:-1024}" <<'PY'
+import json, sys
+path, first = sys.argv[1], int(sys.argv[2])
+table = {"device": {"gpu": "any", "sm_count": 0, "cuda_version": 0}, "decisions": {
+    "moe_experts.bf16": {"bands": [{"kernel": "mma_sync", "last": first - 1},
+                                   {"kernel": "wgmma"}]}}}
+json.dump(table, open(path, "w"))
+PY
+source tools/gpu/bench_line.sh
+if want pp; then
+    for table in builtin "$wgmma_table" builtin "$wgmma_table"; do
+        label=$([ "$table" = builtin ] && echo mma_sync || echo wgmma)
+        timeout 200 /tmp/g/ninfer bench --device cuda --config configs/qwen3.6-35b-a3b.json \
+            --random-weights -p 2048,8192 -n 0 -r 3 --warmup 1 --prefill-chunk 8192 \
+            --route-table "$table" -o json > "/tmp/pp_$label.json" 2> "/tmp/pp_$label.err" ||
+            { rc=1; tail -3 "/tmp/pp_$label.err"; }
+        python3 - "/tmp/pp_$label.json" "$label" "$out/pp.jsonl" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(sys.argv[2], "no json:", e); sys.exit(0)
+open(sys.argv[3], "a").write(json.dumps({"label": sys.argv[2], "bench": j}) + "\n")
+for r in j["results"]:
+    print(sys.argv[2], r["test"], {k: v for k, v in r.items() if "tok_s" in k})
+PY
+    done
+fi
+if want serve; then
+    for table in builtin "$wgmma_table"; do
+        label=$([ "$table" = builtin ] && echo mma_sync || echo wgmma)
+        OUT="$out/serve_$label" NINFER_BIN=/tmp/g/ninfer SERVE_FLAGS="--route-table $table" \
+            RANDOM_CONCURRENCY=${SERVE_CONCURRENCY:-256:1000} \
+            bash tools/gpu/serve_bench.sh random > "$out/serve_$label.txt" 2>&1 || rc=1
+        grep -E "random C=" "$out/serve_$label/summary.txt" | sed "s/^/$label /"
+    done
+fi
+exit $rc
