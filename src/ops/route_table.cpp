@@ -68,7 +68,12 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
 //   gated_delta_rule: the recurrence below 32 rows (ops/cuda/gated_delta_rule_chunked.h);
 //   moe_block: the fused kernels to 64 pairs (dense), 192 (fp8: 0.214 against 0.263 ms at 128,
 //   0.414 against 0.372 at 256), 192 (groupwise: its composition reads 9x the bytes);
-//   moe_experts.bf16: mma.sync at every value in the built-in table (builtin_bands).
+//   moe_experts.bf16: the wgmma grouped GEMM from kMoeWgmmaFrom pairs. Measured on an H100
+//   (bench_prefill_ops moe, the 35B's experts, one run): 65,536 pairs 1.78 against 2.01 ms;
+//   16,384 pairs 0.85 against 0.84 ms and below, mma.sync wins by 2-7% (the tile table's 64-row
+//   tiles fit an expert's few rows; wgmma's 128-row tiles idle). A GPU without the kernel, or a
+//   shape it does not take, falls back to mma.sync.
+constexpr int64_t kMoeWgmmaFrom = 32768;
 int64_t builtin_boundary(RouteId id) {
     switch (id) {
     case RouteId::LinearBf16Small: return 8;
@@ -99,8 +104,8 @@ std::vector<RouteBand> builtin_bands(RouteId id) {
                 {kRouteUnbounded, kRouteW8a8}};
     case RouteId::LinearFp8Large:
         return {{cuda::kFp8GemvRows, kRouteGemv}, {kRouteUnbounded, kRouteW8a8}};
-    case RouteId::MoeExpertsBf16: // wgmma only where a tuned table gives it a band
-        return {{kRouteUnbounded, kRouteMmaSync}};
+    case RouteId::MoeExpertsBf16:
+        return {{kMoeWgmmaFrom - 1, kRouteMmaSync}, {kRouteUnbounded, kRouteWgmma}};
     default: return {{builtin_boundary(id), 0}, {kRouteUnbounded, 1}};
     }
 }

@@ -361,7 +361,7 @@ std::vector<int64_t> tune_values(RouteId id, bool quick) {
         return quick ? std::vector<int64_t>{8, 64, 1280}
                      : std::vector<int64_t>{8, 16, 32, 64, 128, 192, 256, 512, 1024, 1280};
     case RouteId::MoeExpertsBf16: // tokens x top-8, past the fused decode kernels
-        return quick ? std::vector<int64_t>{512, 4096, 16384}
+        return quick ? std::vector<int64_t>{512, 16384, 65536}
                      : std::vector<int64_t>{128, 512, 1024, 2048, 4096, 8192, 16384, 65536};
     case RouteId::Count: break;
     }

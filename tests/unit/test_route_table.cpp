@@ -80,6 +80,9 @@ TEST(RouteTable, BuiltinKeepsTheBoundariesOfTheDispatchers) {
     EXPECT_EQ(t.last_value_of(RouteId::MoeBlockFp8, ops::kRouteFusedDecode), 192);
     EXPECT_EQ(t.last_value_of(RouteId::MoeBlockGrouped, ops::kRouteFusedDecode), 192);
     EXPECT_EQ(t.route(RouteId::MoeBlockDense, 65), ops::kRouteComposed);
+    // moe_experts.bf16: mma.sync tiles to 32,767 pairs, the wgmma grouped GEMM from 32,768.
+    EXPECT_EQ(t.last_value_of(RouteId::MoeExpertsBf16, ops::kRouteMmaSync), 32767);
+    EXPECT_EQ(t.route(RouteId::MoeExpertsBf16, 32768), ops::kRouteWgmma);
     // linear.fp8: GEMV / tensor cores / W8A8 at 8 / 128 rows on smaller weights; GEMV / W8A8 at
     // 4 rows on weights of 16 Mi or more.
     for (auto [rows, kernel] : std::vector<std::pair<int64_t, int>>{
