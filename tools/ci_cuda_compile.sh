@@ -11,13 +11,15 @@ cd "$(dirname "$0")/.."
 venv=.cuda-ci-venv
 packages=("nvidia-cuda-nvcc==13.0.88" "nvidia-cuda-crt==13.0.88" "nvidia-cuda-runtime==13.0.88"
           "nvidia-cublas==13.0.2.14"
-          "nvidia-cuda-cccl==13.0.85" "nvidia-nvvm==13.0.88" "cmake==4.4.5"
-          "nvidia-cutlass==4.2.0.0")
+          "nvidia-cuda-cccl==13.0.85" "nvidia-nvvm==13.0.88" "cmake==4.4.5")
+# CUTLASS's headers only: its Python dependencies (scipy, cuda-python, ...) are not needed.
+cutlass_package="nvidia-cutlass==4.2.0.0"
 stamp=$venv/.ninfer-packages
-if [ ! -x $venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "${packages[*]}" ]; then
+if [ ! -x $venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "${packages[*]} $cutlass_package" ]; then
     python3 -m venv $venv
     $venv/bin/python -m pip install -q --disable-pip-version-check "${packages[@]}"
-    echo "${packages[*]}" > "$stamp"
+    $venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$cutlass_package"
+    echo "${packages[*]} $cutlass_package" > "$stamp"
 fi
 cu=$($venv/bin/python -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13'))")
 # The wheels ship versioned sonames only; the linker wants the plain names.

@@ -23,7 +23,7 @@ if [ "${NINFER_NCCL:-OFF}" = ON ]; then # NCCL's headers from PyPI (libnccl come
     $venv/bin/python -c "import nvidia.nccl" 2>/dev/null || $venv/bin/pip install -q nvidia-nccl-cu13
     nccl_root=$($venv/bin/python -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])")
 fi
-$venv/bin/python -c "import cutlass_library" 2>/dev/null || $venv/bin/pip install -q nvidia-cutlass==4.2.0.0
+$venv/bin/python -c "import cutlass_library" 2>/dev/null || $venv/bin/pip install -q --no-deps nvidia-cutlass==4.2.0.0
 cutlass=$($venv/bin/python -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))")
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
     -DNINFER_CUTLASS_DIR="$cutlass" \

@@ -24,11 +24,26 @@ start_server() { # args: name, serve flags...
     local name=$1; shift
     $bin serve --port $port --device cuda --no-log-requests "$@" > "$out/serve_$name.log" 2>&1 &
     server_pid=$!
-    python3 bench/serve/bench_serve.py --base-url http://127.0.0.1:$port --wait-for-server 600 \
+    # Up to 600 s for the weights, but not a second past the server's exit: a server that fails
+    # at start (a configuration that does not fit: an 80 GB card and the 35B in bf16 at the
+    # default context) must not cost the device budget ten minutes of waiting.
+    local waited=0
+    until python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=2)" \
+            > /dev/null 2>&1; do
+        if ! kill -0 "$server_pid" 2>/dev/null || [ $waited -ge 600 ]; then
+            log "serve $name did not start:"
+            tail -3 "$out/serve_$name.log" | tee -a "$out/summary.txt"
+            server_pid=""
+            return 1
+        fi
+        sleep 2
+        waited=$((waited + 2))
+    done
+    python3 bench/serve/bench_serve.py --base-url http://127.0.0.1:$port \
         --workload random --num-prompts 1 --input-len 8 --output-len 2 --quiet > /dev/null 2>&1
     grep -E "ninfer:" "$out/serve_$name.log" | tee -a "$out/summary.txt"
 }
-stop_server() { kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; }
+stop_server() { [ -n "$server_pid" ] && { kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; }; }
 bench() { # args: output name, bench_serve flags...
     local name=$1; shift
     timeout ${BENCH_TIMEOUT:-400} python3 bench/serve/bench_serve.py --base-url http://127.0.0.1:$port \
