@@ -5,22 +5,11 @@
 #include <random>
 #include <vector>
 
-#include "cuda/cuda_test_util.h"
+#include "cuda/moe_test_util.h"
 #include "ops/moe.h"
 
 namespace ninfer::test {
 namespace {
-
-struct Routing {
-    Tensor ids, weights; // host [T, k] I32, F32
-};
-
-// The CPU router over random logits: distinct experts per token, realistic weights.
-Routing routed(int64_t T, int64_t E, int64_t k, uint64_t seed) {
-    Routing r{zeros({T, k}, DType::I32), zeros({T, k})};
-    ops::moe_route(kCpuRef, random_tensor({T, E}, seed, 2.0f), k, r.weights, r.ids);
-    return r;
-}
 
 // Every token on the same k experts `busy` (k <= busy.size()), weights from a softmax-like
 // spread, so all other experts stay empty and the busy ones span several M-tiles.
@@ -108,33 +97,10 @@ TEST_P(CudaMoe, GraphReplayEqualsEagerBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMoe, ::testing::Values(DType::F32, DType::BF16),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
-// Qwen3.6-35B-A3B's experts (E = 256, k = 8, H = 2048, I = 512) in bf16 at T = 1024 (64-row
-// tiles) and T = 4096 (128-row tiles). The weights are drawn on the device; the FP64 reference
-// checks the first and last 64 tokens (each token's output depends on its own row only).
+// Qwen3.6-35B-A3B's experts in bf16 at T = 1024 (64-row tiles) and T = 4096 (128-row tiles, and
+// from 32,768 pairs the wgmma route on sm_90), on sampled rows.
 TEST(CudaMoeReal, Qwen35bExpertsAgainstTheReferenceOnSampledRows) {
-    const auto c = cuda_ctx(DType::BF16);
-    const int64_t E = 256, k = 8, H = 2048, I = 512, n = 64;
-    Tensor gu = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {E, 2 * I, H});
-    Tensor down = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {E, H, I});
-    ops::fill_random(c, gu, 220, 0.0f, 0.02f);
-    ops::fill_random(c, down, 221, 0.0f, 0.02f);
-    const Tensor h_gu = to_host(c, gu), h_down = to_host(c, down);
-    for (int64_t T : {1024, 4096}) {
-        const Routing r = routed(T, E, k, 222);
-        Tensor x = rounded(random_tensor({T, H}, 223), DType::BF16);
-        Tensor y0 = rounded(random_tensor({T, H}, 224), DType::BF16);
-        Tensor dy = to_device(c, y0, DType::BF16);
-        ops::moe_experts(c, to_device(c, x, DType::BF16), gu, down, to_device(c, r.ids, DType::I32),
-                         to_device(c, r.weights, DType::F32), dy);
-        const Tensor got = to_host(c, dy);
-        for (int64_t begin : {int64_t(0), T - n}) {
-            Tensor ref = clone(rows(y0, begin, n));
-            ops::moe_experts(kCpuRef, rows(x, begin, n), h_gu, h_down, rows(r.ids, begin, n),
-                             rows(r.weights, begin, n), ref);
-            EXPECT_TRUE(near(rows(got, begin, n), ref, kBf16Reduction))
-                << "T=" << T << " rows from " << begin;
-        }
-    }
+    expect_qwen35b_experts_on_sampled_rows({1024, 4096}, 220, "table in force");
 }
 
 } // namespace

@@ -9,7 +9,7 @@
 // On an sm_90 GPU the route must be built and fit: a build without it fails here, loudly.
 #include <vector>
 
-#include "cuda/cuda_test_util.h"
+#include "cuda/moe_test_util.h"
 #include "ops/cuda/device_caps.h"
 #include "ops/cuda/moe_grouped_sm90.h"
 #include "ops/moe.h"
@@ -129,15 +129,6 @@ TEST(CudaMoeWgmma, SabotagedGroupEndsFailTheComparison) {
     EXPECT_FALSE(near(got, ref, kCudaF32));
 }
 
-struct Routing {
-    Tensor ids, weights;
-};
-Routing routed(int64_t T, int64_t E, int64_t k, uint64_t seed) {
-    Routing r{zeros({T, k}, DType::I32), zeros({T, k})};
-    ops::moe_route(kCpuRef, random_tensor({T, E}, seed, 2.0f), k, r.weights, r.ids);
-    return r;
-}
-
 // y0 + moe(x) with moe_experts.bf16 forced to `kernel`, against the CPU reference.
 void check_experts(int kernel, int64_t T, int64_t E, int64_t H, int64_t I, const Routing& r,
                    const std::string& what) {
@@ -174,31 +165,11 @@ TEST(CudaMoeWgmma, OtherRanksExpertsAreSkipped) {
     check_experts(ops::kRouteWgmma, 200, 16, 128, 64, r, "held experts");
 }
 
-// The 35B's experts (E = 256, k = 8, H = 2048, I = 512) at T = 4096 through the route, the
-// first and last 64 tokens against the FP64 reference.
+// The 35B's experts at T = 4096 through the route, on sampled rows.
 TEST(CudaMoeWgmma, Qwen35bExpertsOnSampledRows) {
     ASSERT_TRUE(on_sm90());
-    const auto c = cuda_ctx(DType::BF16);
     ForcedMoeRoute forced(ops::kRouteWgmma);
-    const int64_t E = 256, k = 8, H = 2048, I = 512, n = 64, T = 4096;
-    Tensor gu = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {E, 2 * I, H});
-    Tensor down = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {E, H, I});
-    ops::fill_random(c, gu, 340, 0.0f, 0.02f);
-    ops::fill_random(c, down, 341, 0.0f, 0.02f);
-    const Tensor h_gu = to_host(c, gu), h_down = to_host(c, down);
-    const Routing r = routed(T, E, k, 342);
-    Tensor x = rounded(random_tensor({T, H}, 343), DType::BF16);
-    Tensor y0 = rounded(random_tensor({T, H}, 344), DType::BF16);
-    Tensor dy = to_device(c, y0, DType::BF16);
-    ops::moe_experts(c, to_device(c, x, DType::BF16), gu, down, to_device(c, r.ids, DType::I32),
-                     to_device(c, r.weights, DType::F32), dy);
-    const Tensor got = to_host(c, dy);
-    for (int64_t begin : {int64_t(0), T - n}) {
-        Tensor ref = clone(rows(y0, begin, n));
-        ops::moe_experts(kCpuRef, rows(x, begin, n), h_gu, h_down, rows(r.ids, begin, n),
-                         rows(r.weights, begin, n), ref);
-        EXPECT_TRUE(near(rows(got, begin, n), ref, kBf16Reduction)) << "rows from " << begin;
-    }
+    expect_qwen35b_experts_on_sampled_rows({4096}, 340, "wgmma");
 }
 
 TEST(CudaMoeWgmma, GraphReplayEqualsEagerBitForBit) {

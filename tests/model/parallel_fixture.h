@@ -45,10 +45,13 @@ inline bool divides(const Fixture& f, int ranks, bool expert_parallel = false) {
     }
 }
 
-// A collective that forgets to sum: the sabotage arm of the logits check.
-class NoReduce final : public ops::Collective {
+// A collective that forgets a step: the sabotage arms of the logits check (no sum) and of the
+// split proposal head (no gather: rank 0's output keeps what it held).
+enum class Skip { Reduce, Gather };
+class Sabotaged final : public ops::Collective {
 public:
-    explicit NoReduce(std::shared_ptr<ops::Collective> inner) : inner_(std::move(inner)) {}
+    Sabotaged(std::shared_ptr<ops::Collective> inner, Skip skip)
+        : inner_(std::move(inner)), skip_(skip) {}
     int rank() const override { return inner_->rank(); }
     int ranks() const override { return inner_->ranks(); }
     void abort() override { inner_->abort(); }
@@ -57,14 +60,17 @@ public:
     bool capturable() const override { return false; }
 
 protected:
-    void reduce(const ops::ExecContext&, const TensorView&) override {}
+    void reduce(const ops::ExecContext& ctx, const TensorView& x) override {
+        if (skip_ != Skip::Reduce) inner_->all_reduce_sum(ctx, x);
+    }
     void gather(const ops::ExecContext& ctx, const TensorView& part, const TensorView& full,
                 int root) override {
-        inner_->gather_columns(ctx, part, full, root);
+        if (skip_ != Skip::Gather) inner_->gather_columns(ctx, part, full, root);
     }
 
 private:
     std::shared_ptr<ops::Collective> inner_;
+    Skip skip_;
 };
 
 // Every row's logits of one prompt in one forward, the model over `ranks` CPU ranks (1: the
@@ -79,7 +85,7 @@ inline std::vector<float> prompt_logits(const Fixture& f, int ranks, bool sabota
     } else {
         std::vector<std::shared_ptr<ops::Collective>> c = ops::make_host_collectives(ranks);
         if (sabotage)
-            for (auto& one : c) one = std::make_shared<NoReduce>(one);
+            for (auto& one : c) one = std::make_shared<Sabotaged>(one, Skip::Reduce);
         m = model::Qwen35Model::load_parallel(f.dir,
                                               std::vector<ops::ExecContext>(size_t(ranks), ctx),
                                               c, {}, {}, {expert_parallel});

@@ -19,27 +19,6 @@ namespace {
 
 const ops::ExecContext kRef = ops::ExecContext::cpu(ops::CpuMode::Reference);
 
-// A collective whose gather writes nothing: rank 0's logits keep what they held.
-class NoGather final : public ops::Collective {
-public:
-    explicit NoGather(std::shared_ptr<ops::Collective> inner) : inner_(std::move(inner)) {}
-    int rank() const override { return inner_->rank(); }
-    int ranks() const override { return inner_->ranks(); }
-    void abort() override { inner_->abort(); }
-    void reset() override { inner_->reset(); }
-    std::string backend() const override { return "sabotaged"; }
-    bool capturable() const override { return false; }
-
-protected:
-    void reduce(const ops::ExecContext& ctx, const TensorView& x) override {
-        inner_->all_reduce_sum(ctx, x);
-    }
-    void gather(const ops::ExecContext&, const TensorView&, const TensorView&, int) override {}
-
-private:
-    std::shared_ptr<ops::Collective> inner_;
-};
-
 Fixture fixture() {
     for (const Fixture& f : load_fixtures())
         if (divides(f, 2)) return f;
@@ -50,7 +29,7 @@ std::unique_ptr<model::Qwen35Model> load(const Fixture& f, int ranks, bool sabot
     if (ranks == 1) return model::Qwen35Model::load(f.dir, kRef);
     std::vector<std::shared_ptr<ops::Collective>> c = ops::make_host_collectives(ranks);
     if (sabotage)
-        for (auto& one : c) one = std::make_shared<NoGather>(one);
+        for (auto& one : c) one = std::make_shared<Sabotaged>(one, Skip::Gather);
     return model::Qwen35Model::load_parallel(
         f.dir, std::vector<ops::ExecContext>(size_t(ranks), kRef), c, {}, {}, {});
 }
