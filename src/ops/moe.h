@@ -15,6 +15,13 @@
 //   [I, 2I) up).
 //   x: [T, H] float   gate_up: [E, 2I, H] float   down: [E, H, I] float   y: [T, H] float
 //   y must not alias x. Accumulates into y.
+//   CUDA routes (ops/cuda/moe.cu): per-pair GEMVs to 64 pairs; past them the pairs are put in
+//   expert order on the device and two grouped GEMMs run, on mma.sync tiles or, for bf16 stacks
+//   where route decision moe_experts.bf16 says so (sm_90 only), CUTLASS's wgmma grouped GEMM.
+//   Every route: f32 accumulation; act = silu(gate) * up in f32 (the GEMVs) or rounded once to
+//   the activation dtype (the grouped GEMMs); the down products in f32; the k weighted outputs
+//   combined in f32 in a fixed order and added to y with one rounding. A row's result does not
+//   depend on the other rows (deterministic).
 //
 // add_sigmoid_scaled: y[t, :] += sigmoid(gate_logit[t, 0]) * shared[t, :]
 //   gate_logit: [T, 1] F32 (the router's extra column)    shared, y: [T, H] float
