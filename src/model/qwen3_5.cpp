@@ -356,6 +356,12 @@ void Qwen35Model::head(const ops::ExecContext& ctx, const TensorView& selected,
     if (shard_.active()) shard_.collective->gather_columns(ctx, out, logits, 0);
 }
 
+void Qwen35Model::project_rank(const ops::ExecContext& ctx, const TensorView& rows,
+                               const TensorView& logits) {
+    scratch_->ensure(config_, device_, ctx.dtype, rows.size(0));
+    head(ctx, rows, logits, /*norm=*/false);
+}
+
 TensorView Qwen35Model::head_prefix(int64_t n) const {
     // Rank 0's head holds the vocabulary rows [0, its run) (shard_head), so a prefix within it
     // is a view; one device holds every row.

@@ -188,6 +188,9 @@ private:
     // rank's vocabulary columns gathered into rank 0's logits.
     void head(const ops::ExecContext& ctx, const TensorView& selected, const TensorView& logits,
               bool norm = true);
+    // This rank's part of project_to_vocab: head() without the final norm, its scratch sized.
+    void project_rank(const ops::ExecContext& ctx, const TensorView& rows,
+                      const TensorView& logits);
     // A forward's mRoPE angle tables [T, rotary_dim / 2] on the device (empty views: plain RoPE
     // from batch.positions).
     struct RopeTables {

@@ -40,7 +40,7 @@ struct Qwen35Model::Peers {
         std::unique_ptr<Qwen35Model> model;
         std::vector<GrowingBuffer> mirrored; // the batch's views on this device, in mirror order
         GrowingBuffer draft; // the MTP's draft hidden rows this rank computes (rank 0's are kept)
-        GrowingBuffer proposal_rows, proposal_part; // project_to_vocab's input and logit columns
+        GrowingBuffer proposal_rows; // project_to_vocab's input rows, on this rank's device
 
         // The batch as this rank reads it: the same host arrays; device views copied to this
         // rank's device when it is another one; no hidden-state or feature outputs (rank 0's).
@@ -50,7 +50,6 @@ struct Qwen35Model::Peers {
     };
     std::vector<Rank> ranks;
     std::unique_ptr<RankThreads> threads;
-    GrowingBuffer proposal_part; // rank 0's logit columns of project_to_vocab
 
     // Runs rank 0's part on the calling thread and each other rank's in its thread, then orders
     // rank 0's stream after every rank's work (events, no host wait): what it does next (the next
@@ -139,7 +138,7 @@ std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
     if (N == 1) return root;
     root->peers_ = std::make_shared<Peers>();
     for (int r = 1; r < N; ++r)
-        root->peers_->ranks.push_back({ranks[size_t(r)], std::move(models[size_t(r)]), {}, {}, {}, {}});
+        root->peers_->ranks.push_back({ranks[size_t(r)], std::move(models[size_t(r)]), {}, {}, {}});
     root->peers_->threads = std::make_unique<RankThreads>(N, collectives[0]);
     return root;
 }
@@ -199,18 +198,11 @@ std::unique_ptr<Qwen35Model> Qwen35Model::random_parallel(
 
 void Qwen35Model::project_to_vocab(const ops::ExecContext& ctx, const TensorView& rows,
                                    const TensorView& logits) {
-    if (!peers_) return ops::linear(ctx, rows, weights_.lm_head, logits, /*accumulate=*/false);
-    // Each rank: its logit columns [n, its vocabulary run], gathered into rank 0's logits.
-    auto columns = [](Qwen35Model& m, const ops::ExecContext& c, const TensorView& in,
-                      GrowingBuffer& part, const TensorView& out) {
-        const TensorView mine = part.like(
-            c.device, TensorView::contiguous(nullptr, DType::F32, c.device,
-                                             {in.size(0), m.weights_.lm_head.size(0)}));
-        ops::linear(c, in, m.weights_.lm_head, mine, /*accumulate=*/false);
-        m.shard_.collective->gather_columns(c, mine, out, 0);
-    };
+    // head() without the final norm on every rank: each rank's vocabulary columns, gathered on
+    // rank 0, as for the model's own logits.
+    if (!peers_) return project_rank(ctx, rows, logits);
     peers_->run(
-        ctx, [&] { columns(*this, ctx, rows, peers_->proposal_part, logits); },
+        ctx, [&] { project_rank(ctx, rows, logits); },
         [&](Peers::Rank& p) {
             TensorView theirs = rows;
             if (p.ctx.device != ctx.device) { // the rows to this rank's device
@@ -218,7 +210,7 @@ void Qwen35Model::project_to_vocab(const ops::ExecContext& ctx, const TensorView
                 ops::copy_across(ctx, rows, p.ctx, theirs);
             }
             ops::stream_wait(p.ctx, ctx);
-            columns(*p.model, p.ctx, theirs, p.proposal_part, TensorView{});
+            p.model->project_rank(p.ctx, theirs, TensorView{});
         });
 }
 
@@ -233,6 +225,8 @@ Tensor Qwen35Model::head_rows(const ops::ExecContext& ctx, const std::vector<int
                                               {int64_t(v.size())}), t);
         return t;
     };
+    for (int32_t id : ids)
+        require(id >= 0 && id < V, "head_rows: id ", id, " outside the head's ", V, " rows");
     // Each rank's rows, in rank order, into `grouped`; grouped_row[i]: where ids[i] landed.
     Tensor grouped = Tensor::empty(alloc, weights_.lm_head.view().dtype, {S, H});
     std::vector<int32_t> grouped_row(ids.size(), -1);
@@ -244,14 +238,11 @@ Tensor Qwen35Model::head_rows(const ops::ExecContext& ctx, const std::vector<int
         const Qwen35Model& m = root ? *this : *peers_->ranks[size_t(r - 1)].model;
         const RankRange run = N > 1 ? rank_range(V, r, N) : RankRange{0, V};
         std::vector<int32_t> local;
-        for (size_t i = 0; i < ids.size(); ++i) {
-            require(ids[i] >= 0 && ids[i] < V, "head_rows: id ", ids[i], " outside the head's ",
-                    V, " rows");
+        for (size_t i = 0; i < ids.size(); ++i)
             if (ids[i] >= run.begin && ids[i] < run.begin + run.count) {
                 grouped_row[i] = int32_t(filled + int64_t(local.size()));
                 local.push_back(int32_t(ids[i] - run.begin));
             }
-        }
         if (local.empty()) continue;
         const int64_t k = int64_t(local.size());
         ops::bind_device(c);

@@ -318,10 +318,9 @@ void tune_moe_block(Bench& b, RouteId id, std::vector<std::vector<RouteMeasureme
 // the mma.sync tiles against the wgmma grouped GEMM, from a few rows per expert to a prefill chunk.
 void tune_moe_experts(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
     const RouteId id = RouteId::MoeExpertsBf16;
-    const int64_t kE = std::max<int64_t>(b.dim(256), 2 * kTopK), kH = b.dim(2048),
-                  kI = b.dim(512);
-    const Tensor gu = b.random(b.act, {kE, 2 * kI, kH}, 81, 0.0f, 0.02f);
-    const Tensor down = b.random(b.act, {kE, kH, kI}, 82, 0.0f, 0.02f);
+    const MoeWeights m = moe_weights(b, RouteId::MoeBlockDense); // the bf16 stacks
+    const TensorView gu = m.egu.w, down = m.edown.w;
+    const int64_t kE = gu.size(0), kH = gu.size(2);
     std::vector<RouteMeasurement>& ms = out[size_t(id)];
     for (int64_t pairs : tune_values(id, b.o.quick)) {
         const int64_t T = pairs / kTopK;

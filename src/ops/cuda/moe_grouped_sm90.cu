@@ -121,10 +121,6 @@ __global__ void write_groups(GroupArgs g, const cutlass::bfloat16_t* a,
     g.stride_d[e] = sd;
 }
 
-bool aligned(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 } // namespace
 
 bool wgmma_grouped_built() {
@@ -136,8 +132,8 @@ bool wgmma_grouped_fits(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
     // off the route. Only sm_90 runs sm_90a's image (Blackwell has no wgmma).
     return !ctx.device.is_cpu() && device_caps(ctx.device.index).arch == 90 && g.K % 8 == 0 &&
            g.N % 4 == 0 && g.K > 0 && g.N > 0 && g.E > 0 && g.E < (int64_t(1) << 30) &&
-           g.N < (int64_t(1) << 31) && g.K < (int64_t(1) << 31) && aligned(g.a) && aligned(g.w) &&
-           aligned(g.d);
+           g.N < (int64_t(1) << 31) && g.K < (int64_t(1) << 31) && aligned16(g.a) &&
+           aligned16(g.w) && aligned16(g.d);
 }
 
 void wgmma_grouped_gemm(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
