@@ -152,7 +152,7 @@ ToolChoice parse_tool_choice(const Json& b, const Json& tools) {
             tc.kind = ToolChoice::Kind::Required;
         else
             bad_param("tool_choice", "'tool_choice' must be none, auto, required or a function");
-    } else if (v->is_object() && v->value("type", "") == "function") {
+    } else if (v->is_object() && opt_string(*v, "type").value_or("") == "function") {
         const Json* fn = field(*v, "function");
         if (!fn) bad_param("tool_choice", "'tool_choice' needs a 'function' with a 'name'");
         tc.kind = ToolChoice::Kind::Named;

@@ -156,7 +156,10 @@ std::string render_chat(const ModelContext& m, const ChatJob& job) {
         if (!job.continue_final) return m.chat_template->render(job.messages, tools, opt);
         Json messages = job.messages;
         Json& last = messages.back();
-        last["content"] = last.value("content", Json("")).get<std::string>() + kContinueMarker;
+        const Json content = last.value("content", Json(""));
+        if (!content.is_string() && !content.is_null())
+            bad_param("messages", "the final assistant message to continue must have text content");
+        last["content"] = (content.is_string() ? content.get<std::string>() : "") + kContinueMarker;
         opt.add_generation_prompt = false;
         const std::string text = m.chat_template->render(messages, tools, opt);
         const size_t at = text.rfind(kContinueMarker);

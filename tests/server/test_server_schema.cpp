@@ -87,6 +87,9 @@ TEST(OpenAIParse, RejectsBadAndUnsupportedFields) {
             "arguments": "not json"}}]}]})",
         R"({"messages": [{"role": "user"}], "response_format": {"type": "xml"}})",
         R"({"messages": [{"role": "user"}], "stop": [1]})",
+        // A fuzz finding: a tool_choice whose 'type' is not a string.
+        R"({"messages": [{"role": "user"}], "tool_choice": {"type": {"me": "f"}},
+            "tools": [{"type": "function", "function": {"name": "f"}}]})",
     };
     for (const char* text : bad)
         EXPECT_EQ(status_of([&] { parse_openai_chat(body(text)); }), 400) << text;
@@ -410,6 +413,26 @@ TEST(Metrics, PrometheusText) {
               std::string::npos);
     EXPECT_NE(text.find("ninfer_inter_token_latency_seconds_count 2"), std::string::npos);
     EXPECT_NE(text.find("ninfer_kv_cache_usage_ratio 0.5"), std::string::npos);
+}
+
+// Continuing a final assistant message renders its text; one without text (null content, a
+// tool call) continues from an empty message, and one whose content is not text is a 400.
+TEST(ChatRender, ContinueFinalMessageOfAnyContent) {
+    const text::ChatTemplate tpl = text::ChatTemplate::from_model_dir(
+        std::filesystem::path(NINFER_TEXT_FIXTURES) / "tiny_chat");
+    ModelContext m;
+    m.chat_template = &tpl;
+    ChatJob job;
+    job.continue_final = true;
+    job.add_generation_prompt = false;
+    job.messages = Json::array({{{"role", "user"}, {"content", "q"}},
+                                {{"role", "assistant"}, {"content", "The answer"}}});
+    const std::string text = render_chat(m, job);
+    EXPECT_EQ(text.substr(text.size() - 10), "The answer");
+    job.messages[1]["content"] = nullptr;
+    EXPECT_NO_THROW(render_chat(m, job));
+    job.messages[1]["content"] = 7;
+    EXPECT_EQ(status_of([&] { render_chat(m, job); }), 400);
 }
 
 } // namespace
