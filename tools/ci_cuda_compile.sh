@@ -28,6 +28,8 @@ for lib in cudart cublas cublasLt; do
 done
 # CUTLASS's headers (the sm_90 wgmma grouped GEMM; cmake/cutlass.cmake).
 cutlass=$($venv/bin/python -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))")
+# cuDNN's and cudnn-frontend's headers (the cuDNN prefill-attention route; cmake/cudnn.cmake).
+PYTHON=$venv/bin/python bash tools/cudnn_headers.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 archs=${NINFER_CUDA_ARCHS:-}
 # -U first: a build folder configured before (for 90a only, say) keeps its cached value otherwise.

@@ -209,6 +209,9 @@ void print_text(const nlohmann::json& j) {
                 j["route_table"]["source"].get<std::string>().c_str(),
                 j["route_table"]["device"].get<std::string>().c_str(),
                 j["route_table"]["note"].get<std::string>().c_str());
+    if (j["route_table"].contains("cudnn"))
+        std::printf("cudnn             %s\n",
+                    j["route_table"]["cudnn"].get<std::string>().c_str());
     if (!j.contains("placement")) return;
     const auto& pl = j["placement"];
     const auto& devices = pl["devices"];
@@ -253,6 +256,8 @@ int info(InfoOptions o) {
                         {"note", device.is_cpu() ? "the CPU runs no routed kernels"
                                  : routes.tuned() ? "tuned by ninfer tune"
                                                   : "built-in (H200-measured boundaries)"}};
+    // The library of the cuDNN prefill-attention kernel (opened at run time).
+    if (!device.is_cpu()) j["route_table"]["cudnn"] = ops::cudnn_library_status();
     if (o.json)
         std::cout << j.dump(2) << std::endl;
     else

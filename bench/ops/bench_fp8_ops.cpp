@@ -5,7 +5,9 @@
 //     cuBLASLt (linear_w8a8, activation quantization included), dequantize + cuBLAS and bf16's
 //     best route on a bf16 weight, at T rows;
 //   moe_block (35B-A3B: E = 256, top-8, H = 2048, I = Is = 512): the fused fp8 decode route where
-//     it fits, the composition on the grouped fp8 tensor-core route, and bf16's best route.
+//     it fits, the composition with the grouped route's kernels (moe_experts.fp8: mma.sync tiles
+//     on bf16 activations, the W8A8 wgmma grouped GEMM on sm_90) each forced, and bf16's best
+//     route.
 // Used to set linear_fp8's and moe_block's route limits.
 //   bench_fp8_ops [reps]
 #include <cstdio>
@@ -21,7 +23,9 @@
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
+#include "ops/cuda/moe_w8a8.h"
 #include "ops/moe.h"
+#include "ops/route_table.h"
 
 namespace {
 
@@ -111,7 +115,7 @@ void moe_routes(int reps) {
     const Fp8Weight egu(2 * I, H, 10, E), edn(H, I, 12, E), sgu(2 * Is, H, 14), sdn(H, Is, 16);
     Tensor gu16 = dev(DType::BF16, {E, 2 * I, H}, 20, 0.02f), dn16 = dev(DType::BF16, {E, H, I}, 21, 0.02f);
     Tensor sgu16 = dev(DType::BF16, {2 * Is, H}, 22, 0.02f), sdn16 = dev(DType::BF16, {H, Is}, 23, 0.02f);
-    for (int64_t T : {8, 16, 32, 64, 128, 256, 512, 4096}) {
+    for (int64_t T : {8, 16, 32, 64, 128, 256, 512, 4096, 8192}) {
         Tensor h = dev(DType::BF16, {T, H}, 30), y = dev(DType::BF16, {T, H}, 31);
         Tensor logits = dev(DType::F32, {T, E + 1}, 32, 2.0f);
         const double flops = 2.0 * T * 3 * H * (k * I + Is);
@@ -122,9 +126,23 @@ void moe_routes(int reps) {
                                                    sdn.view, y, 0);
                    }, reps),
                    flops);
-        report("moe_block fp8 grouped_tensor_cores" + shape,
-               time_ms([&] { moe_block_grouped_fp8(h, logits, k, egu, edn, sgu, sdn, y); }, reps),
-               flops);
+        // The grouped route's two kernels of moe_experts.fp8, each forced (an A/B in one run;
+        // wgmma_w8a8 is left out where it does not run: off sm_90, or not built).
+        const ops::RouteTable before = ops::active_route_table();
+        for (int kernel : {ops::kRouteMmaSyncFp8, ops::kRouteWgmmaW8a8}) {
+            ops::set_active_route_table(before.with_bands(ops::RouteId::MoeExpertsFp8,
+                                                          {{ops::kRouteUnbounded, kernel}}));
+            if (kernel == ops::kRouteWgmmaW8a8 &&
+                !ops::cuda::w8a8_route(ctx, egu.view, edn.view, T * k))
+                continue;
+            report(std::string("moe_block fp8 grouped ") +
+                       ops::route_info(ops::RouteId::MoeExpertsFp8).kernels[size_t(kernel)].name +
+                       shape,
+                   time_ms([&] { moe_block_grouped_fp8(h, logits, k, egu, edn, sgu, sdn, y); },
+                           reps),
+                   flops);
+        }
+        ops::set_active_route_table(before);
         report("moe_block bf16" + shape, time_ms([&] {
                    ops::moe_block(ctx, h, logits, k, gu16, dn16, sgu16, sdn16, y);
                }, reps),

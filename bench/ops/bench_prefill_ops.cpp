@@ -7,6 +7,8 @@
 //                                               the default run, for one image)
 //   bench_prefill_ops moe [T] [reps]            (only moe_experts at T, T/4, T/16, T/64 rows,
 //                                               each route of moe_experts.bf16 forced)
+//   bench_prefill_ops attention [T] [reps]      (only paged_attention at T, T/4, T/16 rows,
+//                                               each kernel of attention_prefill.bf16 forced)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +20,7 @@
 #include "bench_util.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/kv_cache.h"
 #include "ops/bias_act.h"
 #include "ops/conv1d.h"
@@ -77,9 +80,9 @@ struct Batch {
 };
 
 // A T-row prompt over its own KV (bf16, or int8 / fp8 planes that kv_cache_write fills from
-// random bf16 rows).
+// random bf16 rows), on the prefill kernel the table in force gives it.
 void attention(int32_t T, int64_t nH, int64_t nKV, int reps,
-               ops::KvDtype kv = ops::KvDtype::Activation) {
+               ops::KvDtype kv = ops::KvDtype::Activation, const std::string& tag = "") {
     const int64_t D = 256;
     const int32_t bs = 16;
     Batch batch(T, bs);
@@ -105,7 +108,27 @@ void attention(int32_t T, int64_t nH, int64_t nKV, int reps,
     std::string name = "paged_attention T=" + std::to_string(T) + " nH=" + std::to_string(nH) +
                        " nKV=" + std::to_string(nKV);
     if (kc.quantized()) name += std::string(" kv=") + ops::kv_dtype_name(kv, DType::BF16);
-    report(name, ms, 4.0 * double(T) * double(T) / 2 * D * nH);
+    report(name + tag, ms, 4.0 * double(T) * double(T) / 2 * D * nH);
+}
+
+// Each kernel of attention_prefill.bf16 forced on bf16 planes (an A/B in one run). cuDNN's line
+// is left out, with its reason on stderr, where libcudnn does not load; a shape it has no plan
+// for falls back to flash (its message on stderr says so).
+void attention_kernels(int32_t T, int64_t nH, int64_t nKV, int reps) {
+    const ops::RouteTable before = ops::active_route_table();
+    for (int kernel : {ops::kRouteFlash, ops::kRouteCudnn}) {
+        if (!ops::route_kernel_available(ops::RouteId::AttentionPrefillBf16, kernel)) {
+            std::fprintf(stderr, "paged_attention cudnn: %s\n",
+                         ops::cuda::cudnn_status().c_str());
+            continue;
+        }
+        ops::set_active_route_table(before.with_bands(ops::RouteId::AttentionPrefillBf16,
+                                                      {{ops::kRouteUnbounded, kernel}}));
+        const auto& info = ops::route_info(ops::RouteId::AttentionPrefillBf16);
+        attention(T, nH, nKV, reps, ops::KvDtype::Activation,
+                  " " + info.kernels[size_t(kernel)].name);
+    }
+    ops::set_active_route_table(before);
 }
 
 void gdn(int32_t T, int64_t Hk, int64_t Hv, int reps) {
@@ -324,6 +347,17 @@ int main(int argc, char** argv) {
         vision(images, reps);
         return 0;
     }
+    if (argc > 1 && std::string(argv[1]) == "attention") { // prefill attention's kernels (A/B)
+        ctx = ops::ExecContext::cuda(0, DType::BF16);
+        ops::bind_device(ctx);
+        const int32_t T = argc > 2 ? std::stoi(argv[2]) : 8192;
+        const int reps = argc > 3 ? std::stoi(argv[3]) : 5;
+        for (int32_t rows : {T, T / 4, T / 16}) {
+            attention_kernels(rows, 16, 2, reps); // 35B-A3B
+            attention_kernels(rows, 24, 4, reps); // 27B
+        }
+        return 0;
+    }
     if (argc > 1 && std::string(argv[1]) == "moe") { // the MoE lines alone (route A/B)
         ctx = ops::ExecContext::cuda(0, DType::BF16);
         ops::bind_device(ctx);
@@ -339,6 +373,7 @@ int main(int argc, char** argv) {
     for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8, ops::KvDtype::Fp8})
         attention(T, 16, 2, reps, kv); // 35B-A3B
     attention(T, 24, 4, reps); // 27B
+    attention_kernels(T, 16, 2, reps);
     gdn(T, 16, 32, reps);      // 35B-A3B
     gdn(T, 16, 48, reps);      // 27B
     moe(T, reps);              // 35B-A3B

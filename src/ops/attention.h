@@ -12,7 +12,9 @@
 //   already be written). q: [T, nH, D] float, last dim contiguous   out: [T, nH, D] contiguous.
 //   K and V are the planes' values: the stored elements, or the codec's decode(code, scale).
 // Numerics: scores and softmax in f32 (f64 in CPU reference mode), online-softmax allowed. The
-// CUDA tensor-core prefill route rounds quantized K and V values to bf16 before its MMAs.
+// CUDA tensor-core prefill routes (the flash kernel; cuDNN's fused attention, bf16 planes only:
+// ops/cuda/attention_cudnn.h) round the probabilities to bf16 for the P V product, and the flash
+// kernel rounds quantized K and V values to bf16 before its MMAs.
 #pragma once
 
 #include "core/tensor.h"

@@ -42,8 +42,12 @@
 //   rounding (deterministic); larger T runs the composition.
 //   Block-wise fp8 weights (ops/weight.h; CUDA with BF16 h and y): the decode route reads the
 //   codes when all four weights are fp8, up to T * top_k <= 192 (moe_decode.cu); otherwise the
-//   composition dequantizes the routed experts (only those some pair uses) to bf16 scratch. The
-//   CPU dequantizes first.
+//   composition runs the grouped route on the codes (turned into bf16 tiles, bf16 activations),
+//   or, where route decision moe_experts.fp8 gives it the pairs (sm_90, 128 x 128 blocks), the
+//   W8A8 route: activations quantized to e4m3 per row and 128 columns, as the W8A8 linear does,
+//   and CUTLASS's block-scaled fp8 wgmma grouped GEMM (ops/cuda/moe_w8a8.h; act not rounded to
+//   bf16 but quantized). Stacks those routes do not take are dequantized (only the experts some
+//   pair uses) to bf16 scratch. The CPU dequantizes first.
 // Numerics: f32 (f64 in CPU reference mode). Workspace: none (CPU gathers per expert; moe_block
 // allocates its scratch from the device allocator: routes and activations, O(T * top_k * I)).
 #pragma once

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/gated_delta_rule_chunked.h"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/linear_gemv.h"
@@ -58,6 +59,10 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
          {{"fused_decode", 1024}, {"composed"}}},
         {RouteId::MoeExpertsBf16, "moe_experts.bf16", "tokens x top_k (grouped route)",
          {{"mma_sync"}, {"wgmma"}}},
+        {RouteId::AttentionPrefillBf16, "attention_prefill.bf16",
+         "rows of the longest sequence (prefill route)", {{"flash"}, {"cudnn"}}},
+        {RouteId::MoeExpertsFp8, "moe_experts.fp8", "tokens x top_k (grouped route, fp8 stacks)",
+         {{"mma_sync"}, {"wgmma_w8a8"}}},
     };
     return catalog;
 }
@@ -106,6 +111,12 @@ std::vector<RouteBand> builtin_bands(RouteId id) {
         return {{cuda::kFp8GemvRows, kRouteGemv}, {kRouteUnbounded, kRouteW8a8}};
     case RouteId::MoeExpertsBf16:
         return {{kMoeWgmmaFrom - 1, kRouteMmaSync}, {kRouteUnbounded, kRouteWgmma}};
+    // attention_prefill.bf16: the built-in flash kernel everywhere until cuDNN's route has been
+    // measured on the GPU (`ninfer tune` gives it the rows where it wins).
+    case RouteId::AttentionPrefillBf16: return {{kRouteUnbounded, kRouteFlash}};
+    // moe_experts.fp8: the mma.sync tiles (weight-only fp8) everywhere until the W8A8 wgmma
+    // route has been measured on the GPU.
+    case RouteId::MoeExpertsFp8: return {{kRouteUnbounded, kRouteMmaSyncFp8}};
     default: return {{builtin_boundary(id), 0}, {kRouteUnbounded, 1}};
     }
 }
@@ -171,6 +182,16 @@ const std::vector<RouteDecisionInfo>& route_catalog() {
 const RouteDecisionInfo& route_info(RouteId id) {
     require(int(id) >= 0 && int(id) < kRouteCount, "route table: no decision ", int(id));
     return catalog_storage()[size_t(id)];
+}
+
+bool route_kernel_available(RouteId id, int kernel) {
+    if (id == RouteId::AttentionPrefillBf16 && kernel == kRouteCudnn)
+        return cuda::cudnn_available();
+    return true;
+}
+
+std::string cudnn_library_status() {
+    return cuda::cudnn_status();
 }
 
 RouteTable RouteTable::builtin() {

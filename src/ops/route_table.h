@@ -40,6 +40,10 @@ enum class RouteId {
     MoeBlockFp8,      // "moe_block.fp8"
     MoeBlockGrouped,  // "moe_block.grouped"
     MoeExpertsBf16,   // "moe_experts.bf16": moe_experts' grouped route, bf16 stacks; tokens x top_k
+    AttentionPrefillBf16, // "attention_prefill.bf16": paged_attention's prefill route, bf16
+                          // planes; rows of the longest sequence (from kFlashMinRows)
+    MoeExpertsFp8,    // "moe_experts.fp8": moe_experts' grouped route, block-wise fp8 stacks;
+                      // tokens x top_k
     Count
 };
 inline constexpr int kRouteCount = int(RouteId::Count);
@@ -53,6 +57,10 @@ inline constexpr int kRouteFusedDecode = 0; // moe_block.*: the two fused decode
 inline constexpr int kRouteComposed = 1;    //   the composition (grouped GEMMs)
 inline constexpr int kRouteMmaSync = 0;     // moe_experts.bf16: the mma.sync tile kernels
 inline constexpr int kRouteWgmma = 1;       //   CUTLASS's sm_90 wgmma/TMA grouped GEMM
+inline constexpr int kRouteFlash = 0;       // attention_prefill.bf16: the mma.sync flash kernel
+inline constexpr int kRouteCudnn = 1;       //   cuDNN's fused attention (ops/cuda/attention_cudnn.h)
+inline constexpr int kRouteMmaSyncFp8 = 0;  // moe_experts.fp8: mma.sync tiles on bf16 activations
+inline constexpr int kRouteWgmmaW8a8 = 1;   //   CUTLASS's block-scaled fp8 wgmma on fp8 activations
 inline constexpr int64_t kRouteUnbounded = INT64_MAX;
 
 // A candidate kernel of a decision and the values it is built for.
@@ -71,6 +79,13 @@ RouteId linear_bf16_route(int64_t weight_bytes);
 
 // Every decision, indexed by RouteId.
 const std::vector<RouteDecisionInfo>& route_catalog();
+// Whether decision id's kernel can run in this process at all: false for a kernel that needs a
+// library that is missing (attention_prefill.bf16's cudnn without libcudnn). `ninfer tune`
+// measures only those that can; a dispatcher asks its kernel's own fits() at every call anyway.
+bool route_kernel_available(RouteId id, int kernel);
+// The library behind attention_prefill.bf16's cudnn kernel: "cuDNN 9.x.y from libcudnn.so.9", or
+// why it is not there (`ninfer info`).
+std::string cudnn_library_status();
 const RouteDecisionInfo& route_info(RouteId id);
 
 struct RouteBand {

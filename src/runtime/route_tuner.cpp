@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
 #include "core/error.h"
+#include "ops/attention.h"
 #include "ops/gated_delta_rule.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
@@ -122,14 +124,16 @@ struct Bench {
         return std::max(us[us.size() / 2], 0.01); // a positive time: from_measurements' rule
     }
 
-    // Times decision id's kernels at `value` (those whose domain holds it), each forced by a
-    // table that gives it `value`; appends the measurements.
+    // Times decision id's kernels at `value` (those whose domain holds it and that can run here:
+    // route_kernel_available), each forced by a table that gives it `value`; appends the
+    // measurements.
     void measure(RouteId id, int64_t value, const std::function<void()>& body,
                  std::vector<RouteMeasurement>& out) {
         const ops::RouteDecisionInfo& info = ops::route_info(id);
         const ops::RouteTable base = ops::RouteTable::builtin();
         for (int k = 0; k < int(info.kernels.size()); ++k) {
-            if (value > info.kernels[size_t(k)].max) continue;
+            if (value > info.kernels[size_t(k)].max || !ops::route_kernel_available(id, k))
+                continue;
             ops::set_active_route_table(base.forcing(id, k, value));
             out.push_back({value, k, cold_us(body)});
         }
@@ -334,6 +338,67 @@ void tune_moe_experts(Bench& b, std::vector<std::vector<RouteMeasurement>>& out)
     b.report(id, ms);
 }
 
+// moe_experts' grouped route on block-wise fp8 stacks of the 35B's shapes, through moe_block
+// (past its fused decode kernels the composition runs the grouped route): the mma.sync tiles on
+// bf16 activations against the W8A8 wgmma grouped GEMM.
+void tune_moe_experts_fp8(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
+    const RouteId id = RouteId::MoeExpertsFp8;
+    const MoeWeights m = moe_weights(b, RouteId::MoeBlockFp8);
+    const int64_t kE = m.egu.size(0), kH = m.egu.size(2);
+    std::vector<RouteMeasurement>& ms = out[size_t(id)];
+    for (int64_t pairs : tune_values(id, b.o.quick)) {
+        const int64_t T = pairs / kTopK;
+        const Tensor h = b.random(b.act, {T, kH}, 86, 0.0f, 1.0f);
+        const Tensor logits = b.random(DType::F32, {T, kE + 1}, 87, 0.0f, 2.0f);
+        const Tensor y = b.random(b.act, {T, kH}, 88, 0.0f, 1.0f);
+        b.measure(id, pairs, [&] {
+            ops::moe_block(b.ctx, h, logits, kTopK, m.egu, m.edown, m.sgu, m.sdown, y);
+        }, ms);
+    }
+    b.report(id, ms);
+}
+
+// paged_attention's prefill route on one fresh prompt of T rows, the 35B's heads (16 query, 2
+// KV, head dim 256) over bf16 planes of 16-token blocks: the flash kernel against cuDNN's fused
+// attention (where libcudnn loads). On the CPU, shrunk, the prompt is T / shrink rows.
+void tune_attention_prefill(Bench& b, std::vector<std::vector<RouteMeasurement>>& out) {
+    const RouteId id = RouteId::AttentionPrefillBf16;
+    constexpr int32_t kBlock = 16;
+    const int64_t nH = b.dim(16), nKV = std::max<int64_t>(b.dim(2), 1), D = b.dim(256);
+    std::vector<RouteMeasurement>& ms = out[size_t(id)];
+    for (int64_t value : tune_values(id, b.o.quick)) {
+        const int32_t T = int32_t(b.o.shrink > 1 ? std::max<int64_t>(value / b.o.shrink, 16)
+                                                 : value);
+        const int32_t blocks = (T + kBlock - 1) / kBlock;
+        std::vector<int32_t> table(static_cast<size_t>(blocks));
+        for (int32_t i = 0; i < blocks; ++i) table[size_t(i)] = i;
+        int32_t rows[2] = {0, T}, zero[1] = {0};
+        const Tensor d_rows = b.from_host(DType::I32, {2}, rows);
+        const Tensor d_zero = b.from_host(DType::I32, {1}, zero);
+        const Tensor d_table = b.from_host(DType::I32, {1, blocks}, table.data());
+        ops::SeqBatch batch;
+        batch.num_seqs = 1;
+        batch.num_rows = batch.max_rows_per_seq = batch.max_context = T;
+        batch.host_row_begin = rows;
+        batch.host_pos_begin = batch.host_state_slot = zero;
+        batch.host_block_table = table.data();
+        batch.block_table_stride = blocks;
+        batch.block_size = kBlock;
+        batch.row_begin = d_rows.view();
+        batch.pos_begin = batch.state_slot = d_zero.view();
+        batch.block_table = d_table.view();
+        const Tensor q = b.random(b.act, {T, nH, D}, 91, 0.0f, 1.0f);
+        const Tensor kc = b.random(b.act, {blocks, kBlock, nKV, D}, 92, 0.0f, 1.0f);
+        const Tensor vc = b.random(b.act, {blocks, kBlock, nKV, D}, 93, 0.0f, 1.0f);
+        const Tensor o = b.empty(b.act, {T, nH, D});
+        const float scale = 1.0f / std::sqrt(float(D));
+        b.measure(id, value, [&] {
+            ops::paged_attention(b.ctx, q, kc.view(), vc.view(), batch, scale, o);
+        }, ms);
+    }
+    b.report(id, ms);
+}
+
 } // namespace
 
 std::vector<int64_t> tune_values(RouteId id, bool quick) {
@@ -362,6 +427,12 @@ std::vector<int64_t> tune_values(RouteId id, bool quick) {
     case RouteId::MoeExpertsBf16: // tokens x top-8, past the fused decode kernels
         return quick ? std::vector<int64_t>{512, 16384, 65536}
                      : std::vector<int64_t>{128, 512, 1024, 2048, 4096, 8192, 16384, 65536};
+    case RouteId::MoeExpertsFp8: // tokens x top-8, past the fused decode kernels
+        return quick ? std::vector<int64_t>{512, 16384, 65536}
+                     : std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384, 65536};
+    case RouteId::AttentionPrefillBf16: // rows of one prompt, from the flash route's first
+        return quick ? std::vector<int64_t>{64, 1024, 8192}
+                     : std::vector<int64_t>{16, 64, 256, 512, 1024, 2048, 4096, 8192};
     case RouteId::Count: break;
     }
     fail_invalid("ninfer tune: no decision ", int(id));
@@ -379,6 +450,8 @@ std::vector<std::vector<RouteMeasurement>> measure_routes(const TuneOptions& opt
         for (RouteId id : {RouteId::MoeBlockDense, RouteId::MoeBlockFp8, RouteId::MoeBlockGrouped})
             tune_moe_block(b, id, out);
         tune_moe_experts(b, out);
+        tune_attention_prefill(b, out);
+        tune_moe_experts_fp8(b, out);
     } catch (...) {
         ops::set_active_route_table(before);
         throw;

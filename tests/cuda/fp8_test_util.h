@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -89,6 +90,26 @@ struct HostFp8 {
         return d;
     }
 };
+
+// x [T, K] (F32) as the W8A8 routes see it (linear_fp8_w8a8.cu, moe_w8a8.cu): quantized per
+// (row, 128 columns) the way quantize_rows_fp8 does (s = max(amax, 1e-12) / 448, code = e4m3_rn(x / s)),
+// then code * s.
+inline Tensor w8a8_activations(const TensorView& x) {
+    Tensor q = clone(x);
+    const int64_t T = x.size(0), K = x.size(1);
+    float* v = q.ptr<float>();
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t g = 0; g < K; g += 128) {
+            float amax = 0.0f;
+            for (int64_t k = g; k < g + 128; ++k) amax = std::max(amax, std::fabs(v[t * K + k]));
+            const float scale = std::max(amax, 1e-12f) / 448.0f;
+            for (int64_t k = g; k < g + 128; ++k) {
+                float& e = v[t * K + k];
+                e = model::fp8_e4m3_to_float(model::float_to_fp8_e4m3(e / scale)) * scale;
+            }
+        }
+    return q;
+}
 
 // A device copy, as the ops take it.
 struct DeviceFp8 {

@@ -54,26 +54,6 @@ const char* route_name(Route r) {
                                      : "dequantize";
 }
 
-// x [T, K] (F32 holding bf16 values) as the W8A8 route sees it: quantized per (row, 128
-// columns) the way quantize_rows_fp8 does (s = max(amax, 1e-12) / 448, code = e4m3_rn(x / s)),
-// then code * s.
-Tensor w8a8_activations(const TensorView& x) {
-    Tensor q = clone(x);
-    const int64_t T = x.size(0), K = x.size(1);
-    float* v = q.ptr<float>();
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t g = 0; g < K; g += 128) {
-            float amax = 0.0f;
-            for (int64_t k = g; k < g + 128; ++k) amax = std::max(amax, std::fabs(v[t * K + k]));
-            const float scale = std::max(amax, 1e-12f) / 448.0f;
-            for (int64_t k = g; k < g + 128; ++k) {
-                float& e = v[t * K + k];
-                e = model::fp8_e4m3_to_float(model::float_to_fp8_e4m3(e / scale)) * scale;
-            }
-        }
-    return q;
-}
-
 std::string describe(const Case& s, Pads pad, Route route) {
     return "T=" + std::to_string(s.T) + " K=" + std::to_string(s.K) + " N=" + std::to_string(s.N) +
            " block=" + std::to_string(s.br) + "x" + std::to_string(s.bc) +

@@ -25,6 +25,7 @@ if [ "${NINFER_NCCL:-OFF}" = ON ]; then # NCCL's headers from PyPI (libnccl come
 fi
 $venv/bin/python -c "import cutlass_library" 2>/dev/null || $venv/bin/pip install -q --no-deps nvidia-cutlass==4.2.0.0
 cutlass=$($venv/bin/python -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))")
+PYTHON=$venv/bin/python bash tools/cudnn_headers.sh > /dev/null # the cuDNN prefill route (libcudnn comes from the device's torch)
 $venv/bin/cmake -S . -B build-cuda-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DNINFER_CUDA=ON \
     -DNINFER_CUTLASS_DIR="$cutlass" \
     -DCMAKE_CUDA_COMPILER="$cu/bin/nvcc" -DCUDAToolkit_ROOT="$cu" -DCMAKE_CUDA_ARCHITECTURES=90a \

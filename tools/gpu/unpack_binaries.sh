@@ -11,4 +11,6 @@ nv_libs=$(python3 -c "import nvidia, os; print(':'.join(os.path.join(p, 'cu13', 
 # NCCL (builds with NINFER_NCCL): the image's torch ships libnccl.so.2 in nvidia/nccl/lib (200 MB:
 # never packed).
 nccl_libs=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
-export LD_LIBRARY_PATH=/tmp/g:${nv_libs}${nccl_libs:+:$nccl_libs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# cuDNN (the prefill-attention route opens libcudnn.so.9 at run time): torch's nvidia-cudnn wheel.
+cudnn_libs=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], 'lib'))" 2>/dev/null)
+export LD_LIBRARY_PATH=/tmp/g:${nv_libs}${nccl_libs:+:$nccl_libs}${cudnn_libs:+:$cudnn_libs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -8,16 +8,19 @@
 // Chosen split-K (flash-decoding) when few rows run: splits write partials that a second kernel
 // merges; otherwise one split writes the output directly. Quantized planes run the same schedule
 // over staged codes (attention_coded.cu). Prompt chunks of kFlashMinRows rows or more in bf16 take
-// the tensor-core route instead (attention_flash.cu), quantized planes included.
+// the tensor-core route instead (attention_flash.cu), quantized planes included, or cuDNN's fused
+// attention where the route table's attention_prefill.bf16 gives it the rows (attention_cudnn.h).
 #include <algorithm>
 #include <cfloat>
 
 #include "ops/cuda/attention_decode.cuh"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/kv_plane.cuh"
 #include "ops/cuda/mma.cuh"
+#include "ops/route_table.h"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -326,9 +329,16 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const KvPlane&
     const int D = int(q.size(2));
     require(D <= kMaxDim, "paged_attention: CUDA supports head dim <= ", kMaxDim, ", got ", D);
     if (batch.num_seqs == 0 || batch.max_rows_per_seq == 0) return;
-    if (batch.max_rows_per_seq >= kFlashMinRows &&
-        flash_prefill_supported(q, k_cache, v_cache, out))
-        return flash_prefill(ctx, q, k_cache, v_cache, batch, scale, out);
+    if (batch.max_rows_per_seq >= kFlashMinRows) {
+        // attention_prefill.bf16: cuDNN's fused attention where the table gives it these rows
+        // and it takes the shape, else the flash kernel.
+        if (active_route_table().route(RouteId::AttentionPrefillBf16, batch.max_rows_per_seq) ==
+                kRouteCudnn &&
+            cudnn_prefill(ctx, q, k_cache, v_cache, batch, scale, out))
+            return;
+        if (flash_prefill_supported(q, k_cache, v_cache, out))
+            return flash_prefill(ctx, q, k_cache, v_cache, batch, scale, out);
+    }
     const int64_t nH = q.size(1), nKV = k_cache.size(2);
     const int group = int(nH / nKV);
     const int64_t head_groups = nKV * ((group + kMaxGroup - 1) / kMaxGroup);

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/cuda/device_caps.h"
+#include "ops/cuda/stream_release.h"
 #include "ops/exec_context.h"
 
 namespace ninfer::ops::cuda {
@@ -182,11 +183,6 @@ __device__ __forceinline__ void trap_before_sm90() {
 // captured graph. All generations are freed when a stream from create_stream is destroyed.
 void* stream_workspace(const ExecContext& ctx, size_t bytes);
 
-// Runs `release` once when `stream` (made by create_stream) is destroyed, after its work has
-// drained and before the stream itself goes: per-stream resources (workspaces, cuBLAS handles)
-// free themselves through it. Streams not made by create_stream (the default stream) never run
-// it: their resources live as long as the process.
-void on_stream_release(void* stream, std::function<void()> release);
 
 // Streaming multiprocessors of ctx's device (device_caps: queried once per device): grid sizes
 // that aim to fill the GPU derive from it, never from one card's count.

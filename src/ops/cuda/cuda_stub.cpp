@@ -1,6 +1,7 @@
 // Stand-ins for the CUDA bodies in builds without CUDA (NINFER_CUDA=OFF): each raises
 // Unsupported, so a CUDA device is a clear error rather than a link failure.
 #include "core/error.h"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/device_caps.h"
 #include "ops/cuda/dflash_ops.h"
@@ -77,6 +78,12 @@ void gdn_core_fused(const ExecContext&, const TensorView&, const TensorView&, co
 void rope(const ExecContext&, const TensorView&, const TensorView&, int64_t, double) { no_cuda("rope"); }
 void kv_cache_write(const ExecContext&, const TensorView&, const TensorView&, const SeqBatch&, const KvPlane&, const KvPlane&) { no_cuda("kv_cache_write"); }
 void paged_attention(const ExecContext&, const TensorView&, const KvPlane&, const KvPlane&, const SeqBatch&, float, const TensorView&) { no_cuda("paged_attention"); }
+bool cudnn_prefill(const ExecContext&, const TensorView&, const KvPlane&, const KvPlane&, const SeqBatch&, float, const TensorView&) { no_cuda("paged_attention"); }
+bool cudnn_available() { return false; }
+std::string cudnn_status() { return "not in this build (no CUDA backend)"; }
+uint64_t cudnn_prefill_runs() { return 0; }
+void set_cudnn_prefill_sabotage(bool) {}
+CudnnSdpaMeta cudnn_sdpa_meta(const ExecContext&, const SeqBatch&, int32_t, int32_t, int64_t, int64_t, int32_t, size_t) { no_cuda("paged_attention"); }
 bool attention_prep_fused_fits(const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, int64_t, const TensorView&, const KvPlane&, const KvPlane&) { no_cuda("attention_prep"); }
 void attention_prep_fused(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&, int64_t, double, const SeqBatch&, const TensorView&, const KvPlane&, const KvPlane&) { no_cuda("attention_prep"); }
 void moe_route(const ExecContext&, const TensorView&, int64_t, const TensorView&, const TensorView&, int64_t, int64_t) { no_cuda("moe_route"); }

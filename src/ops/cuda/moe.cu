@@ -9,7 +9,10 @@
 //     grouped GEMMs over the tiles (moe_grouped.h): gate_up with SwiGLU fused in its epilogue
 //     and A rows gathered from x, down into f32, and the same deterministic combine. bf16 with
 //     16-byte aligned rows takes tensor cores (moe_grouped.cu); other cases (F32) a CUDA-core
-//     kernel. No route synchronises with the host: all are graph-capturable.
+//     kernel. bf16 stacks take CUTLASS's wgmma grouped GEMM instead where route decision
+//     moe_experts.bf16 gives it the pairs (moe_grouped_sm90.h), and block-wise fp8 stacks its
+//     W8A8 block-scaled one where moe_experts.fp8 does (moe_w8a8.h). No route synchronises with
+//     the host: all are graph-capturable.
 #include <cstdint>
 #include <type_traits>
 
@@ -18,6 +21,7 @@
 #include "ops/cuda/moe_grouped.h"
 #include "ops/cuda/moe_grouped_sm90.h"
 #include "ops/cuda/moe_route.cuh"
+#include "ops/cuda/moe_w8a8.h"
 #include "ops/memory.h"
 #include "ops/route_table.h"
 
@@ -349,6 +353,7 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
         std::is_same_v<T, __nv_bfloat16> && grouped_operands_fit(x, gate_up, down);
     require(tensor_cores || !fp8, "moe_experts: fp8 experts need the tensor-core route");
     const bool wgmma = tensor_cores && wgmma_route(ctx, gate_up, down, pairs);
+    const bool w8a8 = tensor_cores && fp8 && w8a8_route(ctx, gate_up, down, pairs);
     const int bm = !tensor_cores ? kGroupedSimpleRows
                    : fp8         ? grouped_tile_rows_fp8(pairs, E)
                                  : grouped_tile_rows_bf16(ctx, pairs, E);
@@ -374,10 +379,14 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
                                                   slot_of_pair.ptr<int32_t>());
     check_launch("assign_slots");
 
-    Tensor act = scratch(ctx, x.dtype, {pairs, I}), out = scratch(ctx, DType::F32, {pairs, H});
+    Tensor out = scratch(ctx, DType::F32, {pairs, H});
+    Tensor act = w8a8 ? Tensor() : scratch(ctx, x.dtype, {pairs, I});
     if (wgmma)
         experts_wgmma(ctx, x, gate_up, down, counts, cursor, token_of_slot.ptr<int32_t>(), pairs,
                       act.view(), out.view());
+    else if (w8a8)
+        experts_w8a8(ctx, x, gate_up, down, counts, cursor, token_of_slot.ptr<int32_t>(), pairs,
+                     out.view());
     else
         experts_tiles(ctx, x, gate_up, down, token_of_slot.ptr<int32_t>(), tiles, num_tiles,
                       max_tiles, bm, tensor_cores, act.view(), out.view());

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# On the device, with a pack of test_cuda_bundle, bench_fp8_ops and ninfer
+# (NINFER_NCCL=ON NINFER_VIDEO=OFF bash tools/gpu/pack_binaries.sh ninfer test_cuda_bundle
+# bench_fp8_ops; carry [".deps/gpu.tar.xz"]): the W8A8 grouped MoE route for block-wise fp8
+# experts (src/ops/cuda/moe_w8a8.cu, moe_grouped_sm90_fp8.cu).
+#   tests: its cuda tests (with the sabotage arm) and the fp8 suites beside it, stopping on a
+#          failure;
+#   ops:   bench_fp8_ops (moe_experts.fp8's kernels forced, one run; the linear routes too);
+#   pp:    the fp8 35B's prefill at 2,048 and 8,192 rows with the built-in table (mma_sync) and
+#          with a table routing moe_experts.fp8 to wgmma_w8a8 from W8A8_FROM pairs (default
+#          1,024), twice each, interleaved.
+#   bash tools/gpu/w8a8_check.sh [tests|ops|pp|all]...      logs and JSON in $OUT
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out}
+mkdir -p "$out"
+parts=${*:-all}
+want() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
+source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
+source tools/gpu/gate.sh
+rc=0
+if want tests; then
+    gate_test w8a8_tests 300 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
+        --gtest_filter='*CudaMoeW8a8*:*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*'
+fi
+if want ops; then
+    timeout 240 /tmp/g/bench_fp8_ops 5 | tee "$out/fp8_ops.jsonl" || rc=1
+fi
+table=/tmp/w8a8_table.json
+python3 - "$table" "${W8A8_FROM:-1024}" <<'PY'
+import json, sys
+path, first = sys.argv[1], int(sys.argv[2])
+table = {"device": {"gpu": "any", "sm_count": 0, "cuda_version": 0}, "decisions": {
+    "moe_experts.fp8": {"bands": [{"kernel": "mma_sync", "last": first - 1},
+                                  {"kernel": "wgmma_w8a8"}]}}}
+json.dump(table, open(path, "w"))
+PY
+if want pp; then
+    for t in builtin "$table" builtin "$table"; do
+        label=$([ "$t" = builtin ] && echo mma_sync || echo wgmma_w8a8)
+        timeout 240 /tmp/g/ninfer bench --device cuda --config configs/qwen3.6-35b-a3b-fp8.json \
+            --random-weights -p 2048,8192 -n 0 -r 3 --warmup 1 --prefill-chunk 8192 \
+            --route-table "$t" -o json > "/tmp/pp_$label.json" 2> "/tmp/pp_$label.err" ||
+            { rc=1; tail -3 "/tmp/pp_$label.err"; }
+        python3 - "/tmp/pp_$label.json" "$label" "$out/pp.jsonl" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(sys.argv[2], "no json:", e); sys.exit(0)
+open(sys.argv[3], "a").write(json.dumps({"label": sys.argv[2], "bench": j}) + "\n")
+for r in j["results"]:
+    print(sys.argv[2], r["test"], {k: v for k, v in r.items() if "tok_s" in k})
+PY
+    done
+fi
+exit $rc
