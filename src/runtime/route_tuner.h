@@ -8,7 +8,11 @@
 //   gated_delta_rule: one sequence, the 35B's heads (32 value heads of 128, 16 key heads), over
 //     1..128 rows;
 //   moe_block.dense / .fp8 / .grouped: the 35B's block (256 experts, top-8, H 2048, I = Is =
-//     512) in bf16, block-wise fp8 (128 x 128) and q4 (groups of 32), over 1..160 tokens.
+//     512) in bf16, block-wise fp8 (128 x 128) and q4 (groups of 32), over 1..160 tokens;
+//   moe_experts.bf16 / .fp8: its experts' grouped GEMMs (bf16 stacks; fp8 stacks through
+//     moe_block), over 64..8,192 tokens;
+//   attention_prefill.bf16: paged_attention over one prompt with its heads (16 / 2, d 256),
+//     16..8,192 rows.
 // Timing: each measurement is the median over `reps` of (the mean of `inner` calls, each after an
 // L2-evicting 256 MiB write) minus (the same writes alone), so a weight never sits in L2 as it
 // would not in the model, where 40 layers' other weights pass between two of its uses. The
