@@ -58,10 +58,9 @@ MoeWeights moe_weights(Bench& b, RouteId id) {
     return m;
 }
 
-} // namespace
-
-void tune_moe_block(Bench& b, RouteId id, Measurements& out) {
-    const MoeWeights m = moe_weights(b, id);
+// moe_block with the stacks of m over decision id's values (pairs: tokens x top-8), each kernel
+// of the decision forced in turn.
+void measure_moe_block(Bench& b, const MoeWeights& m, RouteId id, Measurements& out) {
     const int64_t kE = m.egu.size(0), kH = m.egu.size(2);
     std::vector<RouteMeasurement>& ms = out[size_t(id)];
     for (int64_t pairs : tune_values(id, b.o.quick)) {
@@ -74,6 +73,12 @@ void tune_moe_block(Bench& b, RouteId id, Measurements& out) {
         }, ms);
     }
     b.report(id, ms);
+}
+
+} // namespace
+
+void tune_moe_block(Bench& b, RouteId id, Measurements& out) {
+    measure_moe_block(b, moe_weights(b, id), id, out);
 }
 
 // moe_experts' grouped route on bf16 stacks of the 35B's shapes (E = 256, H = 2048, I = 512):
@@ -100,20 +105,7 @@ void tune_moe_experts(Bench& b, Measurements& out) {
 // (past its fused decode kernels the composition runs the grouped route): the mma.sync tiles on
 // bf16 activations against the W8A8 wgmma grouped GEMM.
 void tune_moe_experts_fp8(Bench& b, Measurements& out) {
-    const RouteId id = RouteId::MoeExpertsFp8;
-    const MoeWeights m = moe_weights(b, RouteId::MoeBlockFp8);
-    const int64_t kE = m.egu.size(0), kH = m.egu.size(2);
-    std::vector<RouteMeasurement>& ms = out[size_t(id)];
-    for (int64_t pairs : tune_values(id, b.o.quick)) {
-        const int64_t T = pairs / kTopK;
-        const Tensor h = b.random(b.act, {T, kH}, 86, 0.0f, 1.0f);
-        const Tensor logits = b.random(DType::F32, {T, kE + 1}, 87, 0.0f, 2.0f);
-        const Tensor y = b.random(b.act, {T, kH}, 88, 0.0f, 1.0f);
-        b.measure(id, pairs, [&] {
-            ops::moe_block(b.ctx, h, logits, kTopK, m.egu, m.edown, m.sgu, m.sdown, y);
-        }, ms);
-    }
-    b.report(id, ms);
+    measure_moe_block(b, moe_weights(b, RouteId::MoeBlockFp8), RouteId::MoeExpertsFp8, out);
 }
 
 // paged_attention's prefill route on one fresh prompt of T rows, the 35B's heads (16 query, 2

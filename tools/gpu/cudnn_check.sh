@@ -27,36 +27,16 @@ fi
 if want ops; then
     timeout 180 /tmp/g/bench_prefill_ops attention 8192 5 | tee "$out/attention_ops.jsonl" || rc=1
 fi
+source tools/gpu/route_ab.sh
 cudnn_table=/tmp/cudnn_table.json
-python3 - "$cudnn_table" "${CUDNN_FROM:-64}" <<'PY'
-import json, sys
-path, first = sys.argv[1], int(sys.argv[2])
-table = {"device": {"gpu": "any", "sm_count": 0, "cuda_version": 0}, "decisions": {
-    "attention_prefill.bf16": {"bands": [{"kernel": "flash", "last": first - 1},
-                                         {"kernel": "cudnn"}]}}}
-json.dump(table, open(path, "w"))
-PY
+route_ab_table "$cudnn_table" attention_prefill.bf16 flash cudnn "${CUDNN_FROM:-64}"
 if want pp; then
     for model in ${MODELS:-35b}; do
         config=configs/qwen3.6-35b-a3b.json
         [ "$model" = 27b ] && config=configs/qwen3.6-27b.json
         for table in builtin "$cudnn_table" builtin "$cudnn_table"; do
-            label=$([ "$table" = builtin ] && echo flash || echo cudnn)
-            timeout 240 /tmp/g/ninfer bench --device cuda --config "$config" \
-                --random-weights -p 2048,8192 -n 0 -r 3 --warmup 1 --prefill-chunk 8192 \
-                --route-table "$table" -o json > "/tmp/pp_$label.json" 2> "/tmp/pp_$label.err" ||
-                { rc=1; tail -3 "/tmp/pp_$label.err"; }
-            grep -h "cuDNN" "/tmp/pp_$label.err" | sort -u | head -3
-            python3 - "/tmp/pp_$label.json" "$model $label" "$out/pp.jsonl" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(sys.argv[2], "no json:", e); sys.exit(0)
-open(sys.argv[3], "a").write(json.dumps({"label": sys.argv[2], "bench": j}) + "\n")
-for r in j["results"]:
-    print(sys.argv[2], r["test"], {k: v for k, v in r.items() if "tok_s" in k})
-PY
+            route_ab_pp "$config" "$model $([ "$table" = builtin ] && echo flash || echo cudnn)" \
+                "$table"
         done
     done
 fi

@@ -26,32 +26,13 @@ fi
 if want ops; then
     timeout 240 /tmp/g/bench_fp8_ops 5 | tee "$out/fp8_ops.jsonl" || rc=1
 fi
+source tools/gpu/route_ab.sh
 table=/tmp/w8a8_table.json
-python3 - "$table" "${W8A8_FROM:-1024}" <<'PY'
-import json, sys
-path, first = sys.argv[1], int(sys.argv[2])
-table = {"device": {"gpu": "any", "sm_count": 0, "cuda_version": 0}, "decisions": {
-    "moe_experts.fp8": {"bands": [{"kernel": "mma_sync", "last": first - 1},
-                                  {"kernel": "wgmma_w8a8"}]}}}
-json.dump(table, open(path, "w"))
-PY
+route_ab_table "$table" moe_experts.fp8 mma_sync wgmma_w8a8 "${W8A8_FROM:-1024}"
 if want pp; then
     for t in builtin "$table" builtin "$table"; do
-        label=$([ "$t" = builtin ] && echo mma_sync || echo wgmma_w8a8)
-        timeout 240 /tmp/g/ninfer bench --device cuda --config configs/qwen3.6-35b-a3b-fp8.json \
-            --random-weights -p 2048,8192 -n 0 -r 3 --warmup 1 --prefill-chunk 8192 \
-            --route-table "$t" -o json > "/tmp/pp_$label.json" 2> "/tmp/pp_$label.err" ||
-            { rc=1; tail -3 "/tmp/pp_$label.err"; }
-        python3 - "/tmp/pp_$label.json" "$label" "$out/pp.jsonl" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(sys.argv[2], "no json:", e); sys.exit(0)
-open(sys.argv[3], "a").write(json.dumps({"label": sys.argv[2], "bench": j}) + "\n")
-for r in j["results"]:
-    print(sys.argv[2], r["test"], {k: v for k, v in r.items() if "tok_s" in k})
-PY
+        route_ab_pp configs/qwen3.6-35b-a3b-fp8.json \
+            "$([ "$t" = builtin ] && echo mma_sync || echo wgmma_w8a8)" "$t"
     done
 fi
 exit $rc

@@ -25,34 +25,13 @@ fi
 if want ops; then
     timeout 120 /tmp/g/bench_prefill_ops moe 8192 5 | tee "$out/moe_ops.jsonl" || rc=1
 fi
-# A table file: the built-in bands, moe_experts.bf16 on wgmma from WGMMA_FROM pairs.
+source tools/gpu/route_ab.sh
 wgmma_table=/tmp/wgmma_table.json
-python3 - "$wgmma_table" "${WGMMA_FROM:-1024}" <<'PY'
-import json, sys
-path, first = sys.argv[1], int(sys.argv[2])
-table = {"device": {"gpu": "any", "sm_count": 0, "cuda_version": 0}, "decisions": {
-    "moe_experts.bf16": {"bands": [{"kernel": "mma_sync", "last": first - 1},
-                                   {"kernel": "wgmma"}]}}}
-json.dump(table, open(path, "w"))
-PY
-source tools/gpu/bench_line.sh
+route_ab_table "$wgmma_table" moe_experts.bf16 mma_sync wgmma "${WGMMA_FROM:-1024}"
 if want pp; then
     for table in builtin "$wgmma_table" builtin "$wgmma_table"; do
-        label=$([ "$table" = builtin ] && echo mma_sync || echo wgmma)
-        timeout 200 /tmp/g/ninfer bench --device cuda --config configs/qwen3.6-35b-a3b.json \
-            --random-weights -p 2048,8192 -n 0 -r 3 --warmup 1 --prefill-chunk 8192 \
-            --route-table "$table" -o json > "/tmp/pp_$label.json" 2> "/tmp/pp_$label.err" ||
-            { rc=1; tail -3 "/tmp/pp_$label.err"; }
-        python3 - "/tmp/pp_$label.json" "$label" "$out/pp.jsonl" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(sys.argv[2], "no json:", e); sys.exit(0)
-open(sys.argv[3], "a").write(json.dumps({"label": sys.argv[2], "bench": j}) + "\n")
-for r in j["results"]:
-    print(sys.argv[2], r["test"], {k: v for k, v in r.items() if "tok_s" in k})
-PY
+        route_ab_pp configs/qwen3.6-35b-a3b.json \
+            "$([ "$table" = builtin ] && echo mma_sync || echo wgmma)" "$table"
     done
 fi
 if want serve; then

@@ -3,7 +3,7 @@
 // only (has_block_scaled_fp8_matmul, asked per device): elsewhere, and in portable mode,
 // linear_w8a8_fits is false and linear_fp8 takes its other routes.
 //   1. quantize_rows_fp8: x [T, K] bf16 -> codes [T, K] e4m3 and scales [T, K / 128] f32, one
-//      warp per (row, 128-column group): s = max(amax, kMinAmax) / 448, code = e4m3_rn(x / s)
+//      warp per (row, 128-column group): s = max(amax, 1e-12) / 448, code = e4m3_rn(x / s)
 //      (IEEE division, saturating), so |code| <= 448 and x ~ code * s;
 //   2. cuBLASLt: y[T, N] (+)= sum_k (x_code s_x)[t, k] (w_code s_w)[n, k], f32 accumulation, y
 //      rounded once. In cuBLAS's column-major terms (as linear.cu): D (N x T) = op(A) B with
@@ -26,6 +26,7 @@
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/fp8_codes.cuh"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/memory.h"
 
@@ -35,8 +36,6 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int64_t kGroup = 128;        // activation scale group = the weight's block columns
-constexpr float kE4m3Max = 448.0f;     // the largest finite e4m3 value
-constexpr float kMinAmax = 1e-12f;     // an all-zero group keeps a finite, nonzero scale
 constexpr size_t kWorkspaceBytes = size_t(32) << 20; // NVIDIA's recommendation for Hopper
 
 // One warp per (row, group): lane l holds columns [4 l, 4 l + 4) of the group (one 8-byte load).
@@ -54,15 +53,8 @@ __global__ void quantize_rows_fp8_kernel(const bf16* x, int64_t x_s0, int64_t T,
     const __nv_bfloat162 p0 = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
     const __nv_bfloat162 p1 = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
     const float v[4] = {__low2float(p0), __high2float(p0), __low2float(p1), __high2float(p1)};
-    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float s = __fdiv_rn(fmaxf(amax, kMinAmax), kE4m3Max);
-    uint32_t packed = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-        packed |= uint32_t(__nv_cvt_float_to_fp8(__fdiv_rn(v[j], s), __NV_SATFINITE, __NV_E4M3))
-                  << (8 * j);
-    *reinterpret_cast<uint32_t*>(codes + t * K + col) = packed;
+    float s = 0.0f;
+    *reinterpret_cast<uint32_t*>(codes + t * K + col) = quantize_group4_e4m3(v, &s);
     if (lane == 0) scales[g * Tp + t] = s; // outer-dimension-major: [K / 128, Tp]
 }
 

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/moe_grouped_sm90_common.cuh"
 #include "ops/cuda/moe_grouped_sm90.h"
 #include "ops/memory.h"
 
@@ -66,32 +67,19 @@ struct GroupArgs {
     StrideD* stride_d;
 };
 
-// Bytes of each field for E groups, each 16-byte aligned.
-constexpr size_t round16(size_t n) {
-    return (n + 15) / 16 * 16;
-}
-size_t group_args_bytes(int64_t E) {
+// The group arguments of E groups in `base` (null: only the size, in *bytes).
+GroupArgs carve(void* base, int64_t E, size_t* bytes = nullptr) {
+    sm90::Carver c{static_cast<char*>(base)};
     const size_t e = size_t(E);
-    return round16(e * sizeof(Shape3)) + 3 * round16(e * sizeof(void*)) +
-           round16(e * sizeof(StrideA)) + round16(e * sizeof(StrideB)) +
-           round16(e * sizeof(StrideD));
-}
-GroupArgs carve(void* base, int64_t E) {
-    char* p = static_cast<char*>(base);
-    const size_t e = size_t(E);
-    auto take = [&](size_t bytes) {
-        char* here = p;
-        p += round16(bytes);
-        return here;
-    };
     GroupArgs g;
-    g.shape = reinterpret_cast<Shape3*>(take(e * sizeof(Shape3)));
-    g.a = reinterpret_cast<const cutlass::bfloat16_t**>(take(e * sizeof(void*)));
-    g.w = reinterpret_cast<const cutlass::bfloat16_t**>(take(e * sizeof(void*)));
-    g.d = reinterpret_cast<float**>(take(e * sizeof(void*)));
-    g.stride_a = reinterpret_cast<StrideA*>(take(e * sizeof(StrideA)));
-    g.stride_b = reinterpret_cast<StrideB*>(take(e * sizeof(StrideB)));
-    g.stride_d = reinterpret_cast<StrideD*>(take(e * sizeof(StrideD)));
+    g.shape = c.take<Shape3>(e);
+    g.a = c.take<const cutlass::bfloat16_t*>(e);
+    g.w = c.take<const cutlass::bfloat16_t*>(e);
+    g.d = c.take<float*>(e);
+    g.stride_a = c.take<StrideA>(e);
+    g.stride_b = c.take<StrideB>(e);
+    g.stride_d = c.take<StrideD>(e);
+    if (bytes) *bytes = c.used;
     return g;
 }
 
@@ -142,8 +130,10 @@ void wgmma_grouped_gemm(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
              "portable mode, K % 8 == 0, N % 4 == 0 and 16-byte aligned operands; got E ", g.E,
              ", N ", g.N, ", K ", g.K);
     cudaStream_t stream = stream_of(ctx);
-    Tensor args_buf = Tensor::empty(device_allocator(ctx.device), DType::U8,
-                                    {int64_t(group_args_bytes(g.E))});
+    size_t args_bytes = 0;
+    carve(nullptr, g.E, &args_bytes);
+    Tensor args_buf =
+        Tensor::empty(device_allocator(ctx.device), DType::U8, {int64_t(args_bytes)});
     const GroupArgs groups = carve(args_buf.view().data, g.E);
     const auto* a = static_cast<const cutlass::bfloat16_t*>(g.a);
     const auto* w = static_cast<const cutlass::bfloat16_t*>(g.w);
@@ -163,17 +153,7 @@ void wgmma_grouped_gemm(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
         hw};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess)
-        fail(ErrorCategory::Unsupported, "wgmma grouped GEMM: CUTLASS cannot run E ", g.E, ", N ",
-             g.N, ", K ", g.K);
-    Tensor workspace = Tensor::empty(device_allocator(ctx.device), DType::U8,
-                                     {std::max<int64_t>(1, int64_t(Gemm::get_workspace_size(args)))});
-    if (gemm.initialize(args, workspace.view().data, stream) != cutlass::Status::kSuccess)
-        fail(ErrorCategory::Internal, "wgmma grouped GEMM: CUTLASS initialize failed");
-    if (gemm.run(stream) != cutlass::Status::kSuccess)
-        fail(ErrorCategory::Internal, "wgmma grouped GEMM: CUTLASS launch failed");
-    check_launch("cutlass grouped gemm");
+    sm90::run_grouped<Gemm>(ctx, args, "wgmma grouped GEMM", g.E, g.N, g.K);
 }
 
 } // namespace ninfer::ops::cuda

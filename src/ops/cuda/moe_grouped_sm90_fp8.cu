@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/moe_grouped_sm90_common.cuh"
 #include "ops/cuda/moe_grouped_sm90_fp8.h"
 #include "ops/memory.h"
 
@@ -78,36 +79,23 @@ struct GroupArgs {
     LayoutSFB* layout_sw;
 };
 
-constexpr size_t round16(size_t n) {
-    return (n + 15) / 16 * 16;
-}
-size_t group_args_bytes(int64_t E) {
+// The group arguments of E groups in `base` (null: only the size, in *bytes).
+GroupArgs carve(void* base, int64_t E, size_t* bytes = nullptr) {
+    sm90::Carver c{static_cast<char*>(base)};
     const size_t e = size_t(E);
-    return round16(e * sizeof(Shape3)) + 5 * round16(e * sizeof(void*)) +
-           round16(e * sizeof(StrideA)) + round16(e * sizeof(StrideB)) +
-           round16(e * sizeof(StrideD)) + round16(e * sizeof(LayoutSFA)) +
-           round16(e * sizeof(LayoutSFB));
-}
-GroupArgs carve(void* base, int64_t E) {
-    char* p = static_cast<char*>(base);
-    const size_t e = size_t(E);
-    auto take = [&](size_t bytes) {
-        char* here = p;
-        p += round16(bytes);
-        return here;
-    };
     GroupArgs g;
-    g.shape = reinterpret_cast<Shape3*>(take(e * sizeof(Shape3)));
-    g.a = reinterpret_cast<const Fp8**>(take(e * sizeof(void*)));
-    g.w = reinterpret_cast<const Fp8**>(take(e * sizeof(void*)));
-    g.sa = reinterpret_cast<const float**>(take(e * sizeof(void*)));
-    g.sw = reinterpret_cast<const float**>(take(e * sizeof(void*)));
-    g.d = reinterpret_cast<float**>(take(e * sizeof(void*)));
-    g.stride_a = reinterpret_cast<StrideA*>(take(e * sizeof(StrideA)));
-    g.stride_b = reinterpret_cast<StrideB*>(take(e * sizeof(StrideB)));
-    g.stride_d = reinterpret_cast<StrideD*>(take(e * sizeof(StrideD)));
-    g.layout_sa = reinterpret_cast<LayoutSFA*>(take(e * sizeof(LayoutSFA)));
-    g.layout_sw = reinterpret_cast<LayoutSFB*>(take(e * sizeof(LayoutSFB)));
+    g.shape = c.take<Shape3>(e);
+    g.a = c.take<const Fp8*>(e);
+    g.w = c.take<const Fp8*>(e);
+    g.sa = c.take<const float*>(e);
+    g.sw = c.take<const float*>(e);
+    g.d = c.take<float*>(e);
+    g.stride_a = c.take<StrideA>(e);
+    g.stride_b = c.take<StrideB>(e);
+    g.stride_d = c.take<StrideD>(e);
+    g.layout_sa = c.take<LayoutSFA>(e);
+    g.layout_sw = c.take<LayoutSFB>(e);
+    if (bytes) *bytes = c.used;
     return g;
 }
 
@@ -160,8 +148,10 @@ void wgmma_fp8_grouped_gemm(const ExecContext& ctx, const WgmmaFp8GroupedGemm& g
              "portable mode, N and K multiples of 128 and 16-byte aligned operands; got E ", g.E,
              ", N ", g.N, ", K ", g.K);
     cudaStream_t stream = stream_of(ctx);
-    Tensor args_buf = Tensor::empty(device_allocator(ctx.device), DType::U8,
-                                    {int64_t(group_args_bytes(g.E))});
+    size_t args_bytes = 0;
+    carve(nullptr, g.E, &args_bytes);
+    Tensor args_buf =
+        Tensor::empty(device_allocator(ctx.device), DType::U8, {int64_t(args_bytes)});
     const GroupArgs groups = carve(args_buf.view().data, g.E);
     write_fp8_groups<<<unsigned((g.E + 127) / 128), 128, 0, stream>>>(
         groups, static_cast<const Fp8*>(g.a), g.sa, static_cast<const Fp8*>(g.w), g.sw, g.d,
@@ -180,17 +170,7 @@ void wgmma_fp8_grouped_gemm(const ExecContext& ctx, const WgmmaFp8GroupedGemm& g
         hw};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess)
-        fail(ErrorCategory::Unsupported, "wgmma fp8 grouped GEMM: CUTLASS cannot run E ", g.E,
-             ", N ", g.N, ", K ", g.K);
-    Tensor workspace = Tensor::empty(device_allocator(ctx.device), DType::U8,
-                                     {std::max<int64_t>(1, int64_t(Gemm::get_workspace_size(args)))});
-    if (gemm.initialize(args, workspace.view().data, stream) != cutlass::Status::kSuccess)
-        fail(ErrorCategory::Internal, "wgmma fp8 grouped GEMM: CUTLASS initialize failed");
-    if (gemm.run(stream) != cutlass::Status::kSuccess)
-        fail(ErrorCategory::Internal, "wgmma fp8 grouped GEMM: CUTLASS launch failed");
-    check_launch("cutlass fp8 grouped gemm");
+    sm90::run_grouped<Gemm>(ctx, args, "wgmma fp8 grouped GEMM", g.E, g.N, g.K);
 }
 
 } // namespace ninfer::ops::cuda

@@ -1,9 +1,8 @@
 // Implements moe_w8a8.h: the quantize and SwiGLU kernels around the two block-scaled fp8 grouped
 // GEMMs of moe_experts' W8A8 route.
-#include <cuda_fp8.h>
-
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/fp8_codes.cuh"
 #include "ops/cuda/moe_grouped_sm90_fp8.h"
 #include "ops/cuda/moe_w8a8.h"
 #include "ops/route_table.h"
@@ -12,8 +11,6 @@ namespace ninfer::ops::cuda {
 namespace {
 
 constexpr int kBlock = 128;          // columns per activation scale = the weights' block
-constexpr float kE4m3Max = 448.0f;   // the largest finite e4m3 value
-constexpr float kMinAmax = 1e-12f;   // an all-zero block keeps a finite, nonzero scale
 constexpr int kWarps = 4;            // per block of the quantize kernels
 
 bool g_scale_sabotage = false;
@@ -30,22 +27,15 @@ __device__ __forceinline__ int expert_of_slot(const int32_t* end, int E, int32_t
 }
 
 // Lane l's 4 values v (columns [4 l, 4 l + 4) of 128-column block b of slot s's row) quantized
-// as quantize_rows_fp8 does; the codes go to codes_row, the scale to the MN-major SFA layout of
+// as quantize_rows_fp8 does (quantize_group4_e4m3); the codes go to codes_row, the scale to the MN-major SFA layout of
 // the slot's expert group (moe_grouped_sm90_fp8.h): first * KB + (s - first) + b * M.
 __device__ __forceinline__ void quantize_block(const float (&v)[4], uint8_t* codes_row, int64_t b,
                                                float* sa, int64_t KB, int64_t first, int64_t M,
                                                int64_t s) {
     const int lane = threadIdx.x & 31;
-    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float scale = __fdiv_rn(fmaxf(amax, kMinAmax), kE4m3Max);
-    uint32_t packed = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-        packed |= uint32_t(__nv_cvt_float_to_fp8(__fdiv_rn(v[j], scale), __NV_SATFINITE,
-                                                 __NV_E4M3))
-                  << (8 * j);
-    *reinterpret_cast<uint32_t*>(codes_row + b * kBlock + 4 * lane) = packed;
+    float scale = 0.0f;
+    *reinterpret_cast<uint32_t*>(codes_row + b * kBlock + 4 * lane) =
+        quantize_group4_e4m3(v, &scale);
     if (lane == 0) sa[first * KB + (s - first) + b * M] = scale;
 }
 
