@@ -251,6 +251,9 @@ Action add_serve_command(CLI::App& app) {
                  "Do not serve the web chat page at / (then / is a 404, as for any unknown path)");
     app.add_flag("--allow-image-urls", o->server.allow_image_urls,
                  "fetch http(s) image URLs in requests (file:// is never allowed)");
+    app.add_flag("!--no-warm-next-turn", o->server.warm_next_turn,
+                 "Do not prefill a chat's next turn (the answer as the follow-up will send it) "
+                 "into the prefix cache while the server is idle");
     add_engine_options(app, o->engine,
                        kRandomWeightFlags | kDeviceFlags | kContextFlag | kPrefillFlag |
                            kBatchFlags | kMemoryFlags | kPrefixCacheFlags | kSpeculativeFlags);

@@ -6,8 +6,9 @@ Workloads (--workload):
   decode     decode-heavy: --input-len 128, --output-len 1024
   multiturn  chat: --num-conversations conversations of --turns turns to /v1/chat/completions;
              each turn appends the streamed answer as an assistant message and a new random user
-             message of --input-len words; the turns of one conversation are sequential, the
-             conversations run concurrently
+             message of --input-len words; the turns of one conversation are sequential (with
+             --think-time seconds between them: a user reading and typing), the conversations
+             run concurrently
 
 Every request is streamed (`stream_options.include_usage`), greedy (`temperature: 0`) and
 `ignore_eos: true`, so each one generates exactly max_tokens. --concurrency 1,8,32 runs the
@@ -351,6 +352,8 @@ def run_multiturn(args, model, clients, conversations, stop):
                     skipped[0] += len(users[i]) - turn - 1
                 break
             messages.append({"role": "assistant", "content": r.content})
+            if args.think_time > 0 and turn + 1 < len(users[i]):
+                stop.wait(args.think_time)  # the user reads the answer and types the next turn
 
     run_queue(clients, len(users), stop, converse)
     return [r for conv in results for r in conv], skipped[0]
@@ -553,6 +556,9 @@ def parse_args(argv):
     p.add_argument("--num-conversations", type=int, default=64,
                    help="multiturn: conversations per run")
     p.add_argument("--turns", type=int, default=8, help="multiturn: turns per conversation")
+    p.add_argument("--think-time", type=float, default=0.0,
+                   help="multiturn: seconds between an answer and the conversation's next turn "
+                        "(a user reading and typing; 0: at once)")
     p.add_argument("--system-prompt-words", type=int, default=0,
                    help="multiturn: a system prompt of N random words shared by every "
                         "conversation of a run (0: none)")

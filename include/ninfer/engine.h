@@ -177,6 +177,11 @@ struct GenerationRequest {
     int cache_boundary = 0;
     // Images and videos of the prompt, in prompt order (empty: a text prompt).
     std::vector<MediaInput> media;
+    // Only run the prompt into the prefix cache: the request prefills what the cache does not
+    // already hold, keeps its state as a prefix-cache entry, and ends with Length without a
+    // token (max_new_tokens must be 0, no prompt_logprobs). The server's next-turn warming
+    // submits these at the lowest priority; they are left out of the prefix-cache statistics.
+    bool prefill_only = false;
 };
 
 struct TokenLogprob {
@@ -291,6 +296,7 @@ struct EngineStats {
     int64_t snapshots_host = 0;         // snapshots moved to host memory
     int64_t prefix_query_tokens = 0;    // prompt tokens looked up in the prefix cache (total)
     int64_t prefix_hit_tokens = 0;      // of those, served from the cache (total)
+    int64_t prefill_only_tokens = 0;    // prompt tokens prefill_only requests computed (total)
     int64_t preemptions = 0;            // total
     int64_t steps = 0;                  // model steps run (total)
     int64_t max_step_sequences = 0;     // the most sequences batched into one step

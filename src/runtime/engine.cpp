@@ -479,6 +479,8 @@ void Engine::Impl::validate(const GenerationRequest& request) const {
     require(int64_t(request.prompt.size()) < info.max_context, "prompt of ", request.prompt.size(),
             " tokens does not fit the context of ", info.max_context);
     require(request.max_new_tokens >= 0, "max_new_tokens must be >= 0");
+    require(!request.prefill_only || (request.max_new_tokens == 0 && !request.prompt_logprobs),
+            "a prefill_only request generates nothing: max_new_tokens 0, no prompt_logprobs");
     require(request.cache_boundary >= 0 &&
                 size_t(request.cache_boundary) < std::max<size_t>(request.prompt.size(), 1),
             "cache_boundary must be in [0, prompt length)");
@@ -508,7 +510,7 @@ std::unique_ptr<Sequence> Engine::Impl::make_sequence(GenerationRequest request,
     seq->media = runtime::layout_media(seq->request, model->config());
     if (seq->media) seq->key_tokens = runtime::media_cache_tokens(seq->tokens, *seq->media);
     out = RequestStream(seq->stream);
-    if (seq->request.max_new_tokens == 0 &&
+    if (seq->request.max_new_tokens == 0 && !seq->request.prefill_only &&
         !(seq->request.prompt_logprobs && seq->request.prompt.size() > 1)) {
         finish(*seq, FinishReason::Length);
         return nullptr;

@@ -80,6 +80,7 @@ void Engine::Impl::publish_stats() {
     const runtime::SchedulerStats& st = scheduler->stats();
     s.prefix_query_tokens = st.prefix_query_tokens;
     s.prefix_hit_tokens = st.prefix_hit_tokens;
+    s.prefill_only_tokens = st.prefill_only_tokens;
     s.preemptions = st.preemptions;
     s.steps = st.steps;
     s.max_step_sequences = st.max_step_sequences;
@@ -118,7 +119,8 @@ bool Engine::Impl::constrain(Sequence& seq) {
 void Engine::Impl::drop_cancelled() {
     for (const auto* list : {&scheduler->running(), &scheduler->waiting()})
         for (const auto& seq : *list)
-            if (seq->stream->cancel_requested) finish(*seq, FinishReason::Cancelled);
+            if (seq->stream->cancel_requested || seq->superseded)
+                finish(*seq, FinishReason::Cancelled);
     scheduler->collect();
 }
 
@@ -137,7 +139,7 @@ struct EngineSink : runtime::TokenSink {
                                     masked ? &seq.allowed : nullptr};
     }
     bool accept(Sequence& seq, const runtime::SampleOutput& out) override {
-        if (seq.request.max_new_tokens == 0) { // a prompt-scoring request: no token wanted
+        if (seq.request.max_new_tokens == 0) { // prompt scoring or prefill_only: no token wanted
             impl.end_after_step(seq, FinishReason::Length);
             return false;
         }

@@ -66,6 +66,9 @@ struct Sequence {
     int preemptions = 0;
     bool admitted_once = false;
     bool done = false; // finished: the scheduler drops it
+    // A waiting prefill_only request that an admitted prompt extends: that prompt computes the
+    // same tokens now, so the engine ends this one (Cancelled) instead of computing them again.
+    bool superseded = false;
     std::unordered_set<int32_t> stop_ids;
     std::unordered_set<int32_t> prompt_set;             // for repetition penalties
     std::unordered_map<int32_t, int32_t> output_counts; // for penalties

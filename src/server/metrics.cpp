@@ -130,6 +130,8 @@ std::string Metrics::render(const EngineStats& e, const MemoryStats& m, int64_t 
           e.prefix_query_tokens > 0 ? double(e.prefix_hit_tokens) / double(e.prefix_query_tokens)
                                     : 0.0,
           "Fraction of the prompt tokens looked up that the prefix cache held");
+    counter(out, "ninfer_prefix_cache_warm_tokens_total", uint64_t(e.prefill_only_tokens),
+            "Tokens prefilled ahead of a conversation's next turn (next-turn warming)");
     gauge(out, "ninfer_kv_blocks_cached", double(e.kv_blocks_cached),
           "Unreferenced KV blocks kept for the prefix cache (evictable)");
     header(out, "ninfer_prefix_snapshots", "gauge", "GDN state snapshots held, by memory tier");

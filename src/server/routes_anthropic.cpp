@@ -3,6 +3,7 @@
 #include "server/openai_api.h"
 #include "server/prepare.h"
 #include "server/server_state.h"
+#include "server/warm_turn.h"
 
 namespace ninfer::server {
 namespace {
@@ -30,6 +31,7 @@ void messages(ServerState& s, const httplib::Request& req, httplib::Response& re
         ConnectionProbe probe = probe_of(req);
         wait_generation(s, *g, probe);
         set_json(res, anthropic_response(id, s.model.names[0], *g, job));
+        if (s.options.warm_next_turn) warm_next_turn(s.model, job, *g);
         return;
     }
     auto stream = std::make_shared<AnthropicStream>(id, s.model.names[0], job.parallel_tool_calls);
@@ -41,6 +43,7 @@ void messages(ServerState& s, const httplib::Request& req, httplib::Response& re
         return sse_event("error", error_body(ApiStyle::Anthropic, e));
     };
     sse->keepalive = sse_event("ping", {{"type", "ping"}});
+    if (s.options.warm_next_turn) sse->done = next_turn_warmer(s.model, job);
     send_sse(s, req, res, sse);
 }
 

@@ -4,6 +4,7 @@
 #include "server/openai_api.h"
 #include "server/prepare.h"
 #include "server/server_state.h"
+#include "server/warm_turn.h"
 
 namespace ninfer::server {
 namespace {
@@ -67,11 +68,14 @@ void chat(ServerState& s, const httplib::Request& req, httplib::Response& res) {
         ConnectionProbe probe = probe_of(req);
         wait_generation(s, *g, probe);
         set_json(res, openai_chat_response(meta, *g, job, *s.model.tokenizer));
+        if (s.options.warm_next_turn) warm_next_turn(s.model, job, *g);
         return;
     }
     auto stream = std::make_shared<OpenAIStream>(meta, true, job.gen, job.parallel_tool_calls,
                                                  *s.model.tokenizer, g->choices());
-    send_sse(s, req, res, openai_sse(g, admission, stream, {}));
+    auto sse = openai_sse(g, admission, stream, {});
+    if (s.options.warm_next_turn) sse->done = next_turn_warmer(s.model, job);
+    send_sse(s, req, res, sse);
 }
 
 void completion(ServerState& s, const httplib::Request& req, httplib::Response& res) {

@@ -5,6 +5,7 @@
 #include "server/prepare.h"
 #include "server/responses_api.h"
 #include "server/server_state.h"
+#include "server/warm_turn.h"
 
 namespace ninfer::server {
 namespace {
@@ -34,6 +35,7 @@ void responses(ServerState& s, const httplib::Request& req, httplib::Response& r
         wait_generation(s, *g, probe);
         ResponseItemIds ids;
         set_json(res, responses_object(echo, g.get(), *job, ids, false));
+        if (s.options.warm_next_turn) warm_next_turn(s.model, *job, *g);
         return;
     }
     auto stream = std::make_shared<ResponsesStream>(std::move(echo), parsed);
@@ -46,6 +48,7 @@ void responses(ServerState& s, const httplib::Request& req, httplib::Response& r
         return sse_event(event, data);
     };
     sse->keepalive = ": keep-alive\n\n";
+    if (s.options.warm_next_turn) sse->done = next_turn_warmer(s.model, *job);
     send_sse(s, req, res, sse);
 }
 

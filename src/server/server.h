@@ -28,6 +28,7 @@ struct ServerOptions {
     int keep_alive_s = 5;              // idle HTTP keep-alive connections close after this
     bool webui = true;                 // serve the chat page at / (--no-webui: / is a 404)
     bool allow_image_urls = false;     // fetch http(s) image URLs in requests (never file://)
+    bool warm_next_turn = true;        // prefill a chat's next turn when idle (warm_turn.h)
 };
 
 class Server {

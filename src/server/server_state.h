@@ -81,6 +81,8 @@ struct SseJob {
     std::function<std::vector<std::string>(const Generation&)> finish;
     std::function<std::string(const ApiError&)> error;
     std::string keepalive; // frame sent when nothing was written for keepalive_s
+    // After a stream that ended normally and reached the client: next-turn warming (null: none).
+    std::function<void(const Generation&)> done;
 };
 void send_sse(ServerState& s, const httplib::Request& req, httplib::Response& res,
               std::shared_ptr<SseJob> job);

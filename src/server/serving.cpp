@@ -166,6 +166,7 @@ void send_sse(ServerState& s, const httplib::Request& req, httplib::Response& re
                 }
             }
             if (ok) sink.done();
+            if (ok && job->done) job->done(g);
             return ok;
         },
         [job](bool) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <string>
 
@@ -249,6 +250,35 @@ inline void check_cache_boundary(EngineOptions options, const Fixture& f, Compar
     EXPECT_EQ(got.timings.cached_tokens, int(boundary)) << f.name;
     expect_same_output(got.tokens, want.tokens, cmp, f.name + " from the cache boundary");
     EXPECT_EQ(run_one(plain, greedy_request(next, 8)).timings.cached_tokens, 0) << f.name;
+}
+
+// A prefill_only request (the server's next-turn warming) runs its prompt into the cache and
+// ends with Length without a token: a later prompt that extends it resumes from its end, with
+// the cold run's output; it stays out of the prefix-cache statistics (counted as warm tokens),
+// and asking it for tokens is refused.
+inline void check_prefill_only(EngineOptions options, const Fixture& f, Comparison cmp) {
+    options.model_dir = f.dir;
+    options.snapshot_stride = 4096; // no stride snapshots: what is cached is the warm's doing
+    EngineOptions cold_options = options;
+    cold_options.prefix_cache = false;
+    Engine cold(cold_options), hot(options);
+    const std::vector<int32_t> base = long_prompt(f, 200);
+    GenerationRequest warm = greedy_request(prefix_of(base, 90), 0);
+    warm.prefill_only = true;
+    warm.priority = std::numeric_limits<int>::max();
+    const Generated warmed = run_one(hot, warm);
+    EXPECT_TRUE(warmed.tokens.empty()) << f.name;
+    const EngineStats after_warm = hot.stats();
+    EXPECT_EQ(after_warm.prefix_query_tokens, 0) << f.name;
+    EXPECT_EQ(after_warm.prefill_only_tokens, 90) << f.name;
+    const std::vector<int32_t> next = prefix_of(base, 120);
+    const Generated want = run_one(cold, greedy_request(next, 8));
+    const Generated got = run_one(hot, greedy_request(next, 8));
+    EXPECT_EQ(got.timings.cached_tokens, 90) << f.name;
+    expect_same_output(got.tokens, want.tokens, cmp, f.name + " after a prefill_only warm");
+    GenerationRequest bad = warm;
+    bad.max_new_tokens = 4;
+    EXPECT_THROW(hot.submit(bad), Error) << f.name;
 }
 
 } // namespace ninfer::test

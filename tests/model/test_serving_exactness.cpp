@@ -36,6 +36,10 @@ TEST_P(ServingExactness, CacheBoundarySnapshotsEqualColdRunsReference) {
     check_cache_boundary(reference(), GetParam(), {kLogprobScheduleAbs, 0});
 }
 
+TEST_P(ServingExactness, PrefillOnlyWarmEqualsColdRunsReference) {
+    check_prefill_only(reference(), GetParam(), {kLogprobScheduleAbs, 0});
+}
+
 // Quantized KV (--kv-dtype int8 | fp8): a hit reads the codes and scales the cold run wrote, and
 // a preempted request recomputes the same codes, so the outputs stay identical.
 TEST_P(ServingExactness, PrefixCacheHitsEqualColdRunsInt8KvReference) {

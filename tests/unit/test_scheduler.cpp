@@ -5,6 +5,7 @@
 // every correct schedule (batched, chunked, preempted and recomputed, resumed from the prefix
 // cache) gives each request the output it gets alone, and a wrong one fails a check.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -455,6 +456,36 @@ TEST(MemoryPlan, SplitsTheBudgetAndHonoursExplicitCounts) {
     EXPECT_EQ(fixed.snapshot_rows, 4);
     in.prefix_cache = false;
     EXPECT_EQ(runtime::plan_memory(in).snapshot_rows, 0);
+}
+
+// The server's warm request of a chat turn (prefill_only, the lowest priority) that is still
+// waiting when its follow-up, which extends it, is admitted is marked superseded and never
+// admitted (the follow-up computes those tokens now); a warm the admitted prompt does not extend
+// is kept. The sabotage of the rule (no marking) would admit the warm next.
+TEST(Scheduler, AdmittedFollowUpSupersedesItsWaitingWarm) {
+    Harness h(config(4, 64, 64), 64, 4, 4, 0);
+    const std::vector<int32_t> history = iota_tokens(12, 100);
+    auto add = [&](std::vector<int32_t> prompt, int priority, bool warm) {
+        auto seq = std::make_unique<Sequence>();
+        seq->request.prompt = prompt;
+        seq->request.max_new_tokens = warm ? 0 : 4;
+        seq->request.prefill_only = warm;
+        seq->request.priority = priority;
+        seq->tokens = std::move(prompt);
+        seq->arrival = h.next_arrival++;
+        Sequence* raw = seq.get();
+        h.scheduler->add(std::move(seq));
+        return raw;
+    };
+    Sequence* warm = add(history, std::numeric_limits<int>::max(), true);
+    Sequence* other = add(iota_tokens(8, 500), std::numeric_limits<int>::max(), true);
+    Sequence* follow = add(concat_tokens(history, iota_tokens(5, 300)), 0, false);
+    const Scheduler::Step st = h.scheduler->schedule();
+    EXPECT_GE(follow->slot, 0);
+    EXPECT_TRUE(warm->superseded);
+    EXPECT_LT(warm->slot, 0) << "the superseded warm was admitted";
+    EXPECT_FALSE(other->superseded);
+    for (const auto& e : st.plan.entries) EXPECT_NE(e.seq, warm);
 }
 
 TEST(MemoryPlan, CpuDefaultsKeepSeveralSnapshotsPerSlotWithinTheirBytes) {

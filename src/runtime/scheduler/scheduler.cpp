@@ -96,6 +96,15 @@ bool Scheduler::grow(Sequence& seq, int64_t tokens, int64_t& budget) {
     return true;
 }
 
+// Marks the waiting prefill_only requests whose prompt `admitted` extends as superseded (the
+// server's warm request of a turn whose follow-up came before it ran).
+void Scheduler::supersede_warms(const Sequence& admitted) {
+    for (const auto& w : waiting_)
+        if (w->request.prefill_only && w->tokens.size() <= admitted.tokens.size() &&
+            std::equal(w->tokens.begin(), w->tokens.end(), admitted.tokens.begin()))
+            w->superseded = true;
+}
+
 // Admits the head of the queue (or preempts a worse running sequence for it): true when the
 // caller may try again.
 bool Scheduler::admit_head(int64_t& budget, CacheOps& ops) {
@@ -157,11 +166,16 @@ bool Scheduler::admit_head(int64_t& budget, CacheOps& ops) {
     if (!seq.admitted_once) {
         seq.admitted_once = true;
         seq.cached_tokens = std::min(p, seq.prompt_length());
-        stats_.prefix_query_tokens += seq.prompt_length();
-        stats_.prefix_hit_tokens += seq.cached_tokens;
+        if (seq.request.prefill_only) { // warming: not a lookup of anyone's prompt
+            stats_.prefill_only_tokens += seq.prompt_length() - seq.cached_tokens;
+        } else {
+            stats_.prefix_query_tokens += seq.prompt_length();
+            stats_.prefix_hit_tokens += seq.cached_tokens;
+        }
     }
     seq.step_rows = rows;
     budget -= rows;
+    if (!seq.request.prefill_only) supersede_warms(seq);
     std::unique_ptr<Sequence> owned = std::move(waiting_.front());
     waiting_.erase(waiting_.begin());
     insert_sorted(running_, std::move(owned));
@@ -225,7 +239,9 @@ Scheduler::Step Scheduler::schedule() {
         s->step_rows = rows;
         budget -= rows;
     }
-    while (budget > 0 && !waiting_.empty())
+    // A superseded warm (at the queue's tail: the lowest priority) waits for the engine to end
+    // it (drop_cancelled, next step).
+    while (budget > 0 && !waiting_.empty() && !waiting_.front()->superseded)
         if (!admit_head(budget, step.setup)) break;
     // A sequence that does not run this step loses its drafter context (the drafter's output
     // rows are only kept until the next step).

@@ -50,6 +50,7 @@ struct SchedulerConfig {
 struct SchedulerStats {
     int64_t prefix_query_tokens = 0; // prompt tokens of first admissions
     int64_t prefix_hit_tokens = 0;   // of those, served from the prefix cache
+    int64_t prefill_only_tokens = 0; // prompt tokens prefill_only requests computed
     int64_t preemptions = 0;
     int64_t steps = 0;              // plans with at least one sequence
     int64_t max_step_sequences = 0; // the most sequences one plan carried
@@ -93,6 +94,7 @@ private:
     Sequence* worst_running();
     void preempt(Sequence& victim, int64_t& budget);
     bool admit_head(int64_t& budget, CacheOps& ops);
+    void supersede_warms(const Sequence& admitted);
     void start_from_prefix(Sequence& seq, CacheOps& ops);
     void insert_sorted(std::vector<std::unique_ptr<Sequence>>& list, std::unique_ptr<Sequence> s);
     StepPlan build_plan() const;

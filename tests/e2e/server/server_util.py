@@ -38,6 +38,7 @@ class Server:
         if key:
             args += ["--api-key", key]
         env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+        self.args = args
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      env=env, text=True, errors="replace")
         self.lines = []
@@ -124,6 +125,21 @@ class Server:
 
     def wait_metric(self, name, at_least, timeout=10):
         return self._wait_metric(name, lambda v: v >= at_least, timeout)
+
+    def warm_tokens(self):
+        return self.metric("ninfer_prefix_cache_warm_tokens_total")
+
+    def wait_warmed(self, warm_before, timeout=10):
+        """Waits for the warm request of the last chat answer (next-turn warming): admitted
+        (the warm-token counter moved past warm_before), then done (nothing running), as a
+        client's next turn normally finds it."""
+        self.wait_metric("ninfer_prefix_cache_warm_tokens_total", warm_before + 1, timeout)
+        end = time.time() + timeout
+        while time.time() < end:  # an earlier answer's warm may have moved the counter
+            if (self.metric("ninfer_sequences_running") == 0
+                    and self.metric("ninfer_queue_depth") == 0):
+                return
+            time.sleep(0.02)
 
     def wait_log_record(self, matches, timeout=10):
         """The first log record for which matches(record) holds, waiting for it to be written

@@ -196,6 +196,77 @@ class Usage(unittest.TestCase):
         self.assertGreater(SERVER.metric('ninfer_prefix_snapshots{tier="device"}'), 0)
 
 
+THINK = {"chat_template_kwargs": {"enable_thinking": True}}
+WARM = "ninfer_prefix_cache_warm_tokens_total"
+
+
+def openai_turns(server, case, streamed):
+    """(tokens of the first answer, prompt tokens of the second turn not read from the cache,
+    the second answer) of a two-turn chat with thinking on."""
+    first = conversation(case)
+    warm_before = server.metric(WARM)
+    if streamed:
+        text, one = stream_chat(server, extra=THINK, messages=first, temperature=0,
+                                max_tokens=48)
+    else:
+        reply = chat(server, extra=THINK, messages=first, temperature=0, max_tokens=48)
+        text, one = reply.choices[0].message.content, reply.usage
+    settle(server, warm_before)
+    two = chat(server, extra=THINK, messages=second_turn(first, text), **GREEDY)
+    return (one.completion_tokens, two.usage.prompt_tokens - cached(two.usage),
+            two.choices[0].message.content)
+
+
+def anthropic_turns(server, case):
+    first = conversation(case)
+    thinking = {"temperature": 0, "thinking": {"type": "enabled", "budget_tokens": 8}}
+    warm_before = server.metric(WARM)
+    one = claude(server).messages.create(**{**anthropic_args(first), "max_tokens": 32,
+                                            "extra_body": thinking})
+    settle(server, warm_before)
+    text = "".join(b.text for b in one.content if b.type == "text")
+    two = claude(server).messages.create(**{**anthropic_args(second_turn(first, text)),
+                                            "extra_body": thinking})
+    blocks = [b.text if b.type == "text" else b.thinking for b in two.content]
+    return one.usage.output_tokens, two.usage.input_tokens, "|".join(blocks)
+
+
+def settle(server, warm_before):
+    """On a warming server, waits for the last answer's warm request (server_util)."""
+    if "--no-warm-next-turn" not in server.args:
+        server.wait_warmed(warm_before)
+
+
+class NextTurnWarming(unittest.TestCase):
+    """With thinking on, Qwen3.6's template drops the answer's think block from the history, so
+    a second turn's prompt leaves the generated tokens where the answer starts. The server
+    prefills the next turn as the client will send it once the answer is out (next-turn
+    warming, on by default): the second turn is then read from the cache up to its new user
+    message, where without warming (--no-warm-next-turn) the answer is computed again. The
+    greedy answers are the same either way (exact caching)."""
+
+    def test_second_turn_is_cached_up_to_its_new_message(self):
+        cold = Server("--max-context", "4096", "--no-warm-next-turn")
+        try:
+            runs = [("openai", lambda srv, c: openai_turns(srv, c, False)),
+                    ("openai streamed", lambda srv, c: openai_turns(srv, c, True)),
+                    ("anthropic", anthropic_turns)]
+            for name, run in runs:
+                answer, fresh, text = run(SERVER, f"warming-{name}")
+                answer_off, fresh_off, text_off = run(cold, f"warming-{name}")
+                self.assertEqual(text, text_off, name)
+                self.assertEqual(answer, answer_off, name)
+                # the new turn: "And another one?" (16 bytes of the byte-level tokenizer) and
+                # the template's markers; without warming the first answer is computed again
+                self.assertLessEqual(fresh, 40, name)
+                self.assertGreater(fresh_off, fresh, name)
+            # warming is counted apart: the hit-rate counters count client prompts only
+            self.assertGreater(SERVER.metric(WARM), 0)
+            self.assertEqual(cold.metric(WARM), 0)
+        finally:
+            self.assertEqual(cold.stop(), 0)
+
+
 class Engine(unittest.TestCase):
     def test_startup_line_and_capacity(self):
         line = next(x for x in SERVER.lines if x.startswith("ninfer: engine:"))

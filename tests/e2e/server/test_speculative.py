@@ -100,12 +100,18 @@ class SpeculativeServing(unittest.TestCase):
         # Over one 512-token snapshot stride: the turn resumes from a stride snapshot.
         turn = [{"role": "system", "content": "[spec turn] " + "You answer briefly. " * 200},
                 {"role": "user", "content": "Name a colour."}]
+        # Each server's next-turn warm request is let finish before the second turn, as a
+        # client that reads the answer first finds it: both then resume from its end.
+        warm = SPEC.warm_tokens()
         first = chat(SPEC, turn, max_tokens=32)
+        SPEC.wait_warmed(warm)
         turn += [{"role": "assistant", "content": first.choices[0].message.content},
                  {"role": "user", "content": "And another one?"}]
         before = SPEC.metric("ninfer_spec_decode_num_drafts_total")
         got = chat(SPEC, turn, max_tokens=32)
+        warm = PLAIN.warm_tokens()
         chat(PLAIN, turn[:2], max_tokens=32)  # the plain server's cache holds turn 1 too
+        PLAIN.wait_warmed(warm)
         want = chat(PLAIN, turn, max_tokens=32)
         self.assertGreater(got.usage.prompt_tokens_details.cached_tokens, 0)
         self.assertEqual(got.usage.prompt_tokens_details.cached_tokens,
