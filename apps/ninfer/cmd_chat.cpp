@@ -19,6 +19,7 @@
 #include "engine_flags.h"
 #include "ops/cpu/threads.h"
 #include "sampling_flags.h"
+#include "text/follow_up.h"
 #include "text_generation.h"
 
 namespace ninfer::app {
@@ -36,6 +37,7 @@ struct ChatOptions {
     std::string tools_file; // --tools: a JSON array of OpenAI tools, or {"tools": [...]}
     int max_new = 1024;
     SamplingFlags sampling;
+    bool warm_next_turn = true; // prefill the next turn's prefix while the user types
 };
 
 // One line of input; false at end of input. Ctrl-C at the prompt gives an empty line.
@@ -157,17 +159,10 @@ int chat(const ChatOptions& o) {
         std::fflush(stdout);
         if (r.reason == FinishReason::Cancelled) std::fputs("(answer stopped)\n", stderr);
         print_generation_stats(r.timings, r.reason);
-        nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", r.content}};
-        if (!r.reasoning.empty()) reply["reasoning_content"] = r.reasoning;
-        if (!r.tool_calls.empty()) {
-            reply["tool_calls"] = nlohmann::ordered_json::array();
-            for (const auto& c : r.tool_calls) {
-                auto j = text::openai_tool_call(c);
-                j["function"]["arguments"] = nlohmann::ordered_json::parse(c.arguments);
-                reply["tool_calls"].push_back(j);
-            }
-        }
-        conv.messages.push_back(reply);
+        conv.messages.push_back(text::assistant_message(r.content, r.reasoning, r.tool_calls));
+        const bool answered = r.reason == FinishReason::Stop || r.reason == FinishReason::Length;
+        if (answered && o.engine.prefix_cache && o.warm_next_turn)
+            warm_next_turn(model, conv, o.text);
     }
     return 0;
 }
@@ -184,6 +179,9 @@ Action add_chat_command(CLI::App& app) {
     add_template_var_options(app, o->text.template_vars);
     app.add_option("--stop", o->text.stop, "Stop string (repeatable)");
     app.add_flag("--hide-reasoning", o->text.hide_reasoning, "Do not print the reasoning");
+    app.add_flag("!--no-warm-next-turn", o->warm_next_turn,
+                 "Do not prefill the next turn (the answer as the history will render it) into "
+                 "the prefix cache while you type");
     app.add_option("--max-new", o->max_new, "Most tokens per answer")
         ->check(CLI::NonNegativeNumber);
     add_sampling_options(app, o->sampling, /*all_penalties=*/true);

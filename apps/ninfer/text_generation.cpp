@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.h"
 #include "text/detokenizer.h"
+#include "text/follow_up.h"
 
 namespace ninfer::app {
 
@@ -16,6 +18,28 @@ TextModel::TextModel(const EngineOptions& options, const std::string& chat_templ
     if (engine.model_info().vision)
         vision = std::make_shared<const media::VisionPreprocessConfig>(
             media::load_preprocess_config(options.model_dir));
+}
+
+void warm_next_turn(TextModel& m, const Conversation& conv, const TextOptions& o) {
+    for (const auto& msg : conv.messages)
+        if (msg.contains("content") && msg["content"].is_array()) return; // media parts
+    try {
+        text::ChatOptions copt;
+        copt.variables = template_variables(o.template_vars);
+        GenerationRequest warm;
+        warm.prompt = text::follow_up_prefix(conv.messages, [&](const auto& messages) {
+            return m.tokenizer.encode(m.chat_template.render(messages, conv.tools, copt));
+        });
+        if (warm.prompt.size() < 2 ||
+            int64_t(warm.prompt.size()) >= m.engine.model_info().max_context)
+            return;
+        warm.max_new_tokens = 0;
+        warm.prefill_only = true;
+        warm.priority = std::numeric_limits<int>::max();
+        m.engine.submit(std::move(warm)); // runs while the user types; nobody reads it
+    } catch (const std::exception&) {
+        // Best effort: a next turn that is not warmed is only slower.
+    }
 }
 
 Conversation build_conversation(const TextOptions& o) {
@@ -131,10 +155,10 @@ void print_generation_stats(const RequestTimings& t, FinishReason reason) {
     const double decode =
         t.decode_s > 0 && t.generated_tokens > 1 ? (t.generated_tokens - 1) / t.decode_s : 0;
     std::fprintf(stderr,
-                 "ninfer: prompt %d tokens, generated %d tokens (%s); prefill %.1f tok/s, "
-                 "decode %.1f tok/s, TTFT %.3f s\n",
-                 t.prompt_tokens, t.generated_tokens, finish_reason_name(reason), prefill, decode,
-                 t.first_token_s);
+                 "ninfer: prompt %d tokens (%d cached), generated %d tokens (%s); prefill %.1f "
+                 "tok/s, decode %.1f tok/s, TTFT %.3f s\n",
+                 t.prompt_tokens, t.cached_tokens, t.generated_tokens, finish_reason_name(reason),
+                 prefill, decode, t.first_token_s);
 }
 
 int run_text(const EngineOptions& engine, const TextOptions& o, GenerationRequest request) {

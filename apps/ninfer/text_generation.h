@@ -56,11 +56,17 @@ TurnResult generate_turn(TextModel& model, const Conversation& conversation,
                          const TextOptions& options, GenerationRequest request,
                          const std::atomic<bool>* cancel);
 
+// Next-turn warming for `ninfer chat` (as the server's warm_turn.h): the tokens every follow-up
+// of `conversation` (its last message the answer) starts with are prefilled into the prefix
+// cache at the lowest priority while the user types. Not for conversations with media. Never
+// throws.
+void warm_next_turn(TextModel& model, const Conversation& conversation, const TextOptions& options);
+
 // The conversation of --prompt/--messages/--system.
 Conversation build_conversation(const TextOptions& options);
 
-// The statistics line on stderr: prompt and generated tokens, finish reason, prefill and decode
-// tok/s, TTFT.
+// The statistics line on stderr: prompt tokens (and how many the prefix cache served),
+// generated tokens, finish reason, prefill and decode tok/s, TTFT.
 void print_generation_stats(const RequestTimings& t, FinishReason reason);
 
 // ninfer run with --prompt or --messages. Returns the exit status.

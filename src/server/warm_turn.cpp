@@ -1,66 +1,39 @@
 #include "server/warm_turn.h"
 
-#include <algorithm>
 #include <climits>
 #include <exception>
 
 #include "server/media_parts.h"
 #include "server/prepare.h"
+#include "text/follow_up.h"
 
 namespace ninfer::server {
-namespace {
-
-// The answer as the next request's normalised assistant message (parse_message's form).
-Json assistant_message(const ChoiceResult& answer) {
-    Json msg = {{"role", "assistant"}, {"content", answer.content}};
-    if (!answer.reasoning.empty()) msg["reasoning_content"] = answer.reasoning;
-    if (!answer.tool_calls.empty()) {
-        Json calls = Json::array();
-        for (const text::ToolCall& c : answer.tool_calls) {
-            Json args = Json::parse(c.arguments, nullptr, false);
-            if (args.is_discarded() || !args.is_object()) args = Json::object();
-            calls.push_back({{"id", c.id},
-                             {"type", "function"},
-                             {"function", {{"name", c.name}, {"arguments", args}}}});
-        }
-        msg["tool_calls"] = calls;
-    }
-    return msg;
-}
-
-// The follow-up rendered with a user message `text` after the answer, tokenized.
-std::vector<int32_t> follow_up_tokens(const ModelContext& m, ChatJob next, const char* text) {
-    next.messages.push_back({{"role", "user"}, {"content", text}});
-    return m.tokenizer->encode(render_chat(m, next), true);
-}
-
-} // namespace
 
 std::vector<int32_t> next_turn_prompt(const ModelContext& m, const ChatJob& job,
                                       const ChoiceResult& answer) {
     if (!collect_media(job.messages).empty()) return {}; // the warm prompt would need the media
+    const Json reply = text::assistant_message(answer.content, answer.reasoning,
+                                               answer.tool_calls);
     ChatJob next = job;
     next.add_generation_prompt = true; // the follow-up's own generation prompt comes after
+    next.continue_final = false;
     if (job.continue_final) {
         // The answer continued the final assistant message: the follow-up sends it whole.
         Json& last = next.messages.back();
-        const Json merged = assistant_message(answer);
         const Json before = last.value("content", Json(""));
         last["content"] = (before.is_string() ? before.get<std::string>() : "") + answer.content;
-        if (merged.contains("tool_calls")) last["tool_calls"] = merged["tool_calls"];
-        next.continue_final = false;
+        if (reply.contains("tool_calls")) last["tool_calls"] = reply["tool_calls"];
     } else {
-        next.messages.push_back(assistant_message(answer));
+        next.messages.push_back(reply);
     }
-    // Two follow-ups that differ from their user text's first character on: their common
-    // tokens are what every follow-up starts with.
-    const std::vector<int32_t> a = follow_up_tokens(m, next, "0");
-    const std::vector<int32_t> b = follow_up_tokens(m, std::move(next), "1");
-    const size_t common =
-        size_t(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
-    const int64_t limit = m.engine->model_info().max_context;
-    if (common < 2 || int64_t(common) >= limit) return {};
-    return std::vector<int32_t>(a.begin(), a.begin() + int64_t(common));
+    const std::vector<int32_t> prefix = text::follow_up_prefix(next.messages, [&](const Json& ms) {
+        ChatJob rendered = next;
+        rendered.messages = ms;
+        return m.tokenizer->encode(render_chat(m, rendered), true);
+    });
+    if (prefix.size() < 2 || int64_t(prefix.size()) >= m.engine->model_info().max_context)
+        return {};
+    return prefix;
 }
 
 void warm_next_turn(const ModelContext& m, const ChatJob& job, const Generation& g) {

@@ -24,8 +24,8 @@ WORK = os.environ["NINFER_WORK_DIR"]
 MODEL = os.path.join(ROOT, "tests", "fixtures_text", "tiny_chat")
 sys.path.insert(0, os.path.join(ROOT, "tests", "text"))
 ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-STATS = re.compile(r"ninfer: prompt (\d+) tokens, generated (\d+) tokens \((\w+)\); prefill "
-                   r"[\d.]+ tok/s, decode [\d.]+ tok/s, TTFT [\d.]+ s")
+STATS = re.compile(r"ninfer: prompt (\d+) tokens \((\d+) cached\), generated (\d+) tokens "
+                   r"\((\w+)\); prefill [\d.]+ tok/s, decode [\d.]+ tok/s, TTFT [\d.]+ s")
 
 
 def ninfer(*args, stdin=None, model=MODEL, check=True):
@@ -203,8 +203,8 @@ class Run(unittest.TestCase):
             stdout, stderr = out.stdout.decode(), out.stderr.decode()
             m = STATS.search(stderr)
             self.assertIsNotNone(m, stderr)
-            self.assertEqual(int(m.group(2)), len(ids))
-            self.assertEqual(m.group(3), ref["finish_reason"])
+            self.assertEqual(int(m.group(3)), len(ids))
+            self.assertEqual(m.group(4), ref["finish_reason"])
             if "</think>" in text or "<tool_call>" in text or "<function=" in text:
                 self.skipTest("the sampled text holds tags; the parser tables cover those")
             if thinking:  # the prompt opened <think>: everything is reasoning, on stderr
@@ -220,7 +220,7 @@ class Run(unittest.TestCase):
         model = model_copy("tiny_chat_stop", {"eos_token_id": [ids[k]]})
         out = ninfer("run", "--prompt", "Hello there", "--no-thinking", *self.SAMPLING, model=model)
         m = STATS.search(out.stderr.decode())
-        self.assertEqual(m.group(3), "stop")
+        self.assertEqual(m.group(4), "stop")
         self.assertEqual(out.stdout.decode().rstrip("\n"),
                          hf_tokenizer().decode(ids[:k], skip_special_tokens=True).strip())
 
@@ -231,7 +231,7 @@ class Run(unittest.TestCase):
         out = ninfer("run", "--prompt", "Hello there", "--no-thinking", "--stop", stop,
                      *self.SAMPLING)
         self.assertEqual(out.stdout.decode().rstrip("\n"), text[:text.find(stop)].strip())
-        self.assertEqual(STATS.search(out.stderr.decode()).group(3), "stop")
+        self.assertEqual(STATS.search(out.stderr.decode()).group(4), "stop")
 
     def test_messages_file_with_tools_and_system(self):
         conv = write_json("tools.json", {
@@ -276,6 +276,29 @@ class Chat(unittest.TestCase):
         self.assertGreater(prompts[2], prompts[1] + 6)  # the second turn sees the first
         self.assertIn(b"(conversation cleared)", out.stderr)
 
+    def test_next_turn_is_warmed_while_the_user_types(self):
+        """With thinking on the template drops the answer's think block from the history, so
+        the second turn leaves the generated tokens at the answer; the chat warms the next turn
+        while the user types, and the second turn is then read from the cache up to its own
+        message. --no-warm-next-turn: the answer is computed again."""
+        fresh = {}
+        for flags in ([], ["--no-warm-next-turn"]):
+            proc = subprocess.Popen([NINFER, "chat", "--model", MODEL, "--greedy", "--max-new",
+                                     "24", *flags], stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+            proc.stdin.write(b"first question\n")
+            proc.stdin.flush()
+            while not STATS.search(proc.stderr.readline().decode()):  # the first answer ends
+                pass
+            time.sleep(1.0)  # the user types
+            _, err = proc.communicate(input=b"second\n/exit\n", timeout=120)
+            self.assertEqual(proc.returncode, 0, err)
+            m = STATS.search(err.decode())
+            fresh[bool(flags)] = int(m.group(1)) - int(m.group(2))
+        # "second" (6 bytes of the byte-level tokenizer) and the template's turn markers
+        self.assertLessEqual(fresh[False], 30, fresh)
+        self.assertGreater(fresh[True], fresh[False], fresh)
+
     def test_ctrl_c_stops_the_answer_not_the_program(self):
         proc = subprocess.Popen([NINFER, "chat", "--model", MODEL, "--no-thinking", "--greedy",
                                  "--max-new", "100000"], stdin=subprocess.PIPE,
@@ -290,8 +313,8 @@ class Chat(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, stderr)
         self.assertIn(b"(answer stopped)", stderr)
         m = STATS.search(stderr.decode())
-        self.assertEqual(m.group(3), "cancelled")
-        self.assertLess(int(m.group(2)), 3000)
+        self.assertEqual(m.group(4), "cancelled")
+        self.assertLess(int(m.group(3)), 3000)
 
 
 if __name__ == "__main__":
