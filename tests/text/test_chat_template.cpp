@@ -1,5 +1,6 @@
 // Chat templates: the tests' Qwen3.6 template renders the exact strings MODEL_QWEN3_5.md section 5
 // specifies; model directories provide templates through tokenizer_config.json.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 
 #include "ninfer/error.h"
 #include "text/chat_template.h"
+#include "text/follow_up.h"
 
 using ninfer::text::ChatOptions;
 using ninfer::text::ChatTemplate;
@@ -97,4 +99,46 @@ TEST(ChatTemplate, ModelDirectoryAndErrors) {
     EXPECT_THROW(qwen36().render(json::array(), nullptr), ninfer::Error); // "No messages provided."
     EXPECT_THROW(qwen36().render(json::parse(R"([{"role": "bot", "content": "x"}])"), nullptr),
                  ninfer::Error);
+}
+
+// Next-turn warming's prefix (text/follow_up.h): with the answer as the last message, the tokens
+// every follow-up starts with end where the follow-up's user text starts. The Qwen3.6 template
+// drops the answer's reasoning once a user message follows it, so the prefix has the answer
+// without its think block, which the rendering of the turn as it was generated had.
+TEST(FollowUp, PrefixEndsWhereTheNextUserTextStarts) {
+    const ChatTemplate tpl = qwen36();
+    json msgs = json::parse(R"([{"role": "user", "content": "Hi"}])");
+    msgs.push_back(ninfer::text::assistant_message("Hello!", "The user greets.", {}));
+    auto chars = [&](const json& ms) { // a character-level tokenizer: one id a byte
+        const std::string text = tpl.render(ms, nullptr);
+        return std::vector<int32_t>(text.begin(), text.end());
+    };
+    const std::vector<int32_t> prefix = ninfer::text::follow_up_prefix(msgs, chars);
+    const std::string got(prefix.begin(), prefix.end());
+    EXPECT_EQ(got, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                   "<|im_start|>user\n");
+    json follow = msgs;
+    follow.push_back({{"role", "user"}, {"content", "More?"}});
+    const std::vector<int32_t> real = chars(follow);
+    ASSERT_GE(real.size(), prefix.size());
+    EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), real.begin()));
+    // As generated (the answer last), the turn had its think block: not a prefix of the above.
+    const std::string generated = tpl.render(msgs, nullptr, [] {
+        ChatOptions o;
+        o.add_generation_prompt = false;
+        return o;
+    }());
+    EXPECT_NE(generated.find("The user greets."), std::string::npos);
+    EXPECT_EQ(got.find("The user greets."), std::string::npos);
+}
+
+TEST(FollowUp, AssistantMessageCarriesToolCallsAsObjects) {
+    const json m = ninfer::text::assistant_message(
+        "", "", {{"call_1", "get_weather", R"({"city": "Paris"})"}, {"call_2", "f", "not json"}});
+    EXPECT_EQ(m["role"], "assistant");
+    EXPECT_FALSE(m.contains("reasoning_content"));
+    ASSERT_EQ(m["tool_calls"].size(), 2u);
+    EXPECT_EQ(m["tool_calls"][0]["id"], "call_1");
+    EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+    EXPECT_TRUE(m["tool_calls"][1]["function"]["arguments"].is_object());
 }
