@@ -15,6 +15,7 @@
 #include "ops/exec_context.h"
 #include "ops/memory.h"
 #include "ops/op_test_util.h"
+#include "ops/route_table.h"
 #include "ops/seq_batch.h"
 
 namespace ninfer::test {
@@ -35,6 +36,21 @@ inline EngineOptions cuda_engine_options(const std::string& dtype = "auto") {
     o.route_table = "builtin";
     return o;
 }
+
+// While it lives, the table in force gives route decision `id`'s every value to `kernel` (the
+// table in force before is restored after): a test forces one CUDA route this way.
+class ForcedRoute {
+public:
+    ForcedRoute(ops::RouteId id, int kernel) : before_(ops::active_route_table()) {
+        ops::set_active_route_table(before_.with_bands(id, {{ops::kRouteUnbounded, kernel}}));
+    }
+    ~ForcedRoute() { ops::set_active_route_table(before_); }
+    ForcedRoute(const ForcedRoute&) = delete;
+    ForcedRoute& operator=(const ForcedRoute&) = delete;
+
+private:
+    ops::RouteTable before_;
+};
 
 inline const ops::ExecContext kCpuRef = ops::ExecContext::cpu(ops::CpuMode::Reference);
 

@@ -22,16 +22,6 @@ struct AttentionCase {
     std::vector<SeqSpec> seqs; // blocks filled in by run_case
 };
 
-// The table in force gives attention_prefill.bf16's every row to `kernel` while it lives.
-class PrefillKernel {
-public:
-    explicit PrefillKernel(int kernel) {
-        ops::set_active_route_table(ops::RouteTable::builtin().with_bands(
-            ops::RouteId::AttentionPrefillBf16, {{ops::kRouteUnbounded, kernel}}));
-    }
-    ~PrefillKernel() { ops::set_active_route_table(ops::RouteTable::builtin()); }
-};
-
 // Runs kv_cache_write + paged_attention on both backends (bf16 inputs); whether the device's
 // output is within the bf16 preset of the reference. *what names the case.
 bool run_case(AttentionCase tc, std::string* what) {
@@ -89,7 +79,7 @@ protected:
         }
     }
     void run(AttentionCase tc) {
-        PrefillKernel kernel(GetParam());
+        ForcedRoute kernel(ops::RouteId::AttentionPrefillBf16, GetParam());
         std::string what;
         EXPECT_TRUE(run_case(std::move(tc), &what)) << what;
     }
@@ -140,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, CudaPrefillAttention,
 // the cases above pass, so a route that drops the diagonal key cannot pass them.
 TEST(CudaPrefillAttentionSabotage, CudnnOneKeyShortIsCaught) {
     ASSERT_TRUE(ops::cuda::cudnn_available()) << "cuDNN route: " << ops::cuda::cudnn_status();
-    PrefillKernel kernel(ops::kRouteCudnn);
+    ForcedRoute kernel(ops::RouteId::AttentionPrefillBf16, ops::kRouteCudnn);
     const uint64_t before = ops::cuda::cudnn_prefill_runs();
     ops::cuda::set_cudnn_prefill_sabotage(true);
     std::string what;

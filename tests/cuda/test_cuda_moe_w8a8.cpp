@@ -24,19 +24,6 @@ namespace {
 
 using ops::RouteId;
 
-// moe_experts.fp8 routed to `kernel` at every value while it lives.
-class ForcedFp8Route {
-public:
-    explicit ForcedFp8Route(int kernel) : before_(ops::active_route_table()) {
-        ops::set_active_route_table(
-            before_.with_bands(RouteId::MoeExpertsFp8, {{ops::kRouteUnbounded, kernel}}));
-    }
-    ~ForcedFp8Route() { ops::set_active_route_table(before_); }
-
-private:
-    ops::RouteTable before_;
-};
-
 // y[t] + sum_j w[t, j] * down_e . q(silu(g) * u), [g | u] = gate_up_e . q(x[t]), q() the W8A8
 // activation quantization, weights dense (exact dequantization), products in FP64, for rows
 // [begin, begin + n).
@@ -118,7 +105,7 @@ protected:
         if (ops::cuda::device_caps(0).arch != 90)
             GTEST_FAIL() << "the W8A8 wgmma route is sm_90's; run this suite on an H100/H200";
     }
-    ForcedFp8Route forced_{ops::kRouteWgmmaW8a8};
+    ForcedRoute forced_{RouteId::MoeExpertsFp8, ops::kRouteWgmmaW8a8};
 };
 
 TEST_F(CudaMoeW8a8, SmallStacksAgainstQuantizedReference) {
@@ -149,7 +136,7 @@ TEST_F(CudaMoeW8a8, UntransposedScalesAreCaught) {
 
 TEST(CudaMoeW8a8Route, NotInPortableMode) {
     const auto c = cuda_ctx(DType::BF16);
-    ForcedFp8Route forced(ops::kRouteWgmmaW8a8);
+    ForcedRoute forced(RouteId::MoeExpertsFp8, ops::kRouteWgmmaW8a8);
     const HostFp8 gu({8, 512, 256}, 128, 128, 41, Fp8Codes::Normal, 2e-4f, 6e-4f);
     const HostFp8 dn({8, 256, 256}, 128, 128, 42, Fp8Codes::Normal, 2e-4f, 6e-4f);
     const DeviceFp8 d_gu(c, gu), d_dn(c, dn);

@@ -19,24 +19,10 @@ namespace ninfer::test {
 namespace {
 
 using ops::RouteId;
-using ops::RouteTable;
 
 bool on_sm90() {
     return ops::cuda::device_caps(0).arch == 90;
 }
-
-// Runs the body with moe_experts.bf16 routed to `kernel` at every value, then restores.
-class ForcedMoeRoute {
-public:
-    explicit ForcedMoeRoute(int kernel) : before_(ops::active_route_table()) {
-        ops::set_active_route_table(
-            before_.with_bands(RouteId::MoeExpertsBf16, {{ops::kRouteUnbounded, kernel}}));
-    }
-    ~ForcedMoeRoute() { ops::set_active_route_table(before_); }
-
-private:
-    RouteTable before_;
-};
 
 // d[r, n] = sum_k a[r, k] w[e, n, k] over each group's rows [end - count, end), in FP64.
 Tensor grouped_reference(const Tensor& a, const Tensor& w, const std::vector<int32_t>& count,
@@ -133,7 +119,7 @@ TEST(CudaMoeWgmma, SabotagedGroupEndsFailTheComparison) {
 void check_experts(int kernel, int64_t T, int64_t E, int64_t H, int64_t I, const Routing& r,
                    const std::string& what) {
     const auto c = cuda_ctx(DType::BF16);
-    ForcedMoeRoute forced(kernel);
+    ForcedRoute forced(RouteId::MoeExpertsBf16, kernel);
     Tensor x = rounded(random_tensor({T, H}, 311), DType::BF16);
     Tensor gu = rounded(random_tensor({E, 2 * I, H}, 312, 0.05f), DType::BF16);
     Tensor down = rounded(random_tensor({E, H, I}, 313, 0.05f), DType::BF16);
@@ -168,14 +154,14 @@ TEST(CudaMoeWgmma, OtherRanksExpertsAreSkipped) {
 // The 35B's experts at T = 4096 through the route, on sampled rows.
 TEST(CudaMoeWgmma, Qwen35bExpertsOnSampledRows) {
     ASSERT_TRUE(on_sm90());
-    ForcedMoeRoute forced(ops::kRouteWgmma);
+    ForcedRoute forced(RouteId::MoeExpertsBf16, ops::kRouteWgmma);
     expect_qwen35b_experts_on_sampled_rows({4096}, 340, "wgmma");
 }
 
 TEST(CudaMoeWgmma, GraphReplayEqualsEagerBitForBit) {
     ASSERT_TRUE(on_sm90());
     const auto base = cuda_ctx(DType::BF16);
-    ForcedMoeRoute forced(ops::kRouteWgmma);
+    ForcedRoute forced(RouteId::MoeExpertsBf16, ops::kRouteWgmma);
     auto stream = ops::create_stream(base.device);
     ops::ExecContext c = base;
     c.stream = stream.get();
