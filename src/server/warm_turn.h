@@ -8,8 +8,9 @@
 // the answer without the reasoning that was generated before it), and a sampled answer may be
 // split into tokens the tokenizer would not produce from its text. The warm prompt is rendered
 // and tokenized exactly as the next request will be (the answer as the assistant message, then a
-// user message), cut where that user message's own text starts; the cache then holds the state
-// at that point (and one token before it, in case the next turn's text merges with it).
+// user message, or after tool calls the first call's result: text/follow_up.h), cut where that
+// message's own text starts; the cache then holds the state at that point (and one token before
+// it, in case the next turn's text merges with it).
 // Costs a prefill of the answer and the template's turn markers per warmed turn, done ahead of
 // the follow-up (the same tokens the follow-up would otherwise compute, moved into the time the
 // user reads and types); when the waiting requests fill every free slot nothing is warmed, and

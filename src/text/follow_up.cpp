@@ -21,10 +21,27 @@ nlohmann::ordered_json assistant_message(const std::string& content, const std::
     return msg;
 }
 
+nlohmann::ordered_json next_message_kind(const nlohmann::ordered_json& messages) {
+    if (!messages.empty()) {
+        const auto& last = messages.back();
+        const auto calls = last.find("tool_calls");
+        if (last.value("role", "") == "assistant" && calls != last.end() && calls->is_array() &&
+            !calls->empty()) {
+            nlohmann::ordered_json tool = {{"role", "tool"}};
+            const auto& first = calls->front();
+            if (first.contains("id") && first["id"].is_string()) tool["tool_call_id"] = first["id"];
+            return tool;
+        }
+    }
+    return {{"role", "user"}};
+}
+
 std::vector<int32_t> follow_up_prefix(
     nlohmann::ordered_json messages,
     const std::function<std::vector<int32_t>(const nlohmann::ordered_json&)>& tokens_of) {
-    messages.push_back({{"role", "user"}, {"content", "0"}});
+    nlohmann::ordered_json next = next_message_kind(messages);
+    next["content"] = "0";
+    messages.push_back(next);
     const std::vector<int32_t> a = tokens_of(messages);
     messages.back()["content"] = "1";
     const std::vector<int32_t> b = tokens_of(messages);

@@ -142,3 +142,31 @@ TEST(FollowUp, AssistantMessageCarriesToolCallsAsObjects) {
     EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
     EXPECT_TRUE(m["tool_calls"][1]["function"]["arguments"].is_object());
 }
+
+// After an answer with tool calls the follow-up starts with the first call's result (agent
+// loops): the prefix then reaches into the tool response's wrapping, and it is a prefix of the
+// follow-up that sends the result.
+TEST(FollowUp, AfterToolCallsTheToolResultComesNext) {
+    const ChatTemplate tpl = qwen36();
+    json msgs = json::parse(R"([{"role": "user", "content": "Weather in Paris?"}])");
+    msgs.push_back(ninfer::text::assistant_message(
+        "", "", {{"call_1", "get_weather", R"({"city": "Paris"})"}}));
+    EXPECT_EQ(ninfer::text::next_message_kind(msgs),
+              json({{"role", "tool"}, {"tool_call_id", "call_1"}}));
+    auto chars = [&](const json& ms) {
+        const std::string text = tpl.render(ms, nullptr);
+        return std::vector<int32_t>(text.begin(), text.end());
+    };
+    const std::vector<int32_t> prefix = ninfer::text::follow_up_prefix(msgs, chars);
+    const std::string got(prefix.begin(), prefix.end());
+    EXPECT_TRUE(got.ends_with("<tool_response>\n")) << got;
+    json follow = msgs;
+    follow.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny, 21 C"}});
+    const std::vector<int32_t> real = chars(follow);
+    ASSERT_GE(real.size(), prefix.size());
+    EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), real.begin()));
+    // A plain answer is followed by a user message.
+    json plain = json::parse(R"([{"role": "user", "content": "Hi"}])");
+    plain.push_back(ninfer::text::assistant_message("Hello!", "", {}));
+    EXPECT_EQ(ninfer::text::next_message_kind(plain), json({{"role", "user"}}));
+}
