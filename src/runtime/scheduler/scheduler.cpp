@@ -288,8 +288,10 @@ CacheOps Scheduler::after_forward(const StepPlan& plan) {
         s.drafts.clear();
         if (!snapshots_) continue;
         const int64_t p = s.cached, stride = config_.snapshot_stride;
+        // (A prefill_only request keeps only its end, where it finishes: one state row, not two.)
         const bool prompt_end =
-            p == s.prompt_length() - 1 || (p == s.request.cache_boundary && p < s.prompt_length());
+            (p == s.prompt_length() - 1 && !s.request.prefill_only) ||
+            (p == s.request.cache_boundary && p < s.prompt_length());
         const bool on_stride =
             stride > 0 && p % stride == 0 &&
             (p <= s.prompt_length() || (e.committed > 1 && !verified));
