@@ -130,9 +130,11 @@ if want multiturn; then
     for variant in plain preserve; do
         kwargs='{"enable_thinking": false}'
         [ $variant = preserve ] && kwargs='{"enable_thinking": false, "preserve_thinking": true}'
+        # THINK_TIME (seconds between a conversation's turns; 0 by default, as the earlier
+        # figures) gives next-turn warming the time it works in (docs/SERVING.md).
         bench multiturn_$variant --workload multiturn --concurrency 16 --num-conversations 16 \
             --turns 8 --input-len 48 --output-len 128 --system-prompt-words 64 \
-            --chat-template-kwargs "$kwargs" --seed 3
+            --chat-template-kwargs "$kwargs" --seed 3 --think-time "${THINK_TIME:-0}"
     done
     curl -s http://127.0.0.1:$port/metrics | grep -E "^ninfer_(prefix|kv|preempt|state)" > "$out/metrics_demo.txt"
     stop_server
