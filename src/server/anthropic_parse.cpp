@@ -175,7 +175,7 @@ void parse_output_format(const Json& b, ChatJob& job) {
     if (!oc) return;
     const Json* f = field(*oc, "format");
     if (!f) return;
-    if (!f->is_object() || f->value("type", "") != "json_schema")
+    if (!f->is_object() || opt_string(*f, "type").value_or("") != "json_schema")
         bad_param("output_config", "output_config.format must be {\"type\": \"json_schema\"}");
     const Json* schema = field(*f, "schema");
     if (!schema || !schema->is_object())

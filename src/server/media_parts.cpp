@@ -124,7 +124,7 @@ Json anthropic_media_part(const Json& block, const std::string& where) {
     const Json* source = field(block, "source");
     if (!source || !source->is_object())
         bad_param("messages", where + ": an image block needs a 'source' object");
-    const std::string type = source->value("type", "");
+    const std::string type = opt_string(*source, "type").value_or("");
     if (type == "base64") {
         const std::string mime = req_string(*source, "media_type");
         return media(false, "data:" + mime + ";base64," + req_string(*source, "data"), where,

@@ -56,7 +56,7 @@ Json parse_tool_call(const Json& call) {
     if (!call.is_object()) bad_param("messages", "a tool call must be an object");
     const Json* fn = field(call, "function");
     if (!fn || !fn->is_object()) bad_param("messages", "a tool call needs a 'function' object");
-    Json out = {{"id", call.value("id", Json(""))},
+    Json out = {{"id", opt_string(call, "id").value_or("")},
                 {"type", "function"},
                 {"function", {{"name", req_string(*fn, "name")}}}};
     Json args = Json::object();

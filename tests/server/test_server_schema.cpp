@@ -90,6 +90,9 @@ TEST(OpenAIParse, RejectsBadAndUnsupportedFields) {
         // A fuzz finding: a tool_choice whose 'type' is not a string.
         R"({"messages": [{"role": "user"}], "tool_choice": {"type": {"me": "f"}},
             "tools": [{"type": "function", "function": {"name": "f"}}]})",
+        // A tool call id that is not a string.
+        R"({"messages": [{"role": "assistant", "tool_calls": [{"id": {"x": 1},
+            "function": {"name": "f", "arguments": "{}"}}]}]})",
     };
     for (const char* text : bad)
         EXPECT_EQ(status_of([&] { parse_openai_chat(body(text)); }), 400) << text;
@@ -413,6 +416,18 @@ TEST(Metrics, PrometheusText) {
               std::string::npos);
     EXPECT_NE(text.find("ninfer_inter_token_latency_seconds_count 2"), std::string::npos);
     EXPECT_NE(text.find("ninfer_kv_cache_usage_ratio 0.5"), std::string::npos);
+}
+
+// Fuzz findings: fields whose 'type' is an object, not a string, are 400s naming their field.
+TEST(AnthropicParse, NonStringTypesAreBadRequests) {
+    const char* bad[] = {
+        R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"}],
+            "output_config": {"format": {"type": {"a": 1}, "schema": {}}}})",
+        R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image",
+            "source": {"type": {"a": 1}, "data": "x"}}]}]})",
+    };
+    for (const char* text : bad)
+        EXPECT_EQ(status_of([&] { parse_anthropic(body(text), false); }), 400) << text;
 }
 
 // Continuing a final assistant message renders its text; one without text (null content, a
