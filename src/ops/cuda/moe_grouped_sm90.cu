@@ -88,25 +88,7 @@ __global__ void write_groups(GroupArgs g, const cutlass::bfloat16_t* a,
                              const cutlass::bfloat16_t* w, float* d, const int32_t* count,
                              const int32_t* end, int E, int N, int K) {
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= E) return;
-    const int m = count[e];
-    const int64_t first = int64_t(end[e]) - m;
-    g.shape[e] = Shape3{m, N, K};
-    g.a[e] = a + first * K;
-    g.w[e] = w + int64_t(e) * N * K;
-    g.d[e] = d + first * N;
-    // Packed strides, CUTLASS's (row, column, batch) modes with a unit column stride: a [M, K]
-    // rows K apart; w as B (N, K), rows K apart; d [M, N] rows N apart. M does not enter them,
-    // so an empty group gets the same.
-    StrideA sa{};
-    StrideB sb{};
-    StrideD sd{};
-    cute::get<0>(sa) = K;
-    cute::get<0>(sb) = K;
-    cute::get<0>(sd) = N;
-    g.stride_a[e] = sa;
-    g.stride_b[e] = sb;
-    g.stride_d[e] = sd;
+    if (e < E) sm90::write_group(g, e, a, w, d, count, end, N, K);
 }
 
 } // namespace
@@ -116,12 +98,8 @@ bool wgmma_grouped_built() {
 }
 
 bool wgmma_grouped_fits(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
-    // device_caps' arch is capped to sm_80 in portable mode, so this also keeps portable runs
-    // off the route. Only sm_90 runs sm_90a's image (Blackwell has no wgmma).
-    return !ctx.device.is_cpu() && device_caps(ctx.device.index).arch == 90 && g.K % 8 == 0 &&
-           g.N % 4 == 0 && g.K > 0 && g.N > 0 && g.E > 0 && g.E < (int64_t(1) << 30) &&
-           g.N < (int64_t(1) << 31) && g.K < (int64_t(1) << 31) && aligned16(g.a) &&
-           aligned16(g.w) && aligned16(g.d);
+    return sm90::device_and_operands_fit(ctx, g.a, g.w, g.d, g.E, g.N, g.K) && g.K % 8 == 0 &&
+           g.N % 4 == 0;
 }
 
 void wgmma_grouped_gemm(const ExecContext& ctx, const WgmmaGroupedGemm& g) {

@@ -1,10 +1,13 @@
 // What the two CUTLASS grouped-GEMM files (moe_grouped_sm90.cu: bf16; moe_grouped_sm90_fp8.cu:
-// block-scaled fp8) share: carving one scratch buffer into their per-group argument arrays, and
-// running a configured GemmUniversalAdapter on ctx's stream. Included by those files only.
+// block-scaled fp8) share: the device and operand conditions both need, carving one scratch
+// buffer into their per-group argument arrays, writing a group's shape, operand pointers and
+// packed strides, and running a configured GemmUniversalAdapter on ctx's stream. Included by
+// those files only.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -15,6 +18,48 @@ namespace ninfer::ops::cuda::sm90 {
 
 constexpr size_t round16(size_t n) {
     return (n + 15) / 16 * 16;
+}
+
+// What both kernels need of the device and the operands: an sm_90 device (device_caps' arch is
+// capped to sm_80 in portable mode, so portable runs stay off; Blackwell has no wgmma), sizes
+// that fit their int fields, and 16-byte aligned a, w and d (TMA). Each adds its own K and N
+// conditions.
+inline bool device_and_operands_fit(const ExecContext& ctx, const void* a, const void* w,
+                                    const void* d, int64_t E, int64_t N, int64_t K) {
+    return !ctx.device.is_cpu() && device_caps(ctx.device.index).arch == 90 && K > 0 && N > 0 &&
+           E > 0 && E < (int64_t(1) << 30) && N < (int64_t(1) << 31) &&
+           K < (int64_t(1) << 31) && aligned16(a) && aligned16(w) && aligned16(d);
+}
+
+// Expert e's group (one thread per expert, in a write-groups kernel): its shape (M = its
+// count[e] rows, which end at end[e]), a's and d's rows from its first slot, its weights w[e],
+// and packed strides in CUTLASS's (row, column, batch) modes with a unit column stride (a [M, K]
+// rows K apart; w as B (N, K), rows K apart; d [M, N] rows N apart; M does not enter them, so an
+// empty group gets the same). Groups: the kernel's argument arrays (shape, a, w, d, stride_a,
+// stride_b, stride_d). Returns the group's first slot.
+template <typename Groups, typename TA, typename TW>
+__device__ __forceinline__ int64_t write_group(Groups& g, int e, const TA* a, const TW* w, float* d,
+                                               const int32_t* count, const int32_t* end, int N,
+                                               int K) {
+    const int m = count[e];
+    const int64_t first = int64_t(end[e]) - m;
+    g.shape[e] = std::remove_pointer_t<decltype(g.shape)>{m, N, K};
+    g.a[e] = a + first * K;
+    g.w[e] = w + int64_t(e) * N * K;
+    g.d[e] = d + first * N;
+    using StrideA = std::remove_pointer_t<decltype(g.stride_a)>;
+    using StrideB = std::remove_pointer_t<decltype(g.stride_b)>;
+    using StrideD = std::remove_pointer_t<decltype(g.stride_d)>;
+    StrideA stride_a{};
+    StrideB stride_b{};
+    StrideD stride_d{};
+    cute::get<0>(stride_a) = K;
+    cute::get<0>(stride_b) = K;
+    cute::get<0>(stride_d) = N;
+    g.stride_a[e] = stride_a;
+    g.stride_b[e] = stride_b;
+    g.stride_d[e] = stride_d;
+    return first;
 }
 
 // Successive 16-byte aligned arrays of one buffer (or, with a null base, their total size).

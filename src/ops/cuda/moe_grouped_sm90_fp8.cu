@@ -106,24 +106,11 @@ __global__ void write_fp8_groups(GroupArgs g, const Fp8* a, const float* sa, con
                                  const int32_t* end, int E, int N, int K) {
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= E) return;
-    const int m = count[e];
-    const int64_t first = int64_t(end[e]) - m;
+    const int64_t first = sm90::write_group(g, e, a, w, d, count, end, N, K);
     const int64_t kb = K / kBlock, nb = N / kBlock;
-    g.shape[e] = Shape3{m, N, K};
-    g.a[e] = a + first * K;
-    g.w[e] = w + int64_t(e) * N * K;
     g.sa[e] = sa + first * kb; // the groups before it hold `first` rows of kb scales each
     g.sw[e] = sw + int64_t(e) * nb * kb;
-    g.d[e] = d + first * N;
-    StrideA stride_a{};
-    StrideB stride_b{};
-    StrideD stride_d{};
-    cute::get<0>(stride_a) = K;
-    cute::get<0>(stride_b) = K;
-    cute::get<0>(stride_d) = N;
-    g.stride_a[e] = stride_a;
-    g.stride_b[e] = stride_b;
-    g.stride_d[e] = stride_d;
+    const int m = count[e];
     g.layout_sa[e] = ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, N, K, 1));
     g.layout_sw[e] = ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(m, N, K, 1));
 }
@@ -135,11 +122,8 @@ bool wgmma_fp8_grouped_built() {
 }
 
 bool wgmma_fp8_grouped_fits(const ExecContext& ctx, const WgmmaFp8GroupedGemm& g) {
-    // Portable mode caps device_caps' arch at sm_80, which keeps its runs off the route too.
-    return !ctx.device.is_cpu() && device_caps(ctx.device.index).arch == 90 && g.K > 0 &&
-           g.N > 0 && g.K % kBlock == 0 && g.N % kBlock == 0 && g.E > 0 &&
-           g.E < (int64_t(1) << 30) && g.N < (int64_t(1) << 31) && g.K < (int64_t(1) << 31) &&
-           aligned16(g.a) && aligned16(g.w) && aligned16(g.d);
+    return sm90::device_and_operands_fit(ctx, g.a, g.w, g.d, g.E, g.N, g.K) &&
+           g.K % kBlock == 0 && g.N % kBlock == 0;
 }
 
 void wgmma_fp8_grouped_gemm(const ExecContext& ctx, const WgmmaFp8GroupedGemm& g) {
