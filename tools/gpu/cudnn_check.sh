@@ -12,16 +12,10 @@
 #   bash tools/gpu/cudnn_check.sh [tests|ops|pp|all]...      logs and JSON in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-out}
-mkdir -p "$out"
-parts=${*:-all}
-want() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
-source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
-source tools/gpu/gate.sh
+source tools/gpu/route_ab.sh "$@"
 # The route under test has not been validated on a GPU yet: let the op bench and `ninfer tune`
 # measure it (src/ops/route_table.cpp, route_kernel_available).
 export NINFER_UNVALIDATED_ROUTES=1
-rc=0
 if want tests; then
     /tmp/g/ninfer info --device cuda --config configs/qwen3.6-35b-a3b.json | grep -E "route|cudnn"
     gate_test cudnn_tests 300 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
@@ -30,17 +24,13 @@ fi
 if want ops; then
     timeout 180 /tmp/g/bench_prefill_ops attention 8192 5 | tee "$out/attention_ops.jsonl" || rc=1
 fi
-source tools/gpu/route_ab.sh
 cudnn_table=/tmp/cudnn_table.json
 route_ab_table "$cudnn_table" attention_prefill.bf16 flash cudnn "${CUDNN_FROM:-64}"
 if want pp; then
     for model in ${MODELS:-35b}; do
         config=configs/qwen3.6-35b-a3b.json
         [ "$model" = 27b ] && config=configs/qwen3.6-27b.json
-        for table in builtin "$cudnn_table" builtin "$cudnn_table"; do
-            route_ab_pp "$config" "$model $([ "$table" = builtin ] && echo flash || echo cudnn)" \
-                "$table"
-        done
+        route_ab_interleaved "$config" "$model " flash cudnn "$cudnn_table"
     done
 fi
 exit $rc

@@ -1,4 +1,7 @@
-# Sourced by the route A/B scripts (wgmma_check.sh, cudnn_check.sh, w8a8_check.sh):
+# Sourced first by the route A/B scripts (wgmma_check.sh, cudnn_check.sh, w8a8_check.sh), from
+# the checkout's root, with the script's arguments: `out` ($OUT, else out/), `parts` (the
+# arguments, else all) and `want PART`, the pack unpacked (unpack_binaries.sh), gate.sh's steps,
+# and rc=0. Then:
 #   route_ab_table PATH DECISION SMALL_KERNEL BIG_KERNEL FROM
 #       writes a route-table file: the built-in bands, DECISION giving SMALL_KERNEL its values
 #       below FROM and BIG_KERNEL the rest;
@@ -6,7 +9,17 @@
 #       runs `/tmp/g/ninfer bench` on CONFIG's random weights, prefill at 2,048 and 8,192 rows
 #       (`--prefill-chunk 8192`, 3 repetitions) with TABLE (a file, or builtin), appends
 #       {"label", "bench"} to $out/pp.jsonl and prints each result's tok/s. A failing bench
-#       prints the end of its stderr (and any cuDNN line) and sets rc=1. Needs $out and rc.
+#       prints the end of its stderr (and any cuDNN line) and sets rc=1;
+#   route_ab_interleaved CONFIG PREFIX BUILTIN_LABEL TABLE_LABEL TABLE
+#       route_ab_pp with the built-in table, then TABLE, twice, labelled "PREFIX<label>".
+out=${OUT:-out}
+mkdir -p "$out"
+parts=${*:-all}
+want() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
+source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
+source tools/gpu/gate.sh
+rc=0
+
 route_ab_table() { # path, decision, small kernel, big kernel, first value of the big one
     python3 - "$@" <<'PY'
 import json, sys
@@ -33,4 +46,12 @@ open(sys.argv[3], "a").write(json.dumps({"label": sys.argv[2], "bench": j}) + "\
 for r in j["results"]:
     print(sys.argv[2], r["test"], {k: v for k, v in r.items() if "tok_s" in k})
 PY
+}
+
+route_ab_interleaved() { # config, label prefix, built-in label, table label, table
+    local round
+    for round in 1 2; do
+        route_ab_pp "$1" "$2$3" builtin
+        route_ab_pp "$1" "$2$4" "$5"
+    done
 }

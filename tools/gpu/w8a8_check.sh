@@ -12,16 +12,10 @@
 #   bash tools/gpu/w8a8_check.sh [tests|ops|pp|all]...      logs and JSON in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-out}
-mkdir -p "$out"
-parts=${*:-all}
-want() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
-source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
-source tools/gpu/gate.sh
+source tools/gpu/route_ab.sh "$@"
 # The route under test has not been validated on a GPU yet: let the op bench and `ninfer tune`
 # measure it (src/ops/route_table.cpp, route_kernel_available).
 export NINFER_UNVALIDATED_ROUTES=1
-rc=0
 if want tests; then
     gate_test w8a8_tests 300 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
         --gtest_filter='*CudaMoeW8a8*:*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*'
@@ -29,13 +23,9 @@ fi
 if want ops; then
     timeout 240 /tmp/g/bench_fp8_ops 5 | tee "$out/fp8_ops.jsonl" || rc=1
 fi
-source tools/gpu/route_ab.sh
 table=/tmp/w8a8_table.json
 route_ab_table "$table" moe_experts.fp8 mma_sync wgmma_w8a8 "${W8A8_FROM:-1024}"
 if want pp; then
-    for t in builtin "$table" builtin "$table"; do
-        route_ab_pp configs/qwen3.6-35b-a3b-fp8.json \
-            "$([ "$t" = builtin ] && echo mma_sync || echo wgmma_w8a8)" "$t"
-    done
+    route_ab_interleaved configs/qwen3.6-35b-a3b-fp8.json "" mma_sync wgmma_w8a8 "$table"
 fi
 exit $rc

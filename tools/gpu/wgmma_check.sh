@@ -11,13 +11,7 @@
 #   bash tools/gpu/wgmma_check.sh [tests|ops|pp|serve|all]...      logs and JSON in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-out}
-mkdir -p "$out"
-parts=${*:-all}
-want() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
-source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
-source tools/gpu/gate.sh
-rc=0
+source tools/gpu/route_ab.sh "$@"
 if want tests; then
     gate_test wgmma_tests 240 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
         --gtest_filter='*CudaMoeWgmma*:*CudaMoe.*:*CudaMoeReal*:*CudaMoeBlock*:*HeldExpertRuns*'
@@ -25,14 +19,10 @@ fi
 if want ops; then
     timeout 120 /tmp/g/bench_prefill_ops moe 8192 5 | tee "$out/moe_ops.jsonl" || rc=1
 fi
-source tools/gpu/route_ab.sh
 wgmma_table=/tmp/wgmma_table.json
 route_ab_table "$wgmma_table" moe_experts.bf16 mma_sync wgmma "${WGMMA_FROM:-1024}"
 if want pp; then
-    for table in builtin "$wgmma_table" builtin "$wgmma_table"; do
-        route_ab_pp configs/qwen3.6-35b-a3b.json \
-            "$([ "$table" = builtin ] && echo mma_sync || echo wgmma)" "$table"
-    done
+    route_ab_interleaved configs/qwen3.6-35b-a3b.json "" mma_sync wgmma "$wgmma_table"
 fi
 if want serve; then
     for table in builtin "$wgmma_table"; do
