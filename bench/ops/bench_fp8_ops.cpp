@@ -9,7 +9,7 @@
 //     on bf16 activations, the W8A8 wgmma grouped GEMM on sm_90) each forced, and bf16's best
 //     route.
 // Used to set linear_fp8's and moe_block's route limits.
-//   bench_fp8_ops [reps]
+//   bench_fp8_ops [reps] [linear|moe]
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -126,13 +126,14 @@ void moe_routes(int reps) {
                                                    sdn.view, y, 0);
                    }, reps),
                    flops);
-        // The grouped route's two kernels of moe_experts.fp8, each forced (an A/B in one run;
-        // wgmma_w8a8 is left out where it does not run: off sm_90, or not built).
+        // The grouped route's kernels of moe_experts.fp8, each forced (an A/B in one run; the
+        // W8A8 ones are left out where they do not run: off sm_90, or not built).
         const ops::RouteTable before = ops::active_route_table();
-        for (int kernel : {ops::kRouteMmaSyncFp8, ops::kRouteWgmmaW8a8}) {
+        for (int kernel :
+             {ops::kRouteMmaSyncFp8, ops::kRouteWgmmaW8a8, ops::kRouteWgmmaW8a8Swap}) {
             ops::set_active_route_table(before.with_bands(ops::RouteId::MoeExpertsFp8,
                                                           {{ops::kRouteUnbounded, kernel}}));
-            if (kernel == ops::kRouteWgmmaW8a8 &&
+            if (kernel != ops::kRouteMmaSyncFp8 &&
                 !ops::cuda::w8a8_route(ctx, egu.view, edn.view, T * k))
                 continue;
             report(std::string("moe_block fp8 grouped ") +
@@ -154,13 +155,16 @@ void moe_routes(int reps) {
 
 int main(int argc, char** argv) {
     const int reps = argc > 1 ? std::stoi(argv[1]) : 20;
+    const std::string only = argc > 2 ? argv[2] : ""; // "linear" or "moe": that part alone
     ctx = ops::ExecContext::cuda(0, DType::BF16);
     ops::bind_device(ctx);
-    linear_routes("N=16384 K=5120", 16384, 5120, reps);    // 27B GDN qkv|z
-    linear_routes("N=34816 K=5120", 34816, 5120, reps);    // 27B MLP gate|up
-    linear_routes("N=5120 K=17408", 5120, 17408, reps);    // 27B MLP down
-    linear_routes("N=12288 K=2048", 12288, 2048, reps);    // 35B-A3B GDN qkv|z
-    linear_routes("N=2048 K=4096", 2048, 4096, reps);      // 35B-A3B attention o
-    moe_routes(reps);
+    if (only != "moe") {
+        linear_routes("N=16384 K=5120", 16384, 5120, reps); // 27B GDN qkv|z
+        linear_routes("N=34816 K=5120", 34816, 5120, reps); // 27B MLP gate|up
+        linear_routes("N=5120 K=17408", 5120, 17408, reps); // 27B MLP down
+        linear_routes("N=12288 K=2048", 12288, 2048, reps); // 35B-A3B GDN qkv|z
+        linear_routes("N=2048 K=4096", 2048, 4096, reps);   // 35B-A3B attention o
+    }
+    if (only != "linear") moe_routes(reps);
     return 0;
 }

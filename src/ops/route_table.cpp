@@ -62,7 +62,7 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
         {RouteId::AttentionPrefillBf16, "attention_prefill.bf16",
          "rows of the longest sequence (prefill route)", {{"flash"}, {"cudnn"}}},
         {RouteId::MoeExpertsFp8, "moe_experts.fp8", "tokens x top_k (grouped route, fp8 stacks)",
-         {{"mma_sync"}, {"wgmma_w8a8"}}},
+         {{"mma_sync"}, {"wgmma_w8a8"}, {"wgmma_w8a8_swap"}}},
     };
     return catalog;
 }
@@ -79,6 +79,7 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
 //   tiles fit an expert's few rows; wgmma's 128-row tiles idle). A GPU without the kernel, or a
 //   shape it does not take, falls back to mma.sync.
 constexpr int64_t kMoeWgmmaFrom = 32768;
+constexpr int64_t kCudnnPrefillFrom = 512;
 int64_t builtin_boundary(RouteId id) {
     switch (id) {
     case RouteId::LinearBf16Small: return 8;
@@ -111,12 +112,18 @@ std::vector<RouteBand> builtin_bands(RouteId id) {
         return {{cuda::kFp8GemvRows, kRouteGemv}, {kRouteUnbounded, kRouteW8a8}};
     case RouteId::MoeExpertsBf16:
         return {{kMoeWgmmaFrom - 1, kRouteMmaSync}, {kRouteUnbounded, kRouteWgmma}};
-    // attention_prefill.bf16: the built-in flash kernel everywhere until cuDNN's route has been
-    // measured on the GPU (`ninfer tune` gives it the rows where it wins).
-    case RouteId::AttentionPrefillBf16: return {{kRouteUnbounded, kRouteFlash}};
-    // moe_experts.fp8: the mma.sync tiles (weight-only fp8) everywhere until the W8A8 wgmma
-    // route has been measured on the GPU.
-    case RouteId::MoeExpertsFp8: return {{kRouteUnbounded, kRouteMmaSyncFp8}};
+    // attention_prefill.bf16: cuDNN's fused attention from kCudnnPrefillFrom rows of the longest
+    // sequence, flash below. Measured on an H100 (bench_prefill_ops attention, the 27B's and the
+    // 35B's heads, one run): 512 rows 0.050 / 0.051 against 0.079 / 0.086 ms, 2,048 rows 0.138 /
+    // 0.167 against 0.303 / 0.470, 8,192 rows 0.98 / 1.39 against 4.11 / 6.08 ms. Where cuDNN is
+    // missing, older than 9.10.2, capturing or without a plan, flash runs.
+    case RouteId::AttentionPrefillBf16:
+        return {{kCudnnPrefillFrom - 1, kRouteFlash}, {kRouteUnbounded, kRouteCudnn}};
+    // moe_experts.fp8: the W8A8 wgmma grouped GEMM everywhere it runs (sm_90 with CUTLASS; else
+    // mma_sync). Measured on an H100 (bench_fp8_ops, the 35B's moe_block, one run): 0.167 /
+    // 0.317 / 0.458 / 0.937 / 1.571 ms against mma.sync's 0.179 / 0.376 / 0.568 / 1.400 / 2.424
+    // at T = 8 / 32 / 128 / 4,096 / 8,192 tokens.
+    case RouteId::MoeExpertsFp8: return {{kRouteUnbounded, kRouteWgmmaW8a8}};
     default: return {{builtin_boundary(id), 0}, {kRouteUnbounded, 1}};
     }
 }
@@ -185,13 +192,12 @@ const RouteDecisionInfo& route_info(RouteId id) {
 }
 
 namespace {
-// Kernels written without a GPU whose CUDA tests have not run yet (bench/NOTES.md): `ninfer
-// tune` leaves them out, so a tuned table cannot route to them, unless
-// NINFER_UNVALIDATED_ROUTES=1 (the first GPU run measures them that way). A table file that
-// names them still routes to them: that is the A/B scripts' explicit opt-in.
+// Kernels whose CUDA tests have not passed on a GPU yet (bench/NOTES.md): `ninfer tune` leaves
+// them out, so no tuned table routes to them, unless NINFER_UNVALIDATED_ROUTES=1 (how their
+// first GPU run measures them). A table file that names them still routes to them (the A/B
+// scripts' explicit opt-in); the built-in table never does.
 bool unvalidated(RouteId id, int kernel) {
-    return (id == RouteId::AttentionPrefillBf16 && kernel == kRouteCudnn) ||
-           (id == RouteId::MoeExpertsFp8 && kernel == kRouteWgmmaW8a8);
+    return id == RouteId::MoeExpertsFp8 && kernel == kRouteWgmmaW8a8Swap;
 }
 } // namespace
 

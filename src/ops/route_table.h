@@ -61,6 +61,7 @@ inline constexpr int kRouteFlash = 0;       // attention_prefill.bf16: the mma.s
 inline constexpr int kRouteCudnn = 1;       //   cuDNN's fused attention (ops/cuda/attention_cudnn.h)
 inline constexpr int kRouteMmaSyncFp8 = 0;  // moe_experts.fp8: mma.sync tiles on bf16 activations
 inline constexpr int kRouteWgmmaW8a8 = 1;   //   CUTLASS's block-scaled fp8 wgmma on fp8 activations
+inline constexpr int kRouteWgmmaW8a8Swap = 2; //   the same, operands swapped (decode batches)
 inline constexpr int64_t kRouteUnbounded = INT64_MAX;
 
 // A candidate kernel of a decision and the values it is built for.
@@ -80,10 +81,10 @@ RouteId linear_bf16_route(int64_t weight_bytes);
 // Every decision, indexed by RouteId.
 const std::vector<RouteDecisionInfo>& route_catalog();
 // Whether decision id's kernel can run in this process at all: false for a kernel that needs a
-// library that is missing (attention_prefill.bf16's cudnn without libcudnn), and for kernels not
-// yet validated on a GPU unless NINFER_UNVALIDATED_ROUTES=1 (attention_prefill.bf16's cudnn,
-// moe_experts.fp8's wgmma_w8a8). `ninfer tune` measures only those that can; a dispatcher asks
-// its kernel's own fits() at every call anyway.
+// library that is missing (attention_prefill.bf16's cudnn without libcudnn), and for a kernel not
+// yet validated on a GPU unless NINFER_UNVALIDATED_ROUTES=1 (moe_experts.fp8's wgmma_w8a8_swap).
+// `ninfer tune` measures only those that can; a dispatcher asks its kernel's own fits() at every
+// call anyway.
 bool route_kernel_available(RouteId id, int kernel);
 // The library behind attention_prefill.bf16's cudnn kernel: "cuDNN 9.x.y from libcudnn.so.9", or
 // why it is not there (`ninfer info`).

@@ -128,7 +128,7 @@ std::vector<int64_t> tune_values(RouteId id, bool quick) {
                      : std::vector<int64_t>{128, 512, 1024, 2048, 4096, 8192, 16384, 65536};
     case RouteId::MoeExpertsFp8: // tokens x top-8, past the fused decode kernels
         return quick ? std::vector<int64_t>{512, 16384, 65536}
-                     : std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384, 65536};
+                     : std::vector<int64_t>{256, 512, 1024, 2048, 4096, 8192, 16384, 65536};
     case RouteId::AttentionPrefillBf16: // rows of one prompt, from the flash route's first
         return quick ? std::vector<int64_t>{64, 1024, 8192}
                      : std::vector<int64_t>{16, 64, 256, 512, 1024, 2048, 4096, 8192};

@@ -86,6 +86,8 @@ TEST(CudaMoeFp8, Qwen35bShapes) {
 // tensor-core composition (T = 64: 256 pairs, past the fused route's 192).
 TEST(CudaMoeFp8, HeldExpertRuns) {
     const auto c = cuda_ctx(DType::BF16);
+    // The grouped runs on the weight-only tiles (the W8A8 route's own test: test_cuda_moe_w8a8).
+    ForcedRoute weight_only(ops::RouteId::MoeExpertsFp8, ops::kRouteMmaSyncFp8);
     const MoeFp8 m(c, {16, 4, 256, 128, 128}, 700);
     check_held_runs(c, m, 2, 701, "fp8 fused");
     check_held_runs(c, m, 64, 702, "fp8 grouped");
@@ -152,6 +154,9 @@ void check_grouped(const ops::ExecContext& c, const MoeFp8& m, int64_t T, uint64
 
 TEST(CudaMoeFp8, GroupedTensorCoreRoute) {
     const auto c = cuda_ctx(DType::BF16);
+    // moe_experts.fp8 forced to the weight-only tiles: the built-in table gives sm_90 the W8A8
+    // route (activations quantized too; test_cuda_moe_w8a8), which these comparisons are not for.
+    ForcedRoute weight_only(ops::RouteId::MoeExpertsFp8, ops::kRouteMmaSyncFp8);
     // The 35B's shapes: 9 x 8 = 72 pairs and 160 x 8 = 1280 (past the fused route: what
     // ops::moe_block takes for prefill) on 32-row tiles, 1000 x 8 on 64-row tiles (>= 24 rows
     // per expert), 3100 x 8 on 128-row tiles (>= 96 rows per expert).

@@ -1,12 +1,13 @@
 // moe_experts' W8A8 route for block-wise fp8 stacks (ops/cuda/moe_w8a8.h: activations quantized
 // per 128 columns, CUTLASS's block-scaled fp8 wgmma grouped GEMM), route table decision
-// moe_experts.fp8 forced to it, label cuda:
+// moe_experts.fp8 forced to each of its two kernels (the GEMM over an expert's rows, and swapped
+// for decode batches), label cuda:
 //   - against an FP64 host pipeline that quantizes exactly as the route does (x per row and 128
 //     columns, SwiGLU in f32, the activations again): small stacks with tails of experts without
 //     pairs, another rank's experts (ids -1), and the 35B's expert shapes on sampled rows;
 //   - a sabotage arm (the weight scales handed over in the checkpoint's layout, untransposed)
 //     must fail the same comparison;
-//   - the route is taken on sm_90 and not in portable mode.
+//   - the route is taken on sm_90 (by the built-in table too) and not in portable mode.
 // On an sm_90 GPU the route must be built and fit: a build without it fails here, loudly.
 #include <cmath>
 #include <string>
@@ -99,16 +100,18 @@ bool run_w8a8(const W8a8Case& w, uint64_t seed, std::string* what) {
     return close;
 }
 
-class CudaMoeW8a8 : public ::testing::Test {
+// Each case on both shapes of the GEMM: over an expert's rows (wgmma_w8a8) and swapped
+// (wgmma_w8a8_swap: 32-row tiles over the rows, so 150 rows per expert take 5 of them).
+class CudaMoeW8a8 : public ::testing::TestWithParam<int> {
 protected:
     void SetUp() override {
         if (ops::cuda::device_caps(0).arch != 90)
             GTEST_FAIL() << "the W8A8 wgmma route is sm_90's; run this suite on an H100/H200";
     }
-    ForcedRoute forced_{RouteId::MoeExpertsFp8, ops::kRouteWgmmaW8a8};
+    ForcedRoute forced_{RouteId::MoeExpertsFp8, GetParam()};
 };
 
-TEST_F(CudaMoeW8a8, SmallStacksAgainstQuantizedReference) {
+TEST_P(CudaMoeW8a8, SmallStacksAgainstQuantizedReference) {
     std::string what;
     // Pairs past the GEMV route (64); few rows per expert, so several experts have none.
     EXPECT_TRUE(run_w8a8({40, 16, 2, 256, 256}, 11, &what)) << what;
@@ -116,23 +119,37 @@ TEST_F(CudaMoeW8a8, SmallStacksAgainstQuantizedReference) {
     EXPECT_TRUE(run_w8a8({129, 32, 8, 256, 384}, 13, &what)) << what;
 }
 
-TEST_F(CudaMoeW8a8, OtherRanksExpertsAreSkipped) {
+TEST_P(CudaMoeW8a8, DecodeBatchOnTheQwen35bExperts) {
+    std::string what;
+    // 24 tokens x top-8 over 256 experts: most experts own 0 or 1 rows.
+    EXPECT_TRUE(run_w8a8({24, 256, 8, 2048, 512}, 15, &what)) << what;
+}
+
+TEST_P(CudaMoeW8a8, OtherRanksExpertsAreSkipped) {
     std::string what;
     EXPECT_TRUE(run_w8a8({100, 16, 4, 256, 256, /*other_rank_every=*/3}, 21, &what)) << what;
 }
 
-TEST_F(CudaMoeW8a8, Qwen35bExpertsOnSampledRows) {
+TEST_P(CudaMoeW8a8, Qwen35bExpertsOnSampledRows) {
     std::string what;
     EXPECT_TRUE(run_w8a8({1024, 256, 8, 2048, 512, 0, /*sampled=*/24}, 31, &what)) << what;
 }
 
-TEST_F(CudaMoeW8a8, UntransposedScalesAreCaught) {
+TEST_P(CudaMoeW8a8, UntransposedScalesAreCaught) {
     std::string what;
     ops::cuda::set_w8a8_scale_sabotage(true);
     const bool close = run_w8a8({300, 8, 4, 384, 256}, 12, &what);
     ops::cuda::set_w8a8_scale_sabotage(false);
     EXPECT_FALSE(close) << "untransposed weight scales went unnoticed: " << what;
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaMoeW8a8,
+                         ::testing::Values(ops::kRouteWgmmaW8a8, ops::kRouteWgmmaW8a8Swap),
+                         [](const ::testing::TestParamInfo<int>& kernel) {
+                             return std::string(kernel.param == ops::kRouteWgmmaW8a8Swap
+                                                    ? "swapped"
+                                                    : "rows");
+                         });
 
 TEST(CudaMoeW8a8Route, NotInPortableMode) {
     const auto c = cuda_ctx(DType::BF16);
@@ -145,9 +162,10 @@ TEST(CudaMoeW8a8Route, NotInPortableMode) {
     ops::cuda::set_portable_kernels(true);
     EXPECT_FALSE(ops::cuda::w8a8_route(c, d_gu.view, d_dn.view, 1024));
     ops::cuda::set_portable_kernels(false);
-    // The built-in table keeps the mma.sync tiles.
+    // The built-in table takes it wherever it runs.
     ops::set_active_route_table(ops::RouteTable::builtin());
-    EXPECT_FALSE(ops::cuda::w8a8_route(c, d_gu.view, d_dn.view, 1024));
+    EXPECT_EQ(ops::cuda::w8a8_route(c, d_gu.view, d_dn.view, 1024),
+              ops::cuda::device_caps(0).arch == 90);
 }
 
 } // namespace

@@ -7,15 +7,12 @@
 #          and the route-table suite, stopping on a failure;
 #   ops:   bench_prefill_ops attention (each kernel of attention_prefill.bf16 forced, one run);
 #   pp:    the 35B's (and with MODELS="35b 27b" the 27B's) prefill at 2,048 and 8,192 rows with
-#          the built-in table (flash) and with a table routing attention_prefill.bf16 to cudnn
-#          from CUDNN_FROM rows (default 64), twice each, interleaved.
+#          the built-in table (cudnn from 512 rows) and with a table keeping attention_prefill.bf16
+#          on flash, twice each, interleaved.
 #   bash tools/gpu/cudnn_check.sh [tests|ops|pp|all]...      logs and JSON in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/route_ab.sh "$@"
-# The route under test has not been validated on a GPU yet: let the op bench and `ninfer tune`
-# measure it (src/ops/route_table.cpp, route_kernel_available).
-export NINFER_UNVALIDATED_ROUTES=1
 if want tests; then
     /tmp/g/ninfer info --device cuda --config configs/qwen3.6-35b-a3b.json | grep -E "route|cudnn"
     gate_test cudnn_tests 300 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
@@ -24,13 +21,13 @@ fi
 if want ops; then
     timeout 180 /tmp/g/bench_prefill_ops attention 8192 5 | tee "$out/attention_ops.jsonl" || rc=1
 fi
-cudnn_table=/tmp/cudnn_table.json
-route_ab_table "$cudnn_table" attention_prefill.bf16 flash cudnn "${CUDNN_FROM:-64}"
+flash_table=/tmp/flash_table.json
+route_ab_table "$flash_table" attention_prefill.bf16 flash cudnn "$route_ab_never"
 if want pp; then
     for model in ${MODELS:-35b}; do
         config=configs/qwen3.6-35b-a3b.json
         [ "$model" = 27b ] && config=configs/qwen3.6-27b.json
-        route_ab_interleaved "$config" "$model " flash cudnn "$cudnn_table"
+        route_ab_interleaved "$config" "$model " cudnn flash "$flash_table"
     done
 fi
 exit $rc

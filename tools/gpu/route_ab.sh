@@ -19,6 +19,9 @@ want() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
 source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
 source tools/gpu/gate.sh
 rc=0
+# A FROM no value reaches: a table keeping a decision on its SMALL_KERNEL (the old kernel, where
+# the built-in table now routes to a new one).
+route_ab_never=$(( (1 << 62) ))
 
 route_ab_table() { # path, decision, small kernel, big kernel, first value of the big one
     python3 - "$@" <<'PY'

@@ -6,16 +6,12 @@
 #   tests: its cuda tests (with the sabotage arm) and the fp8 suites beside it, stopping on a
 #          failure;
 #   ops:   bench_fp8_ops (moe_experts.fp8's kernels forced, one run; the linear routes too);
-#   pp:    the fp8 35B's prefill at 2,048 and 8,192 rows with the built-in table (mma_sync) and
-#          with a table routing moe_experts.fp8 to wgmma_w8a8 from W8A8_FROM pairs (default
-#          1,024), twice each, interleaved.
+#   pp:    the fp8 35B's prefill at 2,048 and 8,192 rows with the built-in table (wgmma_w8a8)
+#          and with a table keeping moe_experts.fp8 on mma_sync, twice each, interleaved.
 #   bash tools/gpu/w8a8_check.sh [tests|ops|pp|all]...      logs and JSON in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/route_ab.sh "$@"
-# The route under test has not been validated on a GPU yet: let the op bench and `ninfer tune`
-# measure it (src/ops/route_table.cpp, route_kernel_available).
-export NINFER_UNVALIDATED_ROUTES=1
 if want tests; then
     gate_test w8a8_tests 300 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
         --gtest_filter='*CudaMoeW8a8*:*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*'
@@ -23,9 +19,9 @@ fi
 if want ops; then
     timeout 240 /tmp/g/bench_fp8_ops 5 | tee "$out/fp8_ops.jsonl" || rc=1
 fi
-table=/tmp/w8a8_table.json
-route_ab_table "$table" moe_experts.fp8 mma_sync wgmma_w8a8 "${W8A8_FROM:-1024}"
+table=/tmp/mma_sync_table.json
+route_ab_table "$table" moe_experts.fp8 mma_sync wgmma_w8a8 "$route_ab_never"
 if want pp; then
-    route_ab_interleaved configs/qwen3.6-35b-a3b-fp8.json "" mma_sync wgmma_w8a8 "$table"
+    route_ab_interleaved configs/qwen3.6-35b-a3b-fp8.json "" wgmma_w8a8 mma_sync "$table"
 fi
 exit $rc

@@ -39,6 +39,9 @@ struct WgmmaFp8GroupedGemm {
     const int32_t* count = nullptr;
     const int32_t* end = nullptr;
     int64_t E = 0, N = 0, K = 0;
+    // The operands swapped (D^T = W . A^T, 32-row tiles over an expert's rows): for decode
+    // batches, where an expert owns a few rows (route table kernel wgmma_w8a8_swap).
+    bool swapped = false;
 };
 
 // Whether this build has the kernel (CUTLASS's headers were found and sm_90a is built).

@@ -131,8 +131,9 @@ void set_w8a8_scale_sabotage(bool untransposed) {
 
 bool w8a8_route(const ExecContext& ctx, const WeightView& gate_up, const WeightView& down,
                 int64_t pairs) {
+    const int kernel = active_route_table().route(RouteId::MoeExpertsFp8, pairs);
     if (!wgmma_fp8_grouped_built() || !stack_fits(gate_up) || !stack_fits(down) ||
-        active_route_table().route(RouteId::MoeExpertsFp8, pairs) != kRouteWgmmaW8a8)
+        (kernel != kRouteWgmmaW8a8 && kernel != kRouteWgmmaW8a8Swap))
         return false;
     const int64_t E = gate_up.size(0), H = gate_up.size(2), I = down.size(2);
     // a and d are this route's scratch (256-byte aligned): the weights and shapes are in question.
@@ -162,13 +163,18 @@ void experts_w8a8(const ExecContext& ctx, const TensorView& x, const WeightView&
         x.ptr<__nv_bfloat16>(), x.stride[0], token_of_slot, count, end, int(E), H,
         codes_x.ptr<uint8_t>(), sa_x.ptr<float>());
     check_launch("quantize_slot_rows");
+    // The table's shape for this many pairs: the swapped GEMM for decode batches.
+    const bool swapped =
+        active_route_table().route(RouteId::MoeExpertsFp8, pairs) == kRouteWgmmaW8a8Swap;
     wgmma_fp8_grouped_gemm(ctx, {codes_x.view().data, sa_x.ptr<float>(), gate_up.w.data,
-                                 sw_gu.ptr<float>(), gu.ptr<float>(), count, end, E, 2 * I, H});
+                                 sw_gu.ptr<float>(), gu.ptr<float>(), count, end, E, 2 * I, H,
+                                 swapped});
     swiglu_quantize_slot_rows<<<unsigned(pairs), 32 * kWarps, 0, stream>>>(
         gu.ptr<float>(), count, end, int(E), I, codes_act.ptr<uint8_t>(), sa_act.ptr<float>());
     check_launch("swiglu_quantize_slot_rows");
     wgmma_fp8_grouped_gemm(ctx, {codes_act.view().data, sa_act.ptr<float>(), down.w.data,
-                                 sw_dn.ptr<float>(), out.ptr<float>(), count, end, E, H, I});
+                                 sw_dn.ptr<float>(), out.ptr<float>(), count, end, E, H, I,
+                                 swapped});
 }
 
 } // namespace ninfer::ops::cuda
