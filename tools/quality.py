@@ -3,6 +3,9 @@
 
 Variants (--variants, each against bf16 weights with a bf16 KV cache):
   fp8      the demo model converted with `ninfer convert --to fp8` (the official block-wise layout);
+  fp8_w8a8 the same checkpoint with `--fp8-weights w8a8` (CPU): every fp8 projection quantizes
+           its input rows to e4m3 per 128 columns first, the numerics of CUDA's W8A8 routes
+           (prefill and batched decode on sm_90);
   w8, q4   converted with `ninfer convert --to w8|q4` (groupwise 8- or 4-bit integers, default
            groups); w8_gN, q4_gN with groups of N;
   kv_int8  the bf16 model with `--kv-dtype int8` (int8 codes, an f16 scale per 64 dims);
@@ -16,8 +19,9 @@ Each is measured the same way:
   - next-token KL(bf16 || fp8) on the same prefixes (the prompt plus bf16's greedy continuation
     cut every --kl-every tokens), over bf16's --top-logprobs alternatives (the mass outside them
     in one bucket), so a lower bound of the full KL.
-On the CPU the fp8 checkpoint runs dequantized (the weights e4m3(code) x scale, bf16
-activations): the numerics of CUDA's fp8 GEMV and tensor-core routes, not of W8A8.
+On the CPU the fp8 checkpoint runs dequantized (the weights e4m3(code) x scale, f32
+activations): the numerics of CUDA's weight-only fp8 routes (GEMV, fused MoE decode); fp8_w8a8
+adds the activation quantization of its W8A8 routes.
 On the CPU the KV variants quantize the f32 activations' keys and values with the same codecs as
 CUDA (ops/kv_codec.h).
 On every device the groupwise checkpoints run dequantized (code x scale, then the bf16 model).
@@ -80,10 +84,11 @@ def main():
     work = tempfile.mkdtemp(prefix="ninfer-quality-")
     variants = {"bf16": (args.model, [])}
     for name in args.variants.split(","):
-        if name == "fp8":
+        if name in ("fp8", "fp8_w8a8"):
             fp8 = os.path.join(work, "demo-fp8")
-            run([args.ninfer, "convert", "--model", args.model, "--to", "fp8", "--out", fp8])
-            variants[name] = (fp8, [])
+            if not os.path.isdir(fp8):
+                run([args.ninfer, "convert", "--model", args.model, "--to", "fp8", "--out", fp8])
+            variants[name] = (fp8, ["--fp8-weights", "w8a8"] if name == "fp8_w8a8" else [])
         elif name.split("_g")[0] in ("w8", "q4"):
             to, _, group = name.partition("_g")
             out = os.path.join(work, f"demo-{name}")
@@ -93,7 +98,8 @@ def main():
         elif name in ("kv_int8", "kv_fp8"):
             variants[name] = (args.model, ["--kv-dtype", name[3:]])
         else:
-            sys.exit(f"unknown variant {name} (fp8, w8, q4, w8_gN, q4_gN, kv_int8, kv_fp8)")
+            sys.exit(f"unknown variant {name} (fp8, fp8_w8a8, w8, q4, w8_gN, q4_gN, kv_int8, "
+                     "kv_fp8)")
     text = args.text
     if not text:
         text = os.path.join(work, "text.py")

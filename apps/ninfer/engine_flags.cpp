@@ -69,9 +69,10 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_option("--dtype", o.dtype, "auto, bf16 or f32");
         app.add_option("--fp8-weights", o.fp8_weights,
                        "FP8 checkpoints: auto (resident on CUDA with bf16, else dequantize), "
-                       "resident (projections stay fp8) or dequantize (to the compute dtype at "
-                       "load)")
-            ->check(CLI::IsMember({"auto", "resident", "dequantize"}));
+                       "resident (projections stay fp8), dequantize (to the compute dtype at "
+                       "load) or w8a8 (CPU: resident, activations quantized to e4m3 per 128 "
+                       "columns before each fp8 projection, as CUDA's W8A8 routes)")
+            ->check(CLI::IsMember({"auto", "resident", "dequantize", "w8a8"}));
         app.add_option("--group-weights", o.group_weights,
                        "Groupwise w8/q4 checkpoints: auto (resident on CUDA with bf16, else "
                        "dequantize), resident (the quantized projections, MoE experts included, "

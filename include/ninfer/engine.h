@@ -52,6 +52,8 @@ struct EngineOptions {
     // projections as fp8 in memory (one byte a weight; CUDA with bf16 compute reads the codes,
     // the CPU dequantizes them in every op: a test mode), "dequantize" converts them to the
     // compute dtype at load, "auto" is resident on CUDA with bf16 and dequantize otherwise.
+    // "w8a8" (CPU only): resident, and every fp8 projection quantizes its input rows to e4m3
+    // per 128-column block first, the numerics of CUDA's W8A8 routes (for quality checks).
     std::string fp8_weights = "auto";
     bool cuda_graphs = true;     // replay decode steps as CUDA graphs (CUDA devices)
     int threads = 0;             // CPU threads (0: the CPUs this process may use, one left free)

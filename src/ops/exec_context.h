@@ -16,12 +16,16 @@ struct ExecContext {
     // default (F32 there too for exact-parity runs). Recurrent state and logits are always F32.
     DType dtype = DType::F32;
     void* stream = nullptr; // cudaStream_t on CUDA devices (nullptr: the default stream)
+    // CPU only: every block-wise fp8 projection (linear, the MoE experts) first quantizes its
+    // input rows to e4m3 per block_cols columns (s = max(amax, 1e-12) / 448, code = e4m3_rn(x /
+    // s), then code * s), the numerics of CUDA's W8A8 routes (EngineOptions::fp8_weights "w8a8").
+    bool cpu_w8a8 = false;
 
     static ExecContext cpu(CpuMode mode = CpuMode::Fast) {
-        return {Device::cpu(), mode, DType::F32, nullptr};
+        return {Device::cpu(), mode, DType::F32, nullptr, false};
     }
     static ExecContext cuda(int index, DType dtype = DType::BF16) {
-        return {Device::cuda(index), CpuMode::Fast, dtype, nullptr};
+        return {Device::cuda(index), CpuMode::Fast, dtype, nullptr, false};
     }
     bool reference() const { return cpu_mode == CpuMode::Reference; }
 };

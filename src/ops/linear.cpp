@@ -1,9 +1,12 @@
 #include "ops/linear.h"
 
+#include <algorithm>
+
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/linear_grouped.h"
+#include "ops/memory.h"
 #include "ops/rms_norm.h"
 #include "ops/validate.h"
 
@@ -33,7 +36,15 @@ void linear(const ExecContext& ctx, const TensorView& x, const WeightView& wv, c
     case DeviceType::Cpu: {
         const HostDense dense = dense_on_host(wv);
         check_cpu_f32(op, {&x, &dense.view, &y});
-        return cpu::linear(ctx.cpu_mode, x, dense.view, y, accumulate);
+        if (!ctx.cpu_w8a8 || !wv.is_fp8())
+            return cpu::linear(ctx.cpu_mode, x, dense.view, y, accumulate);
+        // W8A8 emulation: the rows quantized per scale block's columns, as CUDA's W8A8 route.
+        const int64_t T = x.size(0), K = x.size(1);
+        Tensor xq = Tensor::empty(device_allocator(ctx.device), DType::F32, {T, K});
+        for (int64_t t = 0; t < T; ++t)
+            std::copy_n(x.ptr<float>() + t * x.stride[0], K, xq.ptr<float>() + t * K);
+        cpu::quantize_rows_e4m3(xq.ptr<float>(), T, K, K, wv.block_cols);
+        return cpu::linear(ctx.cpu_mode, xq.view(), dense.view, y, accumulate);
     }
     case DeviceType::Cuda:
         require(y.dtype == x.dtype || y.dtype == DType::F32, op, ": y must be ",

@@ -129,7 +129,8 @@ void check_logical_shape(const char* op, const char* name, const WeightView& w,
                  w.is_grouped() ? concat(" (", w.cols, " columns)") : std::string());
 }
 
-// moe_experts over a stack that may be fp8 or groupwise: the CPU dequantizes the stacks; CUDA runs
+// moe_experts over a stack that may be fp8 or groupwise: the CPU dequantizes the stacks (with
+// ExecContext::cpu_w8a8, fp8 stacks also quantize their activations, as CUDA's W8A8 route); CUDA runs
 // both fp8 stacks on the grouped tensor-core route (codes turned into bf16 in shared memory), and
 // for layouts that route does not take (mixed stacks, block_cols % 64 != 0, groupwise stacks)
 // dequantizes only the experts some pair is routed to into bf16 scratch (the others are never
@@ -141,7 +142,12 @@ void moe_routed_experts(const ExecContext& ctx, const TensorView& h, const Weigh
         return moe_experts(ctx, h, gate_up.w, down.w, ids, weights, y);
     if (ctx.device.is_cpu()) {
         const HostDense gu = dense_on_host(gate_up), dn = dense_on_host(down);
-        return moe_experts(ctx, h, gu.view, dn.view, ids, weights, y);
+        if (!ctx.cpu_w8a8 || !gate_up.is_fp8() || !down.is_fp8())
+            return moe_experts(ctx, h, gu.view, dn.view, ids, weights, y);
+        // W8A8 emulation (moe_block validated the shapes): as CUDA's W8A8 grouped route.
+        check_cpu_f32("moe_experts", {&h, &gu.view, &dn.view, &weights, &y});
+        return cpu::moe_experts(ctx.cpu_mode, h, gu.view, dn.view, ids, weights, y,
+                                gate_up.block_cols, down.block_cols);
     }
     if (cuda::moe_experts_fp8_fits(h, gate_up, down))
         return cuda::moe_experts_fp8(ctx, h, gate_up, down, ids, weights, y);

@@ -49,8 +49,11 @@ DType parse_dtype(const std::string& name, Device device) {
 bool fp8_resident(const EngineOptions& o, const ops::ExecContext& ctx) {
     if (o.fp8_weights == "auto") return !ctx.device.is_cpu() && ctx.dtype == DType::BF16;
     if (o.fp8_weights == "dequantize") return false;
-    require(o.fp8_weights == "resident", "unknown fp8_weights '", o.fp8_weights,
-            "' (expected auto, resident or dequantize)");
+    require(o.fp8_weights == "resident" || o.fp8_weights == "w8a8", "unknown fp8_weights '",
+            o.fp8_weights, "' (expected auto, resident, dequantize or w8a8)");
+    require(o.fp8_weights != "w8a8" || ctx.device.is_cpu(),
+            "fp8_weights w8a8 is the CPU's emulation of CUDA's W8A8 routes (for quality "
+            "checks); on CUDA the route table decides (--fp8-weights resident or auto)");
     require(ctx.device.is_cpu() || ctx.dtype == DType::BF16,
             "fp8_weights resident: CUDA runs fp8 weights with bf16 activations (--dtype bf16)");
     return true;
@@ -210,6 +213,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     }
     ctx.dtype = parse_dtype(o.dtype, ctx.device);
     ctx.cpu_mode = o.cpu_reference ? ops::CpuMode::Reference : ops::CpuMode::Fast;
+    ctx.cpu_w8a8 = o.fp8_weights == "w8a8" && ctx.device.is_cpu();
     require(!o.cpu_reference || ctx.device.is_cpu(), "the reference ops run on the CPU only");
     ops::set_cpu_threads(o.threads);
     stream = ops::create_stream(ctx.device);

@@ -20,6 +20,10 @@ void gated_rms_norm(CpuMode mode, const TensorView& x, const TensorView& z, cons
                     float eps, const TensorView& y);
 void linear(CpuMode mode, const TensorView& x, const TensorView& w, const TensorView& y,
             bool accumulate);
+// In place, rows x cols floats row_stride apart: each row's blocks of `block` columns (the last
+// may be short) as CUDA's W8A8 routes quantize them, s = max(amax, 1e-12) / 448, v = e4m3_rn(v /
+// s) * s (ExecContext::cpu_w8a8).
+void quantize_rows_e4m3(float* x, int64_t rows, int64_t cols, int64_t row_stride, int64_t block);
 void add(CpuMode mode, const TensorView& a, const TensorView& b, const TensorView& out);
 void sigmoid_mul(CpuMode mode, const TensorView& x, const TensorView& gate, const TensorView& out);
 void silu_mul(CpuMode mode, const TensorView& gate_up, const TensorView& out);
@@ -39,9 +43,12 @@ void paged_attention(CpuMode mode, const TensorView& q, const KvPlane& k_cache,
                      const TensorView& out);
 void moe_route(CpuMode mode, const TensorView& router_logits, int64_t top_k,
                const TensorView& weights, const TensorView& ids, int64_t first, int64_t held);
+// w8a8_in / w8a8_act > 0 (ExecContext::cpu_w8a8 with fp8 stacks): x's rows, then the SwiGLU
+// rows (f32, never rounded to the compute dtype), quantized by quantize_rows_e4m3 in blocks of
+// that many columns before their products, as CUDA's W8A8 MoE route (moe_w8a8.h) does.
 void moe_experts(CpuMode mode, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& y);
+                 const TensorView& y, int64_t w8a8_in = 0, int64_t w8a8_act = 0);
 void add_sigmoid_scaled(CpuMode mode, const TensorView& gate_logit, const TensorView& shared,
                         const TensorView& y);
 void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,

@@ -37,11 +37,18 @@ void route_row(const float* logits, int64_t E, int64_t top_k, int64_t first, int
 }
 
 void experts_reference(const TensorView& x, const TensorView& gate_up, const TensorView& down,
-                       const TensorView& ids, const TensorView& weights, const TensorView& y) {
+                       const TensorView& ids, const TensorView& weights, const TensorView& y,
+                       int64_t w8a8_in, int64_t w8a8_act) {
     const int64_t T = x.size(0), H = x.size(1), I = down.size(2), K = ids.size(1);
     std::vector<double> act(I);
+    std::vector<float> xq(w8a8_in > 0 ? H : 0), aq(w8a8_act > 0 ? I : 0);
     for (int64_t t = 0; t < T; ++t) {
         const float* xr = row_f32(x, t);
+        if (w8a8_in > 0) {
+            std::copy_n(xr, H, xq.data());
+            quantize_rows_e4m3(xq.data(), 1, H, H, w8a8_in);
+            xr = xq.data();
+        }
         std::vector<double> sum(H, 0.0);
         for (int64_t j = 0; j < K; ++j) {
             const int64_t e = ids.ptr<int32_t>()[t * ids.stride[0] + j];
@@ -54,6 +61,11 @@ void experts_reference(const TensorView& x, const TensorView& gate_up, const Ten
                     u += double(gu[(I + i) * H + c]) * xr[c];
                 }
                 act[i] = silu(g) * u;
+            }
+            if (w8a8_act > 0) { // the route's f32 SwiGLU row, quantized
+                for (int64_t i = 0; i < I; ++i) aq[i] = float(act[i]);
+                quantize_rows_e4m3(aq.data(), 1, I, I, w8a8_act);
+                for (int64_t i = 0; i < I; ++i) act[i] = aq[i];
             }
             const float* dn = down.ptr<float>() + e * down.stride[0];
             const double w = weights.ptr<float>()[t * weights.stride[0] + j];
@@ -69,7 +81,8 @@ void experts_reference(const TensorView& x, const TensorView& gate_up, const Ten
 }
 
 void experts_fast(const TensorView& x, const TensorView& gate_up, const TensorView& down,
-                  const TensorView& ids, const TensorView& weights, const TensorView& y) {
+                  const TensorView& ids, const TensorView& weights, const TensorView& y,
+                  int64_t w8a8_in, int64_t w8a8_act) {
     const int64_t T = x.size(0), H = x.size(1), E = gate_up.size(0), I = down.size(2);
     const int64_t K = ids.size(1);
     // Bucket (token, slot) pairs by expert.
@@ -89,12 +102,14 @@ void experts_fast(const TensorView& x, const TensorView& gate_up, const TensorVi
         act.resize(n * I);
         outs.resize(n * H);
         for (int64_t i = 0; i < n; ++i) std::copy_n(row_f32(x, pairs[i] / K), H, &xs[i * H]);
+        if (w8a8_in > 0) quantize_rows_e4m3(xs.data(), n, H, H, w8a8_in);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(2 * I), int(H), 1.0f,
                     xs.data(), int(H), gate_up.ptr<float>() + e * gate_up.stride[0], int(H), 0.0f,
                     hidden.data(), int(2 * I));
         for (int64_t i = 0; i < n; ++i)
             for (int64_t c = 0; c < I; ++c)
                 act[i * I + c] = silu(hidden[i * 2 * I + c]) * hidden[i * 2 * I + I + c];
+        if (w8a8_act > 0) quantize_rows_e4m3(act.data(), n, I, I, w8a8_act);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(H), int(I), 1.0f,
                     act.data(), int(I), down.ptr<float>() + e * down.stride[0], int(I), 0.0f,
                     outs.data(), int(H));
@@ -124,11 +139,11 @@ void moe_route(CpuMode mode, const TensorView& router_logits, int64_t top_k,
 
 void moe_experts(CpuMode mode, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& y) {
+                 const TensorView& y, int64_t w8a8_in, int64_t w8a8_act) {
     if (mode == CpuMode::Reference)
-        experts_reference(x, gate_up, down, ids, weights, y);
+        experts_reference(x, gate_up, down, ids, weights, y, w8a8_in, w8a8_act);
     else
-        experts_fast(x, gate_up, down, ids, weights, y);
+        experts_fast(x, gate_up, down, ids, weights, y, w8a8_in, w8a8_act);
 }
 
 void add_sigmoid_scaled(CpuMode mode, const TensorView& gate_logit, const TensorView& shared,
