@@ -235,11 +235,8 @@ void Engine::Impl::step() {
     // synchronised already, so timing the alignment costs one more synchronisation).
     double alignment_s = 0;
     if (drafter) {
-        int64_t decoding = 0, drafting_seqs = 0;
-        for (const auto& e : plan.entries) {
-            decoding += e.generates();
-            drafting_seqs += !e.seq->drafts.empty();
-        }
+        int64_t decoding = 0;
+        for (const auto& e : plan.entries) decoding += e.generates();
         const bool align = decoding == 0 || policy->aligned(decoding);
         const auto before = Clock::now();
         drafter->observe(plan, hidden, align);
