@@ -62,6 +62,22 @@ for r in j["runs"]:
 PY
 }
 
+# The decode-heavy run's output tok/s against its memory-bandwidth roofline
+# (bench/serve/decode_roofline.py: 128/1,024 tokens, so 640 KV tokens a sequence on average) at
+# BANDWIDTH bytes/s, else the copy ceiling of this run's `ninfer bench` (batch1, run it first).
+decode_roofline() { # args: output name, concurrency
+    local bw=${BANDWIDTH:-}
+    [ -z "$bw" ] && [ -s "$out/bench_batch1.json" ] &&
+        bw=$(python3 -c "import json; print(json.load(open('$out/bench_batch1.json'))['ceilings']['copy_bytes_per_s'])" 2>/dev/null)
+    [ -n "$bw" ] || { echo "  (no roofline: run batch1 first or set BANDWIDTH)"; return 0; }
+    local tok_s fp8=""
+    tok_s=$(python3 -c "import json; print(json.load(open('$out/$1.json'))['runs'][0]['output_throughput'])" 2>/dev/null) || return 0
+    grep -q '"quant_method"' "$config" && fp8=--fp8
+    python3 bench/serve/decode_roofline.py --ninfer "$bin" --config "$config" --concurrency "$2" \
+        --context 640 --bandwidth "$bw" --output-tok-s "$tok_s" $fp8 | sed 's/^/  /' |
+        tee -a "$out/summary.txt"
+}
+
 if want batch1; then
     log "ninfer bench batch 1 ($config)"
     timeout 300 $bin bench --config "$config" --random-weights --device cuda -n 128 --pg 2048,256 \
@@ -86,6 +102,7 @@ if want random || want decode; then
     if want decode; then
         for c in ${DECODE_CONCURRENCY:-64:64 256:256}; do
             bench decode_c${c%%:*} --workload decode --concurrency ${c%%:*} --num-prompts ${c##*:} --seed 2
+            decode_roofline decode_c${c%%:*} ${c%%:*}
         done
     fi
     curl -s http://127.0.0.1:$port/metrics | grep -E "^ninfer_(prefix|kv|preempt|state)" > "$out/metrics_random.txt"

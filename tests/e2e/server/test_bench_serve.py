@@ -15,7 +15,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from server_util import KEY, ROOT, Server  # noqa: E402
+from server_util import KEY, NINFER, ROOT, Server  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "bench", "serve"))
+import decode_roofline  # noqa: E402
 
 BENCH = os.path.join(ROOT, "bench", "serve", "bench_serve.py")
 VOCAB = 296  # the fixture's first added (special) token id; its model has 320 rows
@@ -191,6 +194,35 @@ class BenchServe(unittest.TestCase):
         self.assertNotEqual(images[0], images[1])
         self.assertTrue(images[0].startswith("data:image/png;base64,"))
         self.assertEqual(images, make(argv + ["--image-size", "8x6"], "x")[2])
+
+
+class DecodeRoofline(unittest.TestCase):
+    """bench/serve/decode_roofline.py: a step's bytes by hand on a made-up MoE, and the 35B's
+    decode-heavy rooflines that bench/NOTES.md derived by hand on 2026-12-01 (3,920 tok/s at 64
+    and 10,360 at 256, 4.2 TB/s; theirs rounded the parts)."""
+
+    def test_bytes_by_hand(self):
+        info = {"config": {"hidden_size": 4, "layers": 2,
+                           "moe": {"experts": 4, "top_k": 2, "expert_intermediate": 2}},
+                "memory_bytes": {"weights_read_per_token_bf16": 1000,
+                                 "gdn_state_per_sequence": 10, "kv_per_token_bf16": 3}}
+        # one expert 3 * 4 * 2 * 2 = 48 bytes; 2 layers x 2 routed = 192 of the 1000
+        parts = decode_roofline.step_bytes(info, batch=2, context=5, fp8=False)
+        self.assertEqual(parts["weights_every_token"], 1000 - 192)
+        # 2 layers x 4 experts x (1 - (1/2)^2) x 48
+        self.assertAlmostEqual(parts["routed_experts"], 2 * 4 * 0.75 * 48)
+        self.assertEqual(parts["gdn_state"], 2 * 2 * 10)
+        self.assertEqual(parts["kv"], 2 * 5 * 3)
+        r = decode_roofline.roofline(info, 2, 5, 1000.0, False)
+        self.assertAlmostEqual(r["roofline_tok_s"], 2 * 1000.0 / sum(parts.values()))
+
+    def test_35b_decode_heavy(self):
+        cfg = os.path.join(ROOT, "configs", "qwen3.6-35b-a3b.json")
+        info = decode_roofline.model_info(NINFER, cfg)
+        at64 = decode_roofline.roofline(info, 64, 640, 4.2e12, False)["roofline_tok_s"]
+        at256 = decode_roofline.roofline(info, 256, 640, 4.2e12, False)["roofline_tok_s"]
+        self.assertAlmostEqual(at64, 3920, delta=40)
+        self.assertAlmostEqual(at256, 10360, delta=110)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The memory-bandwidth roofline of batched decode for a Qwen3.5/3.6 model: the output tok/s a
+GPU of a given bandwidth could reach if a decode step of B sequences did nothing but move its
+bytes once.
+
+A step of B sequences, each with `context` tokens of KV, reads:
+  - the weights every token reads whatever it routes to (`ninfer info`'s weights read per token,
+    less the top_k experts of each MoE layer): embeddings row, attention, GDN, shared experts,
+    router, head;
+  - the routed experts some sequence of the batch picks: E * (1 - (1 - k/E)^B) of each MoE
+    layer's E experts (uniform routing, as the random-weight benchmark's router gives; a trained
+    router concentrates, so this is an upper bound of the bytes and a lower bound of the
+    roofline);
+  - every sequence's GDN state, read and written (f32);
+  - every sequence's KV over its context.
+Roofline tok/s = B / (bytes / bandwidth). Weights are bf16, or fp8 codes with F32 block scales
+for an fp8 config with --fp8 (as `ninfer info` counts them resident).
+
+  python3 bench/serve/decode_roofline.py --config configs/qwen3.6-35b-a3b.json \\
+      --concurrency 64 --context 640 --bandwidth 4.2e12 [--fp8] [--json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def model_info(ninfer, config):
+    out = subprocess.run([ninfer, "info", "--config", config, "--device", "cpu", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def step_bytes(info, batch, context, fp8, kv_dtype="bf16"):
+    """The bytes of one decode step of `batch` sequences (see the module doc), by part."""
+    cfg, mem = info["config"], info["memory_bytes"]
+    key = "weights_read_per_token_fp8_resident" if fp8 else "weights_read_per_token_bf16"
+    if key not in mem:
+        sys.exit(f"decode_roofline: `ninfer info` gives no {key} for this config")
+    per_token = mem[key]
+    moe = cfg.get("moe")
+    routed = 0.0
+    if moe:
+        E, k = moe["experts"], moe["top_k"]
+        H, I = cfg["hidden_size"], moe["expert_intermediate"]
+        # one expert's gate, up and down: codes plus an F32 scale per 128 x 128 block (fp8)
+        per_weight = 1.0 + 4.0 / (128 * 128) if fp8 else 2.0
+        expert = 3.0 * H * I * per_weight
+        layers = cfg["layers"]
+        per_token -= layers * k * expert
+        routed = layers * E * (1.0 - (1.0 - k / E) ** batch) * expert
+    return {
+        "weights_every_token": per_token,
+        "routed_experts": routed,
+        "gdn_state": 2.0 * batch * mem["gdn_state_per_sequence"],
+        "kv": float(batch) * context * mem[f"kv_per_token_{kv_dtype}"],
+    }
+
+
+def roofline(info, batch, context, bandwidth, fp8, kv_dtype="bf16"):
+    parts = step_bytes(info, batch, context, fp8, kv_dtype)
+    total = sum(parts.values())
+    return {"concurrency": batch, "context": context, "bandwidth_bytes_per_s": bandwidth,
+            "step_bytes": total, "step_bytes_by_part": parts,
+            "step_ms": 1e3 * total / bandwidth, "roofline_tok_s": batch * bandwidth / total}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ninfer", default=os.path.join(ROOT, "build/apps/ninfer/ninfer"))
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--concurrency", type=int, required=True, help="sequences per decode step")
+    ap.add_argument("--context", type=float, required=True,
+                    help="mean KV tokens per sequence over the run (decode-heavy 128/1024: 640)")
+    ap.add_argument("--bandwidth", type=float, required=True,
+                    help="bytes/s, e.g. the copy ceiling `ninfer bench` measured in the run")
+    ap.add_argument("--fp8", action="store_true", help="fp8 weights resident (an fp8 config)")
+    ap.add_argument("--kv-dtype", default="bf16", choices=["bf16", "int8", "fp8"])
+    ap.add_argument("--output-tok-s", type=float, help="measured output tok/s: print the fraction")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.concurrency < 1 or args.context < 0 or args.bandwidth <= 0:
+        sys.exit("decode_roofline: --concurrency >= 1, --context >= 0 and --bandwidth > 0")
+    r = roofline(model_info(args.ninfer, args.config), args.concurrency, args.context,
+                 args.bandwidth, args.fp8, args.kv_dtype)
+    if args.output_tok_s is not None:
+        r["output_tok_s"] = args.output_tok_s
+        r["roofline_fraction"] = args.output_tok_s / r["roofline_tok_s"]
+    if args.json:
+        print(json.dumps(r, indent=1))
+        return
+    parts = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in r["step_bytes_by_part"].items())
+    line = (f"C={args.concurrency}: step {r['step_bytes'] / 1e9:.1f} GB ({parts}), "
+            f"{r['step_ms']:.2f} ms, roofline {r['roofline_tok_s']:.0f} tok/s")
+    if "roofline_fraction" in r:
+        line += f", measured {args.output_tok_s:.0f} = {100 * r['roofline_fraction']:.1f}%"
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
