@@ -18,11 +18,12 @@ struct ServerOptions {
     int port = 8000;                   // 0: any free port (see Server::port())
     std::vector<std::string> api_keys; // empty: no authentication
     size_t max_body_bytes = 8u << 20;  // larger bodies get 413
-    // Sequences waiting beyond the engine's slots. Generous by default: a load test at 256 or
-    // more concurrent clients against the slots that fit the GPU (164 for the fp8 35B on an
-    // H100) must queue, as vLLM and SGLang do, not answer 429. Each waiting request holds an
-    // HTTP thread and its prompt only (no KV).
-    int max_queue = 1024;
+    // Sequences waiting beyond the engine's slots. A load test at 256 concurrent clients
+    // against the slots that fit the GPU (164 for the fp8 35B on an H100) must queue, as vLLM
+    // and SGLang do, not answer 429. Each waiting request holds an HTTP thread (the pool has
+    // slots + max_queue + 64, made at start) and its prompt, no KV: 256 keeps the threads of a
+    // default server well under common per-container process limits.
+    int max_queue = 256;
     int max_sequences = 0;             // the engine's slots (0: its stats' state_slots_total)
     double keepalive_s = 10;           // SSE keep-alive interval while nothing is generated
     double shutdown_grace_s = 30;      // in-flight requests may finish this long on SIGTERM
