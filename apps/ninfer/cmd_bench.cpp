@@ -2,7 +2,9 @@
 // tg N (decode N tokens after a one-token prompt), pg P,N (prefill P then decode N). Each runs
 // --warmup times unmeasured and -r times measured; decode is reported against the memory
 // roofline (bytes a step must read / copy bandwidth measured in the same run), prefill against
-// the dense GEMM rate measured in the same run. `-o json` prints one object (schema_version 1).
+// the dense GEMM rate measured in the same run. --batch B runs B such requests at once (random
+// prompts of their own) and reports their aggregate rates, decode against the roofline of a
+// B-row step. `-o json` prints one object (schema_version 1).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,6 +36,7 @@ struct BenchOptions {
     std::vector<std::string> pg;
     int reps = 5;
     int warmup = 1;
+    int batch = 1; // requests submitted at once
     std::string output = "table";
 };
 
@@ -92,9 +95,11 @@ nlohmann::json stat_json(const Stat& s) {
     return {{"mean", s.mean}, {"std", s.stddev}};
 }
 
-RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint64_t seed) {
+// One request of test t: a random prompt (seeded), greedy, ignoring EOS.
+GenerationRequest bench_request(const Engine& engine, const Test& t, uint64_t seed) {
     GenerationRequest r;
     std::mt19937_64 gen(seed);
+    const int64_t token_limit = engine.model_info().token_limit;
     // Random ids, never a media placeholder (a prompt holding one needs its image): long prompts
     // (128k draws over ~248k ids) would hit the vision tokens.
     const ModelInfo& info = engine.model_info();
@@ -109,13 +114,24 @@ RequestTimings run_once(Engine& engine, const Test& t, int64_t token_limit, uint
     r.max_new_tokens = t.gen;
     r.ignore_eos = true;
     r.sampling.greedy = true;
-    RequestStream s = engine.submit(r);
-    RequestUpdate u, last;
-    while (s.next(u))
-        if (u.finished) last = u;
-    require(last.reason == FinishReason::Length, "bench request ended with ",
-            finish_reason_name(last.reason), ": ", last.error);
-    return last.timings;
+    return r;
+}
+
+// `batch` requests of test t submitted at once (seeds seed * batch + i); their timings.
+std::vector<RequestTimings> run_once(Engine& engine, const Test& t, int batch, uint64_t seed) {
+    std::vector<RequestStream> streams;
+    for (int i = 0; i < batch; ++i)
+        streams.push_back(engine.submit(bench_request(engine, t, seed * uint64_t(batch) + i)));
+    std::vector<RequestTimings> timings;
+    for (RequestStream& s : streams) {
+        RequestUpdate u, last;
+        while (s.next(u))
+            if (u.finished) last = u;
+        require(last.reason == FinishReason::Length, "bench request ended with ",
+                finish_reason_name(last.reason), ": ", last.error);
+        timings.push_back(last.timings);
+    }
+    return timings;
 }
 
 // The GPUs whose memory a step streams at once: a tensor-parallel run's distinct devices (each
@@ -130,14 +146,28 @@ int bandwidth_devices(const EngineOptions& e, bool gpu) {
     return int(distinct.size());
 }
 
-// Bytes one decode step must read at context c: active weights, the KV of c tokens, and the
-// GDN state (read and written).
-// (weight_bytes: model::active_weight_bytes, fp8 resident or not.)
-double decode_bytes(const io::ModelConfig& c, int64_t weight_bytes, int64_t elem, double context,
-                    ops::KvDtype kv_dtype, DType activation) {
-    return double(weight_bytes) +
-           double(model::kv_bytes_per_token(c, kv_dtype, activation)) * context +
-           2.0 * double(model::gdn_state_bytes_per_sequence(c, elem));
+// The weight bytes a decode step of `batch` rows reads. weight_bytes is one token's
+// (model::active_weight_bytes: the top-k experts of each MoE layer); a batch reads instead the
+// experts some row routes to, E (1 - (1 - k / E)^batch) of each layer's E under uniform routing
+// (the random-weight router's; a trained router concentrates, so fewer bytes). The same model
+// as bench/serve/decode_roofline.py. expert_param_bytes: bytes per routed-expert parameter as
+// resident (2 bf16, 4 f32, ~1 fp8 with its block scales, groupwise codes and scales).
+double batch_weight_bytes(const io::ModelConfig& c, int64_t weight_bytes,
+                          double expert_param_bytes, int batch) {
+    if (c.num_experts == 0 || batch <= 1) return double(weight_bytes);
+    const double E = double(c.num_experts), k = double(c.num_experts_per_tok);
+    const double expert = double(model::layer_param_parts(c).experts.v) / E * expert_param_bytes;
+    const double layers = double(c.num_layers);
+    return double(weight_bytes) + layers * expert * (E * (1.0 - std::pow(1.0 - k / E, batch)) - k);
+}
+
+// Bytes one decode step of `batch` rows must read at context c: weights (batch_weight_bytes),
+// each row's KV of c tokens, and each row's GDN state (read and written).
+double decode_bytes(const io::ModelConfig& c, double weight_bytes, int64_t elem, double context,
+                    ops::KvDtype kv_dtype, DType activation, int batch) {
+    return weight_bytes +
+           double(batch) * (double(model::kv_bytes_per_token(c, kv_dtype, activation)) * context +
+                            2.0 * double(model::gdn_state_bytes_per_sequence(c, elem)));
 }
 
 // FLOPs of a prefill of P tokens: 2 per active matmul weight per token, plus causal attention
@@ -154,30 +184,42 @@ double prefill_flops(const io::ModelConfig& c, const model::ParamCounts& p, doub
 
 nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
                         const io::ModelConfig& c, const model::ParamCounts& p, int64_t elem,
-                        int64_t weight_bytes, double copy_bw) {
-    const int64_t limit = engine.model_info().token_limit;
+                        int64_t weight_bytes, double expert_param_bytes, double copy_bw) {
     const ops::KvDtype kv = ops::parse_kv_dtype(o.engine.kv_dtype);
     const DType act = elem == 4 ? DType::F32 : DType::BF16;
-    for (int w = 0; w < o.warmup; ++w) run_once(engine, t, limit, 1000 + uint64_t(w));
+    const int B = o.batch;
+    const double context = t.prompt + 0.5 * t.gen; // the mean context while decoding
+    const double step_bytes =
+        decode_bytes(c, batch_weight_bytes(c, weight_bytes, expert_param_bytes, B), elem, context,
+                     kv, act, B);
+    for (int w = 0; w < o.warmup; ++w) run_once(engine, t, B, 1000 + uint64_t(w));
     std::vector<double> prefill, ttft, decode, roofline, tflops;
     SpeculativeStats spec; // over the measured repetitions
     for (int r = 0; r < o.reps; ++r) {
-        const RequestTimings tm = run_once(engine, t, limit, uint64_t(r));
-        spec.merge(tm.speculative);
-        ttft.push_back(tm.first_token_s);
+        const std::vector<RequestTimings> tms = run_once(engine, t, B, uint64_t(r));
+        // All submitted at once: the batch's prefill ends with its last first token; its decode
+        // rate is the sum of the requests' (one step decodes a token of each).
+        double last_first = 0, mean_ttft = 0, tok_s = 0;
+        for (const RequestTimings& tm : tms) {
+            spec.merge(tm.speculative);
+            mean_ttft += tm.first_token_s / B;
+            last_first = std::max(last_first, tm.first_token_s);
+            if (t.gen > 1) tok_s += (tm.generated_tokens - 1) / tm.decode_s;
+        }
+        ttft.push_back(mean_ttft);
         if (t.prompt > 1) {
-            prefill.push_back(t.prompt / tm.prefill_s);
-            tflops.push_back(prefill_flops(c, p, t.prompt) / tm.prefill_s / 1e12);
+            // one request: its own prefill time; a batch: submit to its last first token
+            const double s = B == 1 ? tms[0].prefill_s : last_first;
+            prefill.push_back(double(B) * t.prompt / s);
+            tflops.push_back(double(B) * prefill_flops(c, p, t.prompt) / s / 1e12);
         }
         if (t.gen > 1) {
-            const double tok_s = (tm.generated_tokens - 1) / tm.decode_s;
             decode.push_back(tok_s);
-            const double context = t.prompt + 0.5 * t.gen; // the mean context while decoding
-            roofline.push_back(tok_s * decode_bytes(c, weight_bytes, elem, context, kv, act) /
-                               copy_bw);
+            roofline.push_back(tok_s / B * step_bytes / copy_bw);
         }
     }
     nlohmann::json j = {{"test", t.name},
+                        {"batch", B},
                         {"prompt_tokens", t.prompt},
                         {"gen_tokens", t.gen},
                         {"reps", o.reps},
@@ -190,8 +232,7 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
     if (!decode.empty()) {
         j["decode_tok_s"] = stat_json(stat_of(decode));
         j["decode_roofline_fraction"] = stat_json(stat_of(roofline));
-        j["decode_bytes_per_step"] =
-            decode_bytes(c, weight_bytes, elem, t.prompt + 0.5 * t.gen, kv, act);
+        j["decode_bytes_per_step"] = step_bytes;
         j["decode_tok_s_runs"] = decode;
     }
     if (!o.engine.speculative.empty())
@@ -227,13 +268,14 @@ int bench(BenchOptions o) {
     const std::vector<Test> tests = make_tests(o);
     int longest = 0, largest_chunk = o.engine.prefill_chunk;
     for (const Test& t : tests) longest = std::max(longest, t.prompt + t.gen);
-    // Batch 1: one sequence, the KV of the longest test (not sized from memory), and no prefix
-    // cache, so repetitions and tests whose random prompts share a start all compute in full.
+    // --batch sequences (1 by default), the KV of the longest test for each (not sized from
+    // memory), and no prefix cache, so repetitions and tests whose random prompts share a start
+    // all compute in full.
     o.engine.max_context = longest + 1;
-    o.engine.max_sequences = 1;
+    o.engine.max_sequences = o.batch;
     o.engine.prefix_cache = false; // repetitions must not be served from the cache
-    o.engine.kv_cache_tokens = o.engine.max_context;
-    o.engine.max_batch_tokens = std::max(largest_chunk, 1);
+    o.engine.kv_cache_tokens = int64_t(o.engine.max_context) * o.batch;
+    o.engine.max_batch_tokens = std::max({largest_chunk, o.batch, 1});
     const io::ModelConfig c = io::load_hf_config(
         o.engine.config_file.empty() ? o.engine.model_dir : o.engine.config_file);
     // Ceilings, measured in this run on this device (before the engine starts its threads).
@@ -264,12 +306,18 @@ int bench(BenchOptions o) {
     const bool grouped_resident =
         c.group_bits != 0 && (o.engine.group_weights == "resident" ||
                               (o.engine.group_weights == "auto" && gpu && ctx.dtype == DType::BF16));
+    const int grouped_scale_bytes = o.engine.random_weights ? 4 : 2;
     const int64_t weight_bytes =
         fp8_resident       ? model::active_weight_bytes(p, true)
         : grouped_resident ? model::grouped_weight_bytes(p.active_per_token, p.active_fp8_quantized,
                                                          c.group_bits, c.group_size,
-                                                         o.engine.random_weights ? 4 : 2)
+                                                         grouped_scale_bytes)
                            : p.active_per_token * elem;
+    // Bytes per routed-expert parameter as resident (the experts are in the quantized set).
+    const double expert_param_bytes =
+        fp8_resident       ? 1.0 + 4.0 / (128.0 * 128.0)
+        : grouped_resident ? c.group_bits / 8.0 + double(grouped_scale_bytes) / double(c.group_size)
+                           : double(elem);
     nlohmann::json out = {
         {"schema_version", kSchemaVersion},
         {"model",
@@ -283,6 +331,7 @@ int bench(BenchOptions o) {
                                                 c.group_size, " (resident)")
                                        : std::string(dtype_name(ctx.dtype))},
         {"prefill_chunk", o.engine.prefill_chunk},
+        {"batch", o.batch},
         {"route_table", engine.model_info().route_table},
         {"tensor_parallel", engine.model_info().tensor_parallel},
         {"collective", engine.model_info().collective},
@@ -295,7 +344,7 @@ int bench(BenchOptions o) {
     nlohmann::json results = nlohmann::json::array();
     // Decode's roofline: the copy rate of one device times the devices streaming at once.
     for (const Test& t : tests)
-        results.push_back(run_test(engine, t, o, c, p, elem, weight_bytes,
+        results.push_back(run_test(engine, t, o, c, p, elem, weight_bytes, expert_param_bytes,
                                    copy_bw * streaming_devices));
     out["results"] = results;
     const MemoryStats mem = engine.memory_stats();
@@ -320,6 +369,10 @@ Action add_bench_command(CLI::App& app) {
     app.add_option("--pg", o->pg, "Prefill then decode: PROMPT,GEN (repeatable)");
     app.add_option("-r,--reps", o->reps, "Measured repetitions")->check(CLI::PositiveNumber);
     app.add_option("--warmup", o->warmup, "Unmeasured runs first")->check(CLI::NonNegativeNumber);
+    app.add_option("--batch", o->batch,
+                   "Requests run at once (each its own random prompt): aggregate prefill and "
+                   "decode rates, decode against a step of that many rows")
+        ->check(CLI::Range(1, 4096));
     add_engine_options(app, o->engine,
                        kRandomWeightFlags | kDeviceFlags | kPrefillFlag | kMemoryFlags | kSpeculativeFlags);
     app.add_option("-o,--output", o->output, "table or json")

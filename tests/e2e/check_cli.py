@@ -403,6 +403,25 @@ class Bench(unittest.TestCase):
         stat(pg, "prefill_tok_s")
         stat(pg, "decode_tok_s")
 
+    def test_batch(self):  # --batch B: B requests at once, a B-row decode step's roofline
+        runs = {}
+        for b in (1, 3):
+            out = self.bench("--model", self.MODEL, "-p", "8", "-n", "4", "-r", "1", "--warmup",
+                             "0", "--batch", str(b), "-o", "json")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            runs[b] = json.loads(out.stdout)
+            self.assertEqual(runs[b]["batch"], b)
+            tests = {r["test"]: r for r in runs[b]["results"]}
+            self.assertEqual(tests["tg4"]["batch"], b)
+            self.assertGreater(tests["pp8"]["prefill_tok_s"]["mean"], 0)
+            self.assertTrue(0 < tests["tg4"]["decode_roofline_fraction"]["mean"] <= 1)
+        step = {b: {r["test"]: r for r in runs[b]["results"]}["tg4"]["decode_bytes_per_step"]
+                for b in runs}
+        # three rows' KV and GDN state (and, on a MoE model, more routed experts) per step
+        self.assertGreater(step[3], step[1])
+        out = self.bench("--model", self.MODEL, "-n", "2", "--batch", "0")
+        self.assertNotEqual(out.returncode, 0)
+
     def test_default_model(self):  # as run: the demo model without --model
         out = self.bench("-n", "2", "-r", "1", "--warmup", "0", "-o", "json")
         self.assertEqual(out.returncode, 0, out.stderr)
