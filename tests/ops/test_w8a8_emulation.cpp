@@ -175,7 +175,7 @@ TEST(W8a8Emulation, MoeBlockQuantizesExpertRowsAndSwigluRows) {
     auto gap = [&](const Tensor& a) {
         double num = 0, den = 0;
         for (int64_t i = 0; i < want.numel(); ++i) {
-            const double d = double(a.ptr<float>()[i]) - double(want.ptr<float>()[i]) ;
+            const double d = double(a.ptr<float>()[i]) - double(want.ptr<float>()[i]);
             num += d * d;
             den += double(want.ptr<float>()[i]) * want.ptr<float>()[i];
         }
