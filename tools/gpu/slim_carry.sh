@@ -4,8 +4,11 @@
 # the whole tree. For one device run, `slim_carry.sh on PATH...` takes PATHs (what the run does not
 # need) out of the index and hides them with .git/info/exclude, locally and uncommitted;
 # `slim_carry.sh off` restores both. Never commit in between. The CUDA bundle (less CudaVision:
-# BUNDLE_EXCLUDE=":*CudaVision.*") and the GPU scripts need none of these four (54 MB left):
-#   bash tools/gpu/slim_carry.sh on tests/fixtures_vision bench/results tests/fixtures_text tests/e2e
+# BUNDLE_EXCLUDE=":*CudaVision.*") and the GPU scripts need none of these four (54 MB left), but
+# the tree has grown past room for a ~13 MB pack beside them; leaving out the demo drafter too
+# (47 MB left) costs CudaDFlashAcceptance (exclude it: ":*CudaDFlashAcceptance.*"):
+#   bash tools/gpu/slim_carry.sh on tests/fixtures_vision bench/results tests/fixtures_text \
+#       tests/e2e models/ninfer-demo/dflash2 tests/fixtures_dflash
 #   <device run>; bash tools/gpu/slim_carry.sh off
 set -euo pipefail
 cd "$(dirname "$0")/../.."
