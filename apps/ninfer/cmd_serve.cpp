@@ -169,9 +169,12 @@ int serve(ServeOptions& o) {
     if (so.api_keys.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1")
         std::fprintf(stderr, "ninfer: warning: listening on %s without an API key\n",
                      so.host.c_str());
-    std::fprintf(stderr, "ninfer: serving '%s' on http://%s:%d (context %lld tokens)\n",
+    std::fprintf(stderr,
+                 "ninfer: serving '%s' on http://%s:%d (context %lld tokens; %lld sequences "
+                 "run, %d more wait, then 429: --max-queue)\n",
                  ctx.names[0].c_str(), so.host.c_str(), port,
-                 (long long)engine.model_info().max_context);
+                 (long long)engine.model_info().max_context,
+                 (long long)engine.stats().state_slots_total, so.max_queue);
     if (so.webui)
         std::fprintf(stderr, "ninfer: chat page on http://%s:%d/ (--no-webui turns it off)\n",
                      so.host.c_str(), port);
