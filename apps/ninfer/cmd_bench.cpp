@@ -242,9 +242,10 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
 }
 
 void print_table(const nlohmann::json& out) {
-    std::printf("%s | %s | %s | load %.1f s | copy %.0f GB/s | gemm %.0f TFLOP/s\n",
+    std::printf("%s | %s | %s | batch %d | load %.1f s | copy %.0f GB/s | gemm %.0f TFLOP/s\n",
                 out["model"].get<std::string>().c_str(), out["device"].get<std::string>().c_str(),
-                out["dtype"].get<std::string>().c_str(), out["load_s"].get<double>(),
+                out["dtype"].get<std::string>().c_str(), out["batch"].get<int>(),
+                out["load_s"].get<double>(),
                 out["ceilings"]["copy_bytes_per_s"].get<double>() / 1e9,
                 out["ceilings"]["gemm_flops"].get<double>() / 1e12);
     std::printf("%-14s %18s %12s %18s %10s %10s\n", "test", "prefill tok/s", "TFLOP/s",
