@@ -60,7 +60,7 @@ using Shape3 = typename Problem::UnderlyingProblemShape;
 struct GroupArgs {
     Shape3* shape;
     const cutlass::bfloat16_t** a;
-    const cutlass::bfloat16_t** w;
+    const cutlass::bfloat16_t** b; // the weights
     float** d;
     StrideA* stride_a;
     StrideB* stride_b;
@@ -74,7 +74,7 @@ GroupArgs carve(void* base, int64_t E, size_t* bytes = nullptr) {
     GroupArgs g;
     g.shape = c.take<Shape3>(e);
     g.a = c.take<const cutlass::bfloat16_t*>(e);
-    g.w = c.take<const cutlass::bfloat16_t*>(e);
+    g.b = c.take<const cutlass::bfloat16_t*>(e);
     g.d = c.take<float*>(e);
     g.stride_a = c.take<StrideA>(e);
     g.stride_b = c.take<StrideB>(e);
@@ -126,7 +126,7 @@ void wgmma_grouped_gemm(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
         cutlass::gemm::GemmUniversalMode::kGrouped,
         {int(g.E), groups.shape, nullptr}, // shapes on the device only
         {const_cast<const cutlass::bfloat16_t**>(groups.a), groups.stride_a,
-         const_cast<const cutlass::bfloat16_t**>(groups.w), groups.stride_b},
+         const_cast<const cutlass::bfloat16_t**>(groups.b), groups.stride_b},
         {{}, nullptr, nullptr, groups.d, groups.stride_d},
         hw};
     args.epilogue.thread.alpha = 1.0f;

@@ -31,34 +31,39 @@ inline bool device_and_operands_fit(const ExecContext& ctx, const void* a, const
            K < (int64_t(1) << 31) && aligned16(a) && aligned16(w) && aligned16(d);
 }
 
-// Expert e's group (one thread per expert, in a write-groups kernel): its shape (M = its
-// count[e] rows, which end at end[e]), a's and d's rows from its first slot, its weights w[e],
-// and packed strides in CUTLASS's (row, column, batch) modes with a unit column stride (a [M, K]
-// rows K apart; w as B (N, K), rows K apart; d [M, N] rows N apart; M does not enter them, so an
-// empty group gets the same). Groups: the kernel's argument arrays (shape, a, w, d, stride_a,
-// stride_b, stride_d). Returns the group's first slot.
+// Group e's problem (M, N, K) and operands in a kernel's argument arrays (Groups: shape, a, b, d,
+// stride_a, stride_b, stride_d; one thread per group, in a write-groups kernel): A [M, K] and B
+// as (N, K), both rows K apart, and D with `ld` elements between its rows (row-major D) or its
+// columns (column-major D): kDMode, the mode of CUTLASS's (row, column, batch) StrideD that is
+// dynamic. Packed strides with a unit inner stride; M does not enter them, so an empty group
+// gets the same.
+template <int kDMode, typename Groups, typename TA, typename TB>
+__device__ __forceinline__ void set_group(Groups& g, int e, int M, int N, int K, const TA* a,
+                                          const TB* b, float* d, int64_t ld) {
+    g.shape[e] = std::remove_pointer_t<decltype(g.shape)>{M, N, K};
+    g.a[e] = a;
+    g.b[e] = b;
+    g.d[e] = d;
+    std::remove_pointer_t<decltype(g.stride_a)> stride_a{};
+    std::remove_pointer_t<decltype(g.stride_b)> stride_b{};
+    std::remove_pointer_t<decltype(g.stride_d)> stride_d{};
+    cute::get<0>(stride_a) = K;
+    cute::get<0>(stride_b) = K;
+    cute::get<kDMode>(stride_d) = ld;
+    g.stride_a[e] = stride_a;
+    g.stride_b[e] = stride_b;
+    g.stride_d[e] = stride_d;
+}
+
+// Expert e's group over its rows (count[e] of them, ending at end[e]): A its rows of a, B its
+// weights w[e] [N, K], D its rows of d, row-major [rows, N]. Returns the group's first row.
 template <typename Groups, typename TA, typename TW>
 __device__ __forceinline__ int64_t write_group(Groups& g, int e, const TA* a, const TW* w, float* d,
                                                const int32_t* count, const int32_t* end, int N,
                                                int K) {
     const int m = count[e];
     const int64_t first = int64_t(end[e]) - m;
-    g.shape[e] = std::remove_pointer_t<decltype(g.shape)>{m, N, K};
-    g.a[e] = a + first * K;
-    g.w[e] = w + int64_t(e) * N * K;
-    g.d[e] = d + first * N;
-    using StrideA = std::remove_pointer_t<decltype(g.stride_a)>;
-    using StrideB = std::remove_pointer_t<decltype(g.stride_b)>;
-    using StrideD = std::remove_pointer_t<decltype(g.stride_d)>;
-    StrideA stride_a{};
-    StrideB stride_b{};
-    StrideD stride_d{};
-    cute::get<0>(stride_a) = K;
-    cute::get<0>(stride_b) = K;
-    cute::get<0>(stride_d) = N;
-    g.stride_a[e] = stride_a;
-    g.stride_b[e] = stride_b;
-    g.stride_d[e] = stride_d;
+    set_group<0>(g, e, m, N, K, a + first * K, w + int64_t(e) * N * K, d + first * N, N);
     return first;
 }
 

@@ -94,15 +94,15 @@ template <bool kSwap> struct Fp8Gemm {
     struct Groups {
         Shape3* shape;
         const Fp8** a;
-        const Fp8** w; // B
-        const float** sa;
-        const float** sw; // SFB
+        const Fp8** b;
+        const float** sfa; // A's scales
+        const float** sfb; // B's scales
         float** d;
         StrideA* stride_a;
         StrideB* stride_b;
         StrideD* stride_d;
-        LayoutSFA* layout_sa;
-        LayoutSFB* layout_sw;
+        LayoutSFA* layout_sfa;
+        LayoutSFB* layout_sfb;
     };
 
     // The group arguments of E groups in `base` (null: only the size, in *bytes).
@@ -112,15 +112,15 @@ template <bool kSwap> struct Fp8Gemm {
         Groups g;
         g.shape = c.take<Shape3>(e);
         g.a = c.take<const Fp8*>(e);
-        g.w = c.take<const Fp8*>(e);
-        g.sa = c.take<const float*>(e);
-        g.sw = c.take<const float*>(e);
+        g.b = c.take<const Fp8*>(e);
+        g.sfa = c.take<const float*>(e);
+        g.sfb = c.take<const float*>(e);
         g.d = c.take<float*>(e);
         g.stride_a = c.take<StrideA>(e);
         g.stride_b = c.take<StrideB>(e);
         g.stride_d = c.take<StrideD>(e);
-        g.layout_sa = c.take<LayoutSFA>(e);
-        g.layout_sw = c.take<LayoutSFB>(e);
+        g.layout_sfa = c.take<LayoutSFA>(e);
+        g.layout_sfb = c.take<LayoutSFB>(e);
         if (bytes) *bytes = c.used;
         return g;
     }
@@ -143,30 +143,19 @@ __global__ void write_fp8_groups(typename Fp8Gemm<kSwap>::Groups g, const Fp8* a
     const float* weight_scales = sw + int64_t(e) * nb * kb;
     if constexpr (!kSwap) {
         sm90::write_group(g, e, a, w, d, count, end, N, K);
-        g.sa[e] = rows_scales;
-        g.sw[e] = weight_scales;
-        g.layout_sa[e] = G::ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, N, K, 1));
-        g.layout_sw[e] = G::ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(m, N, K, 1));
+        g.sfa[e] = rows_scales;
+        g.sfb[e] = weight_scales;
+        g.layout_sfa[e] = G::ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(m, N, K, 1));
+        g.layout_sfb[e] = G::ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(m, N, K, 1));
     } else {
-        // (M, N, K) = (the weight's rows, the expert's rows, K): A the weights [N, K] rows K
-        // apart, B the rows [m, K] rows K apart, D (i, j) at j * N + i.
-        g.shape[e] = typename G::Shape3{N, m, K};
-        g.a[e] = w + int64_t(e) * N * K;
-        g.w[e] = a + first * K;
-        g.d[e] = d + first * N;
-        typename G::StrideA stride_a{};
-        typename G::StrideB stride_b{};
-        typename G::StrideD stride_d{};
-        cute::get<0>(stride_a) = K;
-        cute::get<0>(stride_b) = K;
-        cute::get<1>(stride_d) = N;
-        g.stride_a[e] = stride_a;
-        g.stride_b[e] = stride_b;
-        g.stride_d[e] = stride_d;
-        g.sa[e] = weight_scales;
-        g.sw[e] = rows_scales;
-        g.layout_sa[e] = G::ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(N, m, K, 1));
-        g.layout_sw[e] = G::ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(N, m, K, 1));
+        // (M, N, K) = (the weight's rows, the expert's rows, K): A the weights, B the rows, D
+        // column-major (element (i, j) at j * N + i: row-major [rows, N] as above).
+        sm90::set_group<1>(g, e, N, m, K, w + int64_t(e) * N * K, a + first * K, d + first * N,
+                           N);
+        g.sfa[e] = weight_scales;
+        g.sfb[e] = rows_scales;
+        g.layout_sfa[e] = G::ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(N, m, K, 1));
+        g.layout_sfb[e] = G::ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(N, m, K, 1));
     }
 }
 
@@ -189,8 +178,8 @@ template <bool kSwap> void run_fp8_grouped(const ExecContext& ctx, const WgmmaFp
     typename G::Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGrouped,
         {int(g.E), groups.shape, nullptr}, // shapes on the device only
-        {groups.a, groups.stride_a, groups.w, groups.stride_b, groups.sa, groups.layout_sa,
-         groups.sw, groups.layout_sw},
+        {groups.a, groups.stride_a, groups.b, groups.stride_b, groups.sfa, groups.layout_sfa,
+         groups.sfb, groups.layout_sfb},
         {{}, nullptr, nullptr, groups.d, groups.stride_d},
         hw};
     args.epilogue.thread.alpha = 1.0f;
