@@ -9,7 +9,9 @@ Variants (--variants, each against bf16 weights with a bf16 KV cache):
   w8, q4   converted with `ninfer convert --to w8|q4` (groupwise 8- or 4-bit integers, default
            groups); w8_gN, q4_gN with groups of N;
   kv_int8  the bf16 model with `--kv-dtype int8` (int8 codes, an f16 scale per 64 dims);
-  kv_fp8   the bf16 model with `--kv-dtype fp8` (e4m3 codes, a scale per token and head).
+  kv_fp8   the bf16 model with `--kv-dtype fp8` (e4m3 codes, a scale per token and head);
+  state_bf16 the bf16 model with `--gdn-state-dtype bf16` (the GDN recurrent state stored in
+           bf16: rounded at every decode step and at the end of every prefill chunk).
 Each is measured the same way:
   - perplexity (`ninfer perplexity`) on a text: by default this repository's Python tools, code as
     the demo model was trained on;
@@ -97,9 +99,11 @@ def main():
             variants[name] = (out, [])
         elif name in ("kv_int8", "kv_fp8"):
             variants[name] = (args.model, ["--kv-dtype", name[3:]])
+        elif name == "state_bf16":
+            variants[name] = (args.model, ["--gdn-state-dtype", "bf16"])
         else:
             sys.exit(f"unknown variant {name} (fp8, fp8_w8a8, w8, q4, w8_gN, q4_gN, kv_int8, "
-                     "kv_fp8)")
+                     "kv_fp8, state_bf16)")
     text = args.text
     if not text:
         text = os.path.join(work, "text.py")

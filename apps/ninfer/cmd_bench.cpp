@@ -164,10 +164,11 @@ double batch_weight_bytes(const io::ModelConfig& c, int64_t weight_bytes,
 // Bytes one decode step of `batch` rows must read at context c: weights (batch_weight_bytes),
 // each row's KV of c tokens, and each row's GDN state (read and written).
 double decode_bytes(const io::ModelConfig& c, double weight_bytes, int64_t elem, double context,
-                    ops::KvDtype kv_dtype, DType activation, int batch) {
+                    ops::KvDtype kv_dtype, DType activation, int batch, int64_t state_elem) {
     return weight_bytes +
-           double(batch) * (double(model::kv_bytes_per_token(c, kv_dtype, activation)) * context +
-                            2.0 * double(model::gdn_state_bytes_per_sequence(c, elem)));
+           double(batch) *
+               (double(model::kv_bytes_per_token(c, kv_dtype, activation)) * context +
+                2.0 * double(model::gdn_state_bytes_per_sequence(c, elem, state_elem)));
 }
 
 // FLOPs of a prefill of P tokens: 2 per active matmul weight per token, plus causal attention
@@ -191,7 +192,7 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
     const double context = t.prompt + 0.5 * t.gen; // the mean context while decoding
     const double step_bytes =
         decode_bytes(c, batch_weight_bytes(c, weight_bytes, expert_param_bytes, B), elem, context,
-                     kv, act, B);
+                     kv, act, B, engine.stats().gdn_state_dtype == "bf16" ? 2 : 4);
     for (int w = 0; w < o.warmup; ++w) run_once(engine, t, B, 1000 + uint64_t(w));
     std::vector<double> prefill, ttft, decode, roofline, tflops;
     SpeculativeStats spec; // over the measured repetitions
@@ -327,6 +328,7 @@ int bench(BenchOptions o) {
         {"device", o.engine.device},
         {"dtype", dtype_name(ctx.dtype)},
         {"kv_dtype", ops::kv_dtype_name(ops::parse_kv_dtype(o.engine.kv_dtype), ctx.dtype)},
+        {"gdn_state_dtype", engine.stats().gdn_state_dtype},
         {"weights", fp8_resident       ? std::string("fp8 block-wise (resident)")
                     : grouped_resident ? concat("groupwise ", c.group_bits, "-bit, groups of ",
                                                 c.group_size, " (resident)")

@@ -135,6 +135,8 @@ nlohmann::json describe(const io::ModelConfig& c, int64_t mtp_layers, int64_t co
                          {"kv_per_token_fp8",
                           model::kv_bytes_per_token(c, ops::KvDtype::Fp8, DType::BF16)},
                          {"gdn_state_per_sequence", gdn_seq},
+                         {"gdn_state_per_sequence_bf16",
+                          model::gdn_state_bytes_per_sequence(c, kBf16, 2)},
                          {"context", context},
                          {"one_sequence_at_context", kv_token * context + gdn_seq}};
     if (checkpoint_bytes > 0) j["memory_bytes"]["checkpoint_tensors"] = checkpoint_bytes;

@@ -73,9 +73,10 @@ void print_engine(const EngineOptions& o, const EngineStats& st) {
         cache += ")";
     }
     std::fprintf(stderr,
-                 "ninfer: engine: KV capacity %lld tokens (%s), %lld sequence slots, %lld batch "
-                 "tokens, prefix cache %s\n",
-                 (long long)st.kv_capacity_tokens, st.kv_dtype.c_str(), (long long)st.state_slots_total,
+                 "ninfer: engine: KV capacity %lld tokens (%s), %lld sequence slots (%s GDN "
+                 "state), %lld batch tokens, prefix cache %s\n",
+                 (long long)st.kv_capacity_tokens, st.kv_dtype.c_str(),
+                 (long long)st.state_slots_total, st.gdn_state_dtype.c_str(),
                  (long long)st.max_batch_tokens, cache.c_str());
 }
 

@@ -103,6 +103,11 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "dims) or fp8 (e4m3, a scale per token and head); int8 and fp8 hold about "
                        "twice the tokens")
             ->check(CLI::IsMember({"bf16", "int8", "fp8"}));
+        app.add_option("--gdn-state-dtype,--mamba-ssm-cache-dtype", o.gdn_state_dtype,
+                       "GDN recurrent state storage: f32 (output independent of batching and "
+                       "chunking) or bf16 (half the state bytes per step and per sequence; each "
+                       "step's store rounds)")
+            ->check(CLI::IsMember({"f32", "bf16", "float32", "bfloat16"}));
         app.add_option("--threads", o.threads,
                        "CPU threads (0: the CPUs this process may use, less one when that is the "
                        "whole machine)")

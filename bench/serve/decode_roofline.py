@@ -11,7 +11,7 @@ A step of B sequences, each with `context` tokens of KV, reads:
     layer's E experts (uniform routing, as the random-weight benchmark's router gives; a trained
     router concentrates, so this is an upper bound of the bytes and a lower bound of the
     roofline);
-  - every sequence's GDN state, read and written (f32);
+  - every sequence's GDN state, read and written (f32, or bf16 with --gdn-state-dtype bf16);
   - every sequence's KV over its context.
 Roofline tok/s = B / (bytes / bandwidth). Weights are bf16, or fp8 codes with F32 block scales
 for an fp8 config with --fp8 (as `ninfer info` counts them resident).
@@ -34,7 +34,7 @@ def model_info(ninfer, config):
     return json.loads(out)
 
 
-def step_bytes(info, batch, context, fp8, kv_dtype="bf16"):
+def step_bytes(info, batch, context, fp8, kv_dtype="bf16", state_dtype="f32"):
     """The bytes of one decode step of `batch` sequences (see the module doc), by part."""
     cfg, mem = info["config"], info["memory_bytes"]
     key = "weights_read_per_token_fp8_resident" if fp8 else "weights_read_per_token_bf16"
@@ -55,13 +55,14 @@ def step_bytes(info, batch, context, fp8, kv_dtype="bf16"):
     return {
         "weights_every_token": per_token,
         "routed_experts": routed,
-        "gdn_state": 2.0 * batch * mem["gdn_state_per_sequence"],
+        "gdn_state": 2.0 * batch * mem["gdn_state_per_sequence" +
+                                       ("_bf16" if state_dtype == "bf16" else "")],
         "kv": float(batch) * context * mem[f"kv_per_token_{kv_dtype}"],
     }
 
 
-def roofline(info, batch, context, bandwidth, fp8, kv_dtype="bf16"):
-    parts = step_bytes(info, batch, context, fp8, kv_dtype)
+def roofline(info, batch, context, bandwidth, fp8, kv_dtype="bf16", state_dtype="f32"):
+    parts = step_bytes(info, batch, context, fp8, kv_dtype, state_dtype)
     total = sum(parts.values())
     return {"concurrency": batch, "context": context, "bandwidth_bytes_per_s": bandwidth,
             "step_bytes": total, "step_bytes_by_part": parts,
@@ -79,13 +80,14 @@ def main():
                     help="bytes/s, e.g. the copy ceiling `ninfer bench` measured in the run")
     ap.add_argument("--fp8", action="store_true", help="fp8 weights resident (an fp8 config)")
     ap.add_argument("--kv-dtype", default="bf16", choices=["bf16", "int8", "fp8"])
+    ap.add_argument("--gdn-state-dtype", default="f32", choices=["f32", "bf16"])
     ap.add_argument("--output-tok-s", type=float, help="measured output tok/s: print the fraction")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.concurrency < 1 or args.context < 0 or args.bandwidth <= 0:
         sys.exit("decode_roofline: --concurrency >= 1, --context >= 0 and --bandwidth > 0")
     r = roofline(model_info(args.ninfer, args.config), args.concurrency, args.context,
-                 args.bandwidth, args.fp8, args.kv_dtype)
+                 args.bandwidth, args.fp8, args.kv_dtype, args.gdn_state_dtype)
     if args.output_tok_s is not None:
         r["output_tok_s"] = args.output_tok_s
         r["roofline_fraction"] = args.output_tok_s / r["roofline_tok_s"]

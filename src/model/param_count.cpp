@@ -134,10 +134,11 @@ int64_t kv_bytes_per_token(const ModelConfig& c, ops::KvDtype kv_dtype, DType ac
                    ops::kv_row_bytes(kv_dtype, activation, c.head_dim));
 }
 
-int64_t gdn_state_bytes_per_sequence(const ModelConfig& c, int64_t conv_element_bytes) {
-    const Size per_layer =
-        Size(c.conv_dim()) * (c.linear_conv_kernel - 1) * conv_element_bytes +
-        Size(c.linear_num_value_heads) * c.linear_key_head_dim * c.linear_value_head_dim * 4;
+int64_t gdn_state_bytes_per_sequence(const ModelConfig& c, int64_t conv_element_bytes,
+                                     int64_t state_element_bytes) {
+    const Size per_layer = Size(c.conv_dim()) * (c.linear_conv_kernel - 1) * conv_element_bytes +
+                           Size(c.linear_num_value_heads) * c.linear_key_head_dim *
+                               c.linear_value_head_dim * state_element_bytes;
     return int64_t(Size(c.count_layers(LayerKind::LinearAttention)) * per_layer);
 }
 

@@ -55,9 +55,10 @@ struct LayerParamParts {
 LayerParamParts layer_param_parts(const io::ModelConfig& config);
 
 // Bytes of per-sequence state: KV per token (all full-attention layers, K and V: codes and
-// scales of the KV dtype, ops/kv_cache.h), and the fixed GDN state (conv history + fp32
-// recurrent state, all GDN layers).
+// scales of the KV dtype, ops/kv_cache.h), and the fixed GDN state (conv history + recurrent
+// state, f32 by default or bf16 with --gdn-state-dtype bf16, all GDN layers).
 int64_t kv_bytes_per_token(const io::ModelConfig& config, ops::KvDtype kv_dtype, DType activation);
-int64_t gdn_state_bytes_per_sequence(const io::ModelConfig& config, int64_t conv_element_bytes);
+int64_t gdn_state_bytes_per_sequence(const io::ModelConfig& config, int64_t conv_element_bytes,
+                                     int64_t state_element_bytes = 4);
 
 } // namespace ninfer::model

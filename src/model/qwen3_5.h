@@ -35,13 +35,17 @@ struct CacheSpec {
     int64_t draft_layers = 0;
     int64_t draft_kv_heads = 0;
     int64_t draft_head_dim = 0;
+    // The recurrent state's storage (ops/gated_delta_rule.h): F32 (exact across any batching
+    // and chunking) or BF16 (half the bytes a step reads and writes per sequence; each store
+    // rounds). The conv state is always in the activation dtype.
+    DType recurrent_dtype = DType::F32;
 };
 
 // Per-layer cache tensors, indexed by the layer's rank among layers of its kind.
 struct CacheViews {
     std::vector<ops::KvPlane> k_cache, v_cache; // [NB, bs, nKV, D] (ops/kv_cache.h)
     std::vector<TensorView> conv_state;         // [slots, C, K-1]
-    std::vector<TensorView> recurrent_state;    // [slots, Hv, dk, dv] F32
+    std::vector<TensorView> recurrent_state;    // [slots, Hv, dk, dv] CacheSpec::recurrent_dtype
     std::vector<ops::KvPlane> mtp_k_cache, mtp_v_cache; // the MTP layers' KV, same layout
     std::vector<TensorView> draft_k_cache, draft_v_cache; // a DFlash drafter's [NB, bs, nKV, D]
     // Tensor parallelism: the caches of ranks 1..N-1 (each on its rank's device, of the same

@@ -68,7 +68,7 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
     check_shape(op, "beta", beta, {T, Hv});
     check_dtype(op, "g", g, DType::F32);
     check_dtype(op, "beta", beta, DType::F32);
-    check_dtype(op, "state", state, DType::F32);
+    check_gdn_state_dtype(op, "state", state);
     check_shape(op, "state", state, {-1, Hv, dk, dv});
     check_contiguous(op, "state", state);
     check_shape(op, "out", out, {T, Hv, dv});
@@ -152,7 +152,7 @@ int64_t check_gdn_core(const ExecContext& ctx, const TensorView& qkv, const Tens
     check_shape(kGdnCore, "norm_w", norm_w, {dv});
     check_shape(kGdnCore, "conv_state", conv_state,
                 {recurrent_state.size(0), C, conv_w.size(1) - 1});
-    check_dtype(kGdnCore, "recurrent_state", recurrent_state, DType::F32);
+    check_gdn_state_dtype(kGdnCore, "recurrent_state", recurrent_state);
     check_contiguous(kGdnCore, "conv_state", conv_state);
     check_contiguous(kGdnCore, "recurrent_state", recurrent_state);
     check_shape(kGdnCore, "conv_out", conv_out, {T, C});

@@ -5,14 +5,18 @@
 //   a, b: [T, Hv] float (rows contiguous)   A_log, dt_bias: [Hv] float
 //   g, beta: [T, Hv] F32. softplus(u) = u for u > 20, else log1p(exp(u)) (torch's threshold).
 //
-// gated_delta_rule: per sequence and value head h (qk head h / (Hv/Hk)), state S [dk, dv] fp32:
+// gated_delta_rule: per sequence and value head h (qk head h / (Hv/Hk)), state S [dk, dv]:
 //   k^ = k * rsqrt(sum k^2 + 1e-6);  q^ = q * rsqrt(sum q^2 + 1e-6) / sqrt(dk)
 //   for each row in order: S = exp(g) S;  u = beta (v - S^T k^);  S += k^ u^T;  out = S^T q^
 //   q, k: [T, Hk, dk] float, last dim contiguous (strided views into the conv output are fine)
 //   v: [T, Hv, dv] float, last dim contiguous     g, beta: [T, Hv] F32
-//   state: [S_slots, Hv, dk, dv] F32, read from and written back to each sequence's slot; with
-//     per-row snapshots (seq_batch.h) the state after each earlier row also goes to its
-//     snapshot row (such sequences always take the recurrence)
+//   state: [S_slots, Hv, dk, dv] F32 or BF16, read from and written back to each sequence's
+//     slot; with per-row snapshots (seq_batch.h) the state after each earlier row also goes to
+//     its snapshot row (such sequences always take the recurrence). Stored state: every route
+//     reads it to its accumulator (f32; f64 in CPU reference mode), runs all of the call's rows
+//     there and rounds once per store (f32, then bf16 round-to-nearest-even for BF16): a BF16
+//     state changes nothing but the stored values (a call's outputs equal the F32 state's from
+//     the same start), at half the bytes per slot and per decode step.
 //   out: [T, Hv, dv] float, contiguous
 // Algorithms: Recurrent (the loop above) and Chunked (the WY/UT form with chunk 64, equal in exact
 // arithmetic); Auto picks per sequence. CPU reference mode runs the recurrence in f64.
@@ -30,8 +34,8 @@
 //   qkv: [T, C]  z: [T, Hv * dv]  b, a: [T, Hv]: float, last dim contiguous, any row stride (the
 //     model passes column ranges of in_proj's output)
 //   conv_w: [C, K] (K in [2, 9])  A_log, dt_bias: [Hv]  norm_w: [dv]: the activation dtype
-//   conv_state: [S_slots, C, K-1] activation dtype, recurrent_state: [S_slots, Hv, dk, dv] F32,
-//     both contiguous, read from and written back to each sequence's slot (and, with per-row
+//   conv_state: [S_slots, C, K-1] activation dtype, recurrent_state: [S_slots, Hv, dk, dv] F32
+//     or BF16 (stored as gated_delta_rule's state), both contiguous, read from and written back to each sequence's slot (and, with per-row
 //     snapshots, the state after each earlier row to the snapshot rows: seq_batch.h)
 //   conv_out: [T, C] activation dtype, rows contiguous, must not alias qkv; g, beta: [T, Hv] F32:
 //     scratch, left unspecified (the fused CUDA route does not write them)

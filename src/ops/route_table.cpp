@@ -80,6 +80,8 @@ const std::vector<RouteDecisionInfo>& catalog_storage() {
 //   shape it does not take, falls back to mma.sync.
 constexpr int64_t kMoeWgmmaFrom = 32768;
 constexpr int64_t kCudnnPrefillFrom = 512;
+// moe_experts.fp8: the swapped W8A8 GEMM to 512 tokens of the 35B's top-8 (see builtin_bands).
+constexpr int64_t kMoeW8a8SwapLast = 4096;
 int64_t builtin_boundary(RouteId id) {
     switch (id) {
     case RouteId::LinearBf16Small: return 8;
@@ -120,10 +122,14 @@ std::vector<RouteBand> builtin_bands(RouteId id) {
     case RouteId::AttentionPrefillBf16:
         return {{kCudnnPrefillFrom - 1, kRouteFlash}, {kRouteUnbounded, kRouteCudnn}};
     // moe_experts.fp8: the W8A8 wgmma grouped GEMM everywhere it runs (sm_90 with CUTLASS; else
-    // mma_sync). Measured on an H100 (bench_fp8_ops, the 35B's moe_block, one run): 0.167 /
-    // 0.317 / 0.458 / 0.937 / 1.571 ms against mma.sync's 0.179 / 0.376 / 0.568 / 1.400 / 2.424
-    // at T = 8 / 32 / 128 / 4,096 / 8,192 tokens.
-    case RouteId::MoeExpertsFp8: return {{kRouteUnbounded, kRouteWgmmaW8a8}};
+    // mma_sync), operands swapped to kMoeW8a8SwapLast pairs (an expert then owns a few rows: 32-row
+    // tiles of them instead of 128). Measured on an H100 (bench_fp8_ops, the 35B's moe_block,
+    // one run): W8A8 0.167 / 0.317 / 0.458 / 0.937 / 1.571 ms against mma.sync's 0.179 / 0.376 /
+    // 0.568 / 1.400 / 2.424 at T = 8 / 32 / 128 / 4,096 / 8,192 tokens; swapped against W8A8
+    // 0.216 / 0.279 / 0.351 / 0.406 / 0.436 against 0.239 / 0.317 / 0.403 / 0.460 / 0.481 ms at
+    // T = 16 / 32 / 64 / 128 / 512, but 1.250 against 0.940 at 4,096.
+    case RouteId::MoeExpertsFp8:
+        return {{kMoeW8a8SwapLast, kRouteWgmmaW8a8Swap}, {kRouteUnbounded, kRouteWgmmaW8a8}};
     default: return {{builtin_boundary(id), 0}, {kRouteUnbounded, 1}};
     }
 }
@@ -191,21 +197,7 @@ const RouteDecisionInfo& route_info(RouteId id) {
     return catalog_storage()[size_t(id)];
 }
 
-namespace {
-// Kernels whose CUDA tests have not passed on a GPU yet (bench/NOTES.md): `ninfer tune` leaves
-// them out, so no tuned table routes to them, unless NINFER_UNVALIDATED_ROUTES=1 (how their
-// first GPU run measures them). A table file that names them still routes to them (the A/B
-// scripts' explicit opt-in); the built-in table never does.
-bool unvalidated(RouteId id, int kernel) {
-    return id == RouteId::MoeExpertsFp8 && kernel == kRouteWgmmaW8a8Swap;
-}
-} // namespace
-
 bool route_kernel_available(RouteId id, int kernel) {
-    if (unvalidated(id, kernel)) {
-        const char* on = std::getenv("NINFER_UNVALIDATED_ROUTES");
-        if (!on || std::string(on) != "1") return false;
-    }
     if (id == RouteId::AttentionPrefillBf16 && kernel == kRouteCudnn)
         return cuda::cudnn_available();
     return true;

@@ -81,9 +81,7 @@ RouteId linear_bf16_route(int64_t weight_bytes);
 // Every decision, indexed by RouteId.
 const std::vector<RouteDecisionInfo>& route_catalog();
 // Whether decision id's kernel can run in this process at all: false for a kernel that needs a
-// library that is missing (attention_prefill.bf16's cudnn without libcudnn), and for a kernel not
-// yet validated on a GPU unless NINFER_UNVALIDATED_ROUTES=1 (moe_experts.fp8's wgmma_w8a8_swap).
-// `ninfer tune` measures only those that can; a dispatcher asks its kernel's own fits() at every
+// library that is missing (attention_prefill.bf16's cudnn without libcudnn). `ninfer tune` measures only those that can; a dispatcher asks its kernel's own fits() at every
 // call anyway.
 bool route_kernel_available(RouteId id, int kernel);
 // The library behind attention_prefill.bf16's cudnn kernel: "cuDNN 9.x.y from libcudnn.so.9", or

@@ -17,6 +17,11 @@ void check_dtype(const char* op, const char* name, const TensorView& t, DType dt
             t.describe());
 }
 
+void check_gdn_state_dtype(const char* op, const char* name, const TensorView& t) {
+    require(t.dtype == DType::F32 || t.dtype == DType::BF16, op, ": ", name,
+            " must be F32 or BF16, got ", t.describe());
+}
+
 void check_float(const char* op, const char* name, const TensorView& t) {
     require(is_float(t.dtype), op, ": ", name, " must be a float tensor, got ", t.describe());
 }

@@ -14,6 +14,8 @@ namespace ninfer::ops {
 void check_device(const ExecContext& ctx, const char* op, const char* name, const TensorView& t);
 void check_dtype(const char* op, const char* name, const TensorView& t, DType dtype);
 void check_float(const char* op, const char* name, const TensorView& t);
+// A GDN recurrent state (ops/gated_delta_rule.h): F32 or BF16 storage, on every backend.
+void check_gdn_state_dtype(const char* op, const char* name, const TensorView& t);
 // Shape check; a dim of -1 matches anything.
 void check_shape(const char* op, const char* name, const TensorView& t,
                  std::initializer_list<int64_t> dims);

@@ -203,6 +203,7 @@ void validate_sampling(const SamplingOptions& s) {
 Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     validate_options(o);
     kv_dtype = ops::parse_kv_dtype(o.kv_dtype);
+    gdn_state_dtype = runtime::parse_gdn_state_dtype(o.gdn_state_dtype);
     ctx.device = runtime::parse_device(o.device);
     std::vector<Device> devices; // --devices: the split, or the tensor-parallel ranks
     if (!o.devices.empty()) {
@@ -348,6 +349,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
 
 model::CacheSpec Engine::Impl::cache_spec() const {
     model::CacheSpec spec = model->cache_spec(policy != nullptr && !draft_model);
+    spec.recurrent_dtype = gdn_state_dtype;
     if (draft_model) {
         const model::DFlashConfig& d = draft_model->config();
         spec.draft_layers = d.num_layers;

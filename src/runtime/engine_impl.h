@@ -45,6 +45,7 @@ struct Engine::Impl {
     ModelInfo info;
     runtime::MemoryPlan memory;
     ops::KvDtype kv_dtype = ops::KvDtype::Activation; // options.kv_dtype
+    DType gdn_state_dtype = DType::F32;               // options.gdn_state_dtype
     std::unique_ptr<runtime::CacheStore> cache;
     std::unique_ptr<runtime::BlockManager> blocks;
     std::unique_ptr<runtime::SnapshotCache> snapshots; // null: prefix cache off

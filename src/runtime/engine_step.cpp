@@ -87,6 +87,7 @@ void Engine::Impl::publish_stats() {
     s.max_batch_tokens = options.max_batch_tokens;
     s.kv_capacity_tokens = memory.kv_tokens();
     s.kv_dtype = ops::kv_dtype_name(memory.kv_dtype, ctx.dtype);
+    s.gdn_state_dtype = gdn_state_dtype == DType::BF16 ? "bf16" : "f32";
     s.speculative = options.speculative;
     s.speculation = spec_totals;
     s.draft_tokens = last_draft_tokens;

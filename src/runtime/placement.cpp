@@ -63,7 +63,8 @@ PlacementPlan plan_split(const ModelConfig& c, const PlacementRequest& r) {
     plan.devices[0].weight_bytes = first;
     plan.devices[0].kv_bytes_per_token =
         model::kv_bytes_per_token(c, r.kv_dtype, DType::BF16);
-    plan.devices[0].state_bytes_per_sequence = model::gdn_state_bytes_per_sequence(c, kBf16);
+    plan.devices[0].state_bytes_per_sequence =
+        model::gdn_state_bytes_per_sequence(c, kBf16, r.gdn_state_element_bytes);
     plan.tensors.push_back({"embed_tokens, lm_head, final norm, every layer's token mixer and "
                             "input norm, MTP; all KV and GDN state",
                             0, "all", first});
@@ -118,7 +119,8 @@ PlacementPlan plan_tensor(const ModelConfig& c, const PlacementRequest& r) {
         d.kv_bytes_per_token = attn_layers * 2 * kv_per_rank * row_bytes;
         d.state_bytes_per_sequence =
             gdn_layers * (conv_share * (c.linear_conv_kernel - 1) * kBf16 +
-                          value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4);
+                          value_heads * c.linear_key_head_dim * c.linear_value_head_dim *
+                              r.gdn_state_element_bytes);
     }
     for (int64_t rank = 0; rank < N; ++rank) {
         const int64_t q = s.num_heads;
@@ -190,7 +192,8 @@ int64_t single_device_kv_tokens(const ModelConfig& c, const PlacementRequest& r)
     plan.devices.resize(1);
     plan.devices[0].weight_bytes = (counts.text_total + counts.mtp) * kBf16;
     plan.devices[0].kv_bytes_per_token = model::kv_bytes_per_token(c, r.kv_dtype, DType::BF16);
-    plan.devices[0].state_bytes_per_sequence = model::gdn_state_bytes_per_sequence(c, kBf16);
+    plan.devices[0].state_bytes_per_sequence =
+        model::gdn_state_bytes_per_sequence(c, kBf16, r.gdn_state_element_bytes);
     fit(plan, r);
     return plan.kv_tokens;
 }

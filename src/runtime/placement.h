@@ -38,6 +38,7 @@ struct PlacementRequest {
     int64_t workspace_bytes = 0;      // reserved on each device for activations and scratch
     int32_t sequences = 8;            // sequence slots, each with its GDN state
     ops::KvDtype kv_dtype = ops::KvDtype::Activation;
+    int64_t gdn_state_element_bytes = 4; // the recurrent state's storage: 4 (f32) or 2 (bf16)
     int64_t mtp_layers = 0;           // MTP layers held (0: none)
     bool expert_parallel = false;     // tensor: routed experts whole, a run per rank
 };

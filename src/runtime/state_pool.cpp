@@ -5,6 +5,13 @@
 
 namespace ninfer::runtime {
 
+DType parse_gdn_state_dtype(const std::string& name) {
+    if (name == "f32" || name == "float32") return DType::F32;
+    if (name == "bf16" || name == "bfloat16") return DType::BF16;
+    fail(ErrorCategory::InvalidArgument, "--gdn-state-dtype: expected f32 or bf16, got '", name,
+         "'");
+}
+
 StatePool::StatePool(const model::CacheSpec& spec, int32_t rows, Device device, DType conv_dtype)
     : rows_(rows) {
     require(rows > 0, "StatePool: need at least one row");
@@ -12,8 +19,9 @@ StatePool::StatePool(const model::CacheSpec& spec, int32_t rows, Device device, 
     for (int64_t l = 0; l < spec.gdn_layers; ++l) {
         conv_.push_back(
             Tensor::empty(a, conv_dtype, {rows, spec.conv_channels, spec.conv_history}));
-        recurrent_.push_back(Tensor::empty(
-            a, DType::F32, {rows, spec.value_heads, spec.key_head_dim, spec.value_head_dim}));
+        recurrent_.push_back(Tensor::empty(a, spec.recurrent_dtype,
+                                           {rows, spec.value_heads, spec.key_head_dim,
+                                            spec.value_head_dim}));
         conv_views_.push_back(conv_.back().view());
         recurrent_views_.push_back(recurrent_.back().view());
     }
@@ -22,7 +30,8 @@ StatePool::StatePool(const model::CacheSpec& spec, int32_t rows, Device device, 
 int64_t StatePool::bytes_per_row(const model::CacheSpec& spec, DType conv_dtype) {
     return spec.gdn_layers *
            (spec.conv_channels * spec.conv_history * dtype_size(conv_dtype) +
-            spec.value_heads * spec.key_head_dim * spec.value_head_dim * dtype_size(DType::F32));
+            spec.value_heads * spec.key_head_dim * spec.value_head_dim *
+                dtype_size(spec.recurrent_dtype));
 }
 
 int64_t StatePool::bytes() const {

@@ -1,10 +1,11 @@
 // StatePool: the device tensors of the GDN conv and recurrent state of every GDN layer, in rows
-// ([rows, C, K-1] and [rows, Hv, dk, dv] per layer). The engine lays out sequence slots, the
+// ([rows, C, K-1] in the conv dtype and [rows, Hv, dk, dv] in spec.recurrent_dtype per layer). The engine lays out sequence slots, the
 // decode-graph padding row and prefix-cache snapshot rows in it; a row moves as a whole (zero,
 // copy to another row, to or from a host buffer).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -12,6 +13,10 @@
 #include "ops/exec_context.h"
 
 namespace ninfer::runtime {
+
+// --gdn-state-dtype: "f32" / "float32" -> F32, "bf16" / "bfloat16" -> BF16 (vLLM spells its
+// --mamba-ssm-cache-dtype values the long way); anything else is an InvalidArgument.
+DType parse_gdn_state_dtype(const std::string& name);
 
 class StatePool {
 public:

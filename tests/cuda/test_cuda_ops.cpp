@@ -28,8 +28,10 @@ class CudaOps : public CudaDtypeTest {};
 
 TEST_P(CudaOps, RmsNormAndGatedNorm) {
     const auto c = ctx();
+    // Widths for each register-resident size (4, 8, 16 a thread: 2048, 3000, 5120) and past
+    // them (9000: the row read twice).
     for (int64_t T : {1, 3, 65, 300}) {
-        for (int64_t H : {64, 2048, 5120}) {
+        for (int64_t H : {64, 2048, 3000, 5120, 9000}) {
             Tensor x = input({T, H}, 1, 3.0f), w = input({H}, 2, 0.2f);
             Tensor ref = zeros({T, H});
             ops::rms_norm(kCpuRef, x, w, 1e-6f, ref);
@@ -73,8 +75,10 @@ TEST_P(CudaOps, LinearOverwriteAccumulateAndF32Output) {
 
 TEST_P(CudaOps, Elementwise) {
     const auto c = ctx();
-    for (int64_t T : {1, 33}) {
-        const int64_t N = 1000;
+    // Under one column tile (1,024), several with a tail, the 27B's MLP row; and more rows than a
+    // grid's 65,535 (the row loop).
+    for (auto [T, N] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1000}, {33, 1000}, {1, 17408}, {5, 2500}, {70000, 8}}) {
         Tensor a = input({T, N}, 20, 2.0f), b = input({T, N}, 21, 2.0f);
         Tensor gu = input({T, 2 * N}, 22, 2.0f);
         Tensor r_add = zeros({T, N}), r_sig = zeros({T, N}), r_silu = zeros({T, N});

@@ -96,9 +96,17 @@ public:
 
     operator const ops::SeqBatch&() const { return b_; }
     int32_t num_rows() const { return b_.num_rows; }
+    // Per-row state snapshots (seq_batch.h): sequence s writes the state after its row i to
+    // state row rows[s] + i (-1: none).
+    void set_snapshot_rows(std::vector<int32_t> rows) {
+        snapshot_ = std::move(rows);
+        b_.host_snapshot_row = snapshot_.data();
+        b_.snapshot_row = TensorView::contiguous(snapshot_.data(), DType::I32, Device::cpu(),
+                                                 {int64_t(snapshot_.size())});
+    }
 
 private:
-    std::vector<int32_t> row_begin_, pos_begin_, slot_, table_;
+    std::vector<int32_t> row_begin_, pos_begin_, slot_, table_, snapshot_;
     ops::SeqBatch b_;
 };
 

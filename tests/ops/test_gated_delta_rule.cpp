@@ -341,6 +341,57 @@ TEST(GatedDeltaRule, TwoCallsEqualOneCall) {
     }
 }
 
+// A bf16 copy of an f32 state (round to nearest even), and the f32 state holding those values.
+Tensor to_bf16(const Tensor& f32) {
+    Tensor out = zeros({f32.size(0), f32.size(1), f32.size(2), f32.size(3)}, DType::BF16);
+    convert_from_f32(f32.ptr<float>(), out.view().data, DType::BF16, f32.numel());
+    return out;
+}
+Tensor to_f32(const Tensor& bf16) {
+    Tensor out = zeros({bf16.size(0), bf16.size(1), bf16.size(2), bf16.size(3)});
+    convert_to_f32(bf16.view().data, DType::BF16, out.ptr<float>(), bf16.numel());
+    return out;
+}
+
+TEST(GatedDeltaRule, Bf16StateRoundsOnlyWhereItIsStored) {
+    // The contract: a BF16 state is read to the accumulator and rounded once per store. From the
+    // same (bf16-exact) start, a call's outputs then equal the F32 state's bit for bit, and the
+    // state it leaves is the F32 run's rounded to bf16, in every slot it writes and no other.
+    HostBatch batch(kRagged);
+    GdnProblem p = make_problem(batch.num_rows(), 2, 4, 32, 16, 160);
+    const Tensor start = to_f32(to_bf16(make_state(kRagged, kRaggedSlots, p, 161)));
+    for (const auto& ctx : {kRef, kFast})
+        for (GdnAlgo algo : {GdnAlgo::Recurrent, GdnAlgo::Chunked}) {
+            Tensor st32 = clone(start), st16 = to_bf16(start);
+            Tensor out32 = zeros({p.T, p.Hv, p.dv}), out16 = zeros({p.T, p.Hv, p.dv});
+            run(ctx, p, batch, st32, out32, algo);
+            run(ctx, p, batch, st16, out16, algo);
+            EXPECT_TRUE(near(out16, out32, kExact)) << ctx.reference() << " " << int(algo);
+            EXPECT_TRUE(near(to_f32(st16), to_f32(to_bf16(st32)), kExact))
+                << ctx.reference() << " " << int(algo);
+            // Not vacuous: the f32 run's state is not bf16-exact (so the store did round).
+            EXPECT_FALSE(near(st32, to_f32(to_bf16(st32)), kExact));
+        }
+}
+
+TEST(GatedDeltaRule, Bf16StateSnapshotsRoundEachRow) {
+    // Per-row snapshots (verification): the state after each earlier row is stored, rounded, to
+    // the sequence's snapshot rows; the rows between stay in f32 registers, so the outputs still
+    // equal the F32 state's.
+    const int64_t T = 5, slots = 1 + T;
+    GdnProblem p = make_problem(T, 2, 4, 32, 16, 170);
+    HostBatch batch({{int32_t(T), 7, 0}});
+    batch.set_snapshot_rows({1});
+    const Tensor start = to_f32(to_bf16(random_tensor({slots, p.Hv, p.dk, p.dv}, 171, 0.5f)));
+    Tensor st32 = clone(start), st16 = to_bf16(start);
+    Tensor out32 = zeros({T, p.Hv, p.dv}), out16 = zeros({T, p.Hv, p.dv});
+    run(kFast, p, batch, st32, out32, GdnAlgo::Auto);
+    run(kFast, p, batch, st16, out16, GdnAlgo::Auto);
+    EXPECT_TRUE(near(out16, out32, kExact));
+    EXPECT_TRUE(near(to_f32(st16), to_f32(to_bf16(st32)), kExact));
+    EXPECT_FALSE(near(st32, start, kExact)); // the snapshot rows were written
+}
+
 TEST(GatedDeltaRule, RejectsBadArguments) {
     const int64_t T = 4, Hk = 2, Hv = 4, dk = 8, dv = 8;
     GdnProblem p = make_problem(T, Hk, Hv, dk, dv, 150);
@@ -358,9 +409,12 @@ TEST(GatedDeltaRule, RejectsBadArguments) {
                  Error);
     Tensor g_bad = zeros({T, Hv + 1});
     EXPECT_THROW(ops::gated_delta_rule(kFast, p.q, p.k, p.v, g_bad, p.beta, batch, st, out), Error);
-    Tensor st_f64 = zeros({2, Hv, dk, dv}, DType::F64);
-    EXPECT_THROW(ops::gated_delta_rule(kFast, p.q, p.k, p.v, p.g, p.beta, batch, st_f64, out),
-                 Error);
+    for (DType bad : {DType::F64, DType::F16}) { // F32 and BF16 only
+        Tensor st_bad_dtype = zeros({2, Hv, dk, dv}, bad);
+        EXPECT_THROW(
+            ops::gated_delta_rule(kFast, p.q, p.k, p.v, p.g, p.beta, batch, st_bad_dtype, out),
+            Error);
+    }
     HostBatch bad_slot({{3, 0, 0}, {1, 5, 2}});
     EXPECT_THROW(run(kFast, p, bad_slot, st, out, GdnAlgo::Auto), Error);
     HostBatch bad_rows({{2, 0, 0}, {1, 5, 1}});

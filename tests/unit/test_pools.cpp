@@ -289,6 +289,21 @@ TEST(StatePool, Shapes) {
     EXPECT_TRUE(raises([] { StatePool(small_spec(), 0, Device::cpu(), DType::F32); }, {"row"}));
 }
 
+TEST(StatePool, Bf16RecurrentStateHalvesItsBytes) {
+    model::CacheSpec spec = small_spec();
+    spec.recurrent_dtype = DType::BF16; // --gdn-state-dtype bf16
+    StatePool pool(spec, 3, Device::cpu(), DType::BF16);
+    EXPECT_EQ(pool.recurrent_views()[0].dtype, DType::BF16);
+    EXPECT_EQ(pool.conv_views()[0].dtype, DType::BF16); // the conv history keeps its dtype
+    EXPECT_EQ(pool.row_bytes(), StatePool::bytes_per_row(spec, DType::BF16));
+    EXPECT_EQ(pool.row_bytes(), 3 * (6 * 3 * 2 + 2 * 3 * 4 * 2));
+    EXPECT_EQ(runtime::parse_gdn_state_dtype("bf16"), DType::BF16);
+    EXPECT_EQ(runtime::parse_gdn_state_dtype("bfloat16"), DType::BF16);
+    EXPECT_EQ(runtime::parse_gdn_state_dtype("f32"), DType::F32);
+    EXPECT_EQ(runtime::parse_gdn_state_dtype("float32"), DType::F32);
+    EXPECT_TRUE(raises([] { runtime::parse_gdn_state_dtype("fp8"); }, {"--gdn-state-dtype", "fp8"}));
+}
+
 TEST(StatePool, ZeroAndCopyTouchOnlyTheirRows) {
     StatePool pool(small_spec(), 3, Device::cpu(), DType::BF16);
     for (int32_t s = 0; s < 3; ++s) fill_slot(pool, s, 1.5f + float(s));

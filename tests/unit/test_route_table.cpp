@@ -83,9 +83,13 @@ TEST(RouteTable, BuiltinKeepsTheBoundariesOfTheDispatchers) {
     // moe_experts.bf16: mma.sync tiles to 32,767 pairs, the wgmma grouped GEMM from 32,768.
     EXPECT_EQ(t.last_value_of(RouteId::MoeExpertsBf16, ops::kRouteMmaSync), 32767);
     EXPECT_EQ(t.route(RouteId::MoeExpertsBf16, 32768), ops::kRouteWgmma);
-    // moe_experts.fp8: W8A8 wgmma everywhere; attention_prefill.bf16: cuDNN from 512 rows.
-    for (int64_t pairs : {1, 193, 1024, 65536})
+    // moe_experts.fp8: W8A8 wgmma, operands swapped to 4,096 pairs; attention_prefill.bf16:
+    // cuDNN from 512 rows.
+    for (int64_t pairs : {1, 193, 1024, 4096})
+        EXPECT_EQ(t.route(RouteId::MoeExpertsFp8, pairs), ops::kRouteWgmmaW8a8Swap) << pairs;
+    for (int64_t pairs : {4097, 65536})
         EXPECT_EQ(t.route(RouteId::MoeExpertsFp8, pairs), ops::kRouteWgmmaW8a8) << pairs;
+    EXPECT_TRUE(ops::route_kernel_available(RouteId::MoeExpertsFp8, ops::kRouteWgmmaW8a8Swap));
     EXPECT_EQ(t.route(RouteId::AttentionPrefillBf16, 511), ops::kRouteFlash);
     EXPECT_EQ(t.route(RouteId::AttentionPrefillBf16, 512), ops::kRouteCudnn);
     // linear.fp8: GEMV / tensor cores / W8A8 at 8 / 128 rows on smaller weights; GEMV / W8A8 at
@@ -287,24 +291,6 @@ TEST(RouteTable, TuneForcesEveryKernelItMeasures) {
                 }
             }
         }
-}
-
-// The swapped W8A8 MoE GEMM has run on a GPU but its CUDA tests have not passed there yet: tune
-// measures it only when NINFER_UNVALIDATED_ROUTES=1 and the built-in table never routes to it.
-TEST(RouteTable, UnvalidatedKernelsStayOutOfTuning) {
-    const char* before = std::getenv("NINFER_UNVALIDATED_ROUTES");
-    const std::string saved = before ? before : "";
-    const RouteId id = RouteId::MoeExpertsFp8;
-    unsetenv("NINFER_UNVALIDATED_ROUTES");
-    EXPECT_FALSE(ops::route_kernel_available(id, ops::kRouteWgmmaW8a8Swap));
-    EXPECT_TRUE(ops::route_kernel_available(id, ops::kRouteWgmmaW8a8));
-    setenv("NINFER_UNVALIDATED_ROUTES", "1", 1);
-    EXPECT_TRUE(ops::route_kernel_available(id, ops::kRouteWgmmaW8a8Swap));
-    if (before) setenv("NINFER_UNVALIDATED_ROUTES", saved.c_str(), 1);
-    else unsetenv("NINFER_UNVALIDATED_ROUTES");
-    const RouteTable builtin = RouteTable::builtin();
-    for (int64_t pairs : {1, 256, 2048, 65536})
-        EXPECT_NE(builtin.route(id, pairs), ops::kRouteWgmmaW8a8Swap) << pairs;
 }
 
 TEST(RouteTable, ActiveTableIsProcessWide) {

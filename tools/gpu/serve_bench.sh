@@ -73,8 +73,11 @@ decode_roofline() { # args: output name, concurrency
     local tok_s fp8=""
     tok_s=$(python3 -c "import json; print(json.load(open('$out/$1.json'))['runs'][0]['output_throughput'])" 2>/dev/null) || return 0
     grep -q '"quant_method"' "$config" && fp8=--fp8
+    local state=f32 # the server's GDN state storage (SERVE_FLAGS="--gdn-state-dtype bf16")
+    [[ " ${SERVE_FLAGS:-} " == *" --gdn-state-dtype bf16 "* ]] && state=bf16
     python3 bench/serve/decode_roofline.py --ninfer "$bin" --config "$config" --concurrency "$2" \
-        --context 640 --bandwidth "$bw" --output-tok-s "$tok_s" $fp8 | sed 's/^/  /' |
+        --context 640 --bandwidth "$bw" --output-tok-s "$tok_s" --gdn-state-dtype $state $fp8 |
+        sed 's/^/  /' |
         tee -a "$out/summary.txt"
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/dtype.h"
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/cpu_ops.h"
 
@@ -18,12 +19,32 @@ template <typename Acc> Acc softplus(Acc u) {
     return u > Acc(20) ? u : std::log1p(std::exp(u));
 }
 
+// A state's storage, F32 or BF16 (ops/gated_delta_rule.h): elements are read to the accumulator
+// type and stored rounded once, f32 first (as CUDA's f32 registers), then to bf16 (nearest even).
+struct StateRef {
+    void* data = nullptr;
+    bool bf16 = false;
+    float load(int64_t i) const {
+        return bf16 ? bf16_to_float(static_cast<const uint16_t*>(data)[i])
+                    : static_cast<const float*>(data)[i];
+    }
+    void store(int64_t i, float v) const {
+        if (bf16)
+            static_cast<uint16_t*>(data)[i] = float_to_bf16(v);
+        else
+            static_cast<float*>(data)[i] = v;
+    }
+    StateRef at(int64_t offset) const {
+        return {static_cast<char*>(data) + offset * (bf16 ? 2 : 4), bf16};
+    }
+};
+
 // One (sequence, value head) problem: pointers and strides into the op's tensors.
 struct HeadTask {
     const TensorView *q, *k, *v, *g, *beta, *out;
     int64_t row0, rows, h, hk, dk, dv;
-    float* state; // [dk, dv] f32 in the slot pool
-    float* snapshots = nullptr; // the state after row i goes to snapshots + i * snapshot_stride
+    StateRef state;     // [dk, dv] in the slot pool
+    StateRef snapshots; // when set, the state after row i goes to snapshots.at(i * snapshot_stride)
     int64_t snapshot_stride = 0;
 };
 
@@ -57,7 +78,7 @@ template <typename Acc> void recurrent_head(const HeadTask& t) {
     const int64_t dk = t.dk, dv = t.dv;
     RowInputs<Acc> in(t);
     std::vector<Acc> S(dk * dv), kv(dv), acc(dv);
-    for (int64_t i = 0; i < dk * dv; ++i) S[i] = Acc(t.state[i]);
+    for (int64_t i = 0; i < dk * dv; ++i) S[i] = Acc(t.state.load(i));
     for (int64_t r = 0; r < t.rows; ++r) {
         const Acc* kr = &in.k[r * dk];
         const Acc* qr = &in.q[r * dk];
@@ -74,11 +95,12 @@ template <typename Acc> void recurrent_head(const HeadTask& t) {
         for (int64_t i = 0; i < dk; ++i)
             for (int64_t j = 0; j < dv; ++j) acc[j] += S[i * dv + j] * qr[i]; // read after update
         for (int64_t j = 0; j < dv; ++j) o[j] = float(acc[j]);
-        if (t.snapshots && r + 1 < t.rows)
-            for (int64_t i = 0; i < dk * dv; ++i)
-                t.snapshots[r * t.snapshot_stride + i] = float(S[i]);
+        if (t.snapshots.data && r + 1 < t.rows) {
+            const StateRef snap = t.snapshots.at(r * t.snapshot_stride);
+            for (int64_t i = 0; i < dk * dv; ++i) snap.store(i, float(S[i]));
+        }
     }
-    for (int64_t i = 0; i < dk * dv; ++i) t.state[i] = float(S[i]);
+    for (int64_t i = 0; i < dk * dv; ++i) t.state.store(i, float(S[i]));
 }
 
 template <typename Acc> Acc dot(const Acc* a, const Acc* b, int64_t n) {
@@ -154,10 +176,10 @@ void chunk_step(const HeadTask& t, const RowInputs<Acc>& in, int64_t c0, int64_t
 template <typename Acc> void chunked_head(const HeadTask& t) {
     RowInputs<Acc> in(t);
     std::vector<Acc> S(t.dk * t.dv);
-    for (int64_t i = 0; i < t.dk * t.dv; ++i) S[i] = Acc(t.state[i]);
+    for (int64_t i = 0; i < t.dk * t.dv; ++i) S[i] = Acc(t.state.load(i));
     for (int64_t c0 = 0; c0 < t.rows; c0 += kChunk)
         chunk_step(t, in, c0, std::min(kChunk, t.rows - c0), S);
-    for (int64_t i = 0; i < t.dk * t.dv; ++i) t.state[i] = float(S[i]);
+    for (int64_t i = 0; i < t.dk * t.dv; ++i) t.state.store(i, float(S[i]));
 }
 
 } // namespace
@@ -194,13 +216,14 @@ void gated_delta_rule(CpuMode mode, const TensorView& q, const TensorView& k, co
             const int64_t h = task % Hv;
             const int64_t rows = batch.rows(s);
             if (rows == 0) return;
-            float* st = state.ptr<float>() + batch.host_state_slot[s] * state.stride[0] +
-                        h * state.stride[1];
+            const StateRef base{state.data, state.dtype == DType::BF16};
             HeadTask t{&q,   &k, &v,        &g, &beta, &out, batch.host_row_begin[s],
-                       rows, h,  h / ratio, dk, dv,    st};
+                       rows, h,  h / ratio, dk, dv,
+                       base.at(batch.host_state_slot[s] * state.stride[0] + h * state.stride[1]),
+                       StateRef{}};
             const int32_t snap_row = batch.has_snapshots() ? batch.host_snapshot_row[s] : -1;
             if (snap_row >= 0) { // per-row states need the recurrence
-                t.snapshots = state.ptr<float>() + snap_row * state.stride[0] + h * state.stride[1];
+                t.snapshots = base.at(snap_row * state.stride[0] + h * state.stride[1]);
                 t.snapshot_stride = state.stride[0];
             }
             bool chunked =

@@ -10,6 +10,7 @@
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gated_delta_rule_chunked.h"
+#include "ops/cuda/gdn_state.cuh"
 #include "ops/route_table.h"
 
 namespace ninfer::ops::cuda {
@@ -57,11 +58,13 @@ template <typename T, int DK> __global__ void __launch_bounds__(DK) recurrent_ke
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int col = blockIdx.y * 32 + lane, row0 = warp * 32;
     const bool active = col < a.dv;
-    float* st = a.state + ((int64_t(a.slots[s]) * a.Hv + h) * a.dk + row0) * a.dv + col;
+    const GdnStateRef state{a.state, a.state_bf16};
+    const GdnStateRef st = state.at(((int64_t(a.slots[s]) * a.Hv + h) * a.dk + row0) * a.dv + col);
     const int32_t snap = a.snapshot_rows ? a.snapshot_rows[s] : -1;
     float S[32];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) S[j] = (active && row0 + j < a.dk) ? st[int64_t(j) * a.dv] : 0.0f;
+    for (int j = 0; j < 32; ++j)
+        S[j] = (active && row0 + j < a.dk) ? st.load(int64_t(j) * a.dv) : 0.0f;
     __shared__ float part_kv[kWarpsPerBlock][32], part_o[kWarpsPerBlock][32];
     const float q_scale = rsqrtf(float(a.dk));
     const T* qb = static_cast<const T*>(a.q);
@@ -100,18 +103,17 @@ template <typename T, int DK> __global__ void __launch_bounds__(DK) recurrent_ke
             ob[(r * a.Hv + h) * a.dv + col] = from_float<T>(o);
         }
         if (snap >= 0 && r + 1 < a.row_begin[s + 1] && active) { // the state after row r
-            float* out = a.state +
-                         (((int64_t(snap) + (r - a.row_begin[s])) * a.Hv + h) * a.dk + row0) * a.dv +
-                         col;
+            const GdnStateRef out = state.at(
+                (((int64_t(snap) + (r - a.row_begin[s])) * a.Hv + h) * a.dk + row0) * a.dv + col);
 #pragma unroll
             for (int j = 0; j < 32; ++j)
-                if (row0 + j < a.dk) out[int64_t(j) * a.dv] = S[j];
+                if (row0 + j < a.dk) out.store(int64_t(j) * a.dv, S[j]);
         }
     }
     if (!active) return;
 #pragma unroll
     for (int j = 0; j < 32; ++j)
-        if (row0 + j < a.dk) st[int64_t(j) * a.dv] = S[j];
+        if (row0 + j < a.dk) st.store(int64_t(j) * a.dv, S[j]);
 }
 
 template <typename T, int DK>
@@ -158,7 +160,8 @@ void gated_delta_rule(const ExecContext& ctx, const TensorView& q, const TensorV
               batch.row_begin.ptr<int32_t>(),
               batch.state_slot.ptr<int32_t>(),
               batch.has_snapshots() ? batch.snapshot_row.ptr<int32_t>() : nullptr,
-              state.ptr<float>(),
+              state.data,
+              state.dtype == DType::BF16,
               out.data,
               int(v.size(1)),
               int(v.size(1) / q.size(1)),

@@ -338,10 +338,11 @@ template <typename T> __global__ void chunk_scan_kernel(GdnArgs a, ChunkWork w) 
     const int nc = min(kScanCols, dv - c0);
     extern __shared__ float smem[];
     const ScanSmem m = scan_smem_layout(smem, dk);
-    float* state = a.state + (int64_t(a.slots[s]) * a.Hv + h) * dk * dv;
+    const GdnStateRef state =
+        GdnStateRef{a.state, a.state_bf16}.at((int64_t(a.slots[s]) * a.Hv + h) * dk * dv);
     for (int e = threadIdx.x; e < dk * kScanCols; e += blockDim.x) {
         const int i = e / kScanCols, cc = e % kScanCols;
-        m.S[e] = cc < nc ? state[int64_t(i) * dv + c0 + cc] : 0.0f;
+        m.S[e] = cc < nc ? state.load(int64_t(i) * dv + c0 + cc) : 0.0f;
     }
     for (int c = 0;; ++c) {
         const ChunkRange ch = chunk_rows(a, s, c);
@@ -351,7 +352,7 @@ template <typename T> __global__ void chunk_scan_kernel(GdnArgs a, ChunkWork w) 
     }
     for (int e = threadIdx.x; e < dk * kScanCols; e += blockDim.x) {
         const int i = e / kScanCols, cc = e % kScanCols;
-        if (cc < nc) state[int64_t(i) * dv + c0 + cc] = m.S[e];
+        if (cc < nc) state.store(int64_t(i) * dv + c0 + cc, m.S[e]);
     }
 }
 

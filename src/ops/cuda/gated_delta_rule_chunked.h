@@ -15,7 +15,8 @@ struct GdnArgs {
     int64_t g_s0, beta_s0;
     const int32_t *row_begin, *slots;
     const int32_t* snapshot_rows; // [S] or nullptr: per-row states (seq_batch.h), recurrent only
-    float* state; // [slots, Hv, dk, dv]
+    void* state;      // [slots, Hv, dk, dv], F32 or BF16 (state_bf16): gdn_state.cuh
+    bool state_bf16;
     void* out;    // [T, Hv, dv] contiguous
     int Hv, ratio, dk, dv;
 };

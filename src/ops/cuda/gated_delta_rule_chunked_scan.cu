@@ -270,7 +270,7 @@ __device__ __forceinline__ void update_state(const Stage& st, int dk, const floa
 
 // S^T tile element e of tile nt: state row i = 8 nt + 2 (lane%4) + e%2, column
 // wc + lane/4 (+8 for e >= 2). Loads (store = false) or stores the warp's slice.
-__device__ __forceinline__ void state_io(float* state, int dk, int dv, int wc,
+__device__ __forceinline__ void state_io(const GdnStateRef& state, int dk, int dv, int wc,
                                          float (&sT)[kSTiles][4], bool store) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -280,9 +280,9 @@ __device__ __forceinline__ void state_io(float* state, int dk, int dv, int wc,
             const int i = 8 * nt + 2 * (lane & 3) + (e & 1), col = wc + (lane >> 2) + (e >> 1) * 8;
             const bool in = i < dk && col < dv;
             if (store) {
-                if (in) state[int64_t(i) * dv + col] = sT[nt][e];
+                if (in) state.store(int64_t(i) * dv + col, sT[nt][e]);
             } else {
-                sT[nt][e] = in ? state[int64_t(i) * dv + col] : 0.0f;
+                sT[nt][e] = in ? state.load(int64_t(i) * dv + col) : 0.0f;
             }
         }
 }
@@ -293,7 +293,8 @@ __global__ void __launch_bounds__(kThreads, 1) tc_scan_kernel(GdnArgs a, TcWork 
     Rows ch = chunk_rows(a, s, 0);
     if (ch.n == 0) return; // an empty sequence keeps its state
     extern __shared__ __align__(16) unsigned char smem[];
-    float* state = a.state + (int64_t(a.slots[s]) * a.Hv + h) * a.dk * a.dv;
+    const GdnStateRef state =
+        GdnStateRef{a.state, a.state_bf16}.at((int64_t(a.slots[s]) * a.Hv + h) * a.dk * a.dv);
     float sT[kSTiles][4];
     state_io(state, a.dk, a.dv, wc, sT, false);
     // Chunk c's tiles are in buffer c % 2 (computed, not indexed: an array of Stage would live

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "ops/cuda/gated_delta_rule_chunked.h"
+#include "ops/cuda/gdn_state.cuh"
 #include "ops/cuda/mma.cuh"
 
 namespace ninfer::ops::cuda {

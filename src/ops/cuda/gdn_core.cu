@@ -7,6 +7,7 @@
 // Assumes contiguous conv state, recurrent state and core; unit last strides on the in_proj views.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/gdn_state.cuh"
 
 namespace ninfer::ops::cuda {
 namespace {
@@ -24,7 +25,7 @@ struct DecodeArgs {
     int64_t qkv_s0, z_s0, b_s0, a_s0; // their row strides (elements)
     const void *conv_w, *A_log, *dt_bias, *norm_w;
     void* conv_state; // [slots, C, kHist] activation dtype
-    float* state;     // [slots, Hv, kD, kD]
+    GdnStateRef state; // [slots, Hv, kD, kD], F32 or BF16
     void* core;       // [T, Hv, kD] activation dtype
     const int32_t *row_begin, *slots;
     int64_t C;
@@ -190,10 +191,11 @@ template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_ke
     pdl_wait_and_release();
     const int64_t r = a.row_begin[s], slot = a.slots[s];
     if (a.row_begin[s + 1] == r) return; // no row: both states stay (the whole cluster returns)
-    float* st = a.state + ((slot * a.Hv + h) * kD + 32 * rg) * kD + col; // S[slot, h, 32 rg, col]
+    const GdnStateRef st = a.state.at(((slot * a.Hv + h) * kD + 32 * rg) * kD + col); // S[slot, h,
+                                                                                      // 32 rg, col]
     float S[32];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) S[j] = st[j * kD];
+    for (int j = 0; j < 32; ++j) S[j] = st.load(j * kD);
     __shared__ float x_s[kChannels]; // conv outputs in T: q [0, kD), k [kD, 2 kD), v [2 kD, 3 kD)
     float next[kHist] = {};
     conv_block<T>(a, r, slot, ch, taps, x_s, next);
@@ -206,7 +208,7 @@ template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_ke
     const float q_mine = normalized_element(x_s, rg, rsqrtf(float(kD)));
     const float o = delta_rule_step(S, gt, x_s[2 * kD + col], k_mine, q_mine, rg, col);
 #pragma unroll
-    for (int j = 0; j < 32; ++j) st[j * kD] = S[j];
+    for (int j = 0; j < 32; ++j) st.store(j * kD, S[j]);
     gated_norm_store<T>(a, r, h, col, o, norm_w);
     if (h % a.ratio != 0) return;
     cluster_wait(); // every block of the cluster has read the q/k conv state
@@ -269,7 +271,7 @@ void gdn_core_fused(const ExecContext& ctx, const TensorView& qkv, const TensorV
                           dt_bias.data,
                           norm_w.data,
                           conv_state.data,
-                          recurrent_state.ptr<float>(),
+                          {recurrent_state.data, recurrent_state.dtype == DType::BF16},
                           core.data,
                           batch.row_begin.ptr<int32_t>(),
                           batch.state_slot.ptr<int32_t>(),

@@ -205,7 +205,8 @@ class DecodeRoofline(unittest.TestCase):
         info = {"config": {"hidden_size": 4, "layers": 2,
                            "moe": {"experts": 4, "top_k": 2, "expert_intermediate": 2}},
                 "memory_bytes": {"weights_read_per_token_bf16": 1000,
-                                 "gdn_state_per_sequence": 10, "kv_per_token_bf16": 3}}
+                                 "gdn_state_per_sequence": 10,
+                                 "gdn_state_per_sequence_bf16": 6, "kv_per_token_bf16": 3}}
         # one expert 3 * 4 * 2 * 2 = 48 bytes; 2 layers x 2 routed = 192 of the 1000
         parts = decode_roofline.step_bytes(info, batch=2, context=5, fp8=False)
         self.assertEqual(parts["weights_every_token"], 1000 - 192)
@@ -215,6 +216,9 @@ class DecodeRoofline(unittest.TestCase):
         self.assertEqual(parts["kv"], 2 * 5 * 3)
         r = decode_roofline.roofline(info, 2, 5, 1000.0, False)
         self.assertAlmostEqual(r["roofline_tok_s"], 2 * 1000.0 / sum(parts.values()))
+        # a bf16 state: its own per-sequence bytes, read and written
+        bf16 = decode_roofline.step_bytes(info, 2, 5, False, state_dtype="bf16")
+        self.assertEqual(bf16["gdn_state"], 2 * 2 * 6)
 
     def test_35b_decode_heavy(self):
         cfg = os.path.join(ROOT, "configs", "qwen3.6-35b-a3b.json")

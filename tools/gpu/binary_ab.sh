@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# On the device: two builds of ninfer A/B on the same random-weight models, interleaved in one
+# run (route_ab.sh A/Bs route tables of one build; this, two builds): batch-1 decode and, with
+# BATCHES, `ninfer bench --batch B` decode. OLD is the earlier build (a pack of its ninfer alone:
+#   tar cf - -C .deps/gpu ninfer | xz -9e -T0 > .deps/old_ninfer.tar.xz, then on the device
+#   mkdir -p /tmp/old && tar xJf .deps/old_ninfer.tar.xz -C /tmp/old),
+# NEW the current one (/tmp/g/ninfer after unpack_binaries.sh, whose libraries both use).
+#   OLD=/tmp/old/ninfer NEW=/tmp/g/ninfer CONFIGS="configs/qwen3.6-35b-a3b-fp8.json ..." \
+#       [ROUNDS=2] [BENCH_ARGS="-n 128 -r 3"] [NEW_ARGS="..."] bash tools/gpu/binary_ab.sh
+# NEW_ARGS go to the new build alone (a new option). Results: $OUT/binary_ab.jsonl ({"label",
+# "config", "round", "bench"}) and one line per run on stdout.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out}
+mkdir -p "$out"
+old=${OLD:?OLD: the earlier ninfer}
+new=${NEW:-/tmp/g/ninfer}
+for config in ${CONFIGS:-configs/qwen3.6-35b-a3b-fp8.json}; do
+    for round in $(seq 1 "${ROUNDS:-2}"); do
+        for label in old new; do
+            bin=$old extra=""
+            [ $label = new ] && bin=$new extra=${NEW_ARGS:-}
+            json=/tmp/binary_ab_$label.json
+            if ! timeout 300 "$bin" bench --config "$config" --random-weights --device cuda \
+                ${BENCH_ARGS:--n 128 -r 3} --warmup 1 $extra -o json > "$json" 2> /tmp/binary_ab.err; then
+                echo "== $label $config failed: $(tail -2 /tmp/binary_ab.err)"
+                continue
+            fi
+            python3 - "$json" "$label" "$config" "$round" "$out/binary_ab.jsonl" <<'PY'
+import json, sys
+path, label, config, rnd, log = sys.argv[1:]
+j = json.load(open(path))
+with open(log, "a") as f:
+    f.write(json.dumps({"label": label, "config": config, "round": int(rnd), "bench": j}) + "\n")
+for r in j["results"]:
+    line = f"{label} {config.split('/')[-1]} round {rnd} {r['test']}"
+    if "decode_tok_s" in r:
+        line += " decode %.1f tok/s (%.1f%% roofline)" % (r["decode_tok_s"]["mean"],
+                                                       100 * r["decode_roofline_fraction"]["mean"])
+    if "prefill_tok_s" in r:
+        line += " prefill %.0f tok/s" % r["prefill_tok_s"]["mean"]
+    print(line)
+PY
+        done
+    done
+done
