@@ -80,7 +80,8 @@ protected:
         EXPECT_TRUE(near(state16, rounded(state32, DType::BF16), kExact));
         EXPECT_FALSE(near(state32, p.state, kExact)) << "the call wrote no state";
         // The CPU reference on a BF16 state (same start, same stores).
-        Tensor ref_state = Tensor::empty(cpu_allocator(), DType::BF16, p.state.shape.data(), 4);
+        Tensor ref_state =
+            Tensor::empty(cpu_allocator(), DType::BF16, p.state.view().shape.data(), 4);
         convert_from_f32(p.state.ptr<float>(), ref_state.view().data, DType::BF16, p.state.numel());
         Tensor ref_out = zeros({T, Hv, kD});
         HostBatch host(seqs);
