@@ -125,8 +125,9 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_option("--max-sequences", o.max_sequences, "Sequences run at once (0: from memory)")
             ->check(CLI::NonNegativeNumber);
         app.add_option("--max-batch-tokens", o.max_batch_tokens,
-                       "Most rows (prompt and decode tokens) in one step")
-            ->check(CLI::PositiveNumber);
+                       "Most rows (prompt and decode tokens) in one step (0: 8192 on CUDA, 2048 "
+                       "on the CPU)")
+            ->check(CLI::NonNegativeNumber);
     }
     if (flags & kMemoryFlags) {
         app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,

@@ -58,7 +58,10 @@ struct EngineOptions {
     bool cuda_graphs = true;     // replay decode steps as CUDA graphs (CUDA devices)
     int threads = 0;             // CPU threads (0: the CPUs this process may use, one left free)
     int prefill_chunk = 512;     // most prompt tokens of one sequence in one step
-    int max_batch_tokens = 2048; // most rows (prompt + decode) in one step
+    // Most rows (prompt + decode) in one step. 0: from the device, 8192 on CUDA (serving the fp8
+    // 35B-A3B at 256 concurrent on an H100, 1k/128: 20,381 total tok/s against 15,390 at 2048,
+    // inter-token p50 40 against 110 ms), 2048 on the CPU.
+    int max_batch_tokens = 0;
     // Sequences resident at once (GDN state slots). 0: from memory (CUDA: what the KV and state
     // budget holds, up to 256; CPU: 16).
     int max_sequences = 0;

@@ -128,68 +128,45 @@ __device__ __forceinline__ void dot16_rows(const __nv_bfloat16* x, int64_t x_str
 // the accumulators and the x chunks take 105-128 registers, which 80 would spill, so 2 (16 warps).
 template <int R> constexpr int kMinBlocks = R <= 2 ? 3 : 2;
 
-// Where a warp reads code row n: the row, its scale row and the cursor of the lane's first chunk.
-struct RowStart {
-    const uint8_t* row;
-    const float* srow;
-    ScaleCursor cur;
-};
-
-// Row n's start, and its first kUnroll chunks in `first` (zeros for n >= N: no loads).
-__device__ __forceinline__ RowStart start_row(const Fp8Rows& w, int64_t n, int64_t N, int64_t K,
-                                              int lane, Chunk (&first)[kUnroll]) {
-    const int64_t c = int64_t(lane) * kCodesPerLoad;
-    const uint32_t nn = uint32_t(n < N ? n : 0); // N < 2^31 (checked on the host)
-    RowStart r{w.q + int64_t(nn) * K, w.scale + int64_t(nn / w.block_rows) * w.scale_stride,
-               ScaleCursor{uint32_t(c) / w.block_cols, uint32_t(c) % w.block_cols}};
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-        first[u] = n < N ? load_chunk_or_zero(r.row, r.srow, c + u * kStep, K, r.cur, w)
-                         : Chunk{uint4{}, 0.0f};
-    return r;
-}
-
 // implements: y[r, n] (+)= sum_k x[r, k] * e4m3(q[n, k]) * scale[n / Br, k / Bc], r < R.
 // chosen when: linear_gemv_fp8_fits (linear_fp8).
 // assumes: K % 16 == 0, Bc % 16 == 0; x and q 16-byte aligned, x's row stride a multiple of 8.
-// Grid: at most one resident wave of kWarpsPerBlock-warp blocks; warp w takes columns w,
-// w + warps, ... and loads the first chunks of its next column before it reduces and stores the
-// current one, so its loads stay in flight across columns (one column a warp waited for its
-// loads, then for the reduction, once per column: 1.5 TB/s on the 35B's projections, K = 2,048
-// being one load step).
+// Grid: ceil(N / kWarpsPerBlock) blocks of kWarpsPerBlock warps; warp -> column n.
 template <typename Y, int R>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks<R>)
     gemv_fp8_kernel(const __nv_bfloat16* __restrict__ x, int64_t x_stride, Fp8Rows w, int64_t N,
                     int64_t K, Y* __restrict__ y, int64_t y_stride, bool accumulate) {
-    const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
-    int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+    const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
+    const uint32_t nn = uint32_t(n < N ? n : 0); // N < 2^31 (checked on the host)
+    const uint8_t* row = w.q + int64_t(nn) * K;
+    const float* srow = w.scale + int64_t(nn / w.block_rows) * w.scale_stride;
+    int64_t c = int64_t(lane) * kCodesPerLoad;
+    ScaleCursor cur{uint32_t(c) / w.block_cols, uint32_t(c) % w.block_cols};
     // Codes and scales are written only while a model loads, never by a kernel in flight, so the
     // first loads may precede the dependency wait (the exception pdl_wait_and_release allows).
     Chunk first[kUnroll];
-    RowStart rs = start_row(w, n, N, K, lane, first);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+        first[u] = load_chunk_or_zero(row, srow, c + u * kStep, K, cur, w);
     pdl_wait_and_release();
-    for (; n < N; n += warps) {
-        float acc[R] = {};
-        // Software-pipelined as linear_gemv.cu's dot_rest_pipelined: the next kUnroll chunks are
-        // loaded before the current ones are consumed. One row too: with the plain loop of the
-        // bf16 GEMV, ptxas sinks each load to just before its use here (one load per warp in
-        // flight).
-        for (int64_t c = int64_t(lane) * kCodesPerLoad; c < K; c += kUnroll * kStep) {
-            Chunk next[kUnroll];
+    if (n >= N) return;
+    float acc[R] = {};
+    // Software-pipelined as linear_gemv.cu's dot_rest_pipelined: the next kUnroll chunks are
+    // loaded before the current ones are consumed. One row too: with the plain loop of the bf16
+    // GEMV, ptxas sinks each load to just before its use here (one load per warp in flight).
+    for (; c < K; c += kUnroll * kStep) {
+        Chunk next[kUnroll];
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u)
-                next[u] =
-                    load_chunk_or_zero(rs.row, rs.srow, c + (kUnroll + u) * kStep, K, rs.cur, w);
+        for (int u = 0; u < kUnroll; ++u)
+            next[u] = load_chunk_or_zero(row, srow, c + (kUnroll + u) * kStep, K, cur, w);
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u)
-                if (c + u * kStep < K) dot16_rows(x, x_stride, c + u * kStep, first[u], acc);
+        for (int u = 0; u < kUnroll; ++u)
+            if (c + u * kStep < K) dot16_rows(x, x_stride, c + u * kStep, first[u], acc);
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u) first[u] = next[u];
-        }
-        rs = start_row(w, n + warps, N, K, lane, first); // in flight during the reduction
-        store_rows(acc, lane, y + n, y_stride, accumulate);
+        for (int u = 0; u < kUnroll; ++u) first[u] = next[u];
     }
+    store_rows(acc, lane, y + n, y_stride, accumulate);
 }
 
 // implements: out[row, k] = bf16(e4m3(q[row, k]) * scale[e, n / Br, k / Bc]) over the rows
@@ -266,11 +243,9 @@ void linear_gemv_fp8(const ExecContext& ctx, const TensorView& x, const WeightVi
                        uint32_t(kStep / w.block_cols),
                        uint32_t(kStep % w.block_cols)};
     const auto* xp = x.ptr<__nv_bfloat16>();
+    const unsigned blocks = unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
     with_rows(T, [&](auto r) {
         constexpr int R = decltype(r)::value;
-        // One resident wave (the occupancy the kernel is compiled for), or fewer blocks.
-        const unsigned blocks = unsigned(std::min<int64_t>(
-            (N + kWarpsPerBlock - 1) / kWarpsPerBlock, int64_t(sm_count(ctx)) * kMinBlocks<R>));
         if (y.dtype == DType::F32)
             launch_pdl(ctx, gemv_fp8_kernel<float, R>, blocks, 32 * kWarpsPerBlock, 0, xp,
                        x.stride[0], rows, N, K, y.ptr<float>(), y.stride[0], accumulate);
