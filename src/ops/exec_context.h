@@ -13,7 +13,8 @@ struct ExecContext {
     Device device = Device::cpu();
     CpuMode cpu_mode = CpuMode::Fast;
     // The dtype of weights and activations on this context: F32 on the CPU; BF16 on CUDA by
-    // default (F32 there too for exact-parity runs). Recurrent state and logits are always F32.
+    // default (F32 there too for exact-parity runs). Logits are always F32; the GDN recurrent
+    // state is F32 unless --gdn-state-dtype bf16 (model::CacheSpec::recurrent_dtype).
     DType dtype = DType::F32;
     void* stream = nullptr; // cudaStream_t on CUDA devices (nullptr: the default stream)
     // CPU only: every block-wise fp8 projection (linear, the MoE experts) first quantizes its
