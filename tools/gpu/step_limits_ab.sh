@@ -2,9 +2,9 @@
 # On the device, with a pack holding ninfer (tools/gpu/pack_binaries.sh; carry
 # [".deps/gpu.tar.xz"]): the serving step limits A/B. 1k/128 random prompts at CONCURRENCY
 # (default 256, 1,000 prompts) against `ninfer serve` on CONFIG's random weights with each
-# PREFILL_CHUNK/MAX_BATCH_TOKENS pair of LIMITS in turn (default: the CLI defaults 512/2048, a
-# larger budget 512/8192, the benchmark's 2048/8192 and 4096/16384), one server each, so the
-# defaults can be set from a measurement. The prefix cache's snapshot stride follows the chunk
+# PREFILL_CHUNK/MAX_BATCH_TOKENS pair of LIMITS in turn (default: the CPU's 512/2048, CUDA's
+# 512/8192 (set from this script's first run: bench/NOTES.md), serve_bench.sh's 2048/8192 and
+# 4096/16384), one server each, so the defaults can be set from a measurement. The prefix cache's snapshot stride follows the chunk
 # (engine.cpp), which is the other side of the trade.
 #   CONFIG=configs/qwen3.6-35b-a3b-fp8.json bash tools/gpu/step_limits_ab.sh     JSON in $OUT
 set -uo pipefail
