@@ -26,21 +26,10 @@ for config in ${CONFIGS:-configs/qwen3.6-35b-a3b-fp8.json}; do
                 echo "== $label $config failed: $(tail -2 /tmp/binary_ab.err)"
                 continue
             fi
-            python3 - "$json" "$label" "$config" "$round" "$out/binary_ab.jsonl" <<'PY'
-import json, sys
-path, label, config, rnd, log = sys.argv[1:]
-j = json.load(open(path))
-with open(log, "a") as f:
-    f.write(json.dumps({"label": label, "config": config, "round": int(rnd), "bench": j}) + "\n")
-for r in j["results"]:
-    line = f"{label} {config.split('/')[-1]} round {rnd} {r['test']}"
-    if "decode_tok_s" in r:
-        line += " decode %.1f tok/s (%.1f%% roofline)" % (r["decode_tok_s"]["mean"],
-                                                       100 * r["decode_roofline_fraction"]["mean"])
-    if "prefill_tok_s" in r:
-        line += " prefill %.0f tok/s" % r["prefill_tok_s"]["mean"]
-    print(line)
-PY
+            python3 -c 'import json, sys; print(json.dumps({"label": sys.argv[1], "config": sys.argv[2],
+                "round": int(sys.argv[3]), "bench": json.load(open(sys.argv[4]))}))' \
+                "$label" "$config" "$round" "$json" >> "$out/binary_ab.jsonl"
+            python3 "$(dirname "$0")/bench_lines.py" "$json" --label "$label $(basename "$config") round $round"
         done
     done
 done

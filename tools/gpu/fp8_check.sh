@@ -37,19 +37,6 @@ for model in ${FP8_MODELS:-qwen3.6-35b-a3b}; do
             --fp8-weights $mode -p 512 -n 128 -r 3 --warmup 1 -o json \
             > "$out/bench_${model}_fp8_$mode.json" 2> "$out/bench_${model}_fp8_$mode.err"
         echo "exit $?"
-        python3 - "$out/bench_${model}_fp8_$mode.json" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("no json:", e); sys.exit(0)
-print(j.get("weights"), "weights %.1f GB" % (j["memory_bytes"]["weights"] / 1e9),
-      "copy %.0f GB/s" % (j["ceilings"]["copy_bytes_per_s"] / 1e9))
-for r in j["results"]:
-    s = r["test"]
-    if "prefill_tok_s" in r: s += " prefill %.0f tok/s (%.1f TFLOP/s)" % (r["prefill_tok_s"]["mean"], r["prefill_tflops"]["mean"])
-    if "decode_tok_s" in r: s += " decode %.1f tok/s (%.1f%% roofline)" % (r["decode_tok_s"]["mean"], 100 * r["decode_roofline_fraction"]["mean"])
-    print(" ", s)
-PY
+        python3 "$(dirname "$0")/bench_lines.py" "$out/bench_${model}_fp8_$mode.json"
     done
 done

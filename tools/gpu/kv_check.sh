@@ -32,22 +32,7 @@ for kv in bf16 int8 fp8; do
         -p 0 -n 0 --pg $context,128 -r 2 --warmup 0 -o json \
         > "$out/bench_${model}_kv_$kv.json" 2> "$out/bench_${model}_kv_$kv.err"
     echo "exit $?"
-    python3 - "$out/bench_${model}_kv_$kv.json" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("no json:", e); sys.exit(0)
-print(j.get("kv_dtype"), "kv cache %.2f GB" % (j["memory_bytes"]["kv_cache"] / 1e9),
-      "copy %.0f GB/s" % (j["ceilings"]["copy_bytes_per_s"] / 1e9))
-for r in j["results"]:
-    s = r["test"]
-    if "prefill_tok_s" in r: s += " prefill %.0f tok/s" % r["prefill_tok_s"]["mean"]
-    if "decode_tok_s" in r: s += " decode %.1f tok/s (%.1f%% roofline, %.2f GB/step)" % (
-        r["decode_tok_s"]["mean"], 100 * r["decode_roofline_fraction"]["mean"],
-        r["decode_bytes_per_step"] / 1e9)
-    print(" ", s)
-PY
+    python3 "$(dirname "$0")/bench_lines.py" "$out/bench_${model}_kv_$kv.json"
 done
 for kv in bf16 int8 fp8; do
     echo "== serve $model kv=$kv: planned capacity"
