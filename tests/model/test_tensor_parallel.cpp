@@ -73,6 +73,23 @@ TEST_P(TensorParallel, QuantizedKvEqualsOneDevice) {
     }
 }
 
+// A bf16 GDN state (--gdn-state-dtype bf16): each rank's pool holds its value heads' state in bf16,
+// rounded at the same stores as one device's, so the output is one device's.
+TEST_P(TensorParallel, Bf16GdnStateEqualsOneDevice) {
+    const Fixture& f = GetParam();
+    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
+    EngineOptions one = parallel_options(f, 1, /*reference=*/true);
+    one.gdn_state_dtype = "bf16";
+    Engine single(one);
+    const Generated want = run_one(single, greedy_request(prompt, 16));
+    EngineOptions o = one;
+    o.tensor_parallel = 2;
+    Engine parallel(o);
+    EXPECT_EQ(parallel.stats().gdn_state_dtype, "bf16");
+    expect_same_output(run_one(parallel, greedy_request(prompt, 16)).tokens, want.tokens,
+                       kParallelCpu, f.name + " --gdn-state-dtype bf16");
+}
+
 TEST_P(TensorParallel, BatchedAndPreemptedEqualSoloRuns) {
     check_batching_and_preemption(parallel_options(GetParam(), 2, true), GetParam(),
                                   kParallelCpu);
