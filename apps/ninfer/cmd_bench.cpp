@@ -146,31 +146,6 @@ int bandwidth_devices(const EngineOptions& e, bool gpu) {
     return int(distinct.size());
 }
 
-// The weight bytes a decode step of `batch` rows reads. weight_bytes is one token's
-// (model::active_weight_bytes: the top-k experts of each MoE layer); a batch reads instead the
-// experts some row routes to, E (1 - (1 - k / E)^batch) of each layer's E under uniform routing
-// (the random-weight router's; a trained router concentrates, so fewer bytes). The same model
-// as bench/serve/decode_roofline.py. expert_param_bytes: bytes per routed-expert parameter as
-// resident (2 bf16, 4 f32, ~1 fp8 with its block scales, groupwise codes and scales).
-double batch_weight_bytes(const io::ModelConfig& c, int64_t weight_bytes,
-                          double expert_param_bytes, int batch) {
-    if (c.num_experts == 0 || batch <= 1) return double(weight_bytes);
-    const double E = double(c.num_experts), k = double(c.num_experts_per_tok);
-    const double expert = double(model::layer_param_parts(c).experts.v) / E * expert_param_bytes;
-    const double layers = double(c.num_layers);
-    return double(weight_bytes) + layers * expert * (E * (1.0 - std::pow(1.0 - k / E, batch)) - k);
-}
-
-// Bytes one decode step of `batch` rows must read at context c: weights (batch_weight_bytes),
-// each row's KV of c tokens, and each row's GDN state (read and written).
-double decode_bytes(const io::ModelConfig& c, double weight_bytes, int64_t elem, double context,
-                    ops::KvDtype kv_dtype, DType activation, int batch, int64_t state_elem) {
-    return weight_bytes +
-           double(batch) *
-               (double(model::kv_bytes_per_token(c, kv_dtype, activation)) * context +
-                2.0 * double(model::gdn_state_bytes_per_sequence(c, elem, state_elem)));
-}
-
 // FLOPs of a prefill of P tokens: 2 per active matmul weight per token, plus causal attention
 // (QK^T and PV over P^2 / 2 pairs per head) and the delta rule (~4 dk dv per value head).
 double prefill_flops(const io::ModelConfig& c, const model::ParamCounts& p, double P) {
@@ -190,9 +165,12 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
     const DType act = elem == 4 ? DType::F32 : DType::BF16;
     const int B = o.batch;
     const double context = t.prompt + 0.5 * t.gen; // the mean context while decoding
+    const int64_t state_elem = engine.stats().gdn_state_dtype == "bf16" ? 2 : 4;
     const double step_bytes =
-        decode_bytes(c, batch_weight_bytes(c, weight_bytes, expert_param_bytes, B), elem, context,
-                     kv, act, B, engine.stats().gdn_state_dtype == "bf16" ? 2 : 4);
+        model::decode_step_bytes(c, weight_bytes, expert_param_bytes, B, context,
+                                 model::kv_bytes_per_token(c, kv, act),
+                                 model::gdn_state_bytes_per_sequence(c, elem, state_elem))
+            .total();
     for (int w = 0; w < o.warmup; ++w) run_once(engine, t, B, 1000 + uint64_t(w));
     std::vector<double> prefill, ttft, decode, roofline, tflops;
     SpeculativeStats spec; // over the measured repetitions

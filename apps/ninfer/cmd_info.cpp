@@ -28,7 +28,42 @@ struct InfoOptions {
     double plan_device_gb = 141; // memory of each planned device (GB; an H200)
     std::string device = "cpu";    // whose kernel route table to name
     std::string route_table = "auto";
+    // --decode-batch B: the bytes a decode step of B sequences reads (model::decode_step_bytes),
+    // at decode_context KV tokens each, with these weights, KV and GDN state.
+    int64_t decode_batch = 0;
+    double decode_context = 0;
+    std::string decode_weights = "bf16"; // or "fp8": an fp8 config's projections resident
+    std::string kv_dtype = "bf16";
+    std::string gdn_state_dtype = "f32";
 };
+
+// --decode-batch: a decode step's bytes by part, as `ninfer bench` counts them (its roofline).
+nlohmann::json decode_step_json(const io::ModelConfig& c, int64_t mtp_layers, const InfoOptions& o) {
+    const bool fp8 = o.decode_weights == "fp8";
+    require(!fp8 || c.fp8, "--decode-weights fp8 needs an fp8 config (quantization_config)");
+    const model::ParamCounts p = model::count_params(c, mtp_layers);
+    constexpr int64_t kBf16 = 2;
+    const int64_t weight_bytes =
+        fp8 ? model::active_weight_bytes(p, true, c.fp8_block[0] * c.fp8_block[1])
+            : p.active_per_token * kBf16;
+    const double expert_param_bytes =
+        fp8 ? 1.0 + 4.0 / double(c.fp8_block[0] * c.fp8_block[1]) : double(kBf16);
+    const model::DecodeStepBytes b = model::decode_step_bytes(
+        c, weight_bytes, expert_param_bytes, o.decode_batch, o.decode_context,
+        model::kv_bytes_per_token(c, ops::parse_kv_dtype(o.kv_dtype), DType::BF16),
+        model::gdn_state_bytes_per_sequence(c, kBf16, o.gdn_state_dtype == "bf16" ? 2 : 4));
+    return {{"batch", o.decode_batch},
+            {"context", o.decode_context},
+            {"weights", o.decode_weights},
+            {"kv_dtype", o.kv_dtype},
+            {"gdn_state_dtype", o.gdn_state_dtype},
+            {"bytes_by_part",
+             {{"weights_every_token", b.weights_every_token},
+              {"routed_experts", b.routed_experts},
+              {"gdn_state", b.gdn_state},
+              {"kv", b.kv}}},
+            {"bytes", b.total()}};
+}
 
 // --plan split:N | tp:N | ep:N: where the weights live and the KV capacity, against one device.
 nlohmann::json placement_json(const io::ModelConfig& c, int64_t mtp_layers, const InfoOptions& o) {
@@ -250,6 +285,7 @@ int info(InfoOptions o) {
     const int64_t context = o.context > 0 ? o.context : c.max_position_embeddings;
     nlohmann::json j = describe(c, mtp_layers, context, checkpoint_bytes);
     if (!o.plan.empty()) j["placement"] = placement_json(c, mtp_layers, o);
+    if (o.decode_batch > 0) j["decode_step"] = decode_step_json(c, mtp_layers, o);
     // The kernel route table the engine would put in force on --device (ops/route_table.h).
     const Device device = runtime::parse_device(o.device);
     const ops::RouteTable routes = runtime::select_route_table(o.route_table, device);
@@ -285,6 +321,19 @@ Action add_info_command(CLI::App& app) {
                    "The device whose kernel route table to name (cpu, cuda or cuda:N)");
     app.add_option("--route-table", o->route_table,
                    "As the engine's --route-table: auto, builtin or a table file");
+    app.add_option("--decode-batch", o->decode_batch,
+                   "The bytes a decode step of this many sequences reads (JSON decode_step: the "
+                   "memory roofline of ninfer bench and bench/serve/decode_roofline.py)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--decode-context", o->decode_context, "KV tokens of each decode sequence")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--decode-weights", o->decode_weights,
+                   "Decode weights: bf16, or fp8 (an fp8 config's projections resident)")
+        ->check(CLI::IsMember({"bf16", "fp8"}));
+    app.add_option("--kv-dtype", o->kv_dtype, "Decode KV storage: bf16, int8 or fp8")
+        ->check(CLI::IsMember({"bf16", "int8", "fp8"}));
+    app.add_option("--gdn-state-dtype", o->gdn_state_dtype, "Decode GDN state storage: f32 or bf16")
+        ->check(CLI::IsMember({"f32", "bf16"}));
     return [o] { return info(*o); };
 }
 

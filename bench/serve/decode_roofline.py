@@ -14,7 +14,9 @@ A step of B sequences, each with `context` tokens of KV, reads:
   - every sequence's GDN state, read and written (f32, or bf16 with --gdn-state-dtype bf16);
   - every sequence's KV over its context.
 Roofline tok/s = B / (bytes / bandwidth). Weights are bf16, or fp8 codes with F32 block scales
-for an fp8 config with --fp8 (as `ninfer info` counts them resident).
+for an fp8 config with --fp8 (as `ninfer info` counts them resident). The bytes come from
+`ninfer info --decode-batch B --decode-context C` (model::decode_step_bytes), the formula
+`ninfer bench` uses for its own roofline, so the two cannot drift apart.
 
   python3 bench/serve/decode_roofline.py --config configs/qwen3.6-35b-a3b.json \\
       --concurrency 64 --context 640 --bandwidth 4.2e12 [--fp8] [--json]
@@ -28,44 +30,22 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def model_info(ninfer, config):
-    out = subprocess.run([ninfer, "info", "--config", config, "--device", "cpu", "--json"],
+def step(ninfer, config, batch, context, fp8, kv_dtype="bf16", state_dtype="f32"):
+    """`ninfer info --decode-batch`'s decode_step: the bytes by part (model::decode_step_bytes,
+    the formula `ninfer bench` uses for its roofline)."""
+    out = subprocess.run([ninfer, "info", "--config", config, "--device", "cpu", "--json",
+                          "--decode-batch", str(batch), "--decode-context", str(context),
+                          "--decode-weights", "fp8" if fp8 else "bf16", "--kv-dtype", kv_dtype,
+                          "--gdn-state-dtype", state_dtype],
                          check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+    return json.loads(out)["decode_step"]
 
 
-def step_bytes(info, batch, context, fp8, kv_dtype="bf16", state_dtype="f32"):
-    """The bytes of one decode step of `batch` sequences (see the module doc), by part."""
-    cfg, mem = info["config"], info["memory_bytes"]
-    key = "weights_read_per_token_fp8_resident" if fp8 else "weights_read_per_token_bf16"
-    if key not in mem:
-        sys.exit(f"decode_roofline: `ninfer info` gives no {key} for this config")
-    per_token = mem[key]
-    moe = cfg.get("moe")
-    routed = 0.0
-    if moe:
-        E, k = moe["experts"], moe["top_k"]
-        H, I = cfg["hidden_size"], moe["expert_intermediate"]
-        # one expert's gate, up and down: codes plus an F32 scale per 128 x 128 block (fp8)
-        per_weight = 1.0 + 4.0 / (128 * 128) if fp8 else 2.0
-        expert = 3.0 * H * I * per_weight
-        layers = cfg["layers"]
-        per_token -= layers * k * expert
-        routed = layers * E * (1.0 - (1.0 - k / E) ** batch) * expert
-    return {
-        "weights_every_token": per_token,
-        "routed_experts": routed,
-        "gdn_state": 2.0 * batch * mem["gdn_state_per_sequence" +
-                                       ("_bf16" if state_dtype == "bf16" else "")],
-        "kv": float(batch) * context * mem[f"kv_per_token_{kv_dtype}"],
-    }
-
-
-def roofline(info, batch, context, bandwidth, fp8, kv_dtype="bf16", state_dtype="f32"):
-    parts = step_bytes(info, batch, context, fp8, kv_dtype, state_dtype)
-    total = sum(parts.values())
+def roofline(ninfer, config, batch, context, bandwidth, fp8, kv_dtype="bf16", state_dtype="f32"):
+    s = step(ninfer, config, batch, context, fp8, kv_dtype, state_dtype)
+    total = s["bytes"]
     return {"concurrency": batch, "context": context, "bandwidth_bytes_per_s": bandwidth,
-            "step_bytes": total, "step_bytes_by_part": parts,
+            "step_bytes": total, "step_bytes_by_part": s["bytes_by_part"],
             "step_ms": 1e3 * total / bandwidth, "roofline_tok_s": batch * bandwidth / total}
 
 
@@ -86,8 +66,8 @@ def main():
     args = ap.parse_args()
     if args.concurrency < 1 or args.context < 0 or args.bandwidth <= 0:
         sys.exit("decode_roofline: --concurrency >= 1, --context >= 0 and --bandwidth > 0")
-    r = roofline(model_info(args.ninfer, args.config), args.concurrency, args.context,
-                 args.bandwidth, args.fp8, args.kv_dtype, args.gdn_state_dtype)
+    r = roofline(args.ninfer, args.config, args.concurrency, args.context, args.bandwidth,
+                 args.fp8, args.kv_dtype, args.gdn_state_dtype)
     if args.output_tok_s is not None:
         r["output_tok_s"] = args.output_tok_s
         r["roofline_fraction"] = args.output_tok_s / r["roofline_tok_s"]

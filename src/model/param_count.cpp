@@ -1,5 +1,7 @@
 #include "model/param_count.h"
 
+#include <cmath>
+
 #include "core/checked.h"
 
 namespace ninfer::model {
@@ -140,6 +142,23 @@ int64_t gdn_state_bytes_per_sequence(const ModelConfig& c, int64_t conv_element_
                            Size(c.linear_num_value_heads) * c.linear_key_head_dim *
                                c.linear_value_head_dim * state_element_bytes;
     return int64_t(Size(c.count_layers(LayerKind::LinearAttention)) * per_layer);
+}
+
+DecodeStepBytes decode_step_bytes(const ModelConfig& c, int64_t weight_bytes,
+                                  double expert_param_bytes, int64_t batch, double context,
+                                  int64_t kv_bytes_per_token, int64_t gdn_state_bytes) {
+    DecodeStepBytes b;
+    b.weights_every_token = double(weight_bytes);
+    if (c.num_experts > 0) {
+        const double E = double(c.num_experts), k = double(c.num_experts_per_tok);
+        const double expert = double(layer_param_parts(c).experts.v) / E * expert_param_bytes;
+        const double layers = double(c.num_layers);
+        b.weights_every_token -= layers * k * expert;
+        b.routed_experts = layers * E * (1.0 - std::pow(1.0 - k / E, double(batch))) * expert;
+    }
+    b.gdn_state = 2.0 * double(batch) * double(gdn_state_bytes);
+    b.kv = double(batch) * context * double(kv_bytes_per_token);
+    return b;
 }
 
 } // namespace ninfer::model

@@ -61,4 +61,23 @@ int64_t kv_bytes_per_token(const io::ModelConfig& config, ops::KvDtype kv_dtype,
 int64_t gdn_state_bytes_per_sequence(const io::ModelConfig& config, int64_t conv_element_bytes,
                                      int64_t state_element_bytes = 4);
 
+// The bytes one decode step of `batch` sequences reads, `context` KV tokens each: the memory
+// roofline of `ninfer bench` and of bench/serve/decode_roofline.py (through `ninfer info
+// --decode-batch`). weight_bytes is one token's read (active_weight_bytes: the top-k experts of
+// each MoE layer); a batch reads instead the experts some sequence routes to, E (1 - (1 -
+// k/E)^batch) of each layer's E under uniform routing (the random-weight router's; a trained
+// router concentrates, so this bounds the bytes from above). expert_param_bytes: bytes per
+// routed-expert parameter as resident (2 bf16, 4 f32, ~1 fp8 with its block scales). Each
+// sequence's KV is read and its GDN state read and written.
+struct DecodeStepBytes {
+    double weights_every_token = 0; // weight_bytes less the top-k experts
+    double routed_experts = 0;      // the experts the batch routes to
+    double gdn_state = 0;
+    double kv = 0;
+    double total() const { return weights_every_token + routed_experts + gdn_state + kv; }
+};
+DecodeStepBytes decode_step_bytes(const io::ModelConfig& config, int64_t weight_bytes,
+                                  double expert_param_bytes, int64_t batch, double context,
+                                  int64_t kv_bytes_per_token, int64_t gdn_state_bytes);
+
 } // namespace ninfer::model

@@ -197,34 +197,38 @@ class BenchServe(unittest.TestCase):
 
 
 class DecodeRoofline(unittest.TestCase):
-    """bench/serve/decode_roofline.py: a step's bytes by hand on a made-up MoE, and the 35B's
-    decode-heavy rooflines that bench/NOTES.md derived by hand on 2026-12-01 (3,920 tok/s at 64
-    and 10,360 at 256, 4.2 TB/s; theirs rounded the parts)."""
+    """bench/serve/decode_roofline.py, through `ninfer info --decode-batch` (model::decode_step_bytes,
+    also `ninfer bench`'s roofline): the parts by hand against `ninfer info`'s own per-token and
+    per-sequence figures, and the 35B's decode-heavy rooflines that bench/NOTES.md derived by hand
+    on 2026-12-01 (3,920 tok/s at 64 and 10,360 at 256, 4.2 TB/s; theirs rounded the parts)."""
 
-    def test_bytes_by_hand(self):
-        info = {"config": {"hidden_size": 4, "layers": 2,
-                           "moe": {"experts": 4, "top_k": 2, "expert_intermediate": 2}},
-                "memory_bytes": {"weights_read_per_token_bf16": 1000,
-                                 "gdn_state_per_sequence": 10,
-                                 "gdn_state_per_sequence_bf16": 6, "kv_per_token_bf16": 3}}
-        # one expert 3 * 4 * 2 * 2 = 48 bytes; 2 layers x 2 routed = 192 of the 1000
-        parts = decode_roofline.step_bytes(info, batch=2, context=5, fp8=False)
-        self.assertEqual(parts["weights_every_token"], 1000 - 192)
-        # 2 layers x 4 experts x (1 - (1/2)^2) x 48
-        self.assertAlmostEqual(parts["routed_experts"], 2 * 4 * 0.75 * 48)
-        self.assertEqual(parts["gdn_state"], 2 * 2 * 10)
-        self.assertEqual(parts["kv"], 2 * 5 * 3)
-        r = decode_roofline.roofline(info, 2, 5, 1000.0, False)
-        self.assertAlmostEqual(r["roofline_tok_s"], 2 * 1000.0 / sum(parts.values()))
-        # a bf16 state: its own per-sequence bytes, read and written
-        bf16 = decode_roofline.step_bytes(info, 2, 5, False, state_dtype="bf16")
-        self.assertEqual(bf16["gdn_state"], 2 * 2 * 6)
+    CFG = os.path.join(ROOT, "configs", "qwen3.6-35b-a3b.json")
+
+    def test_parts_by_hand(self):
+        out = subprocess.run([NINFER, "info", "--config", self.CFG, "--device", "cpu", "--json"],
+                             check=True, capture_output=True, text=True).stdout
+        info = json.loads(out)
+        cfg, mem = info["config"], info["memory_bytes"]
+        E, k, layers = cfg["moe"]["experts"], cfg["moe"]["top_k"], cfg["layers"]
+        expert = 3.0 * cfg["hidden_size"] * cfg["moe"]["expert_intermediate"] * 2  # bf16
+        for batch, state in ((1, "f32"), (5, "bf16")):
+            s = decode_roofline.step(NINFER, self.CFG, batch, 100, False, "int8", state)["bytes_by_part"]
+            self.assertAlmostEqual(s["weights_every_token"],
+                                   mem["weights_read_per_token_bf16"] - layers * k * expert,
+                                   delta=1e3)
+            self.assertAlmostEqual(s["routed_experts"],
+                                   layers * E * (1 - (1 - k / E) ** batch) * expert, delta=1e3)
+            per_seq = mem["gdn_state_per_sequence" + ("_bf16" if state == "bf16" else "")]
+            self.assertEqual(s["gdn_state"], 2 * batch * per_seq)
+            self.assertEqual(s["kv"], batch * 100 * mem["kv_per_token_int8"])
+        # One sequence reads one token's weights: the top-k experts are the routed part.
+        one = decode_roofline.step(NINFER, self.CFG, 1, 0, False)["bytes_by_part"]
+        self.assertAlmostEqual(one["weights_every_token"] + one["routed_experts"],
+                               mem["weights_read_per_token_bf16"], delta=1e3)
 
     def test_35b_decode_heavy(self):
-        cfg = os.path.join(ROOT, "configs", "qwen3.6-35b-a3b.json")
-        info = decode_roofline.model_info(NINFER, cfg)
-        at64 = decode_roofline.roofline(info, 64, 640, 4.2e12, False)["roofline_tok_s"]
-        at256 = decode_roofline.roofline(info, 256, 640, 4.2e12, False)["roofline_tok_s"]
+        at64 = decode_roofline.roofline(NINFER, self.CFG, 64, 640, 4.2e12, False)["roofline_tok_s"]
+        at256 = decode_roofline.roofline(NINFER, self.CFG, 256, 640, 4.2e12, False)["roofline_tok_s"]
         self.assertAlmostEqual(at64, 3920, delta=40)
         self.assertAlmostEqual(at256, 10360, delta=110)
 
