@@ -1,4 +1,6 @@
 // model/param_count.h: parameter counts vs the fixture tensors, KV and GDN state byte formulas.
+#include <cmath>
+
 #include "core/checked.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
@@ -151,6 +153,31 @@ TEST(ParamCount, GdnStateBytesPerSequence) {
     // state of 4 heads * 4 * 4 = 64 floats (256 bytes). Two GDN layers.
     EXPECT_EQ(model::gdn_state_bytes_per_sequence(c, 2), 2 * (32 * 3 * 2 + 256));
     EXPECT_EQ(model::gdn_state_bytes_per_sequence(c, 4), 2 * (32 * 3 * 4 + 256));
+    // --gdn-state-dtype bf16: the recurrent state in 2 bytes an element.
+    EXPECT_EQ(model::gdn_state_bytes_per_sequence(c, 2, 2), 2 * (32 * 3 * 2 + 128));
+}
+
+TEST(ParamCount, DecodeStepBytesOfABatch) {
+    // The 35B-A3B: 40 layers, 256 experts, top 8, experts of 3 x 2048 x 512 bf16 parameters.
+    const ModelConfig c = io::parse_hf_config(json{{"model_type", "qwen3_5_moe_text"}}, "35b");
+    const double expert = 3.0 * 2048 * 512 * 2, routed_one = 40 * 8 * expert;
+    const model::DecodeStepBytes one = model::decode_step_bytes(c, 1'000'000'000'000, 2.0, 1,
+                                                                10, 7, 11);
+    EXPECT_DOUBLE_EQ(one.weights_every_token, 1e12 - routed_one);
+    EXPECT_NEAR(one.routed_experts, routed_one, 1e-3); // one sequence: its own top-8
+    EXPECT_DOUBLE_EQ(one.gdn_state, 2.0 * 11);         // read and written
+    EXPECT_DOUBLE_EQ(one.kv, 10.0 * 7);
+    // 64 sequences read each layer's experts that any of them routes to, under uniform routing.
+    const model::DecodeStepBytes b = model::decode_step_bytes(c, 1'000'000'000'000, 2.0, 64, 10,
+                                                              7, 11);
+    EXPECT_NEAR(b.routed_experts, 40 * 256 * (1 - std::pow(1 - 8.0 / 256, 64)) * expert, 1e-3);
+    EXPECT_DOUBLE_EQ(b.total(), b.weights_every_token + b.routed_experts + 64 * 2.0 * 11 +
+                                    64 * 10.0 * 7);
+    // A dense model has no routed part.
+    const model::DecodeStepBytes dense =
+        model::decode_step_bytes(small_config(), 1000, 2.0, 64, 0, 7, 11);
+    EXPECT_EQ(dense.routed_experts, 0.0);
+    EXPECT_EQ(dense.weights_every_token, 1000.0);
 }
 
 TEST(ParamCount, SmallConfigByHand) {
