@@ -191,8 +191,8 @@ template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_ke
     pdl_wait_and_release();
     const int64_t r = a.row_begin[s], slot = a.slots[s];
     if (a.row_begin[s + 1] == r) return; // no row: both states stay (the whole cluster returns)
-    const GdnStateRef st = a.state.at(((slot * a.Hv + h) * kD + 32 * rg) * kD + col); // S[slot, h,
-                                                                                      // 32 rg, col]
+    // S[slot, h, 32 rg, col]
+    const GdnStateRef st = a.state.at(((slot * a.Hv + h) * kD + 32 * rg) * kD + col);
     float S[32];
 #pragma unroll
     for (int j = 0; j < 32; ++j) S[j] = st.load(j * kD);
