@@ -249,6 +249,18 @@ void print_text(const nlohmann::json& j) {
     if (j["route_table"].contains("cudnn"))
         std::printf("cudnn             %s\n",
                     j["route_table"]["cudnn"].get<std::string>().c_str());
+    if (j.contains("decode_step")) {
+        const auto& d = j["decode_step"];
+        std::printf("decode step       %lld sequences x %.0f tokens (%s weights, %s KV, %s state): "
+                    "%s",
+                    d["batch"].get<long long>(), d["context"].get<double>(),
+                    d["weights"].get<std::string>().c_str(), d["kv_dtype"].get<std::string>().c_str(),
+                    d["gdn_state_dtype"].get<std::string>().c_str(),
+                    human(d["bytes"].get<double>()).c_str());
+        for (auto it = d["bytes_by_part"].begin(); it != d["bytes_by_part"].end(); ++it)
+            std::printf(", %s %s", it.key().c_str(), human(it.value().get<double>()).c_str());
+        std::printf("\n");
+    }
     if (!j.contains("placement")) return;
     const auto& pl = j["placement"];
     const auto& devices = pl["devices"];
