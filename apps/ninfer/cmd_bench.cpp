@@ -99,7 +99,6 @@ nlohmann::json stat_json(const Stat& s) {
 GenerationRequest bench_request(const Engine& engine, const Test& t, uint64_t seed) {
     GenerationRequest r;
     std::mt19937_64 gen(seed);
-    const int64_t token_limit = engine.model_info().token_limit;
     // Random ids, never a media placeholder (a prompt holding one needs its image): long prompts
     // (128k draws over ~248k ids) would hit the vision tokens.
     const ModelInfo& info = engine.model_info();
@@ -108,7 +107,7 @@ GenerationRequest bench_request(const Engine& engine, const Test& t, uint64_t se
                id == info.vision_start_token_id || id == info.vision_end_token_id;
     };
     while (int(r.prompt.size()) < t.prompt) {
-        const auto id = int32_t(gen() % uint64_t(token_limit));
+        const auto id = int32_t(gen() % uint64_t(info.token_limit));
         if (!is_media(id)) r.prompt.push_back(id);
     }
     r.max_new_tokens = t.gen;
@@ -295,7 +294,7 @@ int bench(BenchOptions o) {
                            : p.active_per_token * elem;
     // Bytes per routed-expert parameter as resident (the experts are in the quantized set).
     const double expert_param_bytes =
-        fp8_resident       ? 1.0 + 4.0 / (128.0 * 128.0)
+        fp8_resident       ? model::fp8_bytes_per_param()
         : grouped_resident ? c.group_bits / 8.0 + double(grouped_scale_bytes) / double(c.group_size)
                            : double(elem);
     nlohmann::json out = {

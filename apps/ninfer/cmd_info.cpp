@@ -38,16 +38,15 @@ struct InfoOptions {
 };
 
 // --decode-batch: a decode step's bytes by part, as `ninfer bench` counts them (its roofline).
-nlohmann::json decode_step_json(const io::ModelConfig& c, int64_t mtp_layers, const InfoOptions& o) {
+nlohmann::json decode_step_json(const io::ModelConfig& c, int64_t mtp_layers,
+                                const InfoOptions& o) {
     const bool fp8 = o.decode_weights == "fp8";
     require(!fp8 || c.fp8, "--decode-weights fp8 needs an fp8 config (quantization_config)");
     const model::ParamCounts p = model::count_params(c, mtp_layers);
     constexpr int64_t kBf16 = 2;
-    const int64_t weight_bytes =
-        fp8 ? model::active_weight_bytes(p, true, c.fp8_block[0] * c.fp8_block[1])
-            : p.active_per_token * kBf16;
-    const double expert_param_bytes =
-        fp8 ? 1.0 + 4.0 / double(c.fp8_block[0] * c.fp8_block[1]) : double(kBf16);
+    const int64_t block = c.fp8_block[0] * c.fp8_block[1];
+    const int64_t weight_bytes = model::active_weight_bytes(p, fp8, block);
+    const double expert_param_bytes = fp8 ? model::fp8_bytes_per_param(block) : double(kBf16);
     const model::DecodeStepBytes b = model::decode_step_bytes(
         c, weight_bytes, expert_param_bytes, o.decode_batch, o.decode_context,
         model::kv_bytes_per_token(c, ops::parse_kv_dtype(o.kv_dtype), DType::BF16),
@@ -254,7 +253,8 @@ void print_text(const nlohmann::json& j) {
         std::printf("decode step       %lld sequences x %.0f tokens (%s weights, %s KV, %s state): "
                     "%s",
                     d["batch"].get<long long>(), d["context"].get<double>(),
-                    d["weights"].get<std::string>().c_str(), d["kv_dtype"].get<std::string>().c_str(),
+                    d["weights"].get<std::string>().c_str(),
+                    d["kv_dtype"].get<std::string>().c_str(),
                     d["gdn_state_dtype"].get<std::string>().c_str(),
                     human(d["bytes"].get<double>()).c_str());
         for (auto it = d["bytes_by_part"].begin(); it != d["bytes_by_part"].end(); ++it)

@@ -33,6 +33,10 @@ struct ParamCounts {
 int64_t active_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems = 128 * 128);
 // Bytes of the text weights held in memory: bf16, or with fp8 resident weights (as above).
 int64_t text_weight_bytes(const ParamCounts& p, bool fp8_resident, int64_t block_elems = 128 * 128);
+// Bytes per resident fp8 parameter: its code and its share of its block's F32 scale.
+inline double fp8_bytes_per_param(int64_t block_elems = 128 * 128) {
+    return 1.0 + 4.0 / double(block_elems);
+}
 
 // Bytes of `total` params of which `quantized` are groupwise codes of `bits` bits with a
 // `scale_bytes` scale per `group` of them, the rest bf16 (a decode token's reads:

@@ -35,8 +35,9 @@
 //     model passes column ranges of in_proj's output)
 //   conv_w: [C, K] (K in [2, 9])  A_log, dt_bias: [Hv]  norm_w: [dv]: the activation dtype
 //   conv_state: [S_slots, C, K-1] activation dtype, recurrent_state: [S_slots, Hv, dk, dv] F32
-//     or BF16 (stored as gated_delta_rule's state), both contiguous, read from and written back to each sequence's slot (and, with per-row
-//     snapshots, the state after each earlier row to the snapshot rows: seq_batch.h)
+//     or BF16 (stored as gated_delta_rule's state), both contiguous, read from and written back
+//     to each sequence's slot (and, with per-row snapshots, the state after each earlier row to
+//     the snapshot rows: seq_batch.h)
 //   conv_out: [T, C] activation dtype, rows contiguous, must not alias qkv; g, beta: [T, Hv] F32:
 //     scratch, left unspecified (the fused CUDA route does not write them)
 //   core: [T, Hv, dv] activation dtype, contiguous: the output

@@ -130,11 +130,11 @@ void check_logical_shape(const char* op, const char* name, const WeightView& w,
 }
 
 // moe_experts over a stack that may be fp8 or groupwise: the CPU dequantizes the stacks (with
-// ExecContext::cpu_w8a8, fp8 stacks also quantize their activations, as CUDA's W8A8 route); CUDA runs
-// both fp8 stacks on the grouped tensor-core route (codes turned into bf16 in shared memory), and
-// for layouts that route does not take (mixed stacks, block_cols % 64 != 0, groupwise stacks)
-// dequantizes only the experts some pair is routed to into bf16 scratch (the others are never
-// read). Both CUDA routes multiply by the same bf16 weights.
+// ExecContext::cpu_w8a8, fp8 stacks also quantize their activations, as CUDA's W8A8 route);
+// CUDA runs both fp8 stacks on the grouped tensor-core route (codes turned into bf16 in shared
+// memory), and for layouts that route does not take (mixed stacks, block_cols % 64 != 0,
+// groupwise stacks) dequantizes only the experts some pair is routed to into bf16 scratch (the
+// others are never read). Both CUDA routes multiply by the same bf16 weights.
 void moe_routed_experts(const ExecContext& ctx, const TensorView& h, const WeightView& gate_up,
                         const WeightView& down, const TensorView& ids, const TensorView& weights,
                         const TensorView& y) {

@@ -81,8 +81,8 @@ RouteId linear_bf16_route(int64_t weight_bytes);
 // Every decision, indexed by RouteId.
 const std::vector<RouteDecisionInfo>& route_catalog();
 // Whether decision id's kernel can run in this process at all: false for a kernel that needs a
-// library that is missing (attention_prefill.bf16's cudnn without libcudnn). `ninfer tune` measures only those that can; a dispatcher asks its kernel's own fits() at every
-// call anyway.
+// library that is missing (attention_prefill.bf16's cudnn without libcudnn). `ninfer tune`
+// measures only those that can; a dispatcher asks its kernel's own fits() at every call anyway.
 bool route_kernel_available(RouteId id, int kernel);
 // The library behind attention_prefill.bf16's cudnn kernel: "cuDNN 9.x.y from libcudnn.so.9", or
 // why it is not there (`ninfer info`).

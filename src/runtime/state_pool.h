@@ -1,7 +1,7 @@
 // StatePool: the device tensors of the GDN conv and recurrent state of every GDN layer, in rows
-// ([rows, C, K-1] in the conv dtype and [rows, Hv, dk, dv] in spec.recurrent_dtype per layer). The engine lays out sequence slots, the
-// decode-graph padding row and prefix-cache snapshot rows in it; a row moves as a whole (zero,
-// copy to another row, to or from a host buffer).
+// ([rows, C, K-1] in the conv dtype and [rows, Hv, dk, dv] in spec.recurrent_dtype per layer).
+// The engine lays out sequence slots, the decode-graph padding row and prefix-cache snapshot
+// rows in it; a row moves as a whole (zero, copy to another row, to or from a host buffer).
 #pragma once
 
 #include <cstdint>

@@ -301,7 +301,8 @@ TEST(StatePool, Bf16RecurrentStateHalvesItsBytes) {
     EXPECT_EQ(runtime::parse_gdn_state_dtype("bfloat16"), DType::BF16);
     EXPECT_EQ(runtime::parse_gdn_state_dtype("f32"), DType::F32);
     EXPECT_EQ(runtime::parse_gdn_state_dtype("float32"), DType::F32);
-    EXPECT_TRUE(raises([] { runtime::parse_gdn_state_dtype("fp8"); }, {"--gdn-state-dtype", "fp8"}));
+    EXPECT_TRUE(
+        raises([] { runtime::parse_gdn_state_dtype("fp8"); }, {"--gdn-state-dtype", "fp8"}));
 }
 
 TEST(StatePool, ZeroAndCopyTouchOnlyTheirRows) {
