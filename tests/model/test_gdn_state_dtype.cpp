@@ -85,50 +85,59 @@ TEST_P(GdnStateDtype, Bf16StateTracksTheF32One) {
     }
 }
 
-// Serving with a bf16 state, on the reference ops. Batching keeps each request's solo output
-// exactly (every row is computed alone and stored at the same tokens). A prefix-cache hit resumes
-// from a snapshot the cold run never stored (the warm request's schedule cut its prefill at other
-// tokens), so the two are one bf16 rounding of the state apart (docs/QUANTIZATION.md): the same
-// greedy tokens except at near-ties, and log-probabilities within kBf16StateHitLogprobAbs (these
-// random tiny models amplify it: up to 0.046 seen over 8 steps, median ~2e-3). A hit restoring
-// the wrong state (another sequence's, a zeroed one) moves them by O(1).
+// Serving with a bf16 state, on the reference ops (every row computed alone). The state is
+// rounded where it is stored, so a request's output depends on where its prefill chunks end: a
+// prefix-cache hit resumes from a snapshot stored at a token where the cold run did not store,
+// and a step budget shared with others (or a preemption) cuts a prompt elsewhere. Those runs are
+// one bf16 rounding of the state apart (docs/QUANTIZATION.md): the same greedy tokens except at
+// near-ties, log-probabilities within kBf16StateHitLogprobAbs (these random tiny models amplify
+// it: up to 0.046 seen over 8 steps, median ~2e-3); a restored wrong state (another sequence's,
+// a zeroed one) moves them by O(1). Batching that leaves the chunks where they were is exact.
 constexpr double kBf16StateHitLogprobAbs = 0.1;
 constexpr double kBf16StateHitNearTie = 0.1;
 
-TEST_P(GdnStateDtype, Bf16StateServesBatchesExactlyAndHitsClosely) {
-    const Fixture& f = GetParam();
+EngineOptions bf16_state_reference() {
     EngineOptions o;
-    o.model_dir = f.dir;
     o.cpu_reference = true;
     o.gdn_state_dtype = "bf16";
-    o.kv_block_size = 16;
-    o.snapshot_stride = 32;
+    return o;
+}
+
+// serving_exactness.h's cold-versus-hit cases (prompts 1, 2 and 15 past a snapshot, the same
+// prompt again, a chat turn, seeded sampling) at the bf16 state's bound.
+TEST_P(GdnStateDtype, Bf16StateHitsTrackColdRuns) {
+    check_prefix_cache_exactness(bf16_state_reference(), GetParam(),
+                                 {kBf16StateHitLogprobAbs, 0, kBf16StateHitNearTie});
+}
+
+// Its batched and preempted cases: a 64-row step budget over four prompts cuts their chunks
+// elsewhere than alone.
+TEST_P(GdnStateDtype, Bf16StateBatchesAndPreemptionTrackSoloRuns) {
+    check_batching_and_preemption(bf16_state_reference(), GetParam(),
+                                  {kBf16StateHitLogprobAbs, 0, kBf16StateHitNearTie});
+}
+
+// Two prompts batched within a budget that holds both whole chunks: each equals its solo run.
+TEST_P(GdnStateDtype, Bf16StateBatchWithTheSameChunksIsExact) {
+    const Fixture& f = GetParam();
+    EngineOptions o = bf16_state_reference();
+    o.model_dir = f.dir;
+    o.prefix_cache = false;
     o.prefill_chunk = 48;
-    EngineOptions cold_options = o;
-    cold_options.prefix_cache = false;
-    Engine cold(cold_options), hot(o);
+    Engine engine(o);
     const std::vector<int32_t> base = long_prompt(f, 200);
-    run_one(hot, greedy_request(prefix_of(base, 64), 4)); // snapshots at 32 and 63
-    for (size_t past : {1, 2, 15}) {
-        const auto prompt = prefix_of(base, 64 + past);
-        const Generated want = run_one(cold, greedy_request(prompt, 8));
-        const Generated got = run_one(hot, greedy_request(prompt, 8));
-        EXPECT_GT(got.timings.cached_tokens, 0) << f.name << " +" << past;
-        expect_same_output(got.tokens, want.tokens,
-                           {kBf16StateHitLogprobAbs, 0, kBf16StateHitNearTie},
-                           f.name + " bf16 state, prompt 64+" + std::to_string(past));
-    }
-    // Batched with others: each request's tokens and logprobs as alone.
     const auto a = prefix_of(base, 40), b = prefix_of(base, 90);
-    const Generated solo_a = run_one(cold, greedy_request(a, 8));
-    const Generated solo_b = run_one(cold, greedy_request(b, 8));
-    RequestStream sa = cold.submit(greedy_request(a, 8)), sb = cold.submit(greedy_request(b, 8));
-    std::vector<GeneratedToken> ta, tb;
-    RequestUpdate u;
-    while (sa.next(u)) ta.insert(ta.end(), u.tokens.begin(), u.tokens.end());
-    while (sb.next(u)) tb.insert(tb.end(), u.tokens.begin(), u.tokens.end());
-    expect_same_output(ta, solo_a.tokens, {kLogprobScheduleAbs, 0}, f.name + " batched a");
-    expect_same_output(tb, solo_b.tokens, {kLogprobScheduleAbs, 0}, f.name + " batched b");
+    const Generated solo_a = run_one(engine, greedy_request(a, 8));
+    const Generated solo_b = run_one(engine, greedy_request(b, 8));
+    std::vector<RequestStream> streams =
+        engine.submit_all({greedy_request(a, 8), greedy_request(b, 8)});
+    std::vector<std::vector<GeneratedToken>> got(2);
+    for (size_t i = 0; i < 2; ++i) {
+        RequestUpdate u;
+        while (streams[i].next(u)) got[i].insert(got[i].end(), u.tokens.begin(), u.tokens.end());
+    }
+    expect_same_output(got[0], solo_a.tokens, {kLogprobScheduleAbs, 0}, f.name + " batched a");
+    expect_same_output(got[1], solo_b.tokens, {kLogprobScheduleAbs, 0}, f.name + " batched b");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GdnStateDtype, ::testing::ValuesIn(load_fixtures()),
