@@ -261,9 +261,9 @@ void Qwen35Model::gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w,
     if (!w.gdn.in_proj_ba.defined()) {
         ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj, proj, h);
     } else { // fp8 qkv | z, dense b | a: two products of the same normalised rows
-        ops::rms_norm_linear(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj,
-                             cols(proj, 0, C + Vd), h);
-        ops::linear(ctx, h, w.gdn.in_proj_ba, cols(proj, C + Vd, 2 * Hv));
+        ops::rms_norm_linear_pair(ctx, x, w.input_norm, float(c.rms_norm_eps), w.gdn.in_proj,
+                                  cols(proj, 0, C + Vd), w.gdn.in_proj_ba,
+                                  cols(proj, C + Vd, 2 * Hv), h);
     }
     TensorView core = s.core.view().narrow(0, 0, T);
     ops::gdn_core(ctx, cols(proj, 0, C), cols(proj, C, Vd), cols(proj, C + Vd, Hv),

@@ -63,9 +63,12 @@ void linear(const ExecContext& ctx, const TensorView& x, const WeightView& wv, c
     no_backend(op, ctx);
 }
 
-void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
-                     float eps, const WeightView& wv, const TensorView& y, const TensorView& h) {
-    constexpr const char* op = "rms_norm_linear";
+namespace {
+
+// rms_norm_linear's argument checks (op: the caller's name, for the messages).
+void check_norm_linear(const char* op, const ExecContext& ctx, const TensorView& x,
+                       const TensorView& norm_w, const WeightView& wv, const TensorView& y,
+                       const TensorView& h) {
     for (auto [name, t] :
          {std::pair{"x", &x}, {"norm_w", &norm_w}, {"w", &wv.w}, {"y", &y}, {"h", &h}}) {
         check_device(ctx, op, name, *t);
@@ -80,11 +83,37 @@ void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorVi
     check_shape(op, "h", h, {x.size(0), x.size(1)});
     check_rows_contiguous(op, "x", x);
     check_rows_contiguous(op, "h", h);
-    if (ctx.device.type == DeviceType::Cuda && !wv.is_quantized() &&
-        cuda::rms_norm_linear_fused(ctx, x, norm_w, eps, w, y, h))
+}
+
+} // namespace
+
+void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                     float eps, const WeightView& wv, const TensorView& y, const TensorView& h) {
+    check_norm_linear("rms_norm_linear", ctx, x, norm_w, wv, y, h);
+    if (ctx.device.type == DeviceType::Cuda &&
+        cuda::rms_norm_linear_fused(ctx, x, norm_w, eps, wv, y, h))
         return;
     rms_norm(ctx, x, norm_w, eps, h);
     linear(ctx, h, wv, y);
+}
+
+void rms_norm_linear_pair(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                          float eps, const WeightView& w, const TensorView& y,
+                          const WeightView& w2, const TensorView& y2, const TensorView& h) {
+    constexpr const char* op = "rms_norm_linear_pair";
+    check_norm_linear(op, ctx, x, norm_w, w, y, h);
+    check_device(ctx, op, "w2", w2.w);
+    check_device(ctx, op, "y2", y2);
+    if (!w2.is_quantized()) check_float(op, "w2", w2.w);
+    check_float(op, "y2", y2);
+    require(w2.w.ndim == 2 && w2.size(1) == x.size(1), op, ": w2 must be [N2, ", x.size(1),
+            "] (its logical shape), got ", w2.w.describe());
+    check_shape(op, "y2", y2, {x.size(0), w2.size(0)});
+    if (ctx.device.type == DeviceType::Cuda &&
+        cuda::rms_norm_linear_pair_fused(ctx, x, norm_w, eps, w, y, w2, y2, h))
+        return;
+    rms_norm_linear(ctx, x, norm_w, eps, w, y, h);
+    linear(ctx, h, w2, y2);
 }
 
 } // namespace ninfer::ops

@@ -22,9 +22,19 @@ void linear(const ExecContext& ctx, const TensorView& x, const WeightView& w, co
 //   x: [T, K] float, rows contiguous    norm_w: [K]    w: [N, K]    y: [T, N] (as linear)
 //   h: [T, K] x's dtype, rows contiguous, written (the norm's other consumers read it)
 // One call so a backend can fuse the two: CUDA computes the norm inside its few-row GEMV (one
-// kernel instead of two per decode step) for dense weights; otherwise, and on the CPU,
-// exactly the two ops (quantized weights included).
+// kernel instead of two per decode step) for BF16 and fp8 weights; otherwise, and on the CPU,
+// exactly the two ops.
 void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                      float eps, const WeightView& w, const TensorView& y, const TensorView& h);
+
+// rms_norm_linear_pair: rms_norm_linear(x, norm_w, eps, w, y, h), then y2 = linear(h, w2): two
+// projections of the same normalised rows (the GDN's in_proj and in_proj_ba, which the fp8
+// checkpoints keep in two formats).
+//   w2: [N2, K]    y2: [T, N2] (as linear); the other arguments as rms_norm_linear's
+// CUDA runs both in one kernel where rms_norm_linear would take the fp8 GEMV and w2 is BF16
+// (its rows as extra blocks of that GEMV); otherwise, and on the CPU, exactly the two calls.
+void rms_norm_linear_pair(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                          float eps, const WeightView& w, const TensorView& y,
+                          const WeightView& w2, const TensorView& y2, const TensorView& h);
 
 } // namespace ninfer::ops

@@ -1,5 +1,5 @@
 // ops/linear.h: y = x w^T (optionally += y), Fast (BLAS) against Reference (FP64) and by hand;
-// rms_norm_linear against its two ops.
+// rms_norm_linear and rms_norm_linear_pair against their two ops.
 #include "ops/linear.h"
 #include "ops/op_test_util.h"
 #include "ops/rms_norm.h"
@@ -128,4 +128,27 @@ TEST(RmsNormLinear, RejectsMismatchedShapes) {
 }
 
 } // namespace
+// rms_norm_linear_pair on the CPU is exactly rms_norm_linear then linear(h, w2).
+TEST(RmsNormLinearPair, EqualsTheTwoCallsAndRejectsMismatchedShapes) {
+    for (const ops::ExecContext& ctx : {kRef, kFast}) {
+        const int64_t T = 3, K = 96, N = 40, N2 = 6;
+        Tensor x = random_tensor({T, K}, 40, 2.0f), nw = random_tensor({K}, 41, 0.2f);
+        Tensor w = random_tensor({N, K}, 42, 0.05f), w2 = random_tensor({N2, K}, 43, 0.05f);
+        Tensor h = zeros({T, K}), y = zeros({T, N}), y2 = zeros({T, N2});
+        ops::rms_norm_linear_pair(ctx, x, nw, 1e-6f, w, y, w2, y2, h);
+        Tensor eh = zeros({T, K}), ey = zeros({T, N}), ey2 = zeros({T, N2});
+        ops::rms_norm_linear(ctx, x, nw, 1e-6f, w, ey, eh);
+        ops::linear(ctx, eh, w2, ey2);
+        EXPECT_TRUE(near(h, eh, kExact));
+        EXPECT_TRUE(near(y, ey, kExact));
+        EXPECT_TRUE(near(y2, ey2, kExact));
+        EXPECT_FALSE(near(y2, zeros({T, N2}), kExact)); // y2 was written
+        Tensor w2_bad = random_tensor({N2, K + 1}, 44), y2_bad = zeros({T, N2 + 1});
+        EXPECT_THROW(ops::rms_norm_linear_pair(ctx, x, nw, 1e-6f, w, y, w2_bad, y2, h), Error);
+        EXPECT_THROW(ops::rms_norm_linear_pair(ctx, x, nw, 1e-6f, w, y, w2, y2_bad, h), Error);
+        Tensor h_bad = zeros({T, K - 1});
+        EXPECT_THROW(ops::rms_norm_linear_pair(ctx, x, nw, 1e-6f, w, y, w2, y2, h_bad), Error);
+    }
+}
+
 } // namespace ninfer::test

@@ -35,6 +35,7 @@
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/fp8_codes.cuh"
+#include "ops/cuda/gemv_input.cuh"
 #include "ops/cuda/gemv_rows.cuh"
 #include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/moe_grouped.h"
@@ -47,7 +48,7 @@ namespace {
 static_assert(kGemvMaxRows >= 1 && kGemvMaxRows <= 8,
               "the fp8 GEMV is sized (registers, warp_sum_rows) for 1..8 rows");
 
-constexpr int kWarpsPerBlock = 8;
+constexpr int kWarpsPerBlock = gemv::kBlockWarps;
 constexpr int kUnroll = 4;                // 16-byte loads per lane in flight
 constexpr int kCodesPerLoad = 16;         // e4m3 codes per 16-byte load
 constexpr int kStep = 32 * kCodesPerLoad; // columns of K a warp covers per load
@@ -101,18 +102,17 @@ __device__ __forceinline__ Chunk load_chunk_or_zero(const uint8_t* row, const fl
     return Chunk{uint4{}, 0.0f};
 }
 
-// acc[r] += (x[r, c .. c+16) . e4m3(codes)) * scale for every row r, the codes converted once.
-template <int R>
-__device__ __forceinline__ void dot16_rows(const __nv_bfloat16* x, int64_t x_stride, int64_t c,
-                                           const Chunk& ch, float (&acc)[R]) {
+// acc[r] += (in[r, c .. c+16) . e4m3(codes)) * scale for every row r, the codes converted once.
+template <typename Input>
+__device__ __forceinline__ void dot16_rows(const Input& in, int64_t c, const Chunk& ch,
+                                           float (&acc)[Input::kRows]) {
     float wv[16];
     fp8x16_to_float(ch.codes, wv);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-        const uint4* xr = reinterpret_cast<const uint4*>(x + r * x_stride + c);
+    for (int r = 0; r < Input::kRows; ++r) {
         float lo[8], hi[8];
-        bf16x8_to_float(__ldg(xr), lo);
-        bf16x8_to_float(__ldg(xr + 1), hi);
+        in.load8(r, c, lo);
+        in.load8(r, c + 8, hi);
         float s0 = 0.0f, s1 = 0.0f; // two chains: more independent FMAs in flight
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -128,14 +128,84 @@ __device__ __forceinline__ void dot16_rows(const __nv_bfloat16* x, int64_t x_str
 // the accumulators and the x chunks take 105-128 registers, which 80 would spill, so 2 (16 warps).
 template <int R> constexpr int kMinBlocks = R <= 2 ? 3 : 2;
 
-// implements: y[r, n] (+)= sum_k x[r, k] * e4m3(q[n, k]) * scale[n / Br, k / Bc], r < R.
-// chosen when: linear_gemv_fp8_fits (linear_fp8).
+// A second weight on the GEMV's input rows, in BF16 (rms_norm_linear_pair: the GDN's in_proj_ba
+// beside its fp8 in_proj): blocks from first_block on take its rows, y2 = in . w2^T.
+template <typename Y> struct Bf16Tail {
+    const __nv_bfloat16* w; // [N, K], rows contiguous, 16-byte aligned
+    int64_t N;
+    Y* y;
+    int64_t y_stride;
+    unsigned first_block; // = the fp8 weight's blocks; the grid's size when there is no tail
+};
+
+constexpr int kBf16Elems = 8;                // bf16 per 16-byte load
+constexpr int kBf16Step = 32 * kBf16Elems;   // columns of K a warp covers per bf16 load
+
+// acc[r] += in[r, c .. c+8) . w8 for every row r (w8: 8 bf16 weights).
+template <typename Input>
+__device__ __forceinline__ void dot8_rows(const Input& in, int64_t c, const uint4& w8,
+                                          float (&acc)[Input::kRows]) {
+    float wv[8];
+    bf16x8_to_float(w8, wv);
+#pragma unroll
+    for (int r = 0; r < Input::kRows; ++r) {
+        float xv[8];
+        in.load8(r, c, xv);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum += xv[j] * wv[j];
+        acc[r] += sum;
+    }
+}
+
+// The tail blocks' part of gemv_fp8_kernel: linear_gemv.cu's bf16 GEMV (one warp a row of w,
+// kUnroll 16-byte loads in flight, software-pipelined), on the same input rows.
+template <typename Y, typename Input>
+__device__ __forceinline__ void bf16_tail_rows(Input& in, const Bf16Tail<Y>& t, int64_t K) {
+    const int64_t n = int64_t(blockIdx.x - t.first_block) * kWarpsPerBlock + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    const __nv_bfloat16* row = t.w + (n < t.N ? n : 0) * K;
+    int64_t c = int64_t(lane) * kBf16Elems;
+    uint4 cur[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) // weights: may precede the wait (as the fp8 codes)
+        cur[u] = c + u * kBf16Step < K
+                     ? __ldcs(reinterpret_cast<const uint4*>(row + c + u * kBf16Step))
+                     : uint4{};
+    pdl_wait_and_release();
+    in.prepare(K);
+    if (n >= t.N) return;
+    float acc[Input::kRows] = {};
+    for (; c < K; c += kUnroll * kBf16Step) {
+        uint4 next[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t cn = c + (kUnroll + u) * kBf16Step;
+            next[u] = cn < K ? __ldcs(reinterpret_cast<const uint4*>(row + cn)) : uint4{};
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            if (c + u * kBf16Step < K) dot8_rows(in, c + u * kBf16Step, cur[u], acc);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) cur[u] = next[u];
+    }
+    store_rows(acc, lane, t.y + n, t.y_stride, false);
+}
+
+// implements: y[r, n] (+)= sum_k in[r, k] * e4m3(q[n, k]) * scale[n / Br, k / Bc], r < R, for
+// in = x or rms_norm(x) (gemv_input.cuh; block 0 then also stores the normalised rows in h);
+// with a tail (blocks from tail.first_block on), also tail.y = in . tail.w^T.
+// chosen when: linear_fp8_route gives the GEMV (linear_fp8, rms_norm_linear_fused,
+// rms_norm_linear_pair_fused).
 // assumes: K % 16 == 0, Bc % 16 == 0; x and q 16-byte aligned, x's row stride a multiple of 8.
-// Grid: ceil(N / kWarpsPerBlock) blocks of kWarpsPerBlock warps; warp -> column n.
-template <typename Y, int R>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks<R>)
-    gemv_fp8_kernel(const __nv_bfloat16* __restrict__ x, int64_t x_stride, Fp8Rows w, int64_t N,
-                    int64_t K, Y* __restrict__ y, int64_t y_stride, bool accumulate) {
+// Grid: ceil(N / kWarpsPerBlock) blocks of kWarpsPerBlock warps, warp -> column n, then the
+// tail's ceil(tail.N / kWarpsPerBlock).
+template <typename Y, typename Input>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks<Input::kRows>)
+    gemv_fp8_kernel(Input in, Fp8Rows w, int64_t N, int64_t K, Y* __restrict__ y,
+                    int64_t y_stride, bool accumulate, __nv_bfloat16* h_out, int64_t h_stride,
+                    Bf16Tail<Y> tail) {
+    if (blockIdx.x >= tail.first_block) return bf16_tail_rows(in, tail, K); // block-uniform
     const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     const uint32_t nn = uint32_t(n < N ? n : 0); // N < 2^31 (checked on the host)
@@ -150,8 +220,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks<R>)
     for (int u = 0; u < kUnroll; ++u)
         first[u] = load_chunk_or_zero(row, srow, c + u * kStep, K, cur, w);
     pdl_wait_and_release();
+    in.prepare(K);
+    store_input(in, K, h_out, h_stride);
     if (n >= N) return;
-    float acc[R] = {};
+    float acc[Input::kRows] = {};
     // Software-pipelined as linear_gemv.cu's dot_rest_pipelined: the next kUnroll chunks are
     // loaded before the current ones are consumed. One row too: with the plain loop of the bf16
     // GEMV, ptxas sinks each load to just before its use here (one load per warp in flight).
@@ -162,7 +234,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, kMinBlocks<R>)
             next[u] = load_chunk_or_zero(row, srow, c + (kUnroll + u) * kStep, K, cur, w);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u)
-            if (c + u * kStep < K) dot16_rows(x, x_stride, c + u * kStep, first[u], acc);
+            if (c + u * kStep < K) dot16_rows(in, c + u * kStep, first[u], acc);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) first[u] = next[u];
     }
@@ -221,6 +293,46 @@ bool linear_gemv_fp8_fits(const TensorView& x, const WeightView& w) {
            aligned16(w.w.data);
 }
 
+namespace {
+
+// Launches the fp8 GEMV over `in` (x or rms_norm(x): R = Input::kRows rows) into y, and with a
+// BF16 w2, y2 = in . w2^T in the same grid.
+template <typename Input>
+void launch_gemv_fp8(const ExecContext& ctx, const Input& in, const WeightView& w,
+                     const TensorView& y, bool accumulate, __nv_bfloat16* h_out,
+                     int64_t h_stride, const TensorView& w2 = {}, const TensorView& y2 = {}) {
+    const int64_t N = w.size(0), K = w.size(1);
+    const Fp8Rows rows{w.w.ptr<uint8_t>(),
+                       w.scale.ptr<float>(),
+                       w.scale.stride[0],
+                       uint32_t(w.block_rows),
+                       uint32_t(w.block_cols),
+                       uint32_t(kStep / w.block_cols),
+                       uint32_t(kStep % w.block_cols)};
+    const auto blocks_for = [](int64_t n) { return unsigned((n + kWarpsPerBlock - 1) / kWarpsPerBlock); };
+    const unsigned blocks = blocks_for(N);
+    const int64_t N2 = w2.empty() ? 0 : w2.size(0);
+    const size_t smem = Input::smem_bytes(K);
+    const auto run = [&](auto* yp, auto* y2p) {
+        using Y = std::remove_pointer_t<decltype(yp)>;
+        const Bf16Tail<Y> tail{N2 ? w2.ptr<__nv_bfloat16>() : nullptr, N2, y2p,
+                               N2 ? y2.stride[0] : 0, blocks};
+        launch_pdl(ctx, gemv_fp8_kernel<Y, Input>, blocks + blocks_for(N2), 32 * kWarpsPerBlock,
+                   smem, in, rows, N, K, yp, y.stride[0], accumulate, h_out, h_stride, tail);
+    };
+    if (y.dtype == DType::F32)
+        run(y.ptr<float>(), N2 ? y2.ptr<float>() : nullptr);
+    else
+        run(y.ptr<__nv_bfloat16>(), N2 ? y2.ptr<__nv_bfloat16>() : nullptr);
+}
+
+bool gemv_fp8_output_fits(const TensorView& x, const WeightView& w, const TensorView& y) {
+    return y.ndim == 2 && y.size(0) == x.size(0) && y.size(1) == w.size(0) &&
+           y.rows_contiguous() && (y.dtype == DType::BF16 || y.dtype == DType::F32);
+}
+
+} // namespace
+
 void linear_gemv_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                      const TensorView& y, bool accumulate) {
     require(linear_gemv_fp8_fits(x, w), "linear_gemv_fp8: needs BF16 x with 1..", kGemvMaxRows,
@@ -229,29 +341,61 @@ void linear_gemv_fp8(const ExecContext& ctx, const TensorView& x, const WeightVi
             x.describe(), " and ", w.w.describe(), " (blocks ", w.block_rows, "x", w.block_cols,
             ")");
     check_weight("linear_gemv_fp8", "w", w);
-    const int64_t T = x.size(0), K = x.size(1), N = w.size(0);
-    require(y.ndim == 2 && y.size(0) == T && y.size(1) == N && y.rows_contiguous() &&
-                (y.dtype == DType::BF16 || y.dtype == DType::F32),
-            "linear_gemv_fp8: y must be BF16 or F32 [", T, ", ", N,
-            "] with a contiguous last dim, got ", y.describe());
-    if (N == 0) return;
-    const Fp8Rows rows{w.w.ptr<uint8_t>(),
-                       w.scale.ptr<float>(),
-                       w.scale.stride[0],
-                       uint32_t(w.block_rows),
-                       uint32_t(w.block_cols),
-                       uint32_t(kStep / w.block_cols),
-                       uint32_t(kStep % w.block_cols)};
+    require(gemv_fp8_output_fits(x, w, y), "linear_gemv_fp8: y must be BF16 or F32 [",
+            x.size(0), ", ", w.size(0), "] with a contiguous last dim, got ", y.describe());
+    if (w.size(0) == 0) return;
     const auto* xp = x.ptr<__nv_bfloat16>();
-    const unsigned blocks = unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    with_rows(T, [&](auto r) {
-        constexpr int R = decltype(r)::value;
-        if (y.dtype == DType::F32)
-            launch_pdl(ctx, gemv_fp8_kernel<float, R>, blocks, 32 * kWarpsPerBlock, 0, xp,
-                       x.stride[0], rows, N, K, y.ptr<float>(), y.stride[0], accumulate);
-        else
-            launch_pdl(ctx, gemv_fp8_kernel<__nv_bfloat16, R>, blocks, 32 * kWarpsPerBlock, 0, xp,
-                       x.stride[0], rows, N, K, y.ptr<__nv_bfloat16>(), y.stride[0], accumulate);
+    with_rows(x.size(0), [&](auto r) {
+        const gemv::PlainInput<decltype(r)::value> in{xp, x.stride[0]};
+        launch_gemv_fp8(ctx, in, w, y, accumulate, nullptr, 0);
+    });
+}
+
+namespace {
+
+// A second (BF16) weight w2 [N2, K] and its output y2 [T, N2] (y's dtype) for the tail blocks.
+bool bf16_tail_fits(const TensorView& x, const TensorView& y, const TensorView& w2,
+                    const TensorView& y2) {
+    const int64_t T = x.size(0), K = x.size(1);
+    if (w2.empty() && y2.empty()) return true;
+    return w2.dtype == DType::BF16 && w2.ndim == 2 && w2.size(0) >= 1 &&
+           w2.size(0) <= kMaxInt32 && w2.size(1) == K && w2.rows_contiguous() &&
+           w2.stride[0] == K && aligned16(w2.data) && y2.ndim == 2 && y2.dtype == y.dtype &&
+           y2.size(0) == T && y2.size(1) == w2.size(0) && y2.rows_contiguous();
+}
+
+} // namespace
+
+bool rms_norm_linear_gemv_fp8_fits(const TensorView& x, const TensorView& norm_w,
+                                   const WeightView& w, const TensorView& y, const TensorView& h,
+                                   const TensorView& w2, const TensorView& y2) {
+    const int64_t T = x.size(0), K = x.size(1);
+    return linear_gemv_fp8_fits(x, w) && w.size(0) >= 1 && gemv_fp8_output_fits(x, w, y) &&
+           norm_w.dtype == DType::BF16 && aligned16(norm_w.data) && h.dtype == DType::BF16 &&
+           h.ndim == 2 && h.size(0) == T && h.size(1) == K && h.rows_contiguous() &&
+           aligned16(h.data) && (T == 1 || h.stride[0] % 8 == 0) &&
+           size_t(T) * size_t(K) * sizeof(__nv_bfloat16) <= gemv::kMaxStagedBytes &&
+           bf16_tail_fits(x, y, w2, y2);
+}
+
+void rms_norm_linear_gemv_fp8(const ExecContext& ctx, const TensorView& x,
+                              const TensorView& norm_w, float eps, const WeightView& w,
+                              const TensorView& y, const TensorView& h, const TensorView& w2,
+                              const TensorView& y2) {
+    require(rms_norm_linear_gemv_fp8_fits(x, norm_w, w, y, h, w2, y2),
+            "rms_norm_linear_gemv_fp8: needs the fp8 GEMV's shapes, BF16 norm_w and h with "
+            "16-byte aligned rows, ",
+            gemv::kMaxStagedBytes,
+            " bytes of shared memory for the normalised rows, and a second weight (if any) BF16 "
+            "[N2, K], contiguous and 16-byte aligned, with y2 [T, N2] of y's dtype; got ",
+            x.describe(), ", ", norm_w.describe(), ", ", w.w.describe(), ", ", y.describe(), ", ",
+            h.describe(), ", ", w2.describe(), " and ", y2.describe());
+    check_weight("rms_norm_linear_gemv_fp8", "w", w);
+    const auto* xp = x.ptr<__nv_bfloat16>();
+    const auto* nwp = norm_w.ptr<__nv_bfloat16>();
+    with_rows(x.size(0), [&](auto r) {
+        const gemv::NormedInput<decltype(r)::value> in{xp, x.stride[0], nwp, eps, x.size(1)};
+        launch_gemv_fp8(ctx, in, w, y, false, h.ptr<__nv_bfloat16>(), h.stride[0], w2, y2);
     });
 }
 

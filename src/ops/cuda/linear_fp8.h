@@ -22,6 +22,20 @@ bool linear_gemv_fp8_fits(const TensorView& x, const WeightView& w);
 void linear_gemv_fp8(const ExecContext& ctx, const TensorView& x, const WeightView& w,
                      const TensorView& y, bool accumulate);
 
+// rms_norm_linear's contract (ops/linear.h) on the fp8 GEMV: h = rms_norm(x) computed inside it,
+// each block staging the T normalised rows in shared memory (linear_gemv.h's
+// rms_norm_linear_gemv, for fp8 weights): T * K bf16 must fit there; h 16-byte aligned like x, N
+// >= 1 and y BF16 or F32. With a second weight w2 (BF16 [N2, K], contiguous, 16-byte aligned;
+// y2 [T, N2] of y's dtype), also y2 = h . w2^T in the same launch (rms_norm_linear_pair).
+// The caller makes sure h does not overlap x.
+bool rms_norm_linear_gemv_fp8_fits(const TensorView& x, const TensorView& norm_w,
+                                   const WeightView& w, const TensorView& y, const TensorView& h,
+                                   const TensorView& w2 = {}, const TensorView& y2 = {});
+void rms_norm_linear_gemv_fp8(const ExecContext& ctx, const TensorView& x,
+                              const TensorView& norm_w, float eps, const WeightView& w,
+                              const TensorView& y, const TensorView& h, const TensorView& w2 = {},
+                              const TensorView& y2 = {});
+
 bool linear_tc_fp8_fits(const TensorView& x, const WeightView& w, const TensorView& y);
 // The W8A8 route (linear_fp8_w8a8.cu, sm_90 cuBLASLt): x quantized per (row, 128 columns) to
 // e4m3 with f32 scales (the checkpoints' activation_scheme: dynamic), then cuBLASLt's fp8 matmul

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/gemv_input.cuh"
 #include "ops/cuda/gemv_rows.cuh"
 #include "ops/cuda/linear_gemv.h"
 
@@ -26,103 +27,12 @@ namespace {
 static_assert(kGemvMaxRows >= 1 && kGemvMaxRows <= 8,
               "the GEMV kernels are sized (registers, warp_sum_rows) for 1..8 rows");
 
-constexpr int kWarpsPerBlock = 8;
-constexpr int kUnroll = 4;                // 16-byte loads per lane in flight
-constexpr int kElemsPerLoad = 8;          // bf16 per 16-byte load
+using gemv::NormedInput;
+using gemv::PlainInput;
+constexpr int kWarpsPerBlock = gemv::kBlockWarps;
+constexpr int kUnroll = 4;                       // 16-byte loads per lane in flight
+constexpr int kElemsPerLoad = gemv::kInputElems; // bf16 per 16-byte load
 constexpr int kStep = 32 * kElemsPerLoad; // elements a warp covers per load
-// The normalised rows are staged in dynamic shared memory up to the 48 KB a block may use without
-// opting in (static and dynamic together), less 1 KB for the static shared memory beside them
-// (the norm's partial sums: at most 8 rows x 8 warps x 4 bytes). Hidden sizes are 2048-8192: one
-// row takes 4-16 KB, so K = 2048 stages 8 rows and K = 5120 four.
-constexpr size_t kMaxStagedBytes = 47 * 1024;
-
-// Sums each of v[0..R) over the block (kWarpsPerBlock warps); every thread gets the R totals.
-// One call per kernel: a second would race with the first's reads of `partial`.
-template <int R> __device__ __forceinline__ void block_sum_each(float (&v)[R]) {
-    __shared__ float partial[R][kWarpsPerBlock];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int r = 0; r < R; ++r) v[r] = warp_sum(v[r]);
-    if (lane == 0)
-#pragma unroll
-        for (int r = 0; r < R; ++r) partial[r][warp] = v[r];
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < R; ++r) v[r] = warp_sum(lane < kWarpsPerBlock ? partial[r][lane] : 0.0f);
-}
-
-// The GEMV's R input rows as they enter the dot products: x itself (read through L1), or
-// rms_norm(x) (NormedInput), which each block computes once into shared memory so that the dot
-// products read it once, as they read x: normalising inside every dot product tripled the L1
-// traffic and cost 5% of the 27B's decode.
-template <int R> struct PlainInput {
-    static constexpr int kRows = R;
-    const __nv_bfloat16* x;
-    int64_t stride; // elements between rows of x; a multiple of 8 (16-byte aligned rows)
-    static size_t smem_bytes(int64_t) { return 0; }
-    __device__ void prepare(int64_t) {}
-    __device__ __forceinline__ void load8(int r, int64_t c, float (&v)[8]) const {
-        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + r * stride + c)), v);
-    }
-};
-
-// h = rms_norm(x, norm_w, eps) with rms_norm_rows's rounding: h = bf16(x * scale * (1 + w)),
-// staged in the block's dynamic shared memory ([R, K] bf16).
-template <int R> struct NormedInput {
-    static constexpr int kRows = R;
-    const __nv_bfloat16* x;
-    int64_t stride; // elements between rows of x; a multiple of 8 (16-byte aligned rows)
-    const __nv_bfloat16* norm_w;
-    float eps;
-    int64_t K; // row length, also the pitch of the staged rows
-    static size_t smem_bytes(int64_t k) { return size_t(R) * size_t(k) * sizeof(__nv_bfloat16); }
-    __device__ __nv_bfloat16* staged() const {
-        extern __shared__ __align__(16) __nv_bfloat16 gemv_smem[];
-        return gemv_smem;
-    }
-    __device__ __forceinline__ uint4 x8(int r, int64_t c) const {
-        return __ldg(reinterpret_cast<const uint4*>(x + r * stride + c));
-    }
-    // All threads of the block call it (it synchronises). The R rows' sums of squares are
-    // reduced together, so R rows cost one block reduction, not R.
-    __device__ void prepare(int64_t) {
-        const int64_t first = int64_t(threadIdx.x) * kElemsPerLoad;
-        const int64_t step = int64_t(blockDim.x) * kElemsPerLoad;
-        float scale[R] = {};
-        for (int64_t c = first; c < K; c += step)
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                float v[8];
-                bf16x8_to_float(x8(r, c), v);
-#pragma unroll
-                for (int j = 0; j < 8; ++j) scale[r] += v[j] * v[j];
-            }
-        block_sum_each(scale);
-#pragma unroll
-        for (int r = 0; r < R; ++r) scale[r] = rsqrtf(scale[r] / float(K) + eps);
-        for (int64_t c = first; c < K; c += step) {
-            float w[8];
-            bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(norm_w + c)), w);
-#pragma unroll
-            for (int r = 0; r < R; ++r) stage8(r, c, scale[r], w);
-        }
-        __syncthreads();
-    }
-    // staged[r, c .. c+8) = bf16(x[r, c .. c+8) * scale * (1 + w)).
-    __device__ __forceinline__ void stage8(int r, int64_t c, float scale, const float (&w)[8]) {
-        float v[8];
-        bf16x8_to_float(x8(r, c), v);
-        __nv_bfloat162 packed[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-            packed[j] = __floats2bfloat162_rn(v[2 * j] * scale * (1.0f + w[2 * j]),
-                                              v[2 * j + 1] * scale * (1.0f + w[2 * j + 1]));
-        *reinterpret_cast<uint4*>(staged() + r * K + c) = *reinterpret_cast<const uint4*>(packed);
-    }
-    __device__ __forceinline__ void load8(int r, int64_t c, float (&v)[8]) const {
-        bf16x8_to_float(*reinterpret_cast<const uint4*>(staged() + r * K + c), v);
-    }
-};
 
 // acc[r] += in[r, c .. c+8) . w8 for every row r, the weight bytes w8 converted once.
 template <typename Input>
@@ -180,21 +90,6 @@ __device__ __forceinline__ void dot_rest_pipelined(const Input& in, const __nv_b
         for (int u = 0; u < kUnroll; ++u) cur[u] = next[u];
     }
 }
-
-// Block 0 stores the normalised rows (for the norm's other consumers); others only use them.
-template <int R>
-__device__ void store_input(const NormedInput<R>& in, int64_t K, __nv_bfloat16* h_out,
-                            int64_t h_stride) {
-    if (blockIdx.x != 0 || !h_out) return;
-    const __nv_bfloat16* h = in.staged();
-    for (int r = 0; r < R; ++r)
-        for (int64_t c = int64_t(threadIdx.x) * kElemsPerLoad; c < K;
-             c += int64_t(blockDim.x) * kElemsPerLoad)
-            *reinterpret_cast<uint4*>(h_out + r * h_stride + c) =
-                *reinterpret_cast<const uint4*>(h + r * K + c);
-}
-template <int R>
-__device__ void store_input(const PlainInput<R>&, int64_t, __nv_bfloat16*, int64_t) {}
 
 // implements: y[r, n] (+)= in[r] . w[n, :] for the Input::kRows rows r (in: x or rms_norm(x)).
 // chosen when: gemv_preferred (linear.cu) and linear_gemv_fits / rms_norm_linear_gemv_fits.
@@ -287,14 +182,14 @@ bool rms_norm_linear_gemv_fits(const TensorView& x, const TensorView& norm_w, co
     const int64_t T = x.size(0), K = x.size(1);
     return linear_gemv_fits(x, w) && norm_w.dtype == DType::BF16 && h.dtype == DType::BF16 &&
            aligned16(norm_w.data) && rows_aligned16(h) &&
-           size_t(T) * size_t(K) * sizeof(__nv_bfloat16) <= kMaxStagedBytes;
+           size_t(T) * size_t(K) * sizeof(__nv_bfloat16) <= gemv::kMaxStagedBytes;
 }
 
 void rms_norm_linear_gemv(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                           float eps, const TensorView& w, const TensorView& y,
                           const TensorView& h) {
     require(rms_norm_linear_gemv_fits(x, norm_w, w, h), "rms_norm_linear_gemv: needs BF16, 1..",
-            kGemvMaxRows, " rows, 16-byte aligned rows and ", kMaxStagedBytes,
+            kGemvMaxRows, " rows, 16-byte aligned rows and ", gemv::kMaxStagedBytes,
             " bytes of shared memory for the normalised rows; got ", x.describe(), ", ",
             norm_w.describe(), ", ", w.describe(), " and ", h.describe());
     const auto* xp = x.ptr<__nv_bfloat16>();
