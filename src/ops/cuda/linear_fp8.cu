@@ -309,7 +309,9 @@ void launch_gemv_fp8(const ExecContext& ctx, const Input& in, const WeightView& 
                        uint32_t(w.block_cols),
                        uint32_t(kStep / w.block_cols),
                        uint32_t(kStep % w.block_cols)};
-    const auto blocks_for = [](int64_t n) { return unsigned((n + kWarpsPerBlock - 1) / kWarpsPerBlock); };
+    const auto blocks_for = [](int64_t n) {
+        return unsigned((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    };
     const unsigned blocks = blocks_for(N);
     const int64_t N2 = w2.empty() ? 0 : w2.size(0);
     const size_t smem = Input::smem_bytes(K);
