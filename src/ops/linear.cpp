@@ -85,16 +85,23 @@ void check_norm_linear(const char* op, const ExecContext& ctx, const TensorView&
     check_rows_contiguous(op, "h", h);
 }
 
-} // namespace
-
-void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
-                     float eps, const WeightView& wv, const TensorView& y, const TensorView& h) {
-    check_norm_linear("rms_norm_linear", ctx, x, norm_w, wv, y, h);
+// rms_norm_linear after its checks: the fused kernel where the backend has one, else the two ops.
+void norm_linear_checked(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                         float eps, const WeightView& wv, const TensorView& y,
+                         const TensorView& h) {
     if (ctx.device.type == DeviceType::Cuda &&
         cuda::rms_norm_linear_fused(ctx, x, norm_w, eps, wv, y, h))
         return;
     rms_norm(ctx, x, norm_w, eps, h);
     linear(ctx, h, wv, y);
+}
+
+} // namespace
+
+void rms_norm_linear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                     float eps, const WeightView& wv, const TensorView& y, const TensorView& h) {
+    check_norm_linear("rms_norm_linear", ctx, x, norm_w, wv, y, h);
+    norm_linear_checked(ctx, x, norm_w, eps, wv, y, h);
 }
 
 void rms_norm_linear_pair(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
@@ -112,7 +119,7 @@ void rms_norm_linear_pair(const ExecContext& ctx, const TensorView& x, const Ten
     if (ctx.device.type == DeviceType::Cuda &&
         cuda::rms_norm_linear_pair_fused(ctx, x, norm_w, eps, w, y, w2, y2, h))
         return;
-    rms_norm_linear(ctx, x, norm_w, eps, w, y, h);
+    norm_linear_checked(ctx, x, norm_w, eps, w, y, h);
     linear(ctx, h, w2, y2);
 }
 
