@@ -117,7 +117,7 @@ void rms_norm_linear_pair(const ExecContext& ctx, const TensorView& x, const Ten
             "] (its logical shape), got ", w2.w.describe());
     check_shape(op, "y2", y2, {x.size(0), w2.size(0)});
     if (ctx.device.type == DeviceType::Cuda &&
-        cuda::rms_norm_linear_pair_fused(ctx, x, norm_w, eps, w, y, w2, y2, h))
+        cuda::rms_norm_linear_fused(ctx, x, norm_w, eps, w, y, h, &w2, &y2))
         return;
     norm_linear_checked(ctx, x, norm_w, eps, w, y, h);
     linear(ctx, h, w2, y2);

@@ -50,16 +50,12 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
             bool accumulate);
 // rms_norm_linear in one kernel when the shapes allow (few rows, BF16 x, aligned rows; a BF16 or
 // fp8 weight where linear takes its GEMV); false otherwise (nothing launched; the caller runs the
-// two ops).
+// two ops). With w2 and y2 (rms_norm_linear_pair), also y2 = h . w2^T in the same launch, for an
+// fp8 w and a BF16 w2 only.
 bool rms_norm_linear_fused(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                            float eps, const WeightView& w, const TensorView& y,
-                           const TensorView& h);
-// rms_norm_linear_pair in one kernel for an fp8 w (where linear takes the fp8 GEMV) and a BF16
-// w2; false otherwise (nothing launched).
-bool rms_norm_linear_pair_fused(const ExecContext& ctx, const TensorView& x,
-                                const TensorView& norm_w, float eps, const WeightView& w,
-                                const TensorView& y, const WeightView& w2, const TensorView& y2,
-                                const TensorView& h);
+                           const TensorView& h, const WeightView* w2 = nullptr,
+                           const TensorView* y2 = nullptr);
 void add(const ExecContext& ctx, const TensorView& a, const TensorView& b, const TensorView& out);
 void sigmoid_mul(const ExecContext& ctx, const TensorView& x, const TensorView& gate,
                  const TensorView& out);

@@ -51,8 +51,7 @@ void embedding_bag_add(const ExecContext&, const TensorView&, const TensorView&,
 void rms_norm(const ExecContext&, const TensorView&, const TensorView&, float, const TensorView&, float) { no_cuda("rms_norm"); }
 void gated_rms_norm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, float, const TensorView&) { no_cuda("gated_rms_norm"); }
 void linear(const ExecContext&, const TensorView&, const TensorView&, const TensorView&, bool) { no_cuda("linear"); }
-bool rms_norm_linear_fused(const ExecContext&, const TensorView&, const TensorView&, float, const WeightView&, const TensorView&, const TensorView&) { no_cuda("rms_norm_linear"); }
-bool rms_norm_linear_pair_fused(const ExecContext&, const TensorView&, const TensorView&, float, const WeightView&, const TensorView&, const WeightView&, const TensorView&, const TensorView&) { no_cuda("rms_norm_linear_pair"); }
+bool rms_norm_linear_fused(const ExecContext&, const TensorView&, const TensorView&, float, const WeightView&, const TensorView&, const TensorView&, const WeightView*, const TensorView*) { no_cuda("rms_norm_linear"); }
 bool linear_tc_fp8_fits(const TensorView&, const WeightView&, const TensorView&) { no_cuda("linear"); }
 void linear_tc_fp8(const ExecContext&, const TensorView&, const WeightView&, const TensorView&, bool) { no_cuda("linear"); }
 bool linear_w8a8_fits(const TensorView&, const WeightView&, const TensorView&) { no_cuda("linear"); }

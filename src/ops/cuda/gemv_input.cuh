@@ -4,7 +4,8 @@
 // they read x (normalising inside every dot product tripled the L1 traffic and cost 5% of the
 // 27B's decode). The kernels taking an Input run kBlockWarps warps a block, call prepare() after
 // their dependency wait (all threads: it synchronises) and store_input() after it, then read
-// 8 activations at a time with load8(r, c) (c a multiple of 8).
+// 8 activations at a time with load8(r, c) (c a multiple of 8). The bf16 weight-row loop both
+// GEMVs run (dot8_rows, dot_rest_pipelined) is here too.
 #pragma once
 
 #include <cstddef>
@@ -122,5 +123,51 @@ __device__ void store_input(const NormedInput<R>& in, int64_t K, __nv_bfloat16* 
 }
 template <int R>
 __device__ void store_input(const PlainInput<R>&, int64_t, __nv_bfloat16*, int64_t) {}
+
+// A bf16 weight row against the input rows: each lane reads 16 bytes (8 weights) a load,
+// kBf16Unroll loads in flight, so a warp covers kBf16Step columns of K a load.
+constexpr int kBf16Unroll = 4;
+constexpr int kBf16Step = 32 * kInputElems;
+
+// acc[r] += in[r, c .. c+8) . w8 for every row r, the weight bytes w8 converted once.
+template <typename Input>
+__device__ __forceinline__ void dot8_rows(const Input& in, int64_t c, const uint4& w8,
+                                          float (&acc)[Input::kRows]) {
+    float wv[8];
+    bf16x8_to_float(w8, wv);
+#pragma unroll
+    for (int r = 0; r < Input::kRows; ++r) {
+        float xv[8];
+        in.load8(r, c, xv);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum += xv[j] * wv[j];
+        acc[r] += sum;
+    }
+}
+
+// The lane's chunks of `row` from c to K, software-pipelined: the next kBf16Unroll chunks are
+// loaded before the current ones are consumed. With R rows of x to load and multiply per chunk,
+// ptxas otherwise sinks each weight load to just before its use, which leaves one load per warp
+// in flight. cur: the chunks at c .. c + kBf16Unroll * kBf16Step (zero past K).
+template <typename Input>
+__device__ __forceinline__ void dot_rest_pipelined(const Input& in, const __nv_bfloat16* row,
+                                                   int64_t c, int64_t K,
+                                                   uint4 (&cur)[kBf16Unroll],
+                                                   float (&acc)[Input::kRows]) {
+    for (; c < K; c += kBf16Unroll * kBf16Step) {
+        uint4 next[kBf16Unroll];
+#pragma unroll
+        for (int u = 0; u < kBf16Unroll; ++u) {
+            const int64_t cn = c + (kBf16Unroll + u) * kBf16Step;
+            next[u] = cn < K ? __ldcs(reinterpret_cast<const uint4*>(row + cn)) : uint4{};
+        }
+#pragma unroll
+        for (int u = 0; u < kBf16Unroll; ++u)
+            if (c + u * kBf16Step < K) dot8_rows(in, c + u * kBf16Step, cur[u], acc);
+#pragma unroll
+        for (int u = 0; u < kBf16Unroll; ++u) cur[u] = next[u];
+    }
+}
 
 } // namespace ninfer::ops::cuda::gemv

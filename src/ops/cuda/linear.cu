@@ -116,34 +116,23 @@ void linear(const ExecContext& ctx, const TensorView& x, const TensorView& w, co
 
 bool rms_norm_linear_fused(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
                            float eps, const WeightView& w, const TensorView& y,
-                           const TensorView& h) {
+                           const TensorView& h, const WeightView* w2, const TensorView* y2) {
     // The fused kernels' block 0 writes h while other blocks still read x: no overlap at all.
     if (!fused_routes_enabled("rms_norm_linear") || overlaps(h, x)) return false;
     if (w.is_fp8()) { // where linear would take the fp8 GEMV
-        if (linear_fp8_route(x, w, y) != Fp8LinearRoute::Gemv ||
-            !rms_norm_linear_gemv_fp8_fits(x, norm_w, w, y, h))
+        // A BF16 second weight (the GDN's in_proj_ba beside the fp8 in_proj) runs as extra blocks.
+        const bool pair = w2 != nullptr;
+        if ((pair && w2->is_quantized()) || linear_fp8_route(x, w, y) != Fp8LinearRoute::Gemv)
             return false;
-        rms_norm_linear_gemv_fp8(ctx, x, norm_w, eps, w, y, h);
+        const TensorView w2v = pair ? w2->w : TensorView{}, y2v = pair ? *y2 : TensorView{};
+        if (!rms_norm_linear_gemv_fp8_fits(x, norm_w, w, y, h, w2v, y2v)) return false;
+        rms_norm_linear_gemv_fp8(ctx, x, norm_w, eps, w, y, h, w2v, y2v);
         return true;
     }
-    if (w.is_quantized() || !gemv_preferred(x.size(0), w.w.nbytes()) ||
+    if (w2 || w.is_quantized() || !gemv_preferred(x.size(0), w.w.nbytes()) ||
         !rms_norm_linear_gemv_fits(x, norm_w, w.w, h))
         return false;
     rms_norm_linear_gemv(ctx, x, norm_w, eps, w.w, y, h);
-    return true;
-}
-
-bool rms_norm_linear_pair_fused(const ExecContext& ctx, const TensorView& x,
-                                const TensorView& norm_w, float eps, const WeightView& w,
-                                const TensorView& y, const WeightView& w2, const TensorView& y2,
-                                const TensorView& h) {
-    // An fp8 weight where linear takes its GEMV, and a BF16 second weight (the GDN's in_proj and
-    // in_proj_ba of the fp8 checkpoints): the second weight's rows run as extra blocks.
-    if (!fused_routes_enabled("rms_norm_linear") || overlaps(h, x) || !w.is_fp8() ||
-        w2.is_quantized() || linear_fp8_route(x, w, y) != Fp8LinearRoute::Gemv ||
-        !rms_norm_linear_gemv_fp8_fits(x, norm_w, w, y, h, w2.w, y2))
-        return false;
-    rms_norm_linear_gemv_fp8(ctx, x, norm_w, eps, w, y, h, w2.w, y2);
     return true;
 }
 

@@ -138,57 +138,25 @@ template <typename Y> struct Bf16Tail {
     unsigned first_block; // = the fp8 weight's blocks; the grid's size when there is no tail
 };
 
-constexpr int kBf16Elems = 8;                // bf16 per 16-byte load
-constexpr int kBf16Step = 32 * kBf16Elems;   // columns of K a warp covers per bf16 load
-
-// acc[r] += in[r, c .. c+8) . w8 for every row r (w8: 8 bf16 weights).
-template <typename Input>
-__device__ __forceinline__ void dot8_rows(const Input& in, int64_t c, const uint4& w8,
-                                          float (&acc)[Input::kRows]) {
-    float wv[8];
-    bf16x8_to_float(w8, wv);
-#pragma unroll
-    for (int r = 0; r < Input::kRows; ++r) {
-        float xv[8];
-        in.load8(r, c, xv);
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) sum += xv[j] * wv[j];
-        acc[r] += sum;
-    }
-}
-
 // The tail blocks' part of gemv_fp8_kernel: linear_gemv.cu's bf16 GEMV (one warp a row of w,
-// kUnroll 16-byte loads in flight, software-pipelined), on the same input rows.
+// gemv_input.cuh's pipelined row loop), on the same input rows.
 template <typename Y, typename Input>
 __device__ __forceinline__ void bf16_tail_rows(Input& in, const Bf16Tail<Y>& t, int64_t K) {
     const int64_t n = int64_t(blockIdx.x - t.first_block) * kWarpsPerBlock + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     const __nv_bfloat16* row = t.w + (n < t.N ? n : 0) * K;
-    int64_t c = int64_t(lane) * kBf16Elems;
-    uint4 cur[kUnroll];
+    const int64_t c = int64_t(lane) * gemv::kInputElems;
+    uint4 first[gemv::kBf16Unroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) // weights: may precede the wait (as the fp8 codes)
-        cur[u] = c + u * kBf16Step < K
-                     ? __ldcs(reinterpret_cast<const uint4*>(row + c + u * kBf16Step))
-                     : uint4{};
+    for (int u = 0; u < gemv::kBf16Unroll; ++u) // weights: may precede the wait (as the fp8 codes)
+        first[u] = c + u * gemv::kBf16Step < K
+                       ? __ldcs(reinterpret_cast<const uint4*>(row + c + u * gemv::kBf16Step))
+                       : uint4{};
     pdl_wait_and_release();
     in.prepare(K);
     if (n >= t.N) return;
     float acc[Input::kRows] = {};
-    for (; c < K; c += kUnroll * kBf16Step) {
-        uint4 next[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int64_t cn = c + (kUnroll + u) * kBf16Step;
-            next[u] = cn < K ? __ldcs(reinterpret_cast<const uint4*>(row + cn)) : uint4{};
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-            if (c + u * kBf16Step < K) dot8_rows(in, c + u * kBf16Step, cur[u], acc);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) cur[u] = next[u];
-    }
+    gemv::dot_rest_pipelined(in, row, c, K, first, acc);
     store_rows(acc, lane, t.y + n, t.y_stride, false);
 }
 
@@ -196,7 +164,7 @@ __device__ __forceinline__ void bf16_tail_rows(Input& in, const Bf16Tail<Y>& t, 
 // in = x or rms_norm(x) (gemv_input.cuh; block 0 then also stores the normalised rows in h);
 // with a tail (blocks from tail.first_block on), also tail.y = in . tail.w^T.
 // chosen when: linear_fp8_route gives the GEMV (linear_fp8, rms_norm_linear_fused,
-// rms_norm_linear_pair_fused).
+// with a second weight for rms_norm_linear_pair).
 // assumes: K % 16 == 0, Bc % 16 == 0; x and q 16-byte aligned, x's row stride a multiple of 8.
 // Grid: ceil(N / kWarpsPerBlock) blocks of kWarpsPerBlock warps, warp -> column n, then the
 // tail's ceil(tail.N / kWarpsPerBlock).

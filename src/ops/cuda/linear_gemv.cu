@@ -27,29 +27,13 @@ namespace {
 static_assert(kGemvMaxRows >= 1 && kGemvMaxRows <= 8,
               "the GEMV kernels are sized (registers, warp_sum_rows) for 1..8 rows");
 
+using gemv::dot8_rows;
 using gemv::NormedInput;
 using gemv::PlainInput;
 constexpr int kWarpsPerBlock = gemv::kBlockWarps;
-constexpr int kUnroll = 4;                       // 16-byte loads per lane in flight
+constexpr int kUnroll = gemv::kBf16Unroll;       // 16-byte loads per lane in flight
 constexpr int kElemsPerLoad = gemv::kInputElems; // bf16 per 16-byte load
-constexpr int kStep = 32 * kElemsPerLoad; // elements a warp covers per load
-
-// acc[r] += in[r, c .. c+8) . w8 for every row r, the weight bytes w8 converted once.
-template <typename Input>
-__device__ __forceinline__ void dot8_rows(const Input& in, int64_t c, const uint4& w8,
-                                          float (&acc)[Input::kRows]) {
-    float wv[8];
-    bf16x8_to_float(w8, wv);
-#pragma unroll
-    for (int r = 0; r < Input::kRows; ++r) {
-        float xv[8];
-        in.load8(r, c, xv);
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) sum += xv[j] * wv[j];
-        acc[r] += sum;
-    }
-}
+constexpr int kStep = gemv::kBf16Step;           // elements a warp covers per load
 
 // The lane's chunks of `row` from c to K: kUnroll loads issued back to back, then consumed; then
 // the tail one load at a time.
@@ -66,29 +50,6 @@ __device__ __forceinline__ void dot_rest(const Input& in, const __nv_bfloat16* r
     }
     for (; c < K; c += kStep)
         dot8_rows(in, c, __ldcs(reinterpret_cast<const uint4*>(row + c)), acc);
-}
-
-// The same for several rows, software-pipelined: the next kUnroll chunks are loaded before the
-// current ones are consumed. With R rows of x to load and multiply per chunk, ptxas otherwise
-// sinks each weight load to just before its use, which leaves one load per warp in flight.
-// cur: the chunks at c .. c + kUnroll * kStep (zero past K).
-template <typename Input>
-__device__ __forceinline__ void dot_rest_pipelined(const Input& in, const __nv_bfloat16* row,
-                                                   int64_t c, int64_t K, uint4 (&cur)[kUnroll],
-                                                   float (&acc)[Input::kRows]) {
-    for (; c < K; c += kUnroll * kStep) {
-        uint4 next[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int64_t cn = c + (kUnroll + u) * kStep;
-            next[u] = cn < K ? __ldcs(reinterpret_cast<const uint4*>(row + cn)) : uint4{};
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-            if (c + u * kStep < K) dot8_rows(in, c + u * kStep, cur[u], acc);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) cur[u] = next[u];
-    }
 }
 
 // implements: y[r, n] (+)= in[r] . w[n, :] for the Input::kRows rows r (in: x or rms_norm(x)).
@@ -125,7 +86,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
             if (c + u * kStep < K) dot8_rows(in, c + u * kStep, first[u], acc);
         dot_rest(in, row, c + kUnroll * kStep, K, acc);
     } else {
-        dot_rest_pipelined(in, row, c, K, first, acc);
+        gemv::dot_rest_pipelined(in, row, c, K, first, acc);
     }
     store_rows(acc, lane, y + n, y_stride, accumulate);
 }
