@@ -320,7 +320,8 @@ struct EngineStats {
     int64_t draft_tokens = 0;           // the draft tokens of the latest step that drafted
     int64_t graph_replays = 0;          // steps replayed from CUDA graphs (total)
     int64_t graph_verify_replays = 0;   // of those, verification steps (1 + K rows a sequence)
-    int64_t draft_graph_replays = 0;    // MTP draft chains replayed from CUDA graphs (total)
+    int64_t draft_graph_replays = 0;    // draft proposals replayed from CUDA graphs (total)
+    int64_t observe_graph_replays = 0;  // MTP alignments replayed from CUDA graphs (total)
 };
 
 class Engine {

@@ -22,11 +22,13 @@ using binding::Dims;
 // Activation buffers for `capacity` rows, reused across calls.
 struct DFlashModel::Scratch {
     int64_t capacity = 0;
+    int64_t generation = 0; // reallocations so far
     Tensor x, h, proj, q, k, attn, out, gate_up, act, dyn, conv;
 
     void ensure(const DFlashConfig& c, Device device, DType dt, int64_t rows) {
         if (rows <= capacity) return;
         capacity = std::max<int64_t>(rows, 2 * capacity);
+        ++generation;
         Allocator& a = ops::device_allocator(device);
         const int64_t T = capacity, H = c.hidden_size, D = c.head_dim;
         x = Tensor::empty(a, dt, {T, H});
@@ -295,6 +297,8 @@ void DFlashModel::layer(const ops::ExecContext& ctx, const DFlashLayerWeights& w
         ops::linear(ctx, act, w.down, x, /*accumulate=*/true);
     }
 }
+
+int64_t DFlashModel::scratch_generation() const { return scratch_->generation; }
 
 void DFlashModel::propose(const ops::ExecContext& ctx, const DFlashBlocks& b,
                           const std::vector<const ops::SpanBatch*>& layer_spans,

@@ -144,6 +144,9 @@ public:
     void propose(const ops::ExecContext& ctx, const DFlashBlocks& blocks,
                  const std::vector<const ops::SpanBatch*>& layer_spans, const CacheViews& caches,
                  const ModelWeights& target, const TensorView& out);
+    // Changes whenever the scratch moves (it grows with the rows of a call): captured graphs of
+    // propose are then stale.
+    int64_t scratch_generation() const;
 
     const DFlashWeights& weights() const { return weights_; }
 

@@ -322,14 +322,17 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     if (policy) {
         sc.verify_groups = memory.verify_rows / policy->max_tokens();
         verify_rows = {cache->verify_row_base(), policy->max_tokens()};
+        const runtime::DraftGraphs draft_graphs = runtime::DraftGraphs::from_env();
         if (draft_model) {
-            drafter = std::make_unique<runtime::DFlashDrafter>(
+            auto dflash = std::make_unique<runtime::DFlashDrafter>(
                 ctx, *model, *draft_model, *proposal_head, *cache, o.kv_block_size,
                 info.token_limit);
+            if (use_graphs && draft_graphs.dflash) dflash->enable_graphs(graph_layout);
+            drafter = std::move(dflash);
         } else {
             auto mtp = std::make_unique<runtime::MtpDrafter>(
                 ctx, *model, *cache, o.kv_block_size, info.token_limit, *proposal_head);
-            if (use_graphs) mtp->enable_graphs(graph_layout);
+            if (use_graphs) mtp->enable_graphs(graph_layout, draft_graphs);
             drafter = std::move(mtp);
         }
     }

@@ -95,7 +95,10 @@ void Engine::Impl::publish_stats() {
         s.graph_replays = graphs->replays();
         s.graph_verify_replays = graphs->verify_replays();
     }
-    if (drafter) s.draft_graph_replays = drafter->graph_replays();
+    if (drafter) {
+        s.draft_graph_replays = drafter->graph_replays();
+        s.observe_graph_replays = drafter->observe_graph_replays();
+    }
     std::lock_guard lock(stats_mutex);
     published = s;
 }

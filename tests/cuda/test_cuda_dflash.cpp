@@ -68,8 +68,10 @@ TEST_P(CudaDFlash, Bf16GreedyFirstTokensEqualPlainDecoding) {
                            dflash(GetParam().fixture, GetParam().v2));
 }
 
-// Verification graphs write the feature taps inside the captured forward: drafting from them
-// gives what eager verification gives, and the graph route must have run.
+// Verification graphs write the feature taps inside the captured forward, and proposals replay
+// graphs per (n, K) (dflash_propose_graphs.cpp): drafting from them gives what eager
+// verification and proposal give (the same drafts and acceptance), and both graph routes must
+// have run.
 TEST_P(CudaDFlash, F32VerifyGraphsEqualEagerVerification) {
     const Fixture& f = GetParam().fixture;
     const Speculation s = dflash(f, GetParam().v2);
@@ -84,7 +86,9 @@ TEST_P(CudaDFlash, F32VerifyGraphsEqualEagerVerification) {
     EXPECT_EQ(got.timings.speculative.drafted, want.timings.speculative.drafted) << f.name;
     EXPECT_EQ(got.timings.speculative.accepted, want.timings.speculative.accepted) << f.name;
     EXPECT_GT(graphs.stats().graph_verify_replays, 0) << f.name;
+    EXPECT_GT(graphs.stats().draft_graph_replays, 0) << f.name;
     EXPECT_EQ(eager.stats().graph_replays, 0) << f.name;
+    EXPECT_EQ(eager.stats().draft_graph_replays, 0) << f.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDFlash, ::testing::ValuesIn(cases()),

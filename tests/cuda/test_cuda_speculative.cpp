@@ -30,10 +30,12 @@ TEST_P(CudaMtp, Bf16GreedyFirstTokensEqualPlainDecoding) {
     check_mtp_greedy_alone(cuda_engine_options("bf16"), GetParam(), {-1, 1});
 }
 
-// Verification steps replay CUDA graphs per (batch bucket, 1 + K), and the draft chains per
-// (bucket, K), and compute what eager drafting and verification compute: alone (the same launch shapes: ids identical, logprobs within the
+// Verification steps replay CUDA graphs per (batch bucket, 1 + K), the draft chains per
+// (bucket, K) and the MTP alignments per (bucket, rows), and compute what eager drafting and
+// verification compute: alone (the same launch shapes: ids identical, logprobs within the
 // schedule preset) and three requests at once (a bucket of 4 with one padding sequence: ids
-// identical). The graph route must really have run, and not without graphs.
+// identical). The graph routes must really have run, and not without graphs (the alignment
+// graphs' acceptance: test_cuda_mtp_acceptance.cpp).
 TEST_P(CudaMtp, F32VerifyGraphsEqualEagerVerification) {
     const Fixture& f = GetParam();
     EngineOptions o = cuda_engine_options("f32");
@@ -48,8 +50,10 @@ TEST_P(CudaMtp, F32VerifyGraphsEqualEagerVerification) {
                            {kLogprobScheduleAbs, 0}, f.name + " alone " + k_name(k));
         EXPECT_GT(graphs.stats().graph_verify_replays, 0) << f.name << " " << k_name(k);
         EXPECT_GT(graphs.stats().draft_graph_replays, 0) << f.name << " " << k_name(k);
+        EXPECT_GT(graphs.stats().observe_graph_replays, 0) << f.name << " " << k_name(k);
         EXPECT_EQ(eager.stats().graph_replays, 0) << f.name;
         EXPECT_EQ(eager.stats().draft_graph_replays, 0) << f.name;
+        EXPECT_EQ(eager.stats().observe_graph_replays, 0) << f.name;
         std::vector<GenerationRequest> batch;
         for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(base, n), 24));
         const int64_t before = graphs.stats().graph_verify_replays;

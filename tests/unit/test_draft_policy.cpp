@@ -3,7 +3,11 @@
 // step, and comes back to plain decoding when a slow warm-up made drafting look good.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <vector>
+
 #include "runtime/speculative/draft_policy.h"
+#include "runtime/speculative/drafter.h"
 
 namespace ninfer::runtime {
 namespace {
@@ -105,6 +109,29 @@ TEST(DraftPolicy, AcceptanceEstimatesFollowTheRounds) {
     EXPECT_NEAR(p.acceptance(0), 1.0, 0.01);
     EXPECT_NEAR(p.acceptance(1), 0.5, 0.01);
     EXPECT_NEAR(p.acceptance(3), 1.0, 0.01); // reached only when 1..3 were accepted
+}
+
+// NINFER_DRAFT_GRAPHS names exactly the parts that replay graphs (whole names only); unset,
+// the default set.
+TEST(DraftGraphs, TheEnvironmentNamesThePartsThatReplayGraphs) {
+    auto parts = [](const char* value) {
+        if (value)
+            ::setenv("NINFER_DRAFT_GRAPHS", value, 1);
+        else
+            ::unsetenv("NINFER_DRAFT_GRAPHS");
+        const DraftGraphs g = DraftGraphs::from_env();
+        ::unsetenv("NINFER_DRAFT_GRAPHS");
+        return std::vector<bool>{g.chain, g.observe, g.dflash};
+    };
+    const DraftGraphs d = DraftGraphs::parse(DraftGraphs::kDefault);
+    EXPECT_EQ(parts(nullptr), (std::vector<bool>{d.chain, d.observe, d.dflash}));
+    EXPECT_TRUE(d.chain);
+    EXPECT_EQ(parts("none"), (std::vector<bool>{false, false, false}));
+    EXPECT_EQ(parts(""), (std::vector<bool>{false, false, false}));
+    EXPECT_EQ(parts("chain"), (std::vector<bool>{true, false, false}));
+    EXPECT_EQ(parts("observe,dflash"), (std::vector<bool>{false, true, true}));
+    EXPECT_EQ(parts("chain,observe,dflash"), (std::vector<bool>{true, true, true}));
+    EXPECT_EQ(parts("chains,observer"), (std::vector<bool>{false, false, false}));
 }
 
 } // namespace

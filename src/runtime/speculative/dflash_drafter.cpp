@@ -178,6 +178,23 @@ std::vector<int32_t> DFlashDrafter::choose(const TensorView& rows,
     return drafts;
 }
 
+void DFlashDrafter::span_rows(int64_t layer, const std::vector<Sequence*>& seqs,
+                              std::vector<int32_t>& table_row, std::vector<int32_t>& begin,
+                              std::vector<int32_t>& end) const {
+    table_row.clear();
+    begin.clear();
+    end.clear();
+    for (size_t j = 0; j < seqs.size(); ++j) {
+        const int64_t F = seqs[j]->cached, last = F + int64_t(seqs[j]->drafts.size());
+        for (int64_t p = F; p <= last; ++p) {
+            const auto [b, e] = drafter_.span_for(layer, p, last);
+            table_row.push_back(int32_t(j));
+            begin.push_back(b);
+            end.push_back(e);
+        }
+    }
+}
+
 void DFlashDrafter::propose(const StepPlan& plan) {
     const model::DFlashConfig& c = drafter_.config();
     std::vector<Sequence*> seqs;
@@ -189,6 +206,7 @@ void DFlashDrafter::propose(const StepPlan& plan) {
             seqs.push_back(e.seq);
         }
     if (seqs.empty()) return;
+    if (graphs_on_ && graph_eligible(seqs)) return propose_from_graph(seqs);
     const int64_t n = int64_t(seqs.size()), H = c.hidden_size;
     // Block j: [anchor, MASK x K_j] at positions F_j .. F_j + K_j (K_j: its own draft count,
     // so its rows stay inside the KV blocks the scheduler gave its verification).
@@ -221,19 +239,7 @@ void DFlashDrafter::propose(const StepPlan& plan) {
     for (size_t kind = 0; kind < spans_.size(); ++kind) {
         Spans& sb = spans_[kind];
         const int64_t layer = kind_first_layer_[kind];
-        sb.table_row.clear();
-        sb.begin.clear();
-        sb.end.clear();
-        for (int64_t j = 0; j < n; ++j) {
-            const int64_t F = seqs[size_t(j)]->cached;
-            const int64_t last = F + int64_t(seqs[size_t(j)]->drafts.size());
-            for (int64_t p = F; p <= last; ++p) {
-                const auto [b, e] = drafter_.span_for(layer, p, last);
-                sb.table_row.push_back(int32_t(j));
-                sb.begin.push_back(b);
-                sb.end.push_back(e);
-            }
-        }
+        span_rows(layer, seqs, sb.table_row, sb.begin, sb.end);
         ops::SpanBatch& s = sb.batch;
         s.num_rows = int32_t(T);
         s.host_table_row = sb.table_row.data();

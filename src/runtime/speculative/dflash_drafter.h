@@ -22,6 +22,16 @@
 //     (their temperature; u from the draft position's proposal stream) and keep that sparse
 //     q with its ids (Sequence::draft_q), which the verifier's p/q rejection uses.
 // Either way verification is exact (verifier.h); the sparse q only raises acceptance.
+//
+// Graphs (CUDA, enable_graphs; dflash_propose_graphs.cpp). A proposal whose n <= 8 sequences
+// all draft the same K and whose head needs no host step (greedy walks; DFlash2 without an id
+// map, output multiplier or soft cap) replays a graph captured for (n, K): the drafter forward,
+// the mask-row gather, the head, the top-k and, for DFlash2, the selector walk, over buffers
+// whose addresses and launch shapes are fixed for (n, K) (block tables padded to the engine's
+// longest sequence). There is no padding (a graph per n), so no row of a graph reads a KV block
+// its sequence does not own. The host fills the inputs, replays, and downloads the drafts once.
+// The first run of an (n, K) is eager, the second captures, later ones replay; a drafter scratch
+// or logits buffer that moves invalidates every graph.
 // NINFER_DFLASH_GREEDY_WALK=1 (diagnostic, read at construction) walks greedily for sampled
 // requests too, the one-hot baseline of the sparse q.
 //
@@ -31,10 +41,15 @@
 // of the first two candidates.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <utility>
+
 #include "model/dflash.h"
 #include "model/qwen3_5.h"
 #include "ops/exec_context.h"
 #include "runtime/cache_store.h"
+#include "runtime/decode_graphs.h"
 #include "runtime/speculative/drafter.h"
 #include "runtime/speculative/proposal_head.h"
 
@@ -51,8 +66,25 @@ public:
     std::vector<int32_t> feature_layers() const override;
     void propose(const StepPlan& plan) override;
     void observe(const StepPlan& plan, const TensorView& features, bool align_decode) override;
+    // CUDA: proposals of the same (n, K) replay graphs (dflash_propose_graphs.cpp). layout: the
+    // decode graphs' block and context bounds.
+    void enable_graphs(const DecodeGraphs::Layout& layout);
+    int64_t graph_replays() const override { return graph_replays_; }
 
 private:
+    struct GraphSlot; // the buffers and graph of one (n, K)
+    // Whether these drafting sequences (each with drafts) can propose from a graph.
+    bool graph_eligible(const std::vector<Sequence*>& seqs) const;
+    // propose() from the (n, K) graph; fills every sequence's drafts.
+    void propose_from_graph(const std::vector<Sequence*>& seqs);
+    GraphSlot& graph_slot(int32_t n, int32_t K);
+    void fill_graph_slot(GraphSlot& g, const std::vector<Sequence*>& seqs);
+    void graph_body(GraphSlot& g, const TensorView& logits);
+    // The rows of the SpanBatch of layer `layer`'s kind for blocks at F_j = cached of seqs,
+    // block j spanning positions F_j .. F_j + drafts_j.
+    void span_rows(int64_t layer, const std::vector<Sequence*>& seqs, std::vector<int32_t>& table_row,
+                   std::vector<int32_t>& begin, std::vector<int32_t>& end) const;
+
     TensorView buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype);
     TensorView upload_i32(Tensor& t, const std::vector<int32_t>& values);
     // Drafts [n, K] of the mask rows' hidden states [n K, H] of seqs (the anchors: each
@@ -82,6 +114,14 @@ private:
     std::vector<int64_t> kind_first_layer_;   // a layer of each kind (its span rule)
     bool shift_taps_ = false, swap_ranks_ = false; // the sabotage arms
     bool greedy_walk_ = false; // NINFER_DFLASH_GREEDY_WALK=1: one-hot walks for sampled requests
+    // Graphs: on or off, the layout, the slots, and what invalidates them.
+    DecodeGraphs::Layout graph_layout_{};
+    bool graphs_on_ = false;
+    // shared_ptr: GraphSlot is complete only in dflash_propose_graphs.cpp.
+    std::map<std::pair<int32_t, int32_t>, std::shared_ptr<GraphSlot>> graph_slots_;
+    int64_t graph_generation_ = 0, seen_scratch_generation_ = -1;
+    const void* seen_logits_ = nullptr;
+    int64_t graph_replays_ = 0;
 };
 
 } // namespace ninfer::runtime

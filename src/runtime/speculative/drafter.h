@@ -6,12 +6,40 @@
 // same interface.
 #pragma once
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "runtime/step_plan.h"
 
 namespace ninfer::runtime {
+
+// Which of a drafter's CUDA graphs are on: `chain` (the MTP draft chain), `observe` (the MTP
+// alignment) and `dflash` (the DFlash proposal). NINFER_DRAFT_GRAPHS, a comma-separated list of
+// those names or "none", replaces the default set (kDefault), to measure what each part saves.
+struct DraftGraphs {
+    static constexpr const char* kDefault = "chain,observe,dflash";
+    bool chain = false, observe = false, dflash = false;
+    static DraftGraphs parse(const char* list) {
+        std::string padded(1, ',');
+        padded.append(list).push_back(',');
+        auto has = [&](const char* part) {
+            std::string needle(1, ',');
+            needle.append(part).push_back(',');
+            return padded.find(needle) != std::string::npos;
+        };
+        DraftGraphs g;
+        g.chain = has("chain");
+        g.observe = has("observe");
+        g.dflash = has("dflash");
+        return g;
+    }
+    static DraftGraphs from_env() {
+        const char* env = std::getenv("NINFER_DRAFT_GRAPHS");
+        return parse(env ? env : kDefault);
+    }
+};
 
 class Drafter {
 public:
@@ -33,6 +61,8 @@ public:
                          bool align_decode) = 0;
     // Proposals replayed from CUDA graphs so far (0 where the drafter has none).
     virtual int64_t graph_replays() const { return 0; }
+    // Alignments (observe) replayed from CUDA graphs so far (0 where the drafter has none).
+    virtual int64_t observe_graph_replays() const { return 0; }
 };
 
 } // namespace ninfer::runtime

@@ -1,6 +1,8 @@
 #include "runtime/speculative/mtp_drafter.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "core/error.h"
 #include "ops/embedding.h"
@@ -20,8 +22,14 @@ MtpDrafter::MtpDrafter(const ops::ExecContext& ctx, model::Qwen35Model& model,
             "the head's ids must be the global ones");
 }
 
-void MtpDrafter::enable_graphs(const DecodeGraphs::Layout& layout) {
-    graphs_ = std::make_unique<ProposeGraphs>(ctx_, model_, layout, token_limit_, head_);
+void MtpDrafter::enable_graphs(const DecodeGraphs::Layout& layout, const DraftGraphs& parts) {
+    if (parts.chain)
+        graphs_ = std::make_unique<ProposeGraphs>(ctx_, model_, layout, token_limit_, head_);
+    if (!parts.observe) return;
+    // Sabotage arm of the alignment graphs' acceptance gate (mtp_drafter.h).
+    const char* sabotage = std::getenv("NINFER_MTP_SABOTAGE");
+    const bool unshifted = sabotage && std::string(sabotage) == "observe_unshifted";
+    observe_graphs_ = std::make_unique<ObserveGraphs>(ctx_, model_, layout, unshifted ? 0 : 1);
 }
 
 TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
@@ -52,7 +60,7 @@ void MtpDrafter::propose(const StepPlan& plan) {
         return a->drafts.size() > b->drafts.size();
     });
     if (graphs_ && graphs_->eligible(seqs))
-        return graphs_->run(seqs, context_out_.view(), cache_.views());
+        return graphs_->run(seqs, context_, cache_.views());
     const int64_t H = model_.config().hidden_size, n = int64_t(seqs.size());
     const int64_t K = int64_t(seqs.front()->drafts.size());
     // ids[i, j]: draft i + 1 of sequence j, written by the device; read once, at the end.
@@ -65,7 +73,7 @@ void MtpDrafter::propose(const StepPlan& plan) {
     // The chain's hidden rows alternate between two buffers.
     int cur = 0;
     TensorView hidden = buffer(chain_[cur], n, H, ctx_.dtype);
-    ops::embedding(ctx_, rid, context_out_.view(), hidden); // row gather
+    ops::embedding(ctx_, rid, context_, hidden); // row gather
     greedy(hidden, ids.narrow(0, 0, 1).reshape({n}));
     // Draft i >= 2: one MTP row per sequence that wants it, fed draft i - 1 from the device.
     const model::CacheViews views = cache_.views();
@@ -94,14 +102,19 @@ void MtpDrafter::propose(const StepPlan& plan) {
 }
 
 void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) {
+    for (const StepEntry& e : plan.entries) {
+        Sequence& s = *e.seq;
+        s.draft_ready = false;
+        if (e.generates() && s.drafts.empty() && !align_decode) s.drafter_off = true;
+    }
+    if (observe_graphs_ && observe_graphs_->width(plan) > 0)
+        return observe_from_graph(plan, hidden);
     std::vector<RowSpan> spans;
     std::vector<int32_t> source; // the target hidden row of each MTP row
     std::vector<Sequence*> owners;
     int32_t row = 0;
     for (const StepEntry& e : plan.entries) {
         Sequence& s = *e.seq;
-        s.draft_ready = false;
-        if (e.generates() && s.drafts.empty() && !align_decode) s.drafter_off = true;
         if (s.drafter_off) { // its MTP context has a gap: it decodes plainly
             row += int32_t(e.rows);
             continue;
@@ -128,17 +141,31 @@ void MtpDrafter::observe(const StepPlan& plan, const TensorView& hidden, bool al
     ops::embedding(ctx_, ids, hidden, in); // the committed rows' target hidden states
     std::vector<int32_t> no_logits;
     model::ForwardBatch batch = build_rows_batch(ctx_, spans, no_logits, block_size_, buffers_);
-    TensorView out = buffer(context_out_, T, H, ctx_.dtype);
-    model_.mtp_forward(ctx_, batch, in, cache_.views(), out, TensorView());
+    context_ = buffer(context_out_, T, H, ctx_.dtype);
+    model_.mtp_forward(ctx_, batch, in, cache_.views(), context_, TensorView());
     int32_t end = 0;
     for (size_t i = 0; i < spans.size(); ++i) {
         Sequence& s = *owners[i];
         end += int32_t(spans[i].tokens.size());
-        s.draft_row = end - 1;
-        // Ready when the MTP context reaches the anchor (the last token, not yet run).
-        s.draft_ready = spans[i].pos_begin + int64_t(spans[i].tokens.size()) ==
-                        int64_t(s.tokens.size()) - 1;
+        mark_aligned(s, end - 1, spans[i].pos_begin + int64_t(spans[i].tokens.size()));
     }
+}
+
+void MtpDrafter::observe_from_graph(const StepPlan& plan, const TensorView& hidden) {
+    context_ = observe_graphs_->run(plan, hidden, cache_.views());
+    int32_t row = 0;
+    for (const StepEntry& e : plan.entries) {
+        // Entry rows at row .. row + W - 1; a step without a committed row aligned nothing.
+        if (e.committed > 0)
+            mark_aligned(*e.seq, row + int32_t(e.committed) - 1, e.seq->cached + e.committed);
+        row += int32_t(e.rows);
+    }
+}
+
+void MtpDrafter::mark_aligned(Sequence& s, int32_t last_row, int64_t aligned_end) {
+    s.draft_row = last_row;
+    // Ready when the MTP context reaches the anchor (the last token, not yet run).
+    s.draft_ready = aligned_end == int64_t(s.tokens.size()) - 1;
 }
 
 } // namespace ninfer::runtime

@@ -16,12 +16,19 @@
 // drafts once, after the last step. The head is the target's lm_head, or its first N rows
 // (`--draft-shortlist N`, proposal_head.h): each draft then reads N of the V rows, and drafts are
 // ids below N.
+//
+// Graphs (CUDA): the draft chain (propose_graphs.h) and the alignment after steps whose entries
+// all ran the same rows (observe_graphs.h) replay CUDA graphs. Sabotage arm for the alignment
+// graphs' acceptance gate (tests/cuda/test_cuda_mtp_acceptance.cpp; NINFER_MTP_SABOTAGE, read
+// by enable_graphs): observe_unshifted makes the graphed rows embed their own token instead of
+// the next one, which leaves every output right and only lowers acceptance.
 #pragma once
 
 #include "model/qwen3_5.h"
 #include "ops/exec_context.h"
 #include "runtime/cache_store.h"
 #include "runtime/speculative/drafter.h"
+#include "runtime/speculative/observe_graphs.h"
 #include "runtime/speculative/propose_graphs.h"
 
 namespace ninfer::runtime {
@@ -34,14 +41,23 @@ public:
     const char* name() const override { return "mtp"; }
     void propose(const StepPlan& plan) override;
     void observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) override;
-    // CUDA: chains whose sequences all draft the same K replay graphs (propose_graphs.h).
-    void enable_graphs(const DecodeGraphs::Layout& layout);
+    // CUDA: chains whose sequences all draft the same K replay graphs (propose_graphs.h), and
+    // so do alignments after steps whose entries all ran the same rows (observe_graphs.h).
+    void enable_graphs(const DecodeGraphs::Layout& layout,
+                       const DraftGraphs& parts = DraftGraphs::parse(DraftGraphs::kDefault));
     int64_t graph_replays() const override { return graphs_ ? graphs_->replays() : 0; }
+    int64_t observe_graph_replays() const override {
+        return observe_graphs_ ? observe_graphs_->replays() : 0;
+    }
 
 private:
     // Greedy ids of rows' logits under the shared lm_head into ids [n] (device, no sync).
     void greedy(const TensorView& rows, const TensorView& ids);
     TensorView buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype);
+    // observe() for a plan ObserveGraphs takes: the MTP over every row of the step.
+    void observe_from_graph(const StepPlan& plan, const TensorView& hidden);
+    // s's MTP context now ends at aligned_end, its last output row at last_row of context_.
+    void mark_aligned(Sequence& s, int32_t last_row, int64_t aligned_end);
 
     ops::ExecContext ctx_;
     model::Qwen35Model& model_;
@@ -49,13 +65,15 @@ private:
     int32_t block_size_;
     int64_t token_limit_; // drafts are ids below it (and below head_'s rows)
     const ProposalHead& head_;
-    Tensor context_out_;          // observe's MTP output [T, H]: the next drafts' first hidden
+    Tensor context_out_; // the eager observe's MTP output [T, H]
+    TensorView context_; // the last observe's MTP output rows: the next drafts' first hidden
     Tensor chain_[2]; // [n, H] hidden rows of propose's chain steps (and observe's input)
     Tensor logits_, lse_, top_;
     Tensor draft_ids_; // [K, n] I32: propose's drafts, downloaded once per step
     Tensor row_ids_;
     StepBuffers buffers_;
     std::unique_ptr<ProposeGraphs> graphs_;
+    std::unique_ptr<ObserveGraphs> observe_graphs_;
 };
 
 } // namespace ninfer::runtime
