@@ -42,9 +42,9 @@ public:
     void propose(const StepPlan& plan) override;
     void observe(const StepPlan& plan, const TensorView& hidden, bool align_decode) override;
     // CUDA: chains whose sequences all draft the same K replay graphs (propose_graphs.h), and
-    // so do alignments after steps whose entries all ran the same rows (observe_graphs.h).
-    void enable_graphs(const DecodeGraphs::Layout& layout,
-                       const DraftGraphs& parts = DraftGraphs::parse(DraftGraphs::kDefault));
+    // so do alignments after steps whose entries all ran the same rows (observe_graphs.h);
+    // parts: which of the two (DraftGraphs::from_env).
+    void enable_graphs(const DecodeGraphs::Layout& layout, const DraftGraphs& parts);
     int64_t graph_replays() const override { return graphs_ ? graphs_->replays() : 0; }
     int64_t observe_graph_replays() const override {
         return observe_graphs_ ? observe_graphs_->replays() : 0;
