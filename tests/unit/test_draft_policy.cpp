@@ -3,6 +3,7 @@
 // step, and comes back to plain decoding when a slow warm-up made drafting look good.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -101,6 +102,29 @@ TEST(DraftPolicy, ExplorationStopsEarlyWhenDraftsAreDear) {
     }
     EXPECT_EQ(second, 0) << "bucket 64 learnt t(1) / t(0) from bucket 1";
     EXPECT_FALSE(p.aligned(64));
+}
+
+TEST(DraftPolicy, TheSearchClimbsToTheBestAndTriesOnlyItsNeighbours) {
+    // Acceptance 0.8 a position; a draft costs a tenth of a plain step, and from K = 4 a step
+    // costs half a plain step more (the rows cross into a larger tile). Tokens per second peak
+    // at K = 3 (2.95 / 1.3 t0; K = 4..8 give 1.77..1.89 / t0). Each K's first step pays a
+    // warm-up of ten plain steps (graph captures), so the search must stop at K = 4, which
+    // measures worse: 5..8 would each beat K = 3 by their bound (t(1)'s slope), but trying
+    // them would pay four more warm-ups for nothing.
+    DraftPolicy p(0, 8);
+    for (int a = 0; a <= 8; ++a) { // 10,000 rounds, P(first a accepted) = 0.8^a
+        const int rounds = int(10000 * std::pow(0.8, a) * (a < 8 ? 0.2 : 1.0));
+        for (int r = 0; r < rounds; ++r) p.record_round(8, a);
+    }
+    auto time = [](int k) { return 1e-3 * (1 + 0.1 * k + (k >= 4 ? 0.5 : 0.0)); };
+    std::vector<int> chosen(9, 0);
+    for (int s = 0; s < 200; ++s) {
+        const int k = p.choose(1);
+        p.record_step(1, k, time(k) + (chosen[size_t(k)]++ == 0 ? 1e-2 : 0));
+    }
+    EXPECT_EQ(most_chosen(chosen), 3);
+    for (int k = 5; k <= 8; ++k) EXPECT_EQ(chosen[size_t(k)], 0) << "K = " << k << " was tried";
+    EXPECT_GT(chosen[4], 0) << "the climb measures the best's deeper neighbour";
 }
 
 TEST(DraftPolicy, AcceptanceEstimatesFollowTheRounds) {

@@ -85,22 +85,32 @@ double DraftPolicy::floor_seconds(const Bucket& bk, int k) const {
     return t0 * (min_ratio_ < kNoRatio ? std::max(1.0, min_ratio_) : 1.0);
 }
 
-int DraftPolicy::choose(int64_t decode_rows) {
-    if (fixed_ > 0) return fixed_;
-    Bucket& bk = bucket(decode_rows);
-    ++bk.steps;
-    const double t0 = bk.seconds[0];
-    if (t0 < 0) return 0; // the plain step's time first: every bound uses it
+// The K this bucket's measurements favour, and its score (committed tokens per second).
+std::pair<int, double> DraftPolicy::best_measured(const Bucket& bk) const {
     int best = 0;
-    double best_score = 1.0 / t0;
+    double best_score = 1.0 / bk.seconds[0];
     for (int k = 1; k <= max_; ++k)
         if (bk.seconds[size_t(k)] > 0 && expected_tokens(k) / bk.seconds[size_t(k)] > best_score) {
             best = k;
             best_score = expected_tokens(k) / bk.seconds[size_t(k)];
         }
+    return {best, best_score};
+}
+
+int DraftPolicy::choose(int64_t decode_rows) {
+    if (fixed_ > 0) return fixed_;
+    Bucket& bk = bucket(decode_rows);
+    ++bk.steps;
+    if (bk.seconds[0] < 0) return 0; // the plain step's time first: every bound uses it
+    const auto [best, best_score] = best_measured(bk);
+    // Climb: only the best's untried neighbours are tried, deeper first, and only while their
+    // bound could still beat the best. Every first step of a K pays its warm-up (kernels, graph
+    // captures), so a short request must not sweep the whole range; the committed-tokens rate is
+    // unimodal in K (tokens(K) grows ever more slowly, the step time about linearly).
     bk.settled_off = false;
-    for (int k = 1; k <= max_; ++k) // an untried K that could still win
-        if (bk.seconds[size_t(k)] < 0 && expected_tokens(k) / floor_seconds(bk, k) > best_score)
+    for (const int k : {best + 1, best - 1})
+        if (k >= 1 && k <= max_ && bk.seconds[size_t(k)] < 0 &&
+            expected_tokens(k) / floor_seconds(bk, k) > best_score)
             return k;
     bk.settled_off = best == 0;
     if (bk.steps % kReexploreSteps == 0) { // plain decoding, and the best's neighbours

@@ -8,9 +8,11 @@
 //   accepted, starting from a prior worth kPriorRounds rounds at kPriorAcceptance),
 //   time(B, K): the measured step time for B's bucket (powers of two) and K (an average that
 //   follows changes).
-// The first step of each (bucket, K) is not counted (it warms kernels and captures graphs). An
-// untried K is tried while it could beat the best (its bound: tokens(K) / time(B, 0), since
-// drafting never makes a step faster); every kReexploreSteps steps of a bucket another K (plain
+// The first step of each (bucket, K) is not counted (it warms kernels and captures graphs). The
+// search climbs: an untried neighbour of the best K (best + 1 first, then best - 1) is tried
+// while it could beat the best (its bound: tokens(K) over a floor of its step time, since
+// drafting never makes a step faster), so a request pays the warm-up of the Ks near the best
+// only, not of the whole range. Every kReexploreSteps steps of a bucket another K (plain
 // decoding when the best drafts, else the best's neighbours) is measured again, so the choice
 // follows acceptance and load.
 // K = 0 is plain decoding: the policy turns speculation off whenever it does not pay. Once a
@@ -21,6 +23,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace ninfer::runtime {
@@ -56,6 +59,7 @@ private:
     };
     Bucket& bucket(int64_t decode_rows);
     double floor_seconds(const Bucket& bk, int k) const;
+    std::pair<int, double> best_measured(const Bucket& bk) const;
 
     int fixed_, max_;
     std::vector<int64_t> reached_, accepted_; // by position
