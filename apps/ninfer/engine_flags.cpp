@@ -93,7 +93,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_option("--collective", o.collective,
                        "Tensor-parallel collectives: auto (nccl on CUDA where built, else host), "
                        "host (staged through host memory), nccl, or device (CUDA: kernels read "
-                       "the other ranks' memory; disabled: it crashed in its first GPU test)")
+                       "the other ranks' memory, so tensor-parallel steps run as CUDA graphs)")
             ->check(CLI::IsMember({"auto", "host", "device", "nccl"}));
         app.add_option("--route-table", o.route_table,
                        "Kernel route table: auto (the table ninfer tune wrote for this GPU, else "

@@ -1,6 +1,5 @@
 #include "runtime/tensor_ranks.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -56,17 +55,6 @@ TensorRanks make_tensor_ranks(const ops::ExecContext& ctx, int ranks,
     require(!nccl || cuda, "--collective nccl: NCCL runs on CUDA devices, not the CPU");
     if (collective == "device") {
         require(cuda, "--collective device: CUDA devices, not the CPU (its ranks use host)");
-        // Its first GPU run (H100, two ranks on one GPU) ended in a segmentation fault in
-        // CudaTensorParallel.DeviceCollectiveWithGraphsEqualsHost: refused, with the reason,
-        // until that test passes. The likely cause is fixed (rank 1's sum buffer was freed on its
-        // stream after TensorRanks had destroyed that stream; the streams now outlive the
-        // collectives), and the collective alone passed on an H100 (CudaDeviceCollective).
-        // NINFER_DEVICE_COLLECTIVE=1 lifts the refusal for that engine-level test only.
-        const char* lift = std::getenv("NINFER_DEVICE_COLLECTIVE");
-        if (!lift || std::string(lift) != "1")
-            fail_invalid("--collective device is disabled: it crashed in its first GPU test "
-                         "(tests/cuda/test_cuda_tensor_parallel.cpp); use --collective nccl (one "
-                         "GPU a rank) or host");
     }
     t.collectives = collective == "device" ? ops::make_device_collectives(t.contexts)
                     : nccl                 ? ops::make_nccl_collectives(t.contexts)

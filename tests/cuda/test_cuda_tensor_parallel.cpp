@@ -58,33 +58,12 @@ TEST_P(CudaTensorParallel, TwoStreamsOfOneGpuEqualOneRank) {
                        kParallelF32, f.name + " tp=2 on one GPU");
 }
 
-// --collective device is refused (runtime/tensor_ranks.cpp) since its first GPU run, where the
-// engine-level check below (TP=2 on one GPU, eager and CUDA graphs, against the host collective)
-// ended in a segmentation fault on the H100. The engine names the reason. CudaDeviceCollective
-// (further down) isolates the collective; it passed on an H100 once the rank streams outlived
-// the collectives.
-TEST_P(CudaTensorParallel, DeviceCollectiveIsRefusedWithItsReason) {
-    try {
-        Engine e(parallel_options(GetParam(), "cuda:0,cuda:0", "device"));
-        ADD_FAILURE() << "--collective device was taken";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("--collective device is disabled"), std::string::npos)
-            << e.what();
-    }
-}
-
-// The engine-level check that lifts the refusal, with NINFER_DEVICE_COLLECTIVE=1: the device
-// collective's greedy output equals the host collective's, bit for bit (both sum in f32 in rank
-// order and round once), eagerly and with CUDA graphs (bf16, where the graphs matter), then
-// batching and preemption. Disabled (it crashed once, and a crash ends the whole bundle's shard)
-// until it passes on a GPU: run it alone with
-//   NINFER_DEVICE_COLLECTIVE=1 test_cuda_bundle --gtest_also_run_disabled_tests
-//       --gtest_filter='*DISABLED_DeviceCollectiveWithGraphsEqualsHost*'
-// then drop the refusal, the variable and this test's DISABLED_ prefix in one change.
-TEST_P(CudaTensorParallel, DISABLED_DeviceCollectiveWithGraphsEqualsHost) {
-    const char* lift = std::getenv("NINFER_DEVICE_COLLECTIVE");
-    ASSERT_TRUE(lift && std::string(lift) == "1")
-        << "run with NINFER_DEVICE_COLLECTIVE=1 (the engine refuses --collective device otherwise)";
+// --collective device (the kernels read the other ranks' memory: no host wait, so tensor-parallel
+// steps run as CUDA graphs): its greedy output equals the host collective's, bit for bit (both
+// sum in f32 in rank order and round once), eagerly and with CUDA graphs (bf16, where the graphs
+// matter), then batching and preemption. Its first run, before the rank streams outlived the
+// collectives, ended in a segmentation fault; CudaDeviceCollective below isolates the collective.
+TEST_P(CudaTensorParallel, DeviceCollectiveWithGraphsEqualsHost) {
     const Fixture& f = GetParam();
     const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
     for (bool graphs : {false, true}) {
