@@ -127,6 +127,35 @@ TEST(DraftPolicy, TheSearchClimbsToTheBestAndTriesOnlyItsNeighbours) {
     EXPECT_GT(chosen[4], 0) << "the climb measures the best's deeper neighbour";
 }
 
+TEST(DraftPolicy, EarlyRejectionsDoNotEndDrafting) {
+    // The demo model on a GPU (the 2026-12-06 H100 run that showed it): the first drafting step
+    // costs 1.56 plain steps, each further draft 0.12 more; the first rounds of an answer accept
+    // half their first drafts (the first two none), the later ones 19 in 20 at every position. Judged on those first
+    // rounds, K = 1 loses to plain decoding (1.6 expected tokens with the prior), and plain
+    // decoding would be final for the request (once settled, aligned() is false and the engine
+    // turns its drafter off): the policy must stay aligned at every step and go deep.
+    DraftPolicy p(0, 6);
+    auto time = [](int k) { return 1e-3 * (k == 0 ? 1.0 : 1.56 + 0.12 * (k - 1)); };
+    std::vector<int> chosen(7, 0), steps(7, 0);
+    int rounds = 0, unaligned_steps = 0;
+    for (int s = 0; s < 200; ++s) {
+        const int k = p.choose(1);
+        unaligned_steps += !p.aligned(1);
+        if (k > 0) {
+            int accepted = 0; // early: the first two rounds rejected, the next two accepted;
+                              // later: 1 draft in 20 rejected
+            while (accepted < k && (rounds < 4 ? rounds >= 2 : (rounds + accepted) % 20 != 7))
+                ++accepted;
+            p.record_round(k, accepted);
+            ++rounds;
+        }
+        p.record_step(1, k, time(k) + (steps[size_t(k)]++ == 0 ? 5e-3 : 0)); // warm-up
+        if (s >= 100) ++chosen[size_t(k)];
+    }
+    EXPECT_EQ(unaligned_steps, 0) << "settled on plain decoding on the early rounds";
+    EXPECT_GE(most_chosen(chosen), 3) << "K = 3..6 commit 3.5-5 tokens a step at 0.95";
+}
+
 TEST(DraftPolicy, AcceptanceEstimatesFollowTheRounds) {
     DraftPolicy p(0, 4);
     for (int i = 0; i < 1000; ++i) p.record_round(4, i % 2 ? 4 : 1); // pos 0 always, rest half

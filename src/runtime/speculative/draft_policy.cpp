@@ -13,6 +13,11 @@ namespace {
 // turn speculation off after a handful of rounds.
 constexpr double kPriorAcceptance = 0.7;
 constexpr double kPriorRounds = 4;
+// Optimism while the evidence is thin: the decisions score each K with every position's
+// acceptance as if this many more rounds had accepted it. It fades as rounds come in (4 in 4
+// rounds, 4 in 100), so a few early rejections (the first tokens of an answer are the hardest
+// to draft) do not end drafting, and acceptance near 0 turns it off after a few dozen rounds.
+constexpr double kOptimisticRounds = 4;
 // Weight of a new step time in its running average.
 constexpr double kTimeWeight = 0.3;
 // min_ratio_ before any bucket measured t(1) / t(0).
@@ -36,9 +41,16 @@ double DraftPolicy::acceptance(int i) const {
            (double(reached_[size_t(i)]) + kPriorRounds);
 }
 
-double DraftPolicy::expected_tokens(int k) const {
+double DraftPolicy::optimistic_acceptance(int i) const {
+    if (i < 0 || i >= max_) return 0;
+    return (double(accepted_[size_t(i)]) + kPriorAcceptance * kPriorRounds + kOptimisticRounds) /
+           (double(reached_[size_t(i)]) + kPriorRounds + kOptimisticRounds);
+}
+
+double DraftPolicy::expected_tokens(int k, bool optimistic) const {
     double tokens = 1, run = 1;
-    for (int i = 0; i < k; ++i) tokens += run *= acceptance(i);
+    for (int i = 0; i < k; ++i)
+        tokens += run *= optimistic ? optimistic_acceptance(i) : acceptance(i);
     return tokens;
 }
 
@@ -75,24 +87,33 @@ bool DraftPolicy::aligned(int64_t decode_rows) {
     return fixed_ > 0 || !bucket(decode_rows).settled_off;
 }
 
-// A lower bound of a K-draft step's time in this bucket, before it is measured: drafting never
-// makes a step faster; with K = 1 measured, every further draft costs at least as much again
-// (one more row for each sequence, one more MTP step); for K = 1 itself, the smallest ratio
-// t(1) / t(0) another bucket measured.
+// A floor of a K-draft step's time in this bucket, before it is measured: drafting never makes a
+// step faster, and each further draft costs at least the last measured draft's increment (from
+// the deepest measured K below: t(j) + (t(j) - t(j - 1)) (K - j); the first draft carries the
+// fixed costs of drafting, so later ones often cost less than it); for K = 1 itself, the
+// smallest ratio t(1) / t(0) another bucket measured.
 double DraftPolicy::floor_seconds(const Bucket& bk, int k) const {
-    const double t0 = bk.seconds[0], t1 = bk.seconds[1];
-    if (k >= 2 && t1 > 0) return t0 + std::max(0.0, t1 - t0) * k;
+    const double t0 = bk.seconds[0];
+    int j = k - 1;
+    while (j >= 1 && bk.seconds[size_t(j)] < 0) --j;
+    if (j >= 1 && bk.seconds[size_t(j - 1)] > 0) {
+        const double tj = bk.seconds[size_t(j)], step = tj - bk.seconds[size_t(j - 1)];
+        return std::max(t0, tj + std::max(0.0, step) * (k - j));
+    }
     return t0 * (min_ratio_ < kNoRatio ? std::max(1.0, min_ratio_) : 1.0);
 }
+
+// The committed tokens a K-draft round is scored with: optimistic while the evidence is thin.
+double DraftPolicy::scored_tokens(int k) const { return expected_tokens(k, true); }
 
 // The K this bucket's measurements favour, and its score (committed tokens per second).
 std::pair<int, double> DraftPolicy::best_measured(const Bucket& bk) const {
     int best = 0;
     double best_score = 1.0 / bk.seconds[0];
     for (int k = 1; k <= max_; ++k)
-        if (bk.seconds[size_t(k)] > 0 && expected_tokens(k) / bk.seconds[size_t(k)] > best_score) {
+        if (bk.seconds[size_t(k)] > 0 && scored_tokens(k) / bk.seconds[size_t(k)] > best_score) {
             best = k;
-            best_score = expected_tokens(k) / bk.seconds[size_t(k)];
+            best_score = scored_tokens(k) / bk.seconds[size_t(k)];
         }
     return {best, best_score};
 }
@@ -110,7 +131,7 @@ int DraftPolicy::choose(int64_t decode_rows) {
     bk.settled_off = false;
     for (const int k : {best + 1, best - 1})
         if (k >= 1 && k <= max_ && bk.seconds[size_t(k)] < 0 &&
-            expected_tokens(k) / floor_seconds(bk, k) > best_score)
+            scored_tokens(k) / floor_seconds(bk, k) > best_score)
             return k;
     bk.settled_off = best == 0;
     if (bk.steps % kReexploreSteps == 0) { // plain decoding, and the best's neighbours

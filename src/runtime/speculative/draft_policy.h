@@ -5,7 +5,9 @@
 // expected committed tokens per second of the step,
 //   tokens(K) = 1 + sum_{i=1..K} prod_{j<=i} a_j
 //   (a_j: the measured acceptance of draft position j given that the earlier ones were
-//   accepted, starting from a prior worth kPriorRounds rounds at kPriorAcceptance),
+//   accepted, starting from a prior worth kPriorRounds rounds at kPriorAcceptance, and scored
+//   optimistically while rounds are few: as if kOptimisticRounds more had accepted it, so that
+//   a few early rejections do not turn drafting off for good),
 //   time(B, K): the measured step time for B's bucket (powers of two) and K (an average that
 //   follows changes).
 // The first step of each (bucket, K) is not counted (it warms kernels and captures graphs). The
@@ -47,7 +49,10 @@ public:
     void record_step(int64_t decode_rows, int k, double seconds);
     // Estimated acceptance of draft position i (0-based) given the earlier ones accepted.
     double acceptance(int position) const;
-    double expected_tokens(int k) const;
+    // acceptance() as if a few more rounds had accepted every position (see kOptimisticRounds):
+    // the choices use it, so that thin early evidence does not end drafting.
+    double optimistic_acceptance(int position) const;
+    double expected_tokens(int k, bool optimistic = false) const;
 
 private:
     struct Bucket {
@@ -60,6 +65,7 @@ private:
     Bucket& bucket(int64_t decode_rows);
     double floor_seconds(const Bucket& bk, int k) const;
     std::pair<int, double> best_measured(const Bucket& bk) const;
+    double scored_tokens(int k) const;
 
     int fixed_, max_;
     std::vector<int64_t> reached_, accepted_; // by position
