@@ -39,7 +39,8 @@
 //   rounded to the activation dtype before it is added). CUDA at decode sizes (T * top_k <= 64,
 //   H, I, Is multiples of 8, 16-byte aligned rows) runs two fused kernels: f32 activations, the
 //   routed and shared contributions summed in f32 in a fixed order and added to y with one
-//   rounding (deterministic); larger T runs the composition.
+//   rounding (deterministic, and each row's bits independent of the other rows of the call);
+//   larger T runs the composition.
 //   Block-wise fp8 weights (ops/weight.h; CUDA with BF16 h and y): the decode route reads the
 //   codes when all four weights are fp8, up to T * top_k <= 192 (moe_decode.cu); otherwise the
 //   composition runs the grouped route on the codes (turned into bf16 tiles, bf16 activations),

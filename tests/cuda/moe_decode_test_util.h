@@ -122,4 +122,30 @@ void check_held_runs(const ops::ExecContext& c, const M& m, int64_t T, uint64_t 
         }
 }
 
+// Batch invariance: every row of a T-row ops::moe_block equals that row run alone (T = 1), bit
+// for bit (ops/moe.h: a row's bits do not depend on the other rows of the call), so batched
+// requests are identical to lone ones; a kernel that shares work across tokens (a down warp
+// serving several tokens, tried on 2026-12-06) must keep it. Returns how many rows differed.
+template <typename M>
+int check_rows_equal_alone(const ops::ExecContext& c, const M& m, int64_t T, uint64_t seed,
+                           const std::string& what, DType act = DType::BF16) {
+    const MoeInputs in = moe_inputs(m.d, T, seed);
+    auto run = [&](const TensorView& h, const TensorView& logits, const TensorView& y0) {
+        Tensor y = to_device(c, y0, act);
+        ops::moe_block(c, to_device(c, h, act), to_device(c, logits, DType::F32), m.d.k,
+                       m.d_egu.view, m.d_edown.view, m.d_sgu.view, m.d_sdown.view, y);
+        return to_host(c, y);
+    };
+    const Tensor all = run(in.h, in.logits, in.y0);
+    int differed = 0;
+    for (int64_t t = 0; t < T; ++t) {
+        const Tensor alone = run(in.h.view().narrow(0, t, 1), in.logits.view().narrow(0, t, 1),
+                                 in.y0.view().narrow(0, t, 1));
+        const bool same = near(alone, clone(all.view().narrow(0, t, 1)), kExact);
+        differed += !same;
+        EXPECT_TRUE(same) << what << ": row " << t << " of T=" << T << " differs from it alone";
+    }
+    return differed;
+}
+
 } // namespace ninfer::test

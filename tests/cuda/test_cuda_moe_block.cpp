@@ -139,6 +139,18 @@ TEST_P(CudaMoeBlock, HeldExpertRunsOnEveryRoute) {
     check_held_runs(c, gemv, 3, 454, "GEMV composition", dt());
 }
 
+// A row's bits do not depend on the other rows of the call: top-4 at T = 7 and 16, top-16 at
+// T = 3 and top-1 at T = 30, row by row against each row alone.
+TEST_P(CudaMoeBlock, RowsEqualThemselvesAlone) {
+    const auto c = ctx();
+    const MoeDense m(c, {16, 4, 64, 32, 48}, dt(), 460);
+    for (int64_t T : {7, 16}) check_rows_equal_alone(c, m, T, 461 + uint64_t(T), "top-4", dt());
+    const MoeDense k16(c, {16, 16, 64, 32, 32}, dt(), 470);
+    check_rows_equal_alone(c, k16, 3, 471, "top-16", dt());
+    const MoeDense k1(c, {16, 1, 64, 32, 32}, dt(), 480);
+    check_rows_equal_alone(c, k1, 30, 481, "top-1", dt());
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaMoeBlock, ::testing::Values(DType::F32, DType::BF16),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 

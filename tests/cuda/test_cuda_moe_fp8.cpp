@@ -82,6 +82,16 @@ TEST(CudaMoeFp8, Qwen35bShapes) {
     for (int64_t T : {16, 24}) check_case(c, m, T, 520 + uint64_t(T));
 }
 
+// A row's bits do not depend on the other rows of the call: T = 3, 7 and 24 at the 35B's shapes
+// and T = 9 at top-2, row by row against each row alone.
+TEST(CudaMoeFp8, RowsEqualThemselvesAlone) {
+    const auto c = cuda_ctx(DType::BF16);
+    const MoeFp8 m(c, {256, 8, 2048, 512, 512}, 530);
+    for (int64_t T : {3, 7, 24}) check_rows_equal_alone(c, m, T, 531 + uint64_t(T), "fp8 35B");
+    const MoeFp8 k2(c, {16, 2, 256, 128, 128}, 540);
+    check_rows_equal_alone(c, k2, 9, 541, "fp8 top-2");
+}
+
 // Expert parallelism: runs of held fp8 experts on the fused route (T = 2) and the grouped
 // tensor-core composition (T = 64: 256 pairs, past the fused route's 192).
 TEST(CudaMoeFp8, HeldExpertRuns) {
@@ -90,6 +100,7 @@ TEST(CudaMoeFp8, HeldExpertRuns) {
     ForcedRoute weight_only(ops::RouteId::MoeExpertsFp8, ops::kRouteMmaSyncFp8);
     const MoeFp8 m(c, {16, 4, 256, 128, 128}, 700);
     check_held_runs(c, m, 2, 701, "fp8 fused");
+    check_held_runs(c, m, 7, 703, "fp8 fused, T = 7");
     check_held_runs(c, m, 64, 702, "fp8 grouped");
 }
 

@@ -92,6 +92,7 @@ TEST(CudaMoeGrouped, HeldExpertRuns) {
     const auto c = cuda_ctx(DType::BF16);
     const MoeGrouped m(c, {16, 4, 256, 128, 128}, Format{4, 32, DType::F16}, 710);
     check_held_runs(c, m, 2, 711, "q4 fused");
+    check_held_runs(c, m, 7, 713, "q4 fused, T = 7");
     check_held_runs(c, m, 64, 712, "q4 composed");
 }
 
@@ -99,6 +100,13 @@ TEST(CudaMoeGrouped, Qwen35bShapesQ4) {
     const auto c = cuda_ctx(DType::BF16);
     const MoeGrouped m(c, k35b, {4, 32, DType::F16}, 800);
     for (int64_t T : {1, 2, 8, 16, 24}) check_case(c, m, T, 810 + uint64_t(T));
+}
+
+// A row's bits do not depend on the other rows of the call (the 35B's shapes, q4, T = 7).
+TEST(CudaMoeGrouped, RowsEqualThemselvesAlone) {
+    const auto c = cuda_ctx(DType::BF16);
+    const MoeGrouped m(c, k35b, {4, 32, DType::F16}, 860);
+    check_rows_equal_alone(c, m, 7, 861, "q4 35B");
 }
 
 TEST(CudaMoeGrouped, Qwen35bShapesW8) {
