@@ -35,24 +35,21 @@ DraftPolicy::DraftPolicy(int fixed, int max_tokens) : fixed_(fixed), max_(max_to
     accepted_.assign(size_t(max_), 0);
 }
 
-double DraftPolicy::acceptance(int i) const {
+// Position i's acceptance with `optimism` more rounds counted as accepting it.
+double DraftPolicy::estimate(int i, double optimism) const {
     if (i < 0 || i >= max_) return 0;
-    return (double(accepted_[size_t(i)]) + kPriorAcceptance * kPriorRounds) /
-           (double(reached_[size_t(i)]) + kPriorRounds);
+    return (double(accepted_[size_t(i)]) + kPriorAcceptance * kPriorRounds + optimism) /
+           (double(reached_[size_t(i)]) + kPriorRounds + optimism);
 }
 
-double DraftPolicy::optimistic_acceptance(int i) const {
-    if (i < 0 || i >= max_) return 0;
-    return (double(accepted_[size_t(i)]) + kPriorAcceptance * kPriorRounds + kOptimisticRounds) /
-           (double(reached_[size_t(i)]) + kPriorRounds + kOptimisticRounds);
+double DraftPolicy::tokens(int k, double optimism) const {
+    double sum = 1, run = 1;
+    for (int i = 0; i < k; ++i) sum += run *= estimate(i, optimism);
+    return sum;
 }
 
-double DraftPolicy::expected_tokens(int k, bool optimistic) const {
-    double tokens = 1, run = 1;
-    for (int i = 0; i < k; ++i)
-        tokens += run *= optimistic ? optimistic_acceptance(i) : acceptance(i);
-    return tokens;
-}
+double DraftPolicy::acceptance(int i) const { return estimate(i, 0); }
+double DraftPolicy::expected_tokens(int k) const { return tokens(k, 0); }
 
 void DraftPolicy::record_round(int evaluated, int accepted) {
     evaluated = std::min(evaluated, max_);
@@ -104,7 +101,7 @@ double DraftPolicy::floor_seconds(const Bucket& bk, int k) const {
 }
 
 // The committed tokens a K-draft round is scored with: optimistic while the evidence is thin.
-double DraftPolicy::scored_tokens(int k) const { return expected_tokens(k, true); }
+double DraftPolicy::scored_tokens(int k) const { return tokens(k, kOptimisticRounds); }
 
 // The K this bucket's measurements favour, and its score (committed tokens per second).
 std::pair<int, double> DraftPolicy::best_measured(const Bucket& bk) const {

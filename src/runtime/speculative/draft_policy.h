@@ -49,10 +49,7 @@ public:
     void record_step(int64_t decode_rows, int k, double seconds);
     // Estimated acceptance of draft position i (0-based) given the earlier ones accepted.
     double acceptance(int position) const;
-    // acceptance() as if a few more rounds had accepted every position (see kOptimisticRounds):
-    // the choices use it, so that thin early evidence does not end drafting.
-    double optimistic_acceptance(int position) const;
-    double expected_tokens(int k, bool optimistic = false) const;
+    double expected_tokens(int k) const;
 
 private:
     struct Bucket {
@@ -65,6 +62,11 @@ private:
     Bucket& bucket(int64_t decode_rows);
     double floor_seconds(const Bucket& bk, int k) const;
     std::pair<int, double> best_measured(const Bucket& bk) const;
+    // The estimates with `optimism` more rounds counted as accepting every position; the
+    // choices score with kOptimisticRounds (scored_tokens), so thin early evidence does not end
+    // drafting.
+    double estimate(int position, double optimism) const;
+    double tokens(int k, double optimism) const;
     double scored_tokens(int k) const;
 
     int fixed_, max_;
