@@ -20,21 +20,11 @@ t0=$(date +%s)
 log() { echo "== $(( $(date +%s) - t0 )) s $*" | tee -a "$out/summary.txt"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$out/summary.txt"
 rc=0
-big() { # label, NINFER_DRAFT_GRAPHS, ninfer bench flags...
-    NINFER_DRAFT_GRAPHS=$2 timeout 170 /tmp/g/ninfer bench --random-weights --device cuda -n 128 \
-        -p 0 -r 2 --warmup 1 --gpu-memory-utilization 0.97 -o json "${@:3}" \
-        > "$out/big_$1.json" 2> "$out/big_$1.err" || rc=1
-    python3 - "$out/big_$1.json" "$1" <<'PY' | tee -a "$out/summary.txt"
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except Exception as e:
-    print(sys.argv[2], "no json:", e); sys.exit(0)
-for r in j["results"]:
-    if "decode_tok_s" not in r: continue
-    n = r.get("speculative", {}).get("tokens_per_round", 1)
-    print(sys.argv[2], "decode %.2f tok/s, round %.3f ms" % (r["decode_tok_s"]["mean"], 1e3 * n / r["decode_tok_s"]["mean"]))
-PY
+source tools/gpu/bench_line.sh
+big() { # label, NINFER_DRAFT_GRAPHS, ninfer bench flags... (one line of $out/bench.jsonl each)
+    # Not a pipe: bench_line sets rc in this shell.
+    NINFER_DRAFT_GRAPHS=$2 BENCH_REPS=2 bench_line "$1" --random-weights \
+        --gpu-memory-utilization 0.97 "${@:3}" > >(tee -a "$out/summary.txt")
 }
 demo() { # label, NINFER_DRAFT_GRAPHS, bench_mtp.py flags...
     NINFER_DRAFT_GRAPHS=$2 timeout 150 python3 bench/spec/bench_mtp.py --ninfer /tmp/g/ninfer \
