@@ -132,6 +132,8 @@ Action add_run_command(CLI::App& app) {
     return [o, ids] {
         o->prompt_ids_given = ids->count() > 0;
         o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
+        // One request: the graphs of batch 1 are the ones it replays.
+        if (o->engine.graph_warmup < 0) o->engine.graph_warmup = 1;
         return run(*o);
     };
 }

@@ -112,6 +112,13 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "CPU threads (0: the CPUs this process may use, less one when that is the "
                        "whole machine)")
             ->check(CLI::NonNegativeNumber);
+        app.add_flag("!--enforce-eager", o.cuda_graphs,
+                     "CUDA: launch every step's kernels eagerly (no CUDA graphs)");
+        app.add_option("--graph-warmup", o.graph_warmup,
+                       "CUDA: capture the decode graphs (and speculative decoding's, for every K "
+                       "it may choose) at start-up for batch buckets up to N sequences (-1: all "
+                       "the engine runs at once; 0: none, each is captured at its second step)")
+            ->check(CLI::Range(-1, 1 << 20));
     }
     if (flags & kContextFlag)
         app.add_option("--max-context", o.max_context, "Longest sequence in tokens")

@@ -9,7 +9,7 @@ acceptance per position and tokens per round. The greedy ids are checked equal t
 run's (speculation must not change them).
 
 usage: bench_mtp.py --ninfer BIN [--model DIR] [--device cpu|cuda] [--spec mtp,dflash2]
-                    [--ks 1,2,3,4] [--new 256]
+                    [--ks 1,2,3,4] [--new 256] [--engine-args "--graph-warmup 0"]
 """
 import argparse
 import json
@@ -31,9 +31,10 @@ def tokenize(ninfer, model, text):
     return ",".join(str(i) for i in json.loads(out))
 
 
-def run(ninfer, model, device, ids, new, spec):
+def run(ninfer, model, device, ids, new, spec, engine_args):
     cmd = [ninfer, "run", "--model", model, "--device", device, "--prompt-ids", ids,
-           "--max-new", str(new), "--temperature", "0", "--ignore-eos", "--json"] + spec
+           "--max-new", str(new), "--temperature", "0", "--ignore-eos", "--json"] + spec + \
+        engine_args
     p = subprocess.run(cmd, text=True, capture_output=True)
     if p.returncode != 0:
         sys.exit(f"bench_mtp: {' '.join(cmd)} failed:\n{p.stderr}")
@@ -53,6 +54,7 @@ def main():
     ap.add_argument("--ks", default="1,2,3,4")
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3, help="runs per setting; the best is kept")
+    ap.add_argument("--engine-args", default="", help="more ninfer run flags, every setting")
     args = ap.parse_args()
     failed = False
     for name, text in PROMPTS.items():
@@ -64,7 +66,8 @@ def main():
                          for k in args.ks.split(",")] + [(f"{prefix}auto", ["--spec", method])]
         base = None
         for label, spec in settings:
-            runs = [run(args.ninfer, args.model, args.device, ids, args.new, spec)
+            runs = [run(args.ninfer, args.model, args.device, ids, args.new, spec,
+                        args.engine_args.split())
                     for _ in range(args.reps)]
             best = max(runs, key=lambda r: r["decode_tok_s"] or 0)
             tokens = [t["id"] for t in best["tokens"]]

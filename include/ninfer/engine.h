@@ -56,6 +56,12 @@ struct EngineOptions {
     // per 128-column block first, the numerics of CUDA's W8A8 routes (for quality checks).
     std::string fp8_weights = "auto";
     bool cuda_graphs = true;     // replay decode steps as CUDA graphs (CUDA devices)
+    // With cuda_graphs: the decode graphs (and the speculative verification, draft and
+    // alignment graphs of every K the draft policy may choose) are captured at start-up for the
+    // batch buckets 1, 2, 4, ... up to this many sequences, so no step pays a capture later.
+    // -1: every bucket (up to the sequences the engine runs at once); 0: none (each graph is
+    // captured at its shape's second step).
+    int graph_warmup = -1;
     int threads = 0;             // CPU threads (0: the CPUs this process may use, one left free)
     int prefill_chunk = 512;     // most prompt tokens of one sequence in one step
     // Most rows (prompt + decode) in one step. 0: from the device, 8192 on CUDA (serving the fp8
@@ -322,6 +328,9 @@ struct EngineStats {
     int64_t graph_verify_replays = 0;   // of those, verification steps (1 + K rows a sequence)
     int64_t draft_graph_replays = 0;    // draft proposals replayed from CUDA graphs (total)
     int64_t observe_graph_replays = 0;  // MTP alignments replayed from CUDA graphs (total)
+    // Graph runs during steps (after start-up's EngineOptions::graph_warmup) that ran eagerly to
+    // warm up or captured, in the decode, verification and draft graphs (total).
+    int64_t graph_warmups = 0;
 };
 
 class Engine {

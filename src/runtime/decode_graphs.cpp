@@ -33,6 +33,11 @@ GraphReplay::Ran GraphReplay::run(const ops::ExecContext& ctx, int64_t scratch_g
     return ran;
 }
 
+void GraphReplay::warm(const ops::ExecContext& ctx, int64_t scratch_generation,
+                       const std::function<void()>& body) {
+    while (!graph || generation != scratch_generation) run(ctx, scratch_generation, body);
+}
+
 DecodeGraphs::DecodeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
                            const Layout& layout)
     : ctx_(ctx), model_(model), layout_(layout) {
@@ -59,15 +64,30 @@ int32_t DecodeGraphs::graph_width(const StepPlan& plan) const {
         !plan.scored.empty())
         return 0;
     const int32_t W = int32_t(plan.entries.front().rows);
-    const int32_t rows = bucket_for(S) * W;
-    if (W < 1 || rows > capacity_rows_) return 0;
-    if (W > 1 && (W - 1 > layout_.verify.per_group || rows > kMaxVerifyRows)) return 0;
     for (const auto& e : plan.entries) {
         if (e.rows != W || int32_t(e.seq->blocks.size()) > layout_.max_blocks_per_seq) return 0;
         // W > 1: an anchor and its drafts, whose per-column states go to the verify rows.
         if (W > 1 && (e.own_rows() != 1 || e.verify_group < 0)) return 0;
     }
-    return model_.capturable(ctx_, rows) ? W : 0;
+    return shape_replays(bucket_for(S), W) ? W : 0;
+}
+
+bool DecodeGraphs::shape_replays(int32_t bucket, int32_t W) const {
+    const int64_t rows = int64_t(bucket) * W;
+    if (W < 1 || bucket < 1 || bucket > bucket_for(layout_.max_seqs) || rows > capacity_rows_)
+        return false;
+    if (W > 1 && (W - 1 > layout_.verify.per_group || rows > kMaxVerifyRows)) return false;
+    return model_.capturable(ctx_, rows);
+}
+
+bool DecodeGraphs::warm(int32_t bucket, int32_t W, const model::CacheViews& caches) {
+    if (bucket != bucket_for(bucket) || !shape_replays(bucket, W)) return false;
+    Slot& s = slot_for(bucket, W);
+    fill(s, StepPlan{}); // every row padding
+    const TensorView logits = logits_.view().narrow(0, 0, int64_t(bucket) * W);
+    s.replay.warm(ctx_, model_.scratch_generation(),
+                  [&] { model_.forward(ctx_, s.batch, caches, logits); });
+    return true;
 }
 
 DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S, int32_t W) {
@@ -188,6 +208,7 @@ TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& cach
     const GraphReplay::Ran ran = s.replay.run(
         ctx_, model_.scratch_generation(), [&] { model_.forward(ctx_, s.batch, caches, logits); });
     last_replayed_ = ran == GraphReplay::Ran::Replayed;
+    warmups_ += !last_replayed_;
     if (ran != GraphReplay::Ran::Eager) {
         ++replays_;
         if (W > 1) ++verify_replays_;

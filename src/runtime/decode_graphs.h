@@ -34,6 +34,10 @@ struct GraphReplay {
     // Runs body as described; says how (Captured and Replayed both launch the graph).
     Ran run(const ops::ExecContext& ctx, int64_t scratch_generation,
             const std::function<void()>& body);
+    // Runs body until the graph is captured (the warm-up run and the capture), so that the
+    // first real run replays.
+    void warm(const ops::ExecContext& ctx, int64_t scratch_generation,
+              const std::function<void()>& body);
 };
 
 class DecodeGraphs {
@@ -67,6 +71,9 @@ public:
     // Runs the step's forward (graph_width(plan) > 0); returns the logits [S * W, V] F32 (valid
     // until the next call).
     TensorView run(const StepPlan& plan, const model::CacheViews& caches);
+    // Captures the graph of (bucket, W) ahead of its first step (engine start-up), its rows all
+    // padding; false where no step of that shape would replay a graph.
+    bool warm(int32_t bucket, int32_t W, const model::CacheViews& caches);
     // With layout.hidden_size: the last run's hidden states [S * W, H] (valid until the next
     // call).
     TensorView hidden(int64_t rows) const;
@@ -75,11 +82,13 @@ public:
     // only replayed steps time what the step costs from then on.
     bool last_replayed() const { return last_replayed_; }
     int64_t verify_replays() const { return verify_replays_; } // of those, with W > 1
+    int64_t warmups() const { return warmups_; } // runs that warmed up eagerly or captured
 
 private:
     struct Slot; // the buffers and graph of one (bucket, width)
     Slot& slot_for(int32_t seqs, int32_t width);
     void fill(Slot& slot, const StepPlan& plan);
+    bool shape_replays(int32_t bucket, int32_t W) const; // graph_width's bounds for a shape
 
     ops::ExecContext ctx_;
     model::Qwen35Model& model_;
@@ -87,7 +96,7 @@ private:
     Tensor logits_, hidden_; // [capacity rows, V] F32 and [capacity rows, H]: shared by all slots
     int64_t capacity_rows_ = 0;
     std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
-    int64_t replays_ = 0, verify_replays_ = 0;
+    int64_t replays_ = 0, verify_replays_ = 0, warmups_ = 0;
     bool last_replayed_ = false;
 };
 

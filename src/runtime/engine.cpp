@@ -349,6 +349,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
             drafter ? c.hidden_size * std::max<int64_t>(1, graph_layout.feature_layers.size()) : 0;
         graph_layout.verify = verify_rows;
         graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, graph_layout);
+        warm_graphs();
     }
     if (!ctx.device.is_cpu()) { // the calling thread goes back to the default stream
         ops::ExecContext unbound = ctx;
@@ -357,6 +358,30 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     }
     publish_stats();
     thread = std::thread([this] { loop(); });
+}
+
+// Captures the graphs of every batch bucket up to options.graph_warmup sequences and every
+// width a step may run (1, and 1 + K for each K the draft policy may choose), so that neither a
+// server's first requests at a batch size nor the policy's first steps at a K pay an eager
+// warm-up and a capture (a few ms each, longer than a whole decode step of a small model).
+// Every row is padding (its own state row and KV block), so no sequence's state is touched.
+void Engine::Impl::warm_graphs() {
+    const int32_t limit = options.graph_warmup < 0 ? memory.sequences
+                                                   : std::min(options.graph_warmup, memory.sequences);
+    std::vector<int32_t> widths{1};
+    if (policy && policy->adaptive())
+        for (int k = 1; k <= policy->max_tokens(); ++k) widths.push_back(k + 1);
+    else if (policy)
+        widths.push_back(policy->max_tokens() + 1);
+    // At most this many sequences verify drafts in one step (their verification groups).
+    const int32_t verifying = policy ? memory.verify_rows / policy->max_tokens() : 0;
+    const model::CacheViews caches = cache->views();
+    for (int32_t bucket = 1; limit > 0 && bucket <= runtime::DecodeGraphs::bucket_for(limit);
+         bucket *= 2)
+        for (const int32_t w : widths)
+            if ((w == 1 || bucket <= runtime::DecodeGraphs::bucket_for(verifying)) &&
+                graphs->warm(bucket, w, caches) && drafter)
+                drafter->warm_graphs(bucket, w);
 }
 
 model::CacheSpec Engine::Impl::cache_spec() const {

@@ -94,10 +94,12 @@ void Engine::Impl::publish_stats() {
     if (graphs) {
         s.graph_replays = graphs->replays();
         s.graph_verify_replays = graphs->verify_replays();
+        s.graph_warmups = graphs->warmups();
     }
     if (drafter) {
         s.draft_graph_replays = drafter->graph_replays();
         s.observe_graph_replays = drafter->observe_graph_replays();
+        s.graph_warmups += drafter->graph_warmups();
     }
     std::lock_guard lock(stats_mutex);
     published = s;
@@ -222,6 +224,9 @@ void Engine::Impl::step() {
             traced_decoding += e.generates();
             traced_drafting += !e.seq->drafts.empty();
         }
+    // The drafter's graph warm-ups before the step: one during it (an eager first run or a
+    // capture) makes the step's time no measure of what drafting costs.
+    const int64_t draft_warmups = drafter ? drafter->graph_warmups() : 0;
     if (drafting) drafter->propose(plan);
     profile.mark(ctx, runtime::StepProfile::Propose);
     TensorView logits, hidden;
@@ -264,7 +269,8 @@ void Engine::Impl::step() {
     if (policy) {
         const int64_t k = drafting ? scheduler->draft_tokens() : 0;
         if (drafting) last_draft_tokens = k;
-        if (all_decode && step_timing_valid)
+        if (all_decode && step_timing_valid &&
+            (!drafter || drafter->graph_warmups() == draft_warmups))
             policy->record_step(int64_t(plan.entries.size()), int(k),
                                 seconds(Clock::now() - started) - alignment_s);
     }

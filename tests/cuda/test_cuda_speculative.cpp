@@ -70,6 +70,42 @@ TEST_P(CudaMtp, F32VerifyGraphsEqualEagerVerification) {
     }
 }
 
+// Start-up captures (EngineOptions::graph_warmup) every graph the steps replay: plain decoding
+// and auto drafting, alone and three requests at once (buckets 4, 2 and 1 as they finish), run
+// no eager warm-up or capture after start-up, and give the tokens an engine that captures on
+// first use gives (its warm-ups counted: the gate's other arm).
+TEST_P(CudaMtp, StartUpCapturesTheGraphsStepsReplay) {
+    const Fixture& f = GetParam();
+    EngineOptions o = cuda_engine_options("f32");
+    o.model_dir = f.dir;
+    const std::vector<int32_t> base = long_prompt(f, 120);
+    for (int spec : {-1, 0}) { // plain decoding; auto drafting
+        EngineOptions warm_options = spec < 0 ? o : with_mtp(o, spec), cold_options = warm_options;
+        cold_options.graph_warmup = 0;
+        Engine warm(warm_options), cold(cold_options);
+        const std::string label = f.name + (spec < 0 ? " plain" : " auto");
+        expect_same_output(run_one(warm, greedy_request(prefix_of(base, 60), 40)).tokens,
+                           run_one(cold, greedy_request(prefix_of(base, 60), 40)).tokens,
+                           kIdsOnly, label + " alone");
+        std::vector<GenerationRequest> batch;
+        for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(base, n), 24));
+        std::vector<RequestStream> a = cold.submit_all(batch), b = warm.submit_all(batch);
+        for (size_t i = 0; i < batch.size(); ++i) {
+            std::vector<GeneratedToken> want, got;
+            RequestUpdate u;
+            while (a[i].next(u)) want.insert(want.end(), u.tokens.begin(), u.tokens.end());
+            while (b[i].next(u)) got.insert(got.end(), u.tokens.begin(), u.tokens.end());
+            expect_same_output(got, want, kIdsOnly, label + " batched " + std::to_string(i));
+        }
+        EXPECT_GT(warm.stats().graph_replays, 0) << label;
+        EXPECT_EQ(warm.stats().graph_warmups, 0) << label;
+        EXPECT_GT(cold.stats().graph_warmups, 0) << label;
+        if (spec == 0) {
+            EXPECT_GT(warm.stats().graph_verify_replays, 0) << label;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaMtp, ::testing::ValuesIn(mtp_fixtures()),
                          [](const auto& param_info) { return param_info.param.name; });
 

@@ -70,6 +70,7 @@ public:
     // decode graphs' block and context bounds.
     void enable_graphs(const DecodeGraphs::Layout& layout);
     int64_t graph_replays() const override { return graph_replays_; }
+    int64_t graph_warmups() const override { return graph_warmups_; }
 
 private:
     struct GraphSlot; // the buffers and graph of one (n, K)
@@ -121,7 +122,7 @@ private:
     std::map<std::pair<int32_t, int32_t>, std::shared_ptr<GraphSlot>> graph_slots_;
     int64_t graph_generation_ = 0, seen_scratch_generation_ = -1;
     const void* seen_logits_ = nullptr;
-    int64_t graph_replays_ = 0;
+    int64_t graph_replays_ = 0, graph_warmups_ = 0;
 };
 
 } // namespace ninfer::runtime

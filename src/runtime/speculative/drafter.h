@@ -59,10 +59,21 @@ public:
     // decoding); their sequences stop drafting for good (seq->drafter_off).
     virtual void observe(const StepPlan& plan, const TensorView& hidden,
                          bool align_decode) = 0;
+    // Captures, ahead of their first use (engine start-up), the graphs that a step of `bucket`
+    // sequences with `rows` rows each (1: decode; 1 + K: verification of K drafts) replays in
+    // this drafter: its proposal of K drafts and its alignment. Drafters without such graphs,
+    // or whose graphs need real sequences, capture on first use instead.
+    virtual void warm_graphs(int32_t bucket, int32_t rows) {
+        (void)bucket;
+        (void)rows;
+    }
     // Proposals replayed from CUDA graphs so far (0 where the drafter has none).
     virtual int64_t graph_replays() const { return 0; }
     // Alignments (observe) replayed from CUDA graphs so far (0 where the drafter has none).
     virtual int64_t observe_graph_replays() const { return 0; }
+    // Graph runs that warmed up (eager first runs) or captured, so far: a step during which
+    // this grew is no measure of what drafting costs (the draft policy leaves it out).
+    virtual int64_t graph_warmups() const { return 0; }
 };
 
 } // namespace ninfer::runtime

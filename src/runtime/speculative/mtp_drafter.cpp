@@ -32,6 +32,11 @@ void MtpDrafter::enable_graphs(const DecodeGraphs::Layout& layout, const DraftGr
     observe_graphs_ = std::make_unique<ObserveGraphs>(ctx_, model_, layout, unshifted ? 0 : 1);
 }
 
+void MtpDrafter::warm_graphs(int32_t bucket, int32_t rows) {
+    if (observe_graphs_) observe_graphs_->warm(bucket, rows, cache_.views());
+    if (graphs_ && rows > 1) graphs_->warm(bucket, rows - 1, cache_.views());
+}
+
 TensorView MtpDrafter::buffer(Tensor& t, int64_t rows, int64_t cols, DType dtype) {
     return rows_buffer(ctx_, t, rows, cols, dtype);
 }

@@ -45,9 +45,14 @@ public:
     // so do alignments after steps whose entries all ran the same rows (observe_graphs.h);
     // parts: which of the two (DraftGraphs::from_env).
     void enable_graphs(const DecodeGraphs::Layout& layout, const DraftGraphs& parts);
+    void warm_graphs(int32_t bucket, int32_t rows) override;
     int64_t graph_replays() const override { return graphs_ ? graphs_->replays() : 0; }
     int64_t observe_graph_replays() const override {
         return observe_graphs_ ? observe_graphs_->replays() : 0;
+    }
+    int64_t graph_warmups() const override {
+        return (graphs_ ? graphs_->warmups() : 0) +
+               (observe_graphs_ ? observe_graphs_->warmups() : 0);
     }
 
 private:

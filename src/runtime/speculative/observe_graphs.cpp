@@ -34,9 +34,6 @@ int32_t ObserveGraphs::width(const StepPlan& plan) const {
     const int32_t S = int32_t(plan.entries.size());
     if (S == 0 || S > layout_.max_seqs) return 0;
     const int32_t W = int32_t(plan.entries.front().rows);
-    const int64_t rows = int64_t(DecodeGraphs::bucket_for(S)) * W;
-    if (W < 1 || rows > capacity_rows_ || (W > 1 && rows > DecodeGraphs::kMaxVerifyRows))
-        return 0;
     for (const StepEntry& e : plan.entries) {
         const Sequence& s = *e.seq;
         // The eager alignment skips done sequences and stops at the last known token.
@@ -45,7 +42,26 @@ int32_t ObserveGraphs::width(const StepPlan& plan) const {
             int64_t(s.tokens.size()) - 1 - s.cached < e.committed)
             return 0;
     }
-    return model_.capturable(ctx_, rows) ? W : 0;
+    return shape_replays(DecodeGraphs::bucket_for(S), W) ? W : 0;
+}
+
+bool ObserveGraphs::shape_replays(int32_t B, int32_t W) const {
+    const int64_t rows = int64_t(B) * W;
+    if (W < 1 || B < 1 || B > DecodeGraphs::bucket_for(layout_.max_seqs) || rows > capacity_rows_ ||
+        (W > 1 && rows > DecodeGraphs::kMaxVerifyRows))
+        return false;
+    return model_.capturable(ctx_, rows);
+}
+
+bool ObserveGraphs::warm(int32_t B, int32_t W, const model::CacheViews& caches) {
+    if (B != DecodeGraphs::bucket_for(B) || !shape_replays(B, W)) return false;
+    Slot& s = slot_for(B, W);
+    fill(s, StepPlan{}); // every row padding; hidden_in's rows are zero until a run copies
+    const TensorView out = out_.view().narrow(0, 0, int64_t(B) * W);
+    s.replay.warm(ctx_, model_.scratch_generation(), [&] {
+        model_.mtp_forward(ctx_, s.batch, s.hidden_in.view(), caches, out, TensorView());
+    });
+    return true;
 }
 
 ObserveGraphs::Slot& ObserveGraphs::slot_for(int32_t B, int32_t W) {
@@ -147,10 +163,11 @@ TensorView ObserveGraphs::run(const StepPlan& plan, const TensorView& hidden,
     fill(s, plan);
     ops::copy(ctx_, hidden.narrow(0, 0, rows), s.hidden_in.view().narrow(0, 0, rows));
     const TensorView out = out_.view().narrow(0, 0, int64_t(s.seqs) * W);
-    if (s.replay.run(ctx_, model_.scratch_generation(), [&] {
-            model_.mtp_forward(ctx_, s.batch, s.hidden_in.view(), caches, out, TensorView());
-        }) != GraphReplay::Ran::Eager)
-        ++replays_;
+    const GraphReplay::Ran ran = s.replay.run(ctx_, model_.scratch_generation(), [&] {
+        model_.mtp_forward(ctx_, s.batch, s.hidden_in.view(), caches, out, TensorView());
+    });
+    replays_ += ran != GraphReplay::Ran::Eager;
+    warmups_ += ran != GraphReplay::Ran::Replayed;
     return out.narrow(0, 0, rows);
 }
 

@@ -41,12 +41,17 @@ public:
     // hidden rows of the step [S * W, H]. Returns the MTP output rows [S * W, H], entry j's
     // rows at j * W (valid until the next run).
     TensorView run(const StepPlan& plan, const TensorView& hidden, const model::CacheViews& caches);
+    // Captures the graph of (bucket, W) ahead of its first run (engine start-up), every
+    // sequence padding; false where no run of that shape would replay a graph.
+    bool warm(int32_t bucket, int32_t W, const model::CacheViews& caches);
     int64_t replays() const { return replays_; } // graph launches (not the eager runs)
+    int64_t warmups() const { return warmups_; } // eager first runs and captures
 
 private:
     struct Slot;
     Slot& slot_for(int32_t seqs, int32_t width);
     void fill(Slot& s, const StepPlan& plan);
+    bool shape_replays(int32_t bucket, int32_t W) const; // width()'s bounds for a shape
 
     ops::ExecContext ctx_;
     model::Qwen35Model& model_;
@@ -55,7 +60,7 @@ private:
     int64_t capacity_rows_ = 0;
     int32_t token_shift_ = 1;
     std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
-    int64_t replays_ = 0;
+    int64_t replays_ = 0, warmups_ = 0;
 };
 
 } // namespace ninfer::runtime

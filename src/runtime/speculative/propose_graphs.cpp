@@ -150,6 +150,17 @@ void ProposeGraphs::body(Slot& s, const model::CacheViews& caches) {
     }
 }
 
+bool ProposeGraphs::warm(int32_t B, int32_t K, const model::CacheViews& caches) {
+    if (B < 1 || B > kMaxSeqs || B != DecodeGraphs::bucket_for(B) || K < 1 || K > kMaxDrafts ||
+        !model_.capturable(ctx_, B))
+        return false;
+    Slot& s = slot_for(B, K);
+    fill(s, {});
+    ops::fill_zero(ctx_, s.hidden_in.view()); // finite rows: their drafts index embeddings
+    s.replay.warm(ctx_, model_.scratch_generation(), [&] { body(s, caches); });
+    return true;
+}
+
 void ProposeGraphs::run(const std::vector<Sequence*>& seqs, const TensorView& first_hidden,
                         const model::CacheViews& caches) {
     require(eligible(seqs), "ProposeGraphs::run: the drafts cannot run from a graph");
@@ -158,9 +169,10 @@ void ProposeGraphs::run(const std::vector<Sequence*>& seqs, const TensorView& fi
     fill(s, seqs);
     // The first drafts' hidden rows, gathered outside the graph (their buffer may move).
     ops::embedding(ctx_, s.d_rows.view().narrow(0, 0, s.seqs), first_hidden, s.hidden_in.view());
-    if (s.replay.run(ctx_, model_.scratch_generation(), [&] { body(s, caches); }) !=
-        GraphReplay::Ran::Eager)
-        ++replays_;
+    const GraphReplay::Ran ran =
+        s.replay.run(ctx_, model_.scratch_generation(), [&] { body(s, caches); });
+    replays_ += ran != GraphReplay::Ran::Eager;
+    warmups_ += ran != GraphReplay::Ran::Replayed;
     const int64_t B = s.seqs;
     std::vector<int32_t> host(size_t(K * B), 0);
     ops::download(ctx_, s.ids.view().narrow(0, 0, K * B),
