@@ -366,8 +366,9 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
 // warm-up and a capture (a few ms each, longer than a whole decode step of a small model).
 // Every row is padding (its own state row and KV block), so no sequence's state is touched.
 void Engine::Impl::warm_graphs() {
-    const int32_t limit = options.graph_warmup < 0 ? memory.sequences
-                                                   : std::min(options.graph_warmup, memory.sequences);
+    const int32_t limit = options.graph_warmup < 0
+                              ? memory.sequences
+                              : std::min(options.graph_warmup, memory.sequences);
     std::vector<int32_t> widths{1};
     if (policy && policy->adaptive())
         for (int k = 1; k <= policy->max_tokens(); ++k) widths.push_back(k + 1);

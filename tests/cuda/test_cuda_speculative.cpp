@@ -13,6 +13,22 @@ namespace {
 
 class CudaMtp : public ::testing::TestWithParam<Fixture> {};
 
+// Three requests of the prompt's first 17, 40 and 71 tokens at once (24 tokens each): `got`'s ids
+// equal `want`'s.
+void expect_same_batched(Engine& want, Engine& got, const std::vector<int32_t>& prompt,
+                         const std::string& label) {
+    std::vector<GenerationRequest> batch;
+    for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(prompt, n), 24));
+    std::vector<RequestStream> a = want.submit_all(batch), b = got.submit_all(batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+        std::vector<GeneratedToken> w, g;
+        RequestUpdate u;
+        while (a[i].next(u)) w.insert(w.end(), u.tokens.begin(), u.tokens.end());
+        while (b[i].next(u)) g.insert(g.end(), u.tokens.begin(), u.tokens.end());
+        expect_same_output(g, w, kIdsOnly, label + " batched " + std::to_string(i));
+    }
+}
+
 TEST_P(CudaMtp, F32GreedyAloneEqualsPlainDecoding) {
     check_mtp_greedy_alone(cuda_engine_options("f32"), GetParam(), kIdsOnly);
 }
@@ -54,18 +70,8 @@ TEST_P(CudaMtp, F32VerifyGraphsEqualEagerVerification) {
         EXPECT_EQ(eager.stats().graph_replays, 0) << f.name;
         EXPECT_EQ(eager.stats().draft_graph_replays, 0) << f.name;
         EXPECT_EQ(eager.stats().observe_graph_replays, 0) << f.name;
-        std::vector<GenerationRequest> batch;
-        for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(base, n), 24));
         const int64_t before = graphs.stats().graph_verify_replays;
-        std::vector<RequestStream> a = eager.submit_all(batch), b = graphs.submit_all(batch);
-        for (size_t i = 0; i < batch.size(); ++i) {
-            std::vector<GeneratedToken> want, got;
-            RequestUpdate u;
-            while (a[i].next(u)) want.insert(want.end(), u.tokens.begin(), u.tokens.end());
-            while (b[i].next(u)) got.insert(got.end(), u.tokens.begin(), u.tokens.end());
-            expect_same_output(got, want, kIdsOnly,
-                               f.name + " batched " + std::to_string(i) + " " + k_name(k));
-        }
+        expect_same_batched(eager, graphs, base, f.name + " " + k_name(k));
         EXPECT_GT(graphs.stats().graph_verify_replays, before) << f.name << " batched";
     }
 }
@@ -85,18 +91,9 @@ TEST_P(CudaMtp, StartUpCapturesTheGraphsStepsReplay) {
         Engine warm(warm_options), cold(cold_options);
         const std::string label = f.name + (spec < 0 ? " plain" : " auto");
         expect_same_output(run_one(warm, greedy_request(prefix_of(base, 60), 40)).tokens,
-                           run_one(cold, greedy_request(prefix_of(base, 60), 40)).tokens,
-                           kIdsOnly, label + " alone");
-        std::vector<GenerationRequest> batch;
-        for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(base, n), 24));
-        std::vector<RequestStream> a = cold.submit_all(batch), b = warm.submit_all(batch);
-        for (size_t i = 0; i < batch.size(); ++i) {
-            std::vector<GeneratedToken> want, got;
-            RequestUpdate u;
-            while (a[i].next(u)) want.insert(want.end(), u.tokens.begin(), u.tokens.end());
-            while (b[i].next(u)) got.insert(got.end(), u.tokens.begin(), u.tokens.end());
-            expect_same_output(got, want, kIdsOnly, label + " batched " + std::to_string(i));
-        }
+                           run_one(cold, greedy_request(prefix_of(base, 60), 40)).tokens, kIdsOnly,
+                           label + " alone");
+        expect_same_batched(cold, warm, base, label);
         EXPECT_GT(warm.stats().graph_replays, 0) << label;
         EXPECT_EQ(warm.stats().graph_warmups, 0) << label;
         EXPECT_GT(cold.stats().graph_warmups, 0) << label;

@@ -218,7 +218,8 @@ void DFlashDrafter::propose_from_graph(const std::vector<Sequence*>& seqs) {
         seen_scratch_generation_ = drafter_.scratch_generation();
         seen_logits_ = logits.data;
     }
-    const GraphReplay::Ran ran = g.replay.run(ctx_, graph_generation_, [&] { graph_body(g, logits); });
+    const GraphReplay::Ran ran =
+        g.replay.run(ctx_, graph_generation_, [&] { graph_body(g, logits); });
     graph_replays_ += ran != GraphReplay::Ran::Eager;
     graph_warmups_ += ran != GraphReplay::Ran::Replayed;
     std::vector<int32_t> drafts(static_cast<size_t>(M));
