@@ -156,6 +156,33 @@ TEST(DraftPolicy, EarlyRejectionsDoNotEndDrafting) {
     EXPECT_GE(most_chosen(chosen), 3) << "K = 3..6 commit 3.5-5 tokens a step at 0.95";
 }
 
+TEST(DraftPolicy, TwoRejectedRoundsDoNotSettleOnPlainDecoding) {
+    // The demo model's prose on an H100 (2026-12-06, graphs captured at start-up): the first
+    // drafting step costs 1.75 plain steps, each further draft 0.12 more; the first two rounds
+    // reject their drafts, the later ones accept 19 in 20. After two rejections K = 1 scores
+    // 1.68 tokens against 1.75: plain decoding is the best on that evidence, but it must not be
+    // final (aligned() false turns the request's drafter off): K = 1 is measured again, and the
+    // policy drafts once the later rounds come in.
+    DraftPolicy p(0, 6);
+    auto time = [](int k) { return 1e-3 * (k == 0 ? 1.0 : 1.75 + 0.12 * (k - 1)); };
+    std::vector<int> chosen(7, 0);
+    int rounds = 0, unaligned_steps = 0;
+    for (int s = 0; s < 256; ++s) {
+        const int k = p.choose(1);
+        unaligned_steps += !p.aligned(1);
+        if (k > 0) {
+            int accepted = 0;
+            while (accepted < k && rounds >= 2 && (rounds + accepted) % 20 != 7) ++accepted;
+            p.record_round(k, accepted);
+            ++rounds;
+        }
+        p.record_step(1, k, time(k));
+        if (s >= 128) ++chosen[size_t(k)];
+    }
+    EXPECT_EQ(unaligned_steps, 0) << "settled on plain decoding after two rejected rounds";
+    EXPECT_GE(most_chosen(chosen), 2) << "drafting pays at 0.95 acceptance";
+}
+
 TEST(DraftPolicy, AcceptanceEstimatesFollowTheRounds) {
     DraftPolicy p(0, 4);
     for (int i = 0; i < 1000; ++i) p.record_round(4, i % 2 ? 4 : 1); // pos 0 always, rest half

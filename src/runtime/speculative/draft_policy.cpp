@@ -24,6 +24,14 @@ constexpr double kTimeWeight = 0.3;
 constexpr double kNoRatio = 1e30;
 // Steps of a bucket between re-measurements of another K.
 constexpr int64_t kReexploreSteps = 32;
+// Plain decoding settles (the alignment stops, and with it drafting for the sequences running)
+// only on this many rounds' evidence at draft position 1, or when no acceptance could make a
+// draft pay (t(1) >= 2 t(0)): fewer rounds may be an answer's first tokens, the hardest to draft
+// (the demo model's prose on an H100 rejected its first two drafts, then accepted 19 in 20).
+constexpr int64_t kSettleRounds = 16;
+// Until then, with plain decoding the best, K = 1 is measured again every this many steps: each
+// such round is more evidence.
+constexpr int64_t kUnsettledReexploreSteps = 8;
 
 } // namespace
 
@@ -86,14 +94,17 @@ bool DraftPolicy::aligned(int64_t decode_rows) {
 
 // A floor of a K-draft step's time in this bucket, before it is measured: drafting never makes a
 // step faster, and each further draft costs at least the last measured draft's increment (from
-// the deepest measured K below: t(j) + (t(j) - t(j - 1)) (K - j); the first draft carries the
-// fixed costs of drafting, so later ones often cost less than it); for K = 1 itself, the
+// the deepest measured K below, j >= 2: t(j) + (t(j) - t(j - 1)) (K - j)). The first draft
+// carries the fixed costs of drafting (the draft head, the alignment), so its increment says
+// nothing of later drafts: from j = 1 the floor is t(1) (on the demo model on an H100 the first
+// draft costs 0.6-0.75 plain steps, each later one about 0.12). For K = 1 itself: t(0) times the
 // smallest ratio t(1) / t(0) another bucket measured.
 double DraftPolicy::floor_seconds(const Bucket& bk, int k) const {
     const double t0 = bk.seconds[0];
     int j = k - 1;
     while (j >= 1 && bk.seconds[size_t(j)] < 0) --j;
-    if (j >= 1 && bk.seconds[size_t(j - 1)] > 0) {
+    if (j == 1) return std::max(t0, bk.seconds[1]);
+    if (j >= 2 && bk.seconds[size_t(j - 1)] > 0) {
         const double tj = bk.seconds[size_t(j)], step = tj - bk.seconds[size_t(j - 1)];
         return std::max(t0, tj + std::max(0.0, step) * (k - j));
     }
@@ -130,7 +141,10 @@ int DraftPolicy::choose(int64_t decode_rows) {
         if (k >= 1 && k <= max_ && bk.seconds[size_t(k)] < 0 &&
             scored_tokens(k) / floor_seconds(bk, k) > best_score)
             return k;
-    bk.settled_off = best == 0;
+    // No acceptance makes K = 1 pay when its step costs two plain ones (measured, or its floor).
+    const bool hopeless = std::max(bk.seconds[1], floor_seconds(bk, 1)) >= 2 * bk.seconds[0];
+    bk.settled_off = best == 0 && (hopeless || reached_[0] >= kSettleRounds);
+    if (best == 0 && !bk.settled_off && bk.steps % kUnsettledReexploreSteps == 0) return 1;
     if (bk.steps % kReexploreSteps == 0) { // plain decoding, and the best's neighbours
         const int64_t n = bk.probes++;
         const int probe =

@@ -18,9 +18,11 @@
 // decoding when the best drafts, else the best's neighbours) is measured again, so the choice
 // follows acceptance and load.
 // K = 0 is plain decoding: the policy turns speculation off whenever it does not pay. Once a
-// bucket has measured every K and settled on 0, aligned() is false: the drafter skips the MTP
-// alignment of plain decode rows (its cost would make plain decoding slower than without
-// --spec), and the sequences it skipped decode plainly to their end.
+// bucket has settled on 0 (the climb is done, and either 16 rounds of evidence say so or K = 1
+// costs two plain steps, so that no acceptance could pay for it; until then K = 1 is measured
+// again every 8 steps), aligned() is false: the drafter skips the MTP alignment of plain decode
+// rows (its cost would make plain decoding slower than without --spec), and the sequences it
+// skipped decode plainly to their end.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +59,7 @@ private:
         std::vector<int> samples;    // by K: steps seen (the first is not counted)
         int64_t steps = 0;
         int64_t probes = 0;
-        bool settled_off = false; // every K measured, and plain decoding is the best
+        bool settled_off = false; // plain decoding is the best, for good (see above)
     };
     Bucket& bucket(int64_t decode_rows);
     double floor_seconds(const Bucket& bk, int k) const;
