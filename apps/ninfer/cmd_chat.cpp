@@ -191,6 +191,8 @@ Action add_chat_command(CLI::App& app) {
                            kPrefixCacheFlags | kSpeculativeFlags);
     return [o] {
         o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
+        // One answer at a time: the graphs of batch 1 are the ones a chat replays.
+        if (o->engine.graph_warmup < 0) o->engine.graph_warmup = 1;
         return chat(*o);
     };
 }

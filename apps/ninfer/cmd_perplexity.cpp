@@ -38,6 +38,8 @@ std::string read_file(const std::string& path) {
 int perplexity(PerplexityOptions o) {
     require(o.context >= 2, "--context must be at least 2");
     o.engine.model_dir = model_dir_or_default(o.engine.model_dir);
+    // Prompt scoring only: no decode step replays a graph.
+    if (o.engine.graph_warmup < 0) o.engine.graph_warmup = 0;
     const std::vector<int32_t> ids =
         text::Tokenizer::from_model_dir(o.engine.model_dir).encode(read_file(o.file));
     std::vector<std::vector<int32_t>> windows;
