@@ -349,7 +349,7 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
             drafter ? c.hidden_size * std::max<int64_t>(1, graph_layout.feature_layers.size()) : 0;
         graph_layout.verify = verify_rows;
         graphs = std::make_unique<runtime::DecodeGraphs>(ctx, *model, graph_layout);
-        warm_graphs();
+        warm_graphs(sc.verify_groups);
     }
     if (!ctx.device.is_cpu()) { // the calling thread goes back to the default stream
         ops::ExecContext unbound = ctx;
@@ -365,17 +365,16 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
 // server's first requests at a batch size nor the policy's first steps at a K pay an eager
 // warm-up and a capture (a few ms each, longer than a whole decode step of a small model).
 // Every row is padding (its own state row and KV block), so no sequence's state is touched.
-void Engine::Impl::warm_graphs() {
+// verifying: at most this many sequences verify drafts in one step (the scheduler's verification
+// groups), so wider graphs are captured for the buckets up to it only.
+void Engine::Impl::warm_graphs(int32_t verifying) {
     const int32_t limit = options.graph_warmup < 0
                               ? memory.sequences
                               : std::min(options.graph_warmup, memory.sequences);
-    std::vector<int32_t> widths{1};
-    if (policy && policy->adaptive())
-        for (int k = 1; k <= policy->max_tokens(); ++k) widths.push_back(k + 1);
-    else if (policy)
-        widths.push_back(policy->max_tokens() + 1);
-    // At most this many sequences verify drafts in one step (their verification groups).
-    const int32_t verifying = policy ? memory.verify_rows / policy->max_tokens() : 0;
+    std::vector<int32_t> widths{1}; // auto: every K in 1..max; fixed: K (= max)
+    if (policy)
+        for (int k = policy->adaptive() ? 1 : policy->max_tokens(); k <= policy->max_tokens(); ++k)
+            widths.push_back(k + 1);
     const model::CacheViews caches = cache->views();
     for (int32_t bucket = 1; limit > 0 && bucket <= runtime::DecodeGraphs::bucket_for(limit);
          bucket *= 2)

@@ -95,7 +95,7 @@ struct Engine::Impl {
     model::CacheSpec cache_spec() const;
     void plan_memory();
     void profile_workspace();
-    void warm_graphs(); // EngineOptions::graph_warmup
+    void warm_graphs(int32_t verifying); // EngineOptions::graph_warmup
     void loop();
     void take_incoming();
     void validate(const GenerationRequest& request) const;
