@@ -1,5 +1,7 @@
 // ninfer run: generate from token ids (stream ids to stdout, or print one JSON object), or from
 // text: --prompt / --messages go through the chat template and stream text (text_generation.h).
+// --random-weights --config FILE runs a config's shapes without a checkpoint, from token ids
+// (there is no tokenizer): precision and route checks at a real model's shapes.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -128,10 +130,19 @@ Action add_run_command(CLI::App& app) {
     app.add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
     add_engine_options(app, o->engine,
                        kDeviceFlags | kContextFlag | kPrefillFlag | kReferenceFlag | kMemoryFlags |
-                           kSpeculativeFlags);
+                           kSpeculativeFlags | kRandomWeightFlags);
     return [o, ids] {
         o->prompt_ids_given = ids->count() > 0;
-        o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
+        if (o->engine.random_weights) {
+            require(!o->engine.config_file.empty(),
+                    "--random-weights needs --config FILE (an HF config)");
+            require(o->engine.model_dir.empty(), "--random-weights takes --config FILE, not --model");
+            require(o->prompt_ids_given,
+                    "--random-weights generates from --prompt-ids (there is no tokenizer)");
+        } else {
+            require(o->engine.config_file.empty(), "--config needs --random-weights");
+            o->engine.model_dir = model_dir_or_default(o->engine.model_dir);
+        }
         // One request: the graphs of batch 1 are the ones it replays.
         if (o->engine.graph_warmup < 0) o->engine.graph_warmup = 1;
         return run(*o);

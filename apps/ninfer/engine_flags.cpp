@@ -61,7 +61,10 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_flag("--random-weights", o.random_weights,
                      "Deterministic random weights made on the device (with --config)");
         app.add_option("--config", o.config_file, "HF config.json (with --random-weights)");
-        app.add_option("--seed", o.random_seed, "Seed of the random weights");
+        // run's --seed is its sampling seed: there the weights' seed is --weight-seed.
+        const bool sampling_seed = app.get_option_no_throw("--seed") != nullptr;
+        app.add_option(sampling_seed ? "--weight-seed" : "--seed", o.random_seed,
+                       "Seed of the random weights");
     }
     if (flags & kDeviceFlags) {
         app.add_option("--device", o.device, "cpu, cuda or cuda:N")

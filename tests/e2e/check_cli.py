@@ -97,6 +97,30 @@ class UserErrors(unittest.TestCase):
         self.assertEqual(out.returncode, 1)
         self.assertIn("--tools /nonexistent: cannot open", out.stderr)
 
+    def test_random_weights_run(self):
+        """`run --random-weights --config` generates from ids at a config's shapes, the same ids
+        for the same seed, and refuses the combinations it cannot run, naming the flag."""
+        config = os.path.join(self.MODEL, "config.json")
+        args = [NINFER, "run", "--random-weights", "--config", config, "--prompt-ids", "1,2,3",
+                "--max-new", "4", "--greedy", "--json"]
+        first = subprocess.run(args, capture_output=True, text=True, check=True)
+        again = subprocess.run(args, capture_output=True, text=True, check=True)
+        ids = [t["id"] for t in json.loads(first.stdout)["tokens"]]
+        self.assertEqual(len(ids), 4)
+        self.assertEqual(ids, [t["id"] for t in json.loads(again.stdout)["tokens"]])
+        other = subprocess.run(args + ["--weight-seed", "7"], capture_output=True, text=True, check=True)
+        self.assertNotEqual(json.loads(other.stdout)["tokens"], json.loads(first.stdout)["tokens"])
+        for extra, flag in ((["--random-weights", "--prompt-ids", "1"], "--config"),
+                            (["--random-weights", "--config", config, "--prompt", "hi"],
+                             "--prompt-ids"),
+                            (["--random-weights", "--config", config, "--model", self.MODEL,
+                              "--prompt-ids", "1"], "--model"),
+                            (["--config", config, "--prompt-ids", "1"], "--random-weights")):
+            with self.subTest(extra=extra):
+                out = subprocess.run([NINFER, "run", *extra], capture_output=True, text=True)
+                self.assertEqual(out.returncode, 1)
+                self.assertIn(flag, out.stderr)
+
     def test_cuda_on_a_cpu_only_build(self):
         out = self.run_cli("--device", "cuda")
         if "no CUDA backend" not in out.stderr:
