@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/config_reader.h"
+#include "io/rope_scaling.h"
 
 namespace ninfer::io {
 namespace fs = std::filesystem;
@@ -60,17 +61,9 @@ void parse_rope(const json& text, ModelConfig& c, const Reader& r) {
     // rope_theta and partial_rotary_factor fill in what the dict lacks.
     c.rope_theta = r.positive_number("rope_theta", 10000.0);
     c.partial_rotary_factor = r.number("partial_rotary_factor", 0.25);
-    const json* rope = nullptr;
-    for (const char* key : {"rope_scaling", "rope_parameters"})
-        if (!rope && text.contains(key) && text[key].is_object() && !text[key].empty())
-            rope = &text[key];
-    if (rope) {
+    if (const json* rope = rope_dict(text)) {
         const json& rp = *rope;
         Reader rr{rp, r.source};
-        std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
-        if (type != "default")
-            fail(ErrorCategory::Unsupported, r.source, ": rope_type '", type,
-                 "' is not supported (only 'default')");
         c.rope_theta = rr.positive_number("rope_theta", c.rope_theta);
         // HF reads the factor inside rope_parameters; the top-level copy is a legacy duplicate.
         c.partial_rotary_factor = rr.number("partial_rotary_factor", c.partial_rotary_factor);
@@ -244,6 +237,7 @@ ModelConfig parse_hf_config_fields(const json& top, const std::string& source) {
                                      : r.boolean("tie_word_embeddings", false);
     c.mtp_num_hidden_layers = r.integer("mtp_num_hidden_layers", 0, 0, kMaxMtpLayers);
     c.max_position_embeddings = r.integer("max_position_embeddings", 32768, 1, kMaxPositions);
+    parse_rope_scaling(rope_dict(*text), c, r); // after the theta, rotary dim and positions
     c.dtype = top.value("dtype", top.value("torch_dtype", std::string()));
     parse_quantization(top.contains("quantization_config") ? top : *text, c, source);
     parse_eos(top, *text, c, source);

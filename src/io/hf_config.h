@@ -63,6 +63,16 @@ struct ModelConfig {
     // j < 3 * mrope_section[1], from axis 2 (width) when j % 3 == 2 and j < 3 * mrope_section[2],
     // else from axis 0 (temporal): HF's interleaved recomposition (MODEL_QWEN3_5.md §4).
     int64_t mrope_section[3] = {11, 11, 10};
+    // RoPE scaling (rope_parameters.rope_type; io/rope_scaling.h): "default", "linear" or "yarn".
+    // The scaled types set rope_inv_freq [rotary_dim / 2] (HF's inverse frequencies, computed in
+    // f64, rounded to f32) and rope_attention_factor (cos and sin are multiplied by it); empty
+    // rope_inv_freq is default RoPE, rope_theta^(-2j / rotary_dim) with factor 1.
+    std::string rope_type = "default";
+    std::vector<float> rope_inv_freq;
+    double rope_attention_factor = 1.0;
+    // The longest context its positions support: max_position_embeddings, or YaRN's factor x
+    // original_max_position_embeddings when larger (vLLM's derived limit).
+    int64_t position_limit = 0;
 
     // Gated DeltaNet.
     int64_t linear_num_key_heads = 0;

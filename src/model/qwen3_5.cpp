@@ -16,6 +16,7 @@
 #include "ops/moe.h"
 #include "ops/rms_norm.h"
 #include "ops/rope_table.h"
+#include "model/rope_angles.h"
 
 namespace ninfer::model {
 namespace {
@@ -72,7 +73,17 @@ struct Qwen35Model::Scratch {
         rope_sin = Tensor();
     }
 
-    Tensor rope_cos, rope_sin; // [rows, rotary_dim / 2] F32: mRoPE angle tables (on first use)
+    Tensor rope_cos, rope_sin; // [rows, rotary_dim / 2] F32: a batch's RoPE tables (first use)
+
+    // The first T rows of rope_cos / rope_sin (allocated for the capacity on first use).
+    RopeTables rope_rows(Device device, int64_t half, int64_t T) {
+        if (!rope_cos.defined()) {
+            Allocator& a = ops::device_allocator(device);
+            rope_cos = Tensor::empty(a, DType::F32, {capacity, half});
+            rope_sin = Tensor::empty(a, DType::F32, {capacity, half});
+        }
+        return {rope_cos.view().narrow(0, 0, T), rope_sin.view().narrow(0, 0, T)};
+    }
 
     TensorView row_ids(const ops::ExecContext& ctx, int64_t rows) {
         if (!iota.defined()) {
@@ -150,31 +161,49 @@ Qwen35Model::Qwen35Model(io::ModelConfig config, ModelWeights weights, Device de
         vision_ = std::make_unique<VisionEncoder>(config_, weights_.vision, device_);
 }
 
-// cos/sin [T, rotary_dim / 2] of the batch's 3-axis positions: the angle of frequency j is
-// f32(position on mrope_axis(j)) * inv_freq[j] in f32 (inv_freq as ops/rope.h holds it), so a row
-// whose axes agree gets exactly plain RoPE's angles.
+// Verification rows run up to 15 drafts past a sequence's last position, and a graph's padding
+// rows sit at the first positions: the position tables reach this far past the context limit.
+constexpr int64_t kRopeTableSlack = 64;
+
+Qwen35Model::RopeTables Qwen35Model::rope_tables(const ops::ExecContext& ctx,
+                                                 const ForwardBatch& batch) {
+    if (batch.host_mrope_positions) return mrope_tables(ctx, batch);
+    const io::ModelConfig& c = config_;
+    if (!scaled_rope(c)) return {};
+    const int64_t T = batch.tokens.size(0), half = c.rotary_dim / 2;
+    if (!rope_position_cos_.defined()) {
+        const int64_t rows = (context_limit_ > 0 ? context_limit_ : c.position_limit) +
+                             kRopeTableSlack;
+        std::vector<float> cos, sin;
+        rope_angle_tables(c, rows, [](int64_t t, int64_t) { return t; }, cos, sin);
+        Allocator& a = ops::device_allocator(device_);
+        rope_position_cos_ = Tensor::empty(a, DType::F32, {rows, half});
+        rope_position_sin_ = Tensor::empty(a, DType::F32, {rows, half});
+        ops::upload(ctx, TensorView::contiguous(cos.data(), DType::F32, Device::cpu(), {rows, half}),
+                    rope_position_cos_.view());
+        ops::upload(ctx, TensorView::contiguous(sin.data(), DType::F32, Device::cpu(), {rows, half}),
+                    rope_position_sin_.view());
+    }
+    const RopeTables r = scratch_->rope_rows(device_, half, T);
+    ops::embedding(ctx, batch.positions, rope_position_cos_.view(), r.cos);
+    ops::embedding(ctx, batch.positions, rope_position_sin_.view(), r.sin);
+    return r;
+}
+
+// cos/sin [T, rotary_dim / 2] of the batch's 3-axis positions (rope_angles.h): the angle of
+// frequency j takes the position on mrope_axis(j), so a row whose axes agree gets exactly plain
+// RoPE's angles.
 Qwen35Model::RopeTables Qwen35Model::mrope_tables(const ops::ExecContext& ctx,
                                                   const ForwardBatch& batch) {
     if (!batch.host_mrope_positions) return {};
     const io::ModelConfig& c = config_;
     const int64_t T = batch.tokens.size(0), half = c.rotary_dim / 2;
-    Scratch& s = *scratch_;
-    if (!s.rope_cos.defined()) {
-        Allocator& a = ops::device_allocator(device_);
-        s.rope_cos = Tensor::empty(a, DType::F32, {s.capacity, half});
-        s.rope_sin = Tensor::empty(a, DType::F32, {s.capacity, half});
-    }
-    std::vector<float> inv(static_cast<size_t>(half)), cos(size_t(T * half)), sin(size_t(T * half));
-    for (int64_t j = 0; j < half; ++j)
-        inv[size_t(j)] = float(1.0 / std::pow(c.rope_theta, double(2 * j) / double(c.rotary_dim)));
     const int32_t* pos = batch.host_mrope_positions;
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < half; ++j) {
-            const float angle = float(pos[mrope_axis(c, j) * T + t]) * inv[size_t(j)];
-            cos[size_t(t * half + j)] = float(std::cos(double(angle)));
-            sin[size_t(t * half + j)] = float(std::sin(double(angle)));
-        }
-    RopeTables r{s.rope_cos.view().narrow(0, 0, T), s.rope_sin.view().narrow(0, 0, T)};
+    std::vector<float> cos, sin;
+    rope_angle_tables(
+        c, T, [&](int64_t t, int64_t j) { return int64_t(pos[mrope_axis(c, j) * T + t]); }, cos,
+        sin);
+    const RopeTables r = scratch_->rope_rows(device_, half, T);
     ops::upload(ctx, TensorView::contiguous(cos.data(), DType::F32, Device::cpu(), {T, half}),
                 r.cos);
     ops::upload(ctx, TensorView::contiguous(sin.data(), DType::F32, Device::cpu(), {T, half}),
@@ -410,7 +439,7 @@ void Qwen35Model::forward_rank(const ops::ExecContext& ctx, const ForwardBatch& 
                 "forward: media rows ", m.row, " + ", m.embeds.describe(), " outside the batch");
         ops::copy(ctx, m.embeds, s.x.view().narrow(0, m.row, m.embeds.size(0)));
     }
-    const RopeTables rope = mrope_tables(ctx, batch);
+    const RopeTables rope = rope_tables(ctx, batch);
     size_t attn_rank = 0, gdn_rank = 0;
     require(batch.features.empty() ||
                 (batch.features.size(0) == T &&
@@ -465,7 +494,7 @@ void Qwen35Model::mtp_forward_rank(const ops::ExecContext& ctx, const ForwardBat
     TensorView x = s.x.view().narrow(0, 0, T), h = s.h.view().narrow(0, 0, T);
     // u = fc([norm_e(embed(token)) | norm_h(hidden)]): the embedding half first.
     TensorView in = s.mtp_input(device_, ctx.dtype, H, T);
-    const RopeTables rope = mrope_tables(ctx, batch);
+    const RopeTables rope = rope_tables(ctx, batch);
     ops::embedding(ctx, batch.tokens, weights_.embed, h);
     for (const ForwardBatch::MediaRows& mr : batch.media) // placeholders embed as the target's
         ops::copy(ctx, mr.embeds, h.narrow(0, mr.row, mr.embeds.size(0)));

@@ -156,6 +156,9 @@ public:
     int64_t scratch_generation() const;
     // Whether a forward over `rows` rows runs without host synchronisation (capturable).
     bool capturable(const ops::ExecContext& ctx, int64_t rows) const;
+    // The longest context a batch of this engine reaches (positions below it): sizes a scaled
+    // RoPE's position tables (default: the config's position_limit). Every rank's.
+    void set_context_limit(int64_t positions);
 
     // Runs every layer over the batch, updating the caches, and writes the logits of the
     // selected rows: logits [R, V] F32 on the device.
@@ -200,7 +203,9 @@ private:
     struct RopeTables {
         TensorView cos, sin;
     };
-    // The batch's tables when it carries host_mrope_positions, else empty.
+    // The batch's tables: mRoPE's when it carries host_mrope_positions, a scaled RoPE's rows of
+    // its position tables (gathered on the device by batch.positions), else empty.
+    RopeTables rope_tables(const ops::ExecContext& ctx, const ForwardBatch& batch);
     RopeTables mrope_tables(const ops::ExecContext& ctx, const ForwardBatch& batch);
     void gdn_layer(const ops::ExecContext& ctx, const LayerWeights& w, const ForwardBatch& batch,
                    const TensorView& conv_state, const TensorView& recurrent_state);
@@ -223,6 +228,11 @@ private:
     std::unique_ptr<VisionEncoder> vision_;
     TensorShard shard_;
     std::shared_ptr<Peers> peers_; // rank 0 of tensor parallelism only (shared: Peers is opaque here)
+    // A scaled RoPE's cos and sin [context_limit_ + kRopeTableSlack, rotary_dim / 2] F32 of
+    // every position (rope_angles.h), built on the first forward (the engine's profile forward,
+    // before any graph capture).
+    Tensor rope_position_cos_, rope_position_sin_;
+    int64_t context_limit_ = 0; // set_context_limit; 0: the config's position_limit
 };
 
 } // namespace ninfer::model

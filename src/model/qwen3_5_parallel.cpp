@@ -114,6 +114,16 @@ ForwardBatch Qwen35Model::Peers::Rank::mirror(const ops::ExecContext& from, cons
     return m;
 }
 
+void Qwen35Model::set_context_limit(int64_t positions) {
+    if (positions != context_limit_) { // rebuilt for the new limit on the next forward
+        rope_position_cos_ = Tensor();
+        rope_position_sin_ = Tensor();
+    }
+    context_limit_ = positions;
+    if (peers_)
+        for (auto& rank : peers_->ranks) rank.model->set_context_limit(positions);
+}
+
 std::unique_ptr<Qwen35Model> Qwen35Model::make_parallel(
     const io::ModelConfig& full, const std::vector<ops::ExecContext>& ranks,
     const std::vector<std::shared_ptr<ops::Collective>>& collectives, bool expert_parallel,

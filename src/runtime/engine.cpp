@@ -255,10 +255,15 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
     info.token_limit = has_dir ? io::read_token_limit(o.model_dir, c.vocab_size) : c.vocab_size;
     if (has_dir) info.eos_token_ids = io::read_generation_eos(o.model_dir);
     if (info.eos_token_ids.empty()) info.eos_token_ids = c.eos_token_ids;
-    require(o.max_context <= c.max_position_embeddings, "--max-context ", o.max_context,
-            " exceeds the model's max_position_embeddings ", c.max_position_embeddings);
+    // position_limit: max_position_embeddings, or YaRN's stretched context.
+    require(o.max_context <= c.position_limit, "--max-context ", o.max_context,
+            " exceeds the model's max_position_embeddings ", c.max_position_embeddings,
+            c.position_limit > c.max_position_embeddings
+                ? concat(" (", c.position_limit, " with its rope scaling)")
+                : std::string());
     info.max_context =
-        o.max_context > 0 ? o.max_context : std::min(c.max_position_embeddings, kDefaultMaxContext);
+        o.max_context > 0 ? o.max_context : std::min(c.position_limit, kDefaultMaxContext);
+    model->set_context_limit(info.max_context);
     const bool speculate = !o.speculative.empty();
     if (speculate) {
         int auto_max = kAutoMaxDraftTokens;

@@ -2,6 +2,8 @@
 // log-probabilities within kLogprobVsHfAbs, on the CPU fast path and the CPU reference path.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "io/hf_config.h"
@@ -26,7 +28,49 @@ void check_against_hf(const Fixture& f, const EngineOptions& options) {
     }
 }
 
+// The largest |logprob - HF's| over every case's steps (infinity once an id differs).
+double worst_logprob_error(const Fixture& f, const EngineOptions& options) {
+    Engine engine(options);
+    double worst = 0;
+    for (const ReferenceCase& c : f.cases) {
+        auto tokens = generate(engine, greedy_request(c.prompt, int(c.steps.size())));
+        for (size_t i = 0; i < tokens.size() && i < c.steps.size(); ++i) {
+            if (tokens[i].id != c.steps[i].id) return INFINITY;
+            worst = std::max(worst, std::fabs(tokens[i].logprob - c.steps[i].logprob));
+        }
+    }
+    return worst;
+}
+
+// The fixture copied with its rope parameters' rope_type linear and the given factor.
+std::string with_linear_rope(const Fixture& f, double factor) {
+    const auto dir = scratch_path("ninfer_rope_" + f.name + "_" + std::to_string(int(factor)));
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(f.dir, dir, std::filesystem::copy_options::recursive);
+    std::ifstream in(dir / "config.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    nlohmann::json& text = j.contains("text_config") ? j["text_config"] : j;
+    text["rope_parameters"]["rope_type"] = "linear";
+    text["rope_parameters"]["factor"] = factor;
+    std::ofstream(dir / "config.json") << j.dump();
+    return dir.string();
+}
+
 class HfParity : public ::testing::TestWithParam<Fixture> {};
+
+// A scaled RoPE (linear, YaRN: io/rope_scaling.h) runs the composed path: per-position cos/sin
+// tables gathered by each batch's positions (rope_angles.h), and mRoPE's tables from the config's
+// frequencies. At factor 1 its angles are default RoPE's, so every fixture still matches HF, on
+// the fast and the reference path; factor 2 must not (the gate's other arm).
+TEST_P(HfParity, ScaledRopeAtFactorOneMatchesHf) {
+    EngineOptions o;
+    o.model_dir = with_linear_rope(GetParam(), 1.0);
+    check_against_hf(GetParam(), o);
+    o.cpu_reference = true;
+    check_against_hf(GetParam(), o);
+    o.model_dir = with_linear_rope(GetParam(), 2.0);
+    EXPECT_GT(worst_logprob_error(GetParam(), o), 10 * kLogprobVsHfAbs);
+}
 
 TEST_P(HfParity, FastPathMatchesHf) {
     EngineOptions o;

@@ -1,5 +1,7 @@
 // io/hf_config.h: HF config.json parsing (fixtures, nested layout, defaults) and its errors.
 #include "io/hf_config.h"
+
+#include <cmath>
 #include "unit_test_util.h"
 
 namespace ninfer::test {
@@ -179,23 +181,89 @@ TEST(HfConfig, RopeThetaSources) {
     EXPECT_TRUE(rejects(j, {"rope_theta"}));
 }
 
-TEST(HfConfig, NonDefaultRopeTypeIsUnsupported) {
+// Scaled RoPE (io/rope_scaling.h). Expected values: transformers' _compute_yarn_parameters and
+// get_mscale worked in float64 (Python's math) for these parameters.
+TEST(HfConfig, YarnRopeScaling) {
     json j = small_text();
-    j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"rope_theta", 1e7}};
-    EXPECT_TRUE(rejects(j, {"yarn"}, ErrorCategory::Unsupported));
-    // The legacy key "type" names the rope type too.
-    j["rope_parameters"] = {{"type", "linear"}, {"factor", 2.0}};
-    EXPECT_TRUE(rejects(j, {"linear"}, ErrorCategory::Unsupported));
-    // So does the legacy rope_scaling dict, which HF takes over rope_parameters.
+    j["head_dim"] = 256; // rotary dim 64 with the default partial_rotary_factor 0.25 (Qwen3.6's)
+    j["max_position_embeddings"] = 262144;
+    j["rope_parameters"] = {{"rope_type", "yarn"},
+                            {"factor", 4.0},
+                            {"original_max_position_embeddings", 262144},
+                            {"rope_theta", 1e7}};
+    ModelConfig c = parse(j);
+    EXPECT_EQ(c.rope_type, "yarn");
+    ASSERT_EQ(c.rope_inv_freq.size(), 32u);
+    // Ramp between dims 14 and 22 (corr(32) = 14.24 floored, corr(1) = 21.12 ceiled).
+    const std::pair<int, double> want[] = {{0, 1.0},
+                                           {5, 0.08058421877614819},
+                                           {10, 0.006493816315762114},
+                                           {15, 0.0004742398226801046},
+                                           {20, 1.8449222025000475e-05},
+                                           {31, 4.137042749857954e-08}};
+    for (const auto& [i, v] : want) EXPECT_NEAR(c.rope_inv_freq[size_t(i)], v, 2e-7 * v) << i;
+    EXPECT_NEAR(c.rope_attention_factor, 1.138629436111989, 1e-12); // 0.1 ln 4 + 1
+    EXPECT_EQ(c.position_limit, 4 * 262144); // vLLM's derived context
+    // Other betas and head dims; the attention factor given explicitly.
+    j["head_dim"] = 128;
+    j["partial_rotary_factor"] = 1.0;
+    j["max_position_embeddings"] = 4096;
+    j["rope_parameters"] = {{"rope_type", "yarn"},  {"factor", 2.0},
+                            {"beta_fast", 16},      {"beta_slow", 2},
+                            {"rope_theta", 1e6},    {"attention_factor", 0.5},
+                            {"original_max_position_embeddings", 4096}};
+    c = parse(j);
+    ASSERT_EQ(c.rope_inv_freq.size(), 64u);
+    const std::pair<int, double> want2[] = {
+        {0, 1.0}, {20, 0.011334932173388254}, {40, 8.891397050194613e-05},
+        {63, 6.204688803758598e-07}};
+    for (const auto& [i, v] : want2) EXPECT_NEAR(c.rope_inv_freq[size_t(i)], v, 2e-7 * v) << i;
+    EXPECT_DOUBLE_EQ(c.rope_attention_factor, 0.5);
+    EXPECT_EQ(c.position_limit, 8192);
+    // truncate false: the ramp's ends stay fractional (14.24 .. 21.12).
+    j["head_dim"] = 256;
+    j["partial_rotary_factor"] = 0.25;
+    j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"truncate", false},
+                            {"original_max_position_embeddings", 262144}, {"rope_theta", 1e7}};
+    EXPECT_NEAR(parse(j).rope_inv_freq[10], 0.006493816315762114, 2e-9);
+    // mscale and mscale_all_dim: m(4, 2) / m(4, 1).
+    j["rope_parameters"]["mscale"] = 2.0;
+    j["rope_parameters"]["mscale_all_dim"] = 1.0;
+    EXPECT_NEAR(parse(j).rope_attention_factor,
+                (0.2 * std::log(4.0) + 1) / (0.1 * std::log(4.0) + 1), 1e-12);
+}
+
+TEST(HfConfig, LinearRopeScalingAndRefusals) {
+    json j = small_text();
+    // Linear: the default frequencies divided by the factor; the legacy key "type" names it too.
+    j["rope_parameters"] = {{"type", "linear"}, {"factor", 2.0}, {"rope_theta", 1e4}};
+    ModelConfig c = parse(j);
+    EXPECT_EQ(c.rope_type, "linear");
+    ASSERT_EQ(c.rope_inv_freq.size(), size_t(c.rotary_dim / 2));
+    for (size_t i = 0; i < c.rope_inv_freq.size(); ++i)
+        EXPECT_FLOAT_EQ(c.rope_inv_freq[i],
+                        float(std::pow(1e4, -2.0 * double(i) / double(c.rotary_dim)) / 2.0));
+    EXPECT_DOUBLE_EQ(c.rope_attention_factor, 1.0);
+    EXPECT_EQ(c.position_limit, c.max_position_embeddings);
+    // Default RoPE leaves the tables off.
     j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e7}};
+    c = parse(j);
+    EXPECT_TRUE(c.rope_inv_freq.empty());
+    EXPECT_EQ(c.position_limit, c.max_position_embeddings);
+    // The legacy rope_scaling dict, which HF takes over rope_parameters.
     j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-    EXPECT_TRUE(rejects(j, {"yarn"}, ErrorCategory::Unsupported));
+    EXPECT_EQ(parse(j).rope_type, "yarn");
+    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 0.5}};
+    EXPECT_TRUE(rejects(j, {"factor", "[1, 1024]"}));
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", "two"}};
+    EXPECT_TRUE(rejects(j, {"factor", "number"}));
+    j["rope_scaling"] = {{"rope_type", 3}};
+    EXPECT_TRUE(rejects(j, {"rope_type", "string"}));
     j.erase("rope_scaling");
-    EXPECT_NO_THROW(parse(j));
-    // Nested layout: the text_config's rope parameters count.
+    // Types whose frequencies depend on the sequence length are refused, naming the type.
     json nested = fixture_json("dense_vlm_mtp");
     nested["text_config"]["rope_parameters"]["rope_type"] = "dynamic";
-    EXPECT_TRUE(rejects(nested, {"dynamic"}, ErrorCategory::Unsupported));
+    EXPECT_TRUE(rejects(nested, {"dynamic", "yarn"}, ErrorCategory::Unsupported));
 }
 
 TEST(HfConfig, TieWordEmbeddingsComesFromTheTopLevelWhenNested) {

@@ -52,6 +52,11 @@ FIXTURES = [
          hk=2, hv=2, rotary=1.0, tie=True, seed=3, shards=True),
     dict(name="dense_vlm_mtp", kind="dense", layout="vlm", dtype="bfloat16", layers="LFLLF",
          hk=2, hv=6, rotary=0.25, tie=False, seed=4, mtp=True),
+    # YaRN (Qwen's recipe past 262k tokens), stretched 4x from 64 positions: the 150-token
+    # prompt reaches into the interpolated range, and attention scales by 0.1 ln 4 + 1.
+    dict(name="dense_text_yarn", kind="dense", layout="text", dtype="float32", layers="LFLF",
+         hk=2, hv=4, rotary=0.5, tie=False, seed=5,
+         rope=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64)),
 ]
 
 
@@ -66,9 +71,10 @@ def text_kwargs(spec):
         linear_key_head_dim=spec.get("dk", 16), linear_value_head_dim=spec.get("dv", 16),
         linear_conv_kernel_dim=4, rms_norm_eps=1e-6, max_position_embeddings=4096,
         hidden_act="silu", tie_word_embeddings=spec["tie"],
-        rope_parameters=dict(rope_type="default", rope_theta=1e7,
-                             partial_rotary_factor=spec["rotary"],
-                             mrope_section=[3, 3, 2], mrope_interleaved=True),
+        rope_parameters=dict(dict(rope_type="default", rope_theta=1e7,
+                                  partial_rotary_factor=spec["rotary"],
+                                  mrope_section=[3, 3, 2], mrope_interleaved=True),
+                             **spec.get("rope", {})),
         attn_implementation="eager",
     )
     if spec["kind"] == "moe":
