@@ -60,16 +60,23 @@ class HfParity : public ::testing::TestWithParam<Fixture> {};
 
 // A scaled RoPE (linear, YaRN: io/rope_scaling.h) runs the composed path: per-position cos/sin
 // tables gathered by each batch's positions (rope_angles.h), and mRoPE's tables from the config's
-// frequencies. At factor 1 its angles are default RoPE's, so every fixture still matches HF, on
-// the fast and the reference path; factor 2 must not (the gate's other arm).
-TEST_P(HfParity, ScaledRopeAtFactorOneMatchesHf) {
-    EngineOptions o;
-    o.model_dir = with_linear_rope(GetParam(), 1.0);
-    check_against_hf(GetParam(), o);
-    o.cpu_reference = true;
-    check_against_hf(GetParam(), o);
-    o.model_dir = with_linear_rope(GetParam(), 2.0);
-    EXPECT_GT(worst_logprob_error(GetParam(), o), 10 * kLogprobVsHfAbs);
+// frequencies. At factor 1 its angles are default RoPE's, so every default-RoPE fixture still
+// matches HF, on the fast and the reference path; factor 2 must not (the gate's other arm). The
+// YaRN fixture (dense_text_yarn) checks real scaling against HF in the parity tests above.
+TEST(HfParityScaledRope, FactorOneMatchesHf) {
+    int checked = 0;
+    for (const Fixture& f : load_fixtures()) {
+        if (io::load_hf_config(f.dir).rope_type != "default") continue; // its own reference
+        EngineOptions o;
+        o.model_dir = with_linear_rope(f, 1.0);
+        check_against_hf(f, o);
+        o.cpu_reference = true;
+        check_against_hf(f, o);
+        o.model_dir = with_linear_rope(f, 2.0);
+        EXPECT_GT(worst_logprob_error(f, o), 10 * kLogprobVsHfAbs) << f.name;
+        ++checked;
+    }
+    EXPECT_GE(checked, 4);
 }
 
 TEST_P(HfParity, FastPathMatchesHf) {
@@ -87,17 +94,20 @@ TEST_P(HfParity, ReferencePathMatchesHf) {
 
 TEST(HfFixtures, CoverTheRequiredVariety) {
     // DESIGN.md §3: both model types, both expert layouts, GDN prompts > 64 tokens, v/k head
-    // ratios 1, 2 and 4, partial rotary 0.25, 0.5 and 1.0, attention as the first layer.
+    // ratios 1, 2 and 4, partial rotary 0.25, 0.5 and 1.0, attention as the first layer; and
+    // YaRN RoPE scaling.
     std::set<std::string> types;
     std::set<int64_t> ratios;
     std::set<double> rotary;
     bool fused = false, per_expert = false, attention_first = false, long_prompt = false;
+    bool yarn = false; // a scaled RoPE whose long prompt runs past its original positions
     for (const auto& f : load_fixtures()) {
         const io::ModelConfig c = io::load_hf_config(f.dir);
         types.insert(c.model_type);
         ratios.insert(c.linear_num_value_heads / c.linear_num_key_heads);
         rotary.insert(c.partial_rotary_factor);
         attention_first |= c.layer_types[0] == io::LayerKind::FullAttention;
+        yarn |= c.rope_type == "yarn";
         const auto ckpt = io::SafetensorsCheckpoint::open(f.dir);
         for (const auto& [name, e] : ckpt.entries()) {
             fused |= name.find("mlp.experts.gate_up_proj") != std::string::npos;
@@ -114,6 +124,7 @@ TEST(HfFixtures, CoverTheRequiredVariety) {
     EXPECT_TRUE(per_expert);
     EXPECT_TRUE(attention_first);
     EXPECT_TRUE(long_prompt);
+    EXPECT_TRUE(yarn);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(load_fixtures()),
