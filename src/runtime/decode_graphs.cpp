@@ -8,9 +8,10 @@
 namespace ninfer::runtime {
 
 struct DecodeGraphs::Slot {
-    int32_t seqs = 0, width = 1;
-    std::vector<int32_t> tokens, positions, row_begin, pos_begin, slots, table, rows, snapshots;
-    Tensor d_tokens, d_positions, d_row_begin, d_pos_begin, d_slots, d_table, d_rows, d_snapshots;
+    int32_t seqs = 0, width = 1; // bucket S and rows per sequence W
+    // tokens, positions and logit rows [S * W], row_begin [S + 1], pos_begin, slots and
+    // (W > 1) snapshots [S], block table [S, max_blocks].
+    GraphArg tokens, positions, row_begin, pos_begin, slots, table, rows, snapshots;
     model::ForwardBatch batch;
     GraphReplay replay;
 };
@@ -37,6 +38,22 @@ void GraphReplay::warm(const ops::ExecContext& ctx, int64_t scratch_generation,
                        const std::function<void()>& body) {
     while (!graph || generation != scratch_generation) run(ctx, scratch_generation, body);
 }
+
+void GraphArg::allocate(const ops::ExecContext& ctx, int64_t n) {
+    device = Tensor::empty(ops::device_allocator(ctx.device), DType::I32,
+                           {std::max<int64_t>(n, 1)});
+}
+
+void GraphArg::upload(const ops::ExecContext& ctx) {
+    if (host.empty()) return; // nothing to copy (ProposeGraphs' chain positions for K = 1)
+    const int64_t n = int64_t(host.size());
+    ops::upload(ctx, TensorView::contiguous(host.data(), DType::I32, Device::cpu(), {n}),
+                view(n));
+}
+
+TensorView GraphArg::view() const { return device.view(); }
+
+TensorView GraphArg::view(int64_t n) const { return device.view().narrow(0, 0, n); }
 
 DecodeGraphs::DecodeGraphs(const ops::ExecContext& ctx, model::Qwen35Model& model,
                            const Layout& layout)
@@ -72,12 +89,17 @@ int32_t DecodeGraphs::graph_width(const StepPlan& plan) const {
     return shape_replays(bucket_for(S), W) ? W : 0;
 }
 
-bool DecodeGraphs::shape_replays(int32_t bucket, int32_t W) const {
+bool DecodeGraphs::within_bounds(int32_t bucket, int32_t W, int32_t max_seqs,
+                                 int64_t capacity_rows) {
     const int64_t rows = int64_t(bucket) * W;
-    if (W < 1 || bucket < 1 || bucket > bucket_for(layout_.max_seqs) || rows > capacity_rows_)
-        return false;
-    if (W > 1 && (W - 1 > layout_.verify.per_group || rows > kMaxVerifyRows)) return false;
-    return model_.capturable(ctx_, rows);
+    return W >= 1 && bucket >= 1 && bucket <= bucket_for(max_seqs) && rows <= capacity_rows &&
+           (W == 1 || rows <= kMaxVerifyRows);
+}
+
+bool DecodeGraphs::shape_replays(int32_t bucket, int32_t W) const {
+    // W > 1 also needs verification rows for its W - 1 drafted columns.
+    return within_bounds(bucket, W, layout_.max_seqs, capacity_rows_) &&
+           W - 1 <= layout_.verify.per_group && model_.capturable(ctx_, int64_t(bucket) * W);
 }
 
 bool DecodeGraphs::warm(int32_t bucket, int32_t W, const model::CacheViews& caches) {
@@ -98,26 +120,24 @@ DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S, int32_t W) {
     s.seqs = S;
     s.width = W;
     const int32_t T = S * W; // rows: sequence i owns rows [i * W, (i + 1) * W)
-    Allocator& a = ops::device_allocator(ctx_.device);
-    auto i32 = [&](int64_t n) { return Tensor::empty(a, DType::I32, {n}); };
-    s.d_tokens = i32(T);
-    s.d_positions = i32(T);
-    s.d_row_begin = i32(S + 1);
-    s.d_pos_begin = i32(S);
-    s.d_slots = i32(S);
-    s.d_table = i32(int64_t(S) * layout_.max_blocks_per_seq);
-    s.d_rows = i32(T);
+    s.tokens.allocate(ctx_, T);
+    s.positions.allocate(ctx_, T);
+    s.row_begin.allocate(ctx_, S + 1);
+    s.pos_begin.allocate(ctx_, S);
+    s.slots.allocate(ctx_, S);
+    s.table.allocate(ctx_, int64_t(S) * layout_.max_blocks_per_seq);
+    s.rows.allocate(ctx_, T);
     if (hidden_.defined() && !layout_.feature_layers.empty()) {
         s.batch.features = hidden_.view().narrow(0, 0, T);
         s.batch.feature_layers = layout_.feature_layers;
     } else if (hidden_.defined()) {
         s.batch.hidden_out = hidden_.view().narrow(0, 0, T);
     }
-    s.table.assign(size_t(S) * size_t(layout_.max_blocks_per_seq), 0);
-    s.row_begin.resize(size_t(S) + 1);
-    s.rows.resize(size_t(T));
-    for (int32_t i = 0; i <= S; ++i) s.row_begin[size_t(i)] = i * W;
-    for (int32_t i = 0; i < T; ++i) s.rows[size_t(i)] = i; // every row samples
+    s.table.host.assign(size_t(S) * size_t(layout_.max_blocks_per_seq), 0);
+    s.row_begin.host.resize(size_t(S) + 1);
+    s.rows.host.resize(size_t(T));
+    for (int32_t i = 0; i <= S; ++i) s.row_begin.host[size_t(i)] = i * W;
+    for (int32_t i = 0; i < T; ++i) s.rows.host[size_t(i)] = i; // every row samples
     // Launch shapes fixed for (S, W): W rows per sequence, the engine's context bounds.
     ops::SeqBatch& q = s.batch.seqs;
     q.num_seqs = S;
@@ -126,76 +146,68 @@ DecodeGraphs::Slot& DecodeGraphs::slot_for(int32_t S, int32_t W) {
     q.max_context = layout_.max_context;
     q.block_table_stride = layout_.max_blocks_per_seq;
     q.block_size = layout_.block_size;
-    q.row_begin = s.d_row_begin.view();
-    q.pos_begin = s.d_pos_begin.view();
-    q.state_slot = s.d_slots.view();
-    q.block_table = s.d_table.view().reshape({S, layout_.max_blocks_per_seq});
+    q.row_begin = s.row_begin.view();
+    q.pos_begin = s.pos_begin.view();
+    q.state_slot = s.slots.view();
+    q.block_table = s.table.view().reshape({S, layout_.max_blocks_per_seq});
     if (W > 1) { // per-column GDN states into each entry's verification rows
-        s.d_snapshots = i32(S);
-        q.snapshot_row = s.d_snapshots.view();
-        s.snapshots.assign(size_t(S), -1);
-        q.host_snapshot_row = s.snapshots.data();
+        s.snapshots.allocate(ctx_, S);
+        q.snapshot_row = s.snapshots.view();
+        s.snapshots.host.assign(size_t(S), -1);
+        q.host_snapshot_row = s.snapshots.host.data();
     }
-    s.batch.tokens = s.d_tokens.view();
-    s.batch.positions = s.d_positions.view();
-    s.batch.logit_rows = s.d_rows.view();
-    ops::upload(ctx_,
-                TensorView::contiguous(s.row_begin.data(), DType::I32, Device::cpu(), {S + 1}),
-                s.d_row_begin);
-    ops::upload(ctx_, TensorView::contiguous(s.rows.data(), DType::I32, Device::cpu(), {T}),
-                s.d_rows);
+    s.batch.tokens = s.tokens.view();
+    s.batch.positions = s.positions.view();
+    s.batch.logit_rows = s.rows.view();
+    s.row_begin.upload(ctx_);
+    s.rows.upload(ctx_);
     return s;
 }
 
 void DecodeGraphs::fill(Slot& s, const StepPlan& plan) {
     const int32_t S = s.seqs, W = s.width;
-    s.tokens.clear();
-    s.positions.clear();
-    s.pos_begin.clear();
-    s.slots.clear();
-    std::fill(s.table.begin(), s.table.end(), 0);
+    s.tokens.host.clear();
+    s.positions.host.clear();
+    s.pos_begin.host.clear();
+    s.slots.host.clear();
+    std::fill(s.table.host.begin(), s.table.host.end(), 0);
     const int32_t live = int32_t(plan.entries.size());
     for (int32_t i = 0; i < S; ++i) {
         const int64_t row = int64_t(i) * layout_.max_blocks_per_seq;
         if (i >= live) { // padding: its own state row and KV block, no snapshots
             for (int32_t j = 0; j < W; ++j) {
-                s.tokens.push_back(0);
-                s.positions.push_back(j);
+                s.tokens.host.push_back(0);
+                s.positions.host.push_back(j);
             }
-            s.pos_begin.push_back(0);
-            s.slots.push_back(layout_.padding_row);
-            s.table[size_t(row)] = layout_.padding_block;
-            if (W > 1) s.snapshots[size_t(i)] = -1;
+            s.pos_begin.host.push_back(0);
+            s.slots.host.push_back(layout_.padding_row);
+            s.table.host[size_t(row)] = layout_.padding_block;
+            if (W > 1) s.snapshots.host[size_t(i)] = -1;
             continue;
         }
         const StepEntry& e = plan.entries[size_t(i)];
         const Sequence& seq = *e.seq;
-        s.tokens.push_back(seq.tokens[size_t(seq.cached)]);
-        s.tokens.insert(s.tokens.end(), seq.drafts.begin(), seq.drafts.end()); // W - 1 of them
+        // The anchor, then its W - 1 drafts.
+        s.tokens.host.push_back(seq.tokens[size_t(seq.cached)]);
+        s.tokens.host.insert(s.tokens.host.end(), seq.drafts.begin(), seq.drafts.end());
         for (int32_t j = 0; j < W; ++j)
-            s.positions.push_back(rope_position(seq.media.get(), seq.cached + j, 0));
-        s.pos_begin.push_back(int32_t(seq.cached));
-        s.slots.push_back(seq.slot);
-        std::copy(seq.blocks.begin(), seq.blocks.end(), s.table.begin() + row);
+            s.positions.host.push_back(rope_position(seq.media.get(), seq.cached + j, 0));
+        s.pos_begin.host.push_back(int32_t(seq.cached));
+        s.slots.host.push_back(seq.slot);
+        std::copy(seq.blocks.begin(), seq.blocks.end(), s.table.host.begin() + row);
         if (W > 1)
-            s.snapshots[size_t(i)] =
+            s.snapshots.host[size_t(i)] =
                 layout_.verify.base + e.verify_group * layout_.verify.per_group;
     }
-    auto host = [](std::vector<int32_t>& v) {
-        return TensorView::contiguous(v.data(), DType::I32, Device::cpu(), {int64_t(v.size())});
-    };
-    ops::upload(ctx_, host(s.tokens), s.d_tokens);
-    ops::upload(ctx_, host(s.positions), s.d_positions);
-    ops::upload(ctx_, host(s.pos_begin), s.d_pos_begin);
-    ops::upload(ctx_, host(s.slots), s.d_slots);
-    ops::upload(ctx_, host(s.table), s.d_table);
-    if (W > 1) ops::upload(ctx_, host(s.snapshots), s.d_snapshots);
+    for (GraphArg* arg : {&s.tokens, &s.positions, &s.pos_begin, &s.slots, &s.table})
+        arg->upload(ctx_);
+    if (W > 1) s.snapshots.upload(ctx_);
     // Host mirrors for the ops' argument checks.
     ops::SeqBatch& q = s.batch.seqs;
-    q.host_row_begin = s.row_begin.data();
-    q.host_pos_begin = s.pos_begin.data();
-    q.host_state_slot = s.slots.data();
-    q.host_block_table = s.table.data();
+    q.host_row_begin = s.row_begin.host.data();
+    q.host_pos_begin = s.pos_begin.host.data();
+    q.host_state_slot = s.slots.host.data();
+    q.host_block_table = s.table.host.data();
 }
 
 TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& caches) {
@@ -205,14 +217,10 @@ TensorView DecodeGraphs::run(const StepPlan& plan, const model::CacheViews& cach
     Slot& s = slot_for(bucket_for(live), W);
     fill(s, plan);
     const TensorView logits = logits_.view().narrow(0, 0, int64_t(s.seqs) * W);
-    const GraphReplay::Ran ran = s.replay.run(
-        ctx_, model_.scratch_generation(), [&] { model_.forward(ctx_, s.batch, caches, logits); });
+    const GraphReplay::Ran ran = runs_.count(s.replay.run(
+        ctx_, model_.scratch_generation(), [&] { model_.forward(ctx_, s.batch, caches, logits); }));
     last_replayed_ = ran == GraphReplay::Ran::Replayed;
-    warmups_ += !last_replayed_;
-    if (ran != GraphReplay::Ran::Eager) {
-        ++replays_;
-        if (W > 1) ++verify_replays_;
-    }
+    verify_replays_ += W > 1 && ran != GraphReplay::Ran::Eager;
     return logits.narrow(0, 0, int64_t(live) * W);
 }
 

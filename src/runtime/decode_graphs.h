@@ -40,6 +40,30 @@ struct GraphReplay {
               const std::function<void()>& body);
 };
 
+// A graph class's run counts: graph launches (captures and replays, not the eager runs) and
+// warm-ups (the eager first runs and the captures: they time nothing a later step costs).
+struct GraphRuns {
+    int64_t replays = 0, warmups = 0;
+    GraphReplay::Ran count(GraphReplay::Ran ran) {
+        replays += ran != GraphReplay::Ran::Eager;
+        warmups += ran != GraphReplay::Ran::Replayed;
+        return ran;
+    }
+};
+
+// One int32 argument array of a captured graph: host values, which a step fills and the ops'
+// argument checks read through raw pointers (take them after the vector's last resize), and a
+// device buffer whose address stays fixed for the graph's life.
+struct GraphArg {
+    std::vector<int32_t> host;
+    Tensor device;
+    void allocate(const ops::ExecContext& ctx, int64_t n); // device buffer of max(n, 1) values
+    // host -> the first host.size() values (nothing when host is empty).
+    void upload(const ops::ExecContext& ctx);
+    TensorView view() const;          // the whole device buffer
+    TensorView view(int64_t n) const; // its first n values
+};
+
 class DecodeGraphs {
 public:
     struct Layout {
@@ -64,6 +88,9 @@ public:
 
     // The bucket a step of `seqs` sequences runs in: the smallest power of two >= seqs.
     static int32_t bucket_for(int32_t seqs);
+    // The bounds that the shapes of every graph class share: bucket <= the largest bucket of
+    // max_seqs, bucket * W <= the class's capacity rows, and <= kMaxVerifyRows rows when W > 1.
+    static bool within_bounds(int32_t bucket, int32_t W, int32_t max_seqs, int64_t capacity_rows);
     // The rows each entry of the plan runs when the plan can replay a graph, else 0: every entry
     // runs the same rows W and samples from all of them, W = 1 (decode) or W = 1 + drafts
     // (verification), and the model can capture a forward of bucket * W rows.
@@ -77,12 +104,12 @@ public:
     // With layout.hidden_size: the last run's hidden states [S * W, H] (valid until the next
     // call).
     TensorView hidden(int64_t rows) const;
-    int64_t replays() const { return replays_; } // graph launches so far (not the eager runs)
+    int64_t replays() const { return runs_.replays; } // graph launches so far (not eager runs)
     // Whether the last run() replayed a graph (false: it ran eagerly to warm up, or captured):
     // only replayed steps time what the step costs from then on.
     bool last_replayed() const { return last_replayed_; }
     int64_t verify_replays() const { return verify_replays_; } // of those, with W > 1
-    int64_t warmups() const { return warmups_; } // runs that warmed up eagerly or captured
+    int64_t warmups() const { return runs_.warmups; } // runs that warmed up eagerly or captured
 
 private:
     struct Slot; // the buffers and graph of one (bucket, width)
@@ -96,7 +123,8 @@ private:
     Tensor logits_, hidden_; // [capacity rows, V] F32 and [capacity rows, H]: shared by all slots
     int64_t capacity_rows_ = 0;
     std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
-    int64_t replays_ = 0, verify_replays_ = 0, warmups_ = 0;
+    GraphRuns runs_;
+    int64_t verify_replays_ = 0;
     bool last_replayed_ = false;
 };
 

@@ -370,23 +370,28 @@ Engine::Impl::Impl(const EngineOptions& o) : options(o) {
 // server's first requests at a batch size nor the policy's first steps at a K pay an eager
 // warm-up and a capture (a few ms each, longer than a whole decode step of a small model).
 // Every row is padding (its own state row and KV block), so no sequence's state is touched.
+// The largest shapes come first, so buffers that grow with the rows (a drafter's) are sized once.
 // verifying: at most this many sequences verify drafts in one step (the scheduler's verification
 // groups), so wider graphs are captured for the buckets up to it only.
 void Engine::Impl::warm_graphs(int32_t verifying) {
     const int32_t limit = options.graph_warmup < 0
                               ? memory.sequences
                               : std::min(options.graph_warmup, memory.sequences);
-    std::vector<int32_t> widths{1}; // auto: every K in 1..max; fixed: K (= max)
-    if (policy)
-        for (int k = policy->adaptive() ? 1 : policy->max_tokens(); k <= policy->max_tokens(); ++k)
-            widths.push_back(k + 1);
+    // Every K in max..1, then decode's 1: auto may choose any K, and a fixed K's rounds shrink
+    // near a request's end (max tokens, the context), each shorter round its own shape.
+    std::vector<int32_t> widths;
+    for (int k = policy ? policy->max_tokens() : 0; k >= 1; --k) widths.push_back(k + 1);
+    widths.push_back(1);
     const model::CacheViews caches = cache->views();
-    for (int32_t bucket = 1; limit > 0 && bucket <= runtime::DecodeGraphs::bucket_for(limit);
-         bucket *= 2)
-        for (const int32_t w : widths)
-            if ((w == 1 || bucket <= runtime::DecodeGraphs::bucket_for(verifying)) &&
-                graphs->warm(bucket, w, caches) && drafter)
-                drafter->warm_graphs(bucket, w);
+    for (int32_t bucket = limit > 0 ? runtime::DecodeGraphs::bucket_for(limit) : 0; bucket >= 1;
+         bucket /= 2)
+        for (const int32_t w : widths) {
+            if (w > 1 && bucket > runtime::DecodeGraphs::bucket_for(verifying)) continue;
+            // Each graph class checks its own bounds: a drafter may replay its proposal where
+            // the verification forward is too wide for a graph (DFlash's (n, K) graphs).
+            graphs->warm(bucket, w, caches);
+            if (drafter) drafter->warm_graphs(bucket, w);
+        }
 }
 
 model::CacheSpec Engine::Impl::cache_spec() const {

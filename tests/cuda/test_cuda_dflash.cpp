@@ -91,6 +91,24 @@ TEST_P(CudaDFlash, F32VerifyGraphsEqualEagerVerification) {
     EXPECT_EQ(eager.stats().draft_graph_replays, 0) << f.name;
 }
 
+// Start-up captures (EngineOptions::graph_warmup) the proposal graphs of every (n, K) a step
+// may draft with, over padding sequences: fixed K and auto drafting, alone and three requests at
+// once, run no eager warm-up or capture after start-up (target and drafter graphs alike), draft
+// from replayed proposal graphs, and give the tokens an engine that captures on first use gives
+// (its warm-ups counted: the gate's other arm).
+TEST_P(CudaDFlash, StartUpCapturesTheProposalGraphs) {
+    const Fixture& f = GetParam().fixture;
+    const Speculation s = dflash(f, GetParam().v2);
+    EngineOptions o = cuda_engine_options("f32");
+    o.model_dir = f.dir;
+    const std::vector<int32_t> base = long_prompt(f, 120);
+    for (int k : {3, 0}) {
+        const std::string label = f.name + " " + k_name(k);
+        EXPECT_GT(expect_start_up_capture(with_spec(o, s, k), base, label).draft_graph_replays, 0)
+            << label;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDFlash, ::testing::ValuesIn(cases()),
                          [](const auto& param_info) {
                              const Case& c = param_info.param;

@@ -13,22 +13,6 @@ namespace {
 
 class CudaMtp : public ::testing::TestWithParam<Fixture> {};
 
-// Three requests of the prompt's first 17, 40 and 71 tokens at once (24 tokens each): `got`'s ids
-// equal `want`'s.
-void expect_same_batched(Engine& want, Engine& got, const std::vector<int32_t>& prompt,
-                         const std::string& label) {
-    std::vector<GenerationRequest> batch;
-    for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(prompt, n), 24));
-    std::vector<RequestStream> a = want.submit_all(batch), b = got.submit_all(batch);
-    for (size_t i = 0; i < batch.size(); ++i) {
-        std::vector<GeneratedToken> w, g;
-        RequestUpdate u;
-        while (a[i].next(u)) w.insert(w.end(), u.tokens.begin(), u.tokens.end());
-        while (b[i].next(u)) g.insert(g.end(), u.tokens.begin(), u.tokens.end());
-        expect_same_output(g, w, kIdsOnly, label + " batched " + std::to_string(i));
-    }
-}
-
 TEST_P(CudaMtp, F32GreedyAloneEqualsPlainDecoding) {
     check_mtp_greedy_alone(cuda_engine_options("f32"), GetParam(), kIdsOnly);
 }
@@ -86,19 +70,11 @@ TEST_P(CudaMtp, StartUpCapturesTheGraphsStepsReplay) {
     o.model_dir = f.dir;
     const std::vector<int32_t> base = long_prompt(f, 120);
     for (int spec : {-1, 0}) { // plain decoding; auto drafting
-        EngineOptions warm_options = spec < 0 ? o : with_mtp(o, spec), cold_options = warm_options;
-        cold_options.graph_warmup = 0;
-        Engine warm(warm_options), cold(cold_options);
         const std::string label = f.name + (spec < 0 ? " plain" : " auto");
-        expect_same_output(run_one(warm, greedy_request(prefix_of(base, 60), 40)).tokens,
-                           run_one(cold, greedy_request(prefix_of(base, 60), 40)).tokens, kIdsOnly,
-                           label + " alone");
-        expect_same_batched(cold, warm, base, label);
-        EXPECT_GT(warm.stats().graph_replays, 0) << label;
-        EXPECT_EQ(warm.stats().graph_warmups, 0) << label;
-        EXPECT_GT(cold.stats().graph_warmups, 0) << label;
+        const EngineStats s =
+            expect_start_up_capture(spec < 0 ? o : with_mtp(o, spec), base, label);
         if (spec == 0) {
-            EXPECT_GT(warm.stats().graph_verify_replays, 0) << label;
+            EXPECT_GT(s.graph_verify_replays, 0) << label;
         }
     }
 }

@@ -41,6 +41,42 @@ inline EngineOptions with_spec(EngineOptions o, const Speculation& s, int draft_
     return o;
 }
 
+inline // Three requests of the prompt's first 17, 40 and 71 tokens at once (24 tokens each): `got`'s ids
+// equal `want`'s.
+void expect_same_batched(Engine& want, Engine& got, const std::vector<int32_t>& prompt,
+                         const std::string& label) {
+    std::vector<GenerationRequest> batch;
+    for (size_t n : {17u, 40u, 71u}) batch.push_back(greedy_request(prefix_of(prompt, n), 24));
+    std::vector<RequestStream> a = want.submit_all(batch), b = got.submit_all(batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+        std::vector<GeneratedToken> w, g;
+        RequestUpdate u;
+        while (a[i].next(u)) w.insert(w.end(), u.tokens.begin(), u.tokens.end());
+        while (b[i].next(u)) g.insert(g.end(), u.tokens.begin(), u.tokens.end());
+        expect_same_output(g, w, kIdsOnly, label + " batched " + std::to_string(i));
+    }
+}
+
+// Start-up capture (EngineOptions::graph_warmup): an engine of `options` and one that captures on
+// first use (graph_warmup 0) give the same ids, one request of base's first 60 tokens alone and
+// three at once (expect_same_batched); the first runs no eager warm-up or capture after start-up,
+// and the second's warm-ups are counted (the gate's other arm). Returns the first's stats.
+inline EngineStats expect_start_up_capture(const EngineOptions& options,
+                                           const std::vector<int32_t>& base,
+                                           const std::string& label) {
+    EngineOptions cold_options = options;
+    cold_options.graph_warmup = 0;
+    Engine warm(options), cold(cold_options);
+    expect_same_output(run_one(warm, greedy_request(prefix_of(base, 60), 40)).tokens,
+                       run_one(cold, greedy_request(prefix_of(base, 60), 40)).tokens, kIdsOnly,
+                       label + " alone");
+    expect_same_batched(cold, warm, base, label);
+    EXPECT_GT(warm.stats().graph_replays, 0) << label;
+    EXPECT_EQ(warm.stats().graph_warmups, 0) << label;
+    EXPECT_GT(cold.stats().graph_warmups, 0) << label;
+    return warm.stats();
+}
+
 inline std::string k_name(int k) {
     return k == 0 ? std::string("auto") : "K=" + std::to_string(k);
 }

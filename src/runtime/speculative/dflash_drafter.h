@@ -30,8 +30,9 @@
 // whose addresses and launch shapes are fixed for (n, K) (block tables padded to the engine's
 // longest sequence). There is no padding (a graph per n), so no row of a graph reads a KV block
 // its sequence does not own. The host fills the inputs, replays, and downloads the drafts once.
-// The first run of an (n, K) is eager, the second captures, later ones replay; a drafter scratch
-// or logits buffer that moves invalidates every graph.
+// The engine captures every (n, K) a step may draft with at start-up (warm_graphs, over
+// padding sequences); otherwise the first run of an (n, K) is eager, the second captures, later
+// ones replay. A drafter scratch or logits buffer that moves invalidates every graph.
 // NINFER_DFLASH_GREEDY_WALK=1 (diagnostic, read at construction) walks greedily for sampled
 // requests too, the one-hot baseline of the sparse q.
 //
@@ -69,13 +70,24 @@ public:
     // CUDA: proposals of the same (n, K) replay graphs (dflash_propose_graphs.cpp). layout: the
     // decode graphs' block and context bounds.
     void enable_graphs(const DecodeGraphs::Layout& layout);
-    int64_t graph_replays() const override { return graph_replays_; }
-    int64_t graph_warmups() const override { return graph_warmups_; }
+    // Start-up capture of the proposal graphs of K = rows - 1 for every n a step of `bucket`
+    // sequences may draft with (bucket / 2 < n <= bucket; graphs are keyed by n), each over n
+    // padding sequences (the layout's padding state row and KV block; the block rows' K/V are
+    // scratch). The engine calls the largest shapes first, so the logits buffer is sized once.
+    void warm_graphs(int32_t bucket, int32_t rows) override;
+    int64_t graph_replays() const override { return graph_runs_.replays; }
+    int64_t graph_warmups() const override { return graph_runs_.warmups; }
 
 private:
     struct GraphSlot; // the buffers and graph of one (n, K)
     // Whether these drafting sequences (each with drafts) can propose from a graph.
     bool graph_eligible(const std::vector<Sequence*>& seqs) const;
+    // Whether the drafter's configuration lets any proposal replay a graph (no host step in its
+    // head: DFlash2's id map, score transform or sabotage arm).
+    bool graph_config_eligible() const;
+    // The graphs' logits [M, head rows], bumping the graph generation when the buffer or the
+    // drafter scratch moved (every captured graph is then stale).
+    TensorView graph_logits(int64_t M);
     // propose() from the (n, K) graph; fills every sequence's drafts.
     void propose_from_graph(const std::vector<Sequence*>& seqs);
     GraphSlot& graph_slot(int32_t n, int32_t K);
@@ -122,7 +134,7 @@ private:
     std::map<std::pair<int32_t, int32_t>, std::shared_ptr<GraphSlot>> graph_slots_;
     int64_t graph_generation_ = 0, seen_scratch_generation_ = -1;
     const void* seen_logits_ = nullptr;
-    int64_t graph_replays_ = 0, graph_warmups_ = 0;
+    GraphRuns graph_runs_;
 };
 
 } // namespace ninfer::runtime

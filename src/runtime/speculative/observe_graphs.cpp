@@ -10,10 +10,10 @@ namespace ninfer::runtime {
 
 struct ObserveGraphs::Slot {
     int32_t seqs = 0, width = 1; // bucket B and rows per sequence W
-    // Host mirrors: tokens and positions [B * W], row_begin [B + 1], pos_begin and slots [B],
+    // Arguments: tokens and positions [B * W], row_begin [B + 1], pos_begin and slots [B],
     // block table [B, max_blocks].
-    std::vector<int32_t> tokens, positions, row_begin, pos_begin, slots, table;
-    Tensor d_tokens, d_positions, d_row_begin, d_pos_begin, d_slots, d_table, d_no_logits;
+    GraphArg tokens, positions, row_begin, pos_begin, slots, table;
+    Tensor d_no_logits; // [1]: no logit rows
     Tensor hidden_in; // [B * W, H]: the target's hidden rows (padding rows stay zero)
     model::ForwardBatch batch;
     GraphReplay replay;
@@ -46,11 +46,8 @@ int32_t ObserveGraphs::width(const StepPlan& plan) const {
 }
 
 bool ObserveGraphs::shape_replays(int32_t B, int32_t W) const {
-    const int64_t rows = int64_t(B) * W;
-    if (W < 1 || B < 1 || B > DecodeGraphs::bucket_for(layout_.max_seqs) || rows > capacity_rows_ ||
-        (W > 1 && rows > DecodeGraphs::kMaxVerifyRows))
-        return false;
-    return model_.capturable(ctx_, rows);
+    return DecodeGraphs::within_bounds(B, W, layout_.max_seqs, capacity_rows_) &&
+           model_.capturable(ctx_, int64_t(B) * W);
 }
 
 bool ObserveGraphs::warm(int32_t B, int32_t W, const model::CacheViews& caches) {
@@ -74,26 +71,23 @@ ObserveGraphs::Slot& ObserveGraphs::slot_for(int32_t B, int32_t W) {
     const int32_t T = B * W; // sequence j owns rows [j * W, (j + 1) * W)
     const int64_t M = layout_.max_blocks_per_seq;
     Allocator& a = ops::device_allocator(ctx_.device);
-    auto i32 = [&](int64_t n) { return Tensor::empty(a, DType::I32, {std::max<int64_t>(n, 1)}); };
-    s.d_tokens = i32(T);
-    s.d_positions = i32(T);
-    s.d_row_begin = i32(B + 1);
-    s.d_pos_begin = i32(B);
-    s.d_slots = i32(B);
-    s.d_table = i32(B * M);
-    s.d_no_logits = i32(1);
+    s.tokens.allocate(ctx_, T);
+    s.positions.allocate(ctx_, T);
+    s.row_begin.allocate(ctx_, B + 1);
+    s.pos_begin.allocate(ctx_, B);
+    s.slots.allocate(ctx_, B);
+    s.table.allocate(ctx_, B * M);
+    s.d_no_logits = Tensor::empty(a, DType::I32, {1});
     s.hidden_in = Tensor::empty(a, ctx_.dtype, {T, model_.config().hidden_size});
     ops::fill_zero(ctx_, s.hidden_in.view()); // finite padding rows
-    s.row_begin.resize(size_t(B) + 1);
-    for (int32_t j = 0; j <= B; ++j) s.row_begin[size_t(j)] = j * W;
-    ops::upload(ctx_,
-                TensorView::contiguous(s.row_begin.data(), DType::I32, Device::cpu(), {B + 1}),
-                s.d_row_begin.view().narrow(0, 0, B + 1));
-    s.table.assign(size_t(B * M), 0);
+    s.row_begin.host.resize(size_t(B) + 1);
+    for (int32_t j = 0; j <= B; ++j) s.row_begin.host[size_t(j)] = j * W;
+    s.row_begin.upload(ctx_);
+    s.table.host.assign(size_t(B * M), 0);
     // Launch shapes fixed for (B, W): W rows per sequence, the engine's context bounds.
     model::ForwardBatch& b = s.batch;
-    b.tokens = s.d_tokens.view().narrow(0, 0, T);
-    b.positions = s.d_positions.view().narrow(0, 0, T);
+    b.tokens = s.tokens.view(T);
+    b.positions = s.positions.view(T);
     b.logit_rows = s.d_no_logits.view().narrow(0, 0, 0);
     ops::SeqBatch& q = b.seqs;
     q.num_seqs = B;
@@ -102,53 +96,46 @@ ObserveGraphs::Slot& ObserveGraphs::slot_for(int32_t B, int32_t W) {
     q.max_context = layout_.max_context;
     q.block_table_stride = int32_t(M);
     q.block_size = layout_.block_size;
-    q.row_begin = s.d_row_begin.view().narrow(0, 0, B + 1);
-    q.pos_begin = s.d_pos_begin.view().narrow(0, 0, B);
-    q.state_slot = s.d_slots.view().narrow(0, 0, B);
-    q.block_table = s.d_table.view().narrow(0, 0, B * M).reshape({B, M});
-    q.host_row_begin = s.row_begin.data();
-    q.host_block_table = s.table.data();
+    q.row_begin = s.row_begin.view(B + 1);
+    q.pos_begin = s.pos_begin.view(B);
+    q.state_slot = s.slots.view(B);
+    q.block_table = s.table.view(B * M).reshape({B, M});
+    q.host_row_begin = s.row_begin.host.data();
+    q.host_block_table = s.table.host.data();
     return s;
 }
 
 void ObserveGraphs::fill(Slot& s, const StepPlan& plan) {
     const int32_t B = s.seqs, W = s.width, live = int32_t(plan.entries.size());
     const int64_t M = layout_.max_blocks_per_seq;
-    s.tokens.assign(size_t(B * W), 0);
-    s.positions.resize(size_t(B * W));
-    s.pos_begin.assign(size_t(B), 0);
-    s.slots.assign(size_t(B), layout_.padding_row);
-    std::fill(s.table.begin(), s.table.end(), 0);
+    s.tokens.host.assign(size_t(B * W), 0);
+    s.positions.host.resize(size_t(B * W));
+    s.pos_begin.host.assign(size_t(B), 0);
+    s.slots.host.assign(size_t(B), layout_.padding_row);
+    std::fill(s.table.host.begin(), s.table.host.end(), 0);
     for (int32_t j = 0; j < B; ++j) {
         const size_t row0 = size_t(j) * size_t(W);
         if (j >= live) { // padding: positions 0..W-1 of the padding block
-            s.table[size_t(j * M)] = layout_.padding_block;
-            for (int32_t i = 0; i < W; ++i) s.positions[row0 + size_t(i)] = i;
+            s.table.host[size_t(j * M)] = layout_.padding_block;
+            for (int32_t i = 0; i < W; ++i) s.positions.host[row0 + size_t(i)] = i;
             continue;
         }
         const StepEntry& e = plan.entries[size_t(j)];
         const Sequence& q = *e.seq;
         // Row i embeds token cached + i + 1, known for the committed rows (width() checked).
         for (int32_t i = 0; i < W; ++i) {
-            s.positions[row0 + size_t(i)] = int32_t(q.cached + i);
+            s.positions.host[row0 + size_t(i)] = int32_t(q.cached + i);
             if (i < e.committed)
-                s.tokens[row0 + size_t(i)] = q.tokens[size_t(q.cached + i + token_shift_)];
+                s.tokens.host[row0 + size_t(i)] = q.tokens[size_t(q.cached + i + token_shift_)];
         }
-        s.pos_begin[size_t(j)] = int32_t(q.cached);
-        s.slots[size_t(j)] = q.slot;
-        std::copy(q.blocks.begin(), q.blocks.end(), s.table.begin() + j * M);
+        s.pos_begin.host[size_t(j)] = int32_t(q.cached);
+        s.slots.host[size_t(j)] = q.slot;
+        std::copy(q.blocks.begin(), q.blocks.end(), s.table.host.begin() + j * M);
     }
-    auto host = [](std::vector<int32_t>& v) {
-        return TensorView::contiguous(v.data(), DType::I32, Device::cpu(), {int64_t(v.size())});
-    };
-    auto first = [](const Tensor& t, size_t count) { return t.view().narrow(0, 0, int64_t(count)); };
-    ops::upload(ctx_, host(s.tokens), first(s.d_tokens, s.tokens.size()));
-    ops::upload(ctx_, host(s.positions), first(s.d_positions, s.positions.size()));
-    ops::upload(ctx_, host(s.pos_begin), first(s.d_pos_begin, s.pos_begin.size()));
-    ops::upload(ctx_, host(s.slots), first(s.d_slots, s.slots.size()));
-    ops::upload(ctx_, host(s.table), first(s.d_table, s.table.size()));
-    s.batch.seqs.host_pos_begin = s.pos_begin.data();
-    s.batch.seqs.host_state_slot = s.slots.data();
+    for (GraphArg* arg : {&s.tokens, &s.positions, &s.pos_begin, &s.slots, &s.table})
+        arg->upload(ctx_);
+    s.batch.seqs.host_pos_begin = s.pos_begin.host.data();
+    s.batch.seqs.host_state_slot = s.slots.host.data();
 }
 
 TensorView ObserveGraphs::run(const StepPlan& plan, const TensorView& hidden,
@@ -163,11 +150,9 @@ TensorView ObserveGraphs::run(const StepPlan& plan, const TensorView& hidden,
     fill(s, plan);
     ops::copy(ctx_, hidden.narrow(0, 0, rows), s.hidden_in.view().narrow(0, 0, rows));
     const TensorView out = out_.view().narrow(0, 0, int64_t(s.seqs) * W);
-    const GraphReplay::Ran ran = s.replay.run(ctx_, model_.scratch_generation(), [&] {
+    runs_.count(s.replay.run(ctx_, model_.scratch_generation(), [&] {
         model_.mtp_forward(ctx_, s.batch, s.hidden_in.view(), caches, out, TensorView());
-    });
-    replays_ += ran != GraphReplay::Ran::Eager;
-    warmups_ += ran != GraphReplay::Ran::Replayed;
+    }));
     return out.narrow(0, 0, rows);
 }
 

@@ -44,8 +44,8 @@ public:
     // Captures the graph of (bucket, W) ahead of its first run (engine start-up), every
     // sequence padding; false where no run of that shape would replay a graph.
     bool warm(int32_t bucket, int32_t W, const model::CacheViews& caches);
-    int64_t replays() const { return replays_; } // graph launches (not the eager runs)
-    int64_t warmups() const { return warmups_; } // eager first runs and captures
+    int64_t replays() const { return runs_.replays; } // graph launches (not the eager runs)
+    int64_t warmups() const { return runs_.warmups; } // eager first runs and captures
 
 private:
     struct Slot;
@@ -60,7 +60,7 @@ private:
     int64_t capacity_rows_ = 0;
     int32_t token_shift_ = 1;
     std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
-    int64_t replays_ = 0, warmups_ = 0;
+    GraphRuns runs_;
 };
 
 } // namespace ninfer::runtime

@@ -11,10 +11,10 @@ namespace ninfer::runtime {
 
 struct ProposeGraphs::Slot {
     int32_t seqs = 0, k = 1; // bucket B and drafts K
-    // Host mirrors: row ids [B], positions [(K - 1) * B] (chain step s at row s - 1), slots [B],
+    // Arguments: row ids [B], positions [(K - 1) * B] (chain step s at row s - 1), slots [B],
     // block table [B, max_blocks], row_begin [B + 1].
-    std::vector<int32_t> rows, positions, slots, table, row_begin;
-    Tensor d_rows, d_positions, d_slots, d_table, d_row_begin, d_no_logits;
+    GraphArg rows, positions, slots, table, row_begin;
+    Tensor d_no_logits; // [1]: the chain steps' empty logit rows
     Tensor hidden_in, chain[2], lse, top, ids; // ids [K * B]: draft i of sequence j at i * B + j
     std::vector<model::ForwardBatch> steps;    // chain steps 1..K-1
     GraphReplay replay;
@@ -51,32 +51,29 @@ ProposeGraphs::Slot& ProposeGraphs::slot_for(int32_t B, int32_t K) {
     s.k = K;
     Allocator& a = ops::device_allocator(ctx_.device);
     const int64_t H = model_.config().hidden_size, M = layout_.max_blocks_per_seq;
-    auto i32 = [&](int64_t n) { return Tensor::empty(a, DType::I32, {std::max<int64_t>(n, 1)}); };
-    s.d_rows = i32(B);
-    s.d_positions = i32(int64_t(K - 1) * B);
-    s.d_slots = i32(B);
-    s.d_table = i32(B * M);
-    s.d_row_begin = i32(B + 1);
-    s.d_no_logits = i32(1);
+    s.rows.allocate(ctx_, B);
+    s.positions.allocate(ctx_, int64_t(K - 1) * B);
+    s.slots.allocate(ctx_, B);
+    s.table.allocate(ctx_, B * M);
+    s.row_begin.allocate(ctx_, B + 1);
+    s.d_no_logits = Tensor::empty(a, DType::I32, {1});
     s.hidden_in = Tensor::empty(a, ctx_.dtype, {B, H});
     for (Tensor& c : s.chain) c = Tensor::empty(a, ctx_.dtype, {B, H});
     s.lse = Tensor::empty(a, DType::F32, {B});
     s.top = Tensor::empty(a, DType::F32, {B, 1});
-    s.ids = i32(int64_t(K) * B);
-    s.row_begin.resize(size_t(B) + 1);
-    for (int32_t i = 0; i <= B; ++i) s.row_begin[size_t(i)] = i;
-    ops::upload(ctx_,
-                TensorView::contiguous(s.row_begin.data(), DType::I32, Device::cpu(), {B + 1}),
-                s.d_row_begin.view().narrow(0, 0, B + 1));
-    s.table.assign(size_t(B * M), 0);
-    s.positions.assign(size_t(K - 1) * size_t(B), 0);
+    s.ids = Tensor::empty(a, DType::I32, {int64_t(K) * B});
+    s.row_begin.host.resize(size_t(B) + 1);
+    for (int32_t i = 0; i <= B; ++i) s.row_begin.host[size_t(i)] = i;
+    s.row_begin.upload(ctx_);
+    s.table.host.assign(size_t(B * M), 0);
+    s.positions.host.assign(size_t(K - 1) * size_t(B), 0);
     // Chain step st (1..K-1): one row per sequence at positions[(st - 1) * B + j], its token the
     // previous step's argmax (ids row st - 1).
     for (int32_t st = 1; st < K; ++st) {
         model::ForwardBatch b;
         const int64_t off = int64_t(st - 1) * B;
         b.tokens = s.ids.view().narrow(0, off, B);
-        b.positions = s.d_positions.view().narrow(0, off, B);
+        b.positions = s.positions.view().narrow(0, off, B);
         b.logit_rows = s.d_no_logits.view().narrow(0, 0, 0);
         ops::SeqBatch& q = b.seqs;
         q.num_seqs = B;
@@ -85,14 +82,14 @@ ProposeGraphs::Slot& ProposeGraphs::slot_for(int32_t B, int32_t K) {
         q.max_context = layout_.max_context;
         q.block_table_stride = int32_t(M);
         q.block_size = layout_.block_size;
-        q.row_begin = s.d_row_begin.view().narrow(0, 0, B + 1);
+        q.row_begin = s.row_begin.view(B + 1);
         q.pos_begin = b.positions;
-        q.state_slot = s.d_slots.view().narrow(0, 0, B);
-        q.block_table = s.d_table.view().narrow(0, 0, B * M).reshape({B, M});
-        q.host_row_begin = s.row_begin.data();
-        q.host_pos_begin = s.positions.data() + off;
+        q.state_slot = s.slots.view(B);
+        q.block_table = s.table.view(B * M).reshape({B, M});
+        q.host_row_begin = s.row_begin.host.data();
+        q.host_pos_begin = s.positions.host.data() + off;
         q.host_state_slot = nullptr; // set by fill (the vector is resized there once)
-        q.host_block_table = s.table.data();
+        q.host_block_table = s.table.host.data();
         s.steps.push_back(b);
     }
     return s;
@@ -101,33 +98,27 @@ ProposeGraphs::Slot& ProposeGraphs::slot_for(int32_t B, int32_t K) {
 void ProposeGraphs::fill(Slot& s, const std::vector<Sequence*>& seqs) {
     const int32_t B = s.seqs, K = s.k, n = int32_t(seqs.size());
     const int64_t M = layout_.max_blocks_per_seq;
-    s.rows.assign(size_t(B), 0);
-    s.slots.assign(size_t(B), layout_.padding_row);
-    std::fill(s.table.begin(), s.table.end(), 0);
+    s.rows.host.assign(size_t(B), 0);
+    s.slots.host.assign(size_t(B), layout_.padding_row);
+    std::fill(s.table.host.begin(), s.table.host.end(), 0);
+    std::vector<int32_t>& positions = s.positions.host;
     for (int32_t j = 0; j < B; ++j) {
         if (j >= n) { // padding: row 0 of the first hidden rows, the padding block
-            s.table[size_t(j * M)] = layout_.padding_block;
-            for (int32_t st = 1; st < K; ++st) s.positions[size_t((st - 1) * B + j)] = st - 1;
+            s.table.host[size_t(j * M)] = layout_.padding_block;
+            for (int32_t st = 1; st < K; ++st) positions[size_t((st - 1) * B + j)] = st - 1;
             continue;
         }
         const Sequence& q = *seqs[size_t(j)];
-        s.rows[size_t(j)] = q.draft_row;
-        s.slots[size_t(j)] = q.slot;
-        std::copy(q.blocks.begin(), q.blocks.end(), s.table.begin() + j * M);
+        s.rows.host[size_t(j)] = q.draft_row;
+        s.slots.host[size_t(j)] = q.slot;
+        std::copy(q.blocks.begin(), q.blocks.end(), s.table.host.begin() + j * M);
         // Chain step st runs at position cached + st - 1 (mtp_drafter.h).
         for (int32_t st = 1; st < K; ++st)
-            s.positions[size_t((st - 1) * B + j)] = int32_t(q.cached + st - 1);
+            positions[size_t((st - 1) * B + j)] = int32_t(q.cached + st - 1);
     }
-    auto host = [](std::vector<int32_t>& v) {
-        return TensorView::contiguous(v.data(), DType::I32, Device::cpu(), {int64_t(v.size())});
-    };
-    auto first = [](const Tensor& t, size_t count) { return t.view().narrow(0, 0, int64_t(count)); };
-    ops::upload(ctx_, host(s.rows), first(s.d_rows, s.rows.size()));
-    ops::upload(ctx_, host(s.slots), first(s.d_slots, s.slots.size()));
-    ops::upload(ctx_, host(s.table), first(s.d_table, s.table.size()));
-    if (!s.positions.empty())
-        ops::upload(ctx_, host(s.positions), first(s.d_positions, s.positions.size()));
-    for (model::ForwardBatch& b : s.steps) b.seqs.host_state_slot = s.slots.data();
+    // Positions are empty for K = 1 (no chain step): upload skips them.
+    for (GraphArg* arg : {&s.rows, &s.slots, &s.table, &s.positions}) arg->upload(ctx_);
+    for (model::ForwardBatch& b : s.steps) b.seqs.host_state_slot = s.slots.host.data();
 }
 
 void ProposeGraphs::greedy(Slot& s, const TensorView& rows, const TensorView& ids) {
@@ -168,11 +159,8 @@ void ProposeGraphs::run(const std::vector<Sequence*>& seqs, const TensorView& fi
     Slot& s = slot_for(DecodeGraphs::bucket_for(n), K);
     fill(s, seqs);
     // The first drafts' hidden rows, gathered outside the graph (their buffer may move).
-    ops::embedding(ctx_, s.d_rows.view().narrow(0, 0, s.seqs), first_hidden, s.hidden_in.view());
-    const GraphReplay::Ran ran =
-        s.replay.run(ctx_, model_.scratch_generation(), [&] { body(s, caches); });
-    replays_ += ran != GraphReplay::Ran::Eager;
-    warmups_ += ran != GraphReplay::Ran::Replayed;
+    ops::embedding(ctx_, s.rows.view(s.seqs), first_hidden, s.hidden_in.view());
+    runs_.count(s.replay.run(ctx_, model_.scratch_generation(), [&] { body(s, caches); }));
     const int64_t B = s.seqs;
     std::vector<int32_t> host(size_t(K * B), 0);
     ops::download(ctx_, s.ids.view().narrow(0, 0, K * B),

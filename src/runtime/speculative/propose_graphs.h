@@ -45,8 +45,8 @@ public:
     // Captures the graph of (bucket, K) ahead of its first run (engine start-up), every
     // sequence padding; false where no run of that shape would replay a graph.
     bool warm(int32_t bucket, int32_t k, const model::CacheViews& caches);
-    int64_t replays() const { return replays_; }
-    int64_t warmups() const { return warmups_; } // eager first runs and captures
+    int64_t replays() const { return runs_.replays; }
+    int64_t warmups() const { return runs_.warmups; } // eager first runs and captures
 
 private:
     struct Slot;
@@ -62,7 +62,7 @@ private:
     const ProposalHead& head_;
     std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Slot>> slots_;
     Tensor logits_; // [kMaxSeqs, head rows] F32, shared (one run at a time)
-    int64_t replays_ = 0, warmups_ = 0;
+    GraphRuns runs_;
 };
 
 } // namespace ninfer::runtime
