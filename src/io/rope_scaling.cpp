@@ -22,6 +22,13 @@ double correction_dim(double rotations, double d, double theta, double positions
     return d * std::log(positions / (rotations * 2 * std::numbers::pi)) / (2 * std::log(theta));
 }
 
+// A scaling factor: >= 1 (HF warns below 1) and finite; 1024 bounds what any context needs.
+double checked_factor(double factor, const Reader& r) {
+    if (!(factor >= 1) || !std::isfinite(factor) || factor > 1024)
+        r.bad("factor", concat("must be a number in [1, 1024], got ", factor));
+    return factor;
+}
+
 // An optional number of the dict (null or absent: nullopt).
 std::optional<double> optional_number(const json& rp, const Reader& r, const char* key) {
     if (!rp.contains(key) || rp[key].is_null()) return std::nullopt;
@@ -33,10 +40,9 @@ void yarn(const json& rp, ModelConfig& c, const Reader& r) {
     const double theta = c.rope_theta;
     const int64_t L0 = r.integer("original_max_position_embeddings", c.max_position_embeddings,
                                  1, int64_t(1) << 24);
-    const double factor =
-        optional_number(rp, r, "factor").value_or(double(c.max_position_embeddings) / double(L0));
-    if (!(factor >= 1) || !std::isfinite(factor) || factor > 1024)
-        r.bad("factor", concat("must be a number in [1, 1024], got ", factor));
+    const double factor = checked_factor(
+        optional_number(rp, r, "factor").value_or(double(c.max_position_embeddings) / double(L0)),
+        r);
     const std::optional<double> given = optional_number(rp, r, "attention_factor");
     const std::optional<double> mscale = optional_number(rp, r, "mscale"),
                                 mscale_all = optional_number(rp, r, "mscale_all_dim");
@@ -68,11 +74,10 @@ void yarn(const json& rp, ModelConfig& c, const Reader& r) {
     if (low == high) high += 0.001; // HF: no division by zero in the ramp
     c.rope_inv_freq.resize(size_t(half));
     for (int64_t j = 0; j < half; ++j) {
-        const double pos = std::pow(theta, double(2 * j) / double(d));
+        const double inv = default_inv_freq(theta, j, d);
         const double ramp = std::clamp((double(j) - low) / (high - low), 0.0, 1.0);
         const double extrapolate = 1.0 - ramp;
-        c.rope_inv_freq[size_t(j)] =
-            float(1.0 / (factor * pos) * (1.0 - extrapolate) + 1.0 / pos * extrapolate);
+        c.rope_inv_freq[size_t(j)] = float(inv / factor * (1.0 - extrapolate) + inv * extrapolate);
     }
     c.rope_attention_factor = attention;
     // vLLM's derived context: YaRN stretches the original context `factor` times.
@@ -80,6 +85,10 @@ void yarn(const json& rp, ModelConfig& c, const Reader& r) {
 }
 
 } // namespace
+
+double default_inv_freq(double theta, int64_t j, int64_t d) {
+    return 1.0 / std::pow(theta, double(2 * j) / double(d));
+}
 
 const json* rope_dict(const json& text) {
     for (const char* key : {"rope_scaling", "rope_parameters"})
@@ -102,14 +111,11 @@ void parse_rope_scaling(const json* rope, ModelConfig& c, const Reader& r) {
     c.rope_type = type_field.get<std::string>();
     if (c.rope_type == "default") return;
     if (c.rope_type == "linear") {
-        const double factor = rr.number("factor", 1.0);
-        if (!(factor >= 1) || !std::isfinite(factor) || factor > 1024)
-            rr.bad("factor", concat("must be a number in [1, 1024], got ", factor));
-        const int64_t half = c.rotary_dim / 2;
-        c.rope_inv_freq.resize(size_t(half));
-        for (int64_t j = 0; j < half; ++j)
-            c.rope_inv_freq[size_t(j)] = float(
-                1.0 / std::pow(c.rope_theta, double(2 * j) / double(c.rotary_dim)) / factor);
+        const double factor = checked_factor(rr.number("factor", 1.0), rr);
+        c.rope_inv_freq.resize(size_t(c.rotary_dim / 2));
+        for (size_t j = 0; j < c.rope_inv_freq.size(); ++j)
+            c.rope_inv_freq[j] =
+                float(default_inv_freq(c.rope_theta, int64_t(j), c.rotary_dim) / factor);
         return;
     }
     if (c.rope_type == "yarn") return yarn(rp, c, rr);

@@ -23,6 +23,9 @@
 
 namespace ninfer::io {
 
+// Default RoPE's inverse frequency j of a rotary dim d: theta^(-2j / d), in f64.
+double default_inv_freq(double theta, int64_t j, int64_t d);
+
 // The rope dict HF reads: a non-empty legacy rope_scaling replaces rope_parameters; nullptr when
 // the config has neither.
 const nlohmann::json* rope_dict(const nlohmann::json& text);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "io/rope_scaling.h"
+
 namespace ninfer::model {
 
 void rope_angle_tables(const io::ModelConfig& c, int64_t rows,
@@ -11,8 +13,7 @@ void rope_angle_tables(const io::ModelConfig& c, int64_t rows,
     std::vector<float> inv(static_cast<size_t>(half));
     for (int64_t j = 0; j < half; ++j)
         inv[size_t(j)] = scaled_rope(c) ? c.rope_inv_freq[size_t(j)]
-                                        : float(1.0 / std::pow(c.rope_theta, double(2 * j) /
-                                                                                 double(c.rotary_dim)));
+                                        : float(io::default_inv_freq(c.rope_theta, j, c.rotary_dim));
     const float factor = float(c.rope_attention_factor);
     cos.resize(size_t(rows * half));
     sin.resize(size_t(rows * half));
