@@ -11,6 +11,10 @@ whether the greedy id agrees.
 
     python3 tools/gpu/precision_probe.py --ninfer /tmp/g/ninfer --config configs/qwen3.6-35b-a3b.json \
         --layers 4 --lengths 16,31,32,64 --table chunked=FILE ...
+
+--torch asks whether ninfer's bf16 is worse than torch's own: HF transformers builds and saves a
+checkpoint of those shapes, and torch f32 is the reference for torch bf16, ninfer f32 and ninfer
+bf16 on the same weights (precision_torch.py; needs torch and transformers).
 """
 import argparse
 import json
@@ -32,8 +36,9 @@ def layered_config(path, layers, out_dir):
     return out
 
 
-def first_token(ninfer, config, dtype, prompt, table, device):
-    args = [ninfer, "run", "--random-weights", "--config", config, "--device", device,
+def first_token(ninfer, source, dtype, prompt, table, device):
+    """source: ["--random-weights", "--config", FILE] or ["--model", DIR]."""
+    args = [ninfer, "run", *source, "--device", device,
             "--dtype", dtype, "--prompt-ids", ",".join(map(str, prompt)), "--max-new", "1",
             "--greedy", "--json", "--top-logprobs", "20", "--graph-warmup", "0"]
     if table:
@@ -54,21 +59,29 @@ def main():
     p.add_argument("--table", action="append", default=[], help="NAME=FILE, a route table arm")
     p.add_argument("--device", default="cuda")
     p.add_argument("--test-dtype", default="bf16", help="the dtype under test (f32: a self-check)")
+    p.add_argument("--torch", action="store_true", help="torch bf16 beside ninfer's (module doc)")
+    p.add_argument("--seed", type=int, default=0, help="--torch: the HF initialisation's seed")
     a = p.parse_args()
     tables = [("builtin", None)] + [tuple(t.split("=", 1)) for t in a.table]
     with tempfile.TemporaryDirectory() as d:
         config = layered_config(a.config, a.layers, d)
         c = json.load(open(config))
         vocab = c.get("text_config", c)["vocab_size"]
-        worst = {}
+        prompts = {}
         for length in map(int, a.lengths.split(",")):
             rng = random.Random(length)
-            prompt = [rng.randrange(min(1000, vocab // 2), min(vocab, 150000))
-                      for _ in range(length)]
-            ref_id, ref = first_token(a.ninfer, config, "f32", prompt, None, a.device)
+            prompts[length] = [rng.randrange(min(1000, vocab // 2), min(vocab, 150000))
+                               for _ in range(length)]
+        if a.torch:
+            import precision_torch
+            return precision_torch.run(a, prompts, lambda *r: first_token(a.ninfer, *r), d)
+        source = ["--random-weights", "--config", config]
+        worst = {}
+        for length, prompt in prompts.items():
+            ref_id, ref = first_token(a.ninfer, source, "f32", prompt, None, a.device)
             top5 = sorted(ref, key=ref.get, reverse=True)[:5]
             for name, table in tables:
-                got_id, got = first_token(a.ninfer, config, a.test_dtype, prompt, table, a.device)
+                got_id, got = first_token(a.ninfer, source, a.test_dtype, prompt, table, a.device)
                 diffs = [abs(got[i] - ref[i]) for i in top5 if i in got]
                 row = {"length": length, "arm": name, "same_greedy": got_id == ref_id,
                        "max_top5_abs": max(diffs) if diffs else None,
