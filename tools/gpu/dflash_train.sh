@@ -15,5 +15,5 @@ python3 tools/train_demo/build_corpus.py --out /tmp/dflash_corpus --max-mb ${COR
     --val-mb 0.5 2>&1 | tail -3
 echo "== corpus done in $(( $(date +%s) - start )) s"
 python3 tools/train_demo/train_dflash.py --model models/ninfer-demo --corpus /tmp/dflash_corpus \
-    --out "$out/dflash2" --budget-s "${1:-240}" ${TRAIN_ARGS:-} 2>&1 | tee "$out/train_dflash.log"
+    --out "$out/dflash2" --budget-s "${1:-240}" --device cuda --profile ${TRAIN_ARGS:-} 2>&1 | tee "$out/train_dflash.log"
 echo "== done in $(( $(date +%s) - start )) s"

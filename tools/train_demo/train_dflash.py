@@ -59,6 +59,9 @@ def parse_args():
     ap.add_argument("--selector-weight", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--eval-k", type=int, default=7)
+    ap.add_argument("--device", default="auto", help="auto: cuda when there is one, else cpu")
+    ap.add_argument("--profile", action="store_true",
+                    help="print torch.profiler's table of one training step (after 20)")
     return ap.parse_args()
 
 
@@ -170,7 +173,9 @@ def pool_features(target, pool, taps, device):
 def main():
     args = parse_args()
     torch.manual_seed(args.seed)
-    device = demo_model.fp32_device("auto")
+    device = demo_model.fp32_device(args.device)
+    print(f"train_dflash: device {device}"
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
     target = demo_model.load_exported(args.model, device=device).lm
     target.requires_grad_(False)
     tok = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
@@ -203,23 +208,49 @@ def main():
         lr = args.lr * (min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))))
         for group in opt.param_groups:
             group["lr"] = lr
-        pick = torch.randint(0, pool.shape[0], (args.batch,), device=device)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            loss, acc = block_loss(drafter, target, feats_all[pick].float(), greedy_all[pick],
-                                   pool[pick], args)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        if args.profile and step == 20:
+            profile_step(lambda: train_step(drafter, target, opt, feats_all, greedy_all, pool,
+                                            args), device)
+        loss, acc = train_step(drafter, target, opt, feats_all, greedy_all, pool, args)
         step += 1
         if step % 100 == 0:
             log.append(dict(step=step, loss=round(float(loss), 4), top1=round(acc, 4), lr=lr,
                             s=round(time.time() - t0, 1)))
             print(json.dumps(log[-1]), flush=True)
+    trained_s = time.time() - t0
     reference.save(drafter, args.out)
     size = os.path.getsize(os.path.join(args.out, "model.safetensors"))
-    print(f"train_dflash: {step} steps, {size / 1e6:.2f} MB -> {args.out}")
-    evaluate(args, target, tok, dict(steps=step, source=source, log=log, bytes=size))
+    print(f"train_dflash: {step} steps in {trained_s:.0f} s on {device}, {size / 1e6:.2f} MB -> "
+          f"{args.out}")
+    evaluate(args, target, tok, dict(steps=step, source=source, log=log, bytes=size,
+                                     device=str(device), batch=args.batch,
+                                     step_ms=round(1000 * trained_s / max(1, step), 1)))
+
+
+def train_step(drafter, target, opt, feats_all, greedy_all, pool, args):
+    """One optimiser step on a random batch of pool windows; returns (loss, top-1 accuracy)."""
+    device = pool.device
+    pick = torch.randint(0, pool.shape[0], (args.batch,), device=device)
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        loss, acc = block_loss(drafter, target, feats_all[pick].float(), greedy_all[pick],
+                               pool[pick], args)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss, acc
+
+
+def profile_step(step, device):
+    """Where one training step's time goes (device time first where there is a GPU)."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    key = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=15), flush=True)
 
 
 @torch.no_grad()
