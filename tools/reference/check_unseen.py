@@ -71,7 +71,7 @@ def main():
             desc = (f"{spec['kind']:5} {spec['layout']:4} {spec['experts'] if spec['kind'] == 'moe' else '-':10} "
                     f"{spec['dtype']:8} layers={spec['layers']:6} hk={spec['hk']} hv={spec['hv']} "
                     f"rot={spec['rotary']} tie={int(spec['tie'])} mtp={int(spec['mtp'])} "
-                    f"shards={int(spec['shards'])}")
+                    f"shards={int(spec['shards'])} rope={spec.get('rope', {}).get('rope_type', 'default')}")
             status = "OK  " if not failures else "FAIL"
             print(f"{status} {name:18} {desc} {' '.join(extra) or 'chunk=512':17} "
                   f"max|dlogprob|={worst:.1e}")

@@ -355,6 +355,14 @@ def random_spec(i, rng):
                 dv=rng.choice([8, 16, 32]), experts_n=rng.choice([4, 6, 8, 12]),
                 topk=rng.choice([1, 2, 3]), moe_inter=rng.choice([16, 32]),
                 shared_inter=rng.choice([24, 40]), inter=rng.choice([64, 80]))
+    # Scaled RoPE on a quarter of them (drawn last: the other draws of a seed stay as they were);
+    # 64 original positions, so the 150-token prompt runs past them.
+    scaling = rng.choice([None, None, None, "yarn", "linear"])
+    if scaling == "yarn":
+        spec["rope"] = dict(rope_type="yarn", factor=rng.choice([2.0, 4.0]),
+                            original_max_position_embeddings=64)
+    elif scaling == "linear":
+        spec["rope"] = dict(rope_type="linear", factor=rng.choice([2.0, 3.0]))
     return spec
 
 
