@@ -25,13 +25,14 @@ inline constexpr Tolerance kAlgebraicF64{"algebraic_f64", 1e-11, 1e-10};
 inline constexpr double kLogprobVsHfAbs = 2e-4;
 // Model-level: the same engine along two schedules (chunk sizes, prefill then decode).
 inline constexpr double kLogprobScheduleAbs = 1e-4;
-// Model-level, quantized KV (--kv-dtype int8 | fp8) along two schedules that compute the cache
-// again (batched prefill chunks, a preempted request's recompute). The f32 schedule difference
-// above can land one K or V element on the other side of a code's rounding boundary, and the
-// flipped code moves it by a whole quantum (1/127 of its 64-dim group's max for int8): one flip
-// measured 1.1e-4 nats (dense_text_yarn preempted, 2026-12-07), every other logprob stayed
-// within 4e-6. A prefix-cache hit reads the very codes the cold run wrote and keeps
-// kLogprobScheduleAbs.
+// Model-level, quantized KV (--kv-dtype int8 | fp8) along two schedules that compute some of the
+// cache again (batched prefill chunks, a preempted request's recompute, the rows after a prefix
+// hit's snapshot). The f32 schedule difference above can land one K or V element on the other
+// side of a code's rounding boundary, and the flipped code moves it by a whole quantum (1/127 of
+// its 64-dim group's max for int8): one flip measured 1.1e-4 nats (dense_text_yarn preempted,
+// 2026-12-07), every other logprob stayed within 4e-6. Which elements flip depends on the
+// BLAS kernels of the CPU at hand. A wrong code or scale moves them by far more: a 0.2% scale
+// error in prefill writes failed every fixture.
 inline constexpr double kLogprobScheduleRecomputedKvAbs = 1e-3;
 // Model-level, bf16 on CUDA: the same engine along two schedules (batched, chunked, preempted)
 // rounds each layer's activations at other points, measured on the H200 at up to 0.09 nats in
