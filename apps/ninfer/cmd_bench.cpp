@@ -343,7 +343,8 @@ int bench(BenchOptions o) {
 
 Action add_bench_command(CLI::App& app) {
     auto o = std::make_shared<BenchOptions>();
-    app.add_option("--model", o->engine.model_dir, "HF checkpoint directory");
+    app.add_option("--model", o->engine.model_dir,
+                   "HF checkpoint directory, or ORG/NAME in the Hugging Face cache");
     app.add_option("-p,--prompts", o->prompts, "Prefill tests: prompt lengths, comma separated");
     app.add_option("-n,--gen", o->gens, "Decode tests: generated tokens, comma separated");
     app.add_option("--pg", o->pg, "Prefill then decode: PROMPT,GEN (repeatable)");

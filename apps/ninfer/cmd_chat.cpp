@@ -171,7 +171,9 @@ int chat(const ChatOptions& o) {
 
 Action add_chat_command(CLI::App& app) {
     auto o = std::make_shared<ChatOptions>();
-    app.add_option("--model", o->engine.model_dir, "Model directory (default: the demo model)");
+    app.add_option("--model", o->engine.model_dir,
+                   "Model directory, or ORG/NAME in the Hugging Face cache (default: the demo "
+                   "model)");
     app.add_option("--system", o->text.system, "A system message");
     app.add_option("--chat-template", o->text.chat_template,
                    "A Jinja chat template file to use instead of the model's");

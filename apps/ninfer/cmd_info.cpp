@@ -322,7 +322,9 @@ int info(InfoOptions o) {
 
 Action add_info_command(CLI::App& app) {
     auto o = std::make_shared<InfoOptions>();
-    app.add_option("--model", o->model_dir, "HF checkpoint directory (default: the demo model)");
+    app.add_option("--model", o->model_dir,
+                   "HF checkpoint directory, or ORG/NAME in the Hugging Face cache (default: the "
+                   "demo model)");
     app.add_option("--config", o->config_file, "An HF config.json (no weights needed)");
     app.add_option("--context", o->context, "Context length for the memory estimate");
     app.add_flag("--json", o->json, "Print JSON");

@@ -99,7 +99,9 @@ int perplexity(PerplexityOptions o) {
 
 Action add_perplexity_command(CLI::App& app) {
     auto o = std::make_shared<PerplexityOptions>();
-    app.add_option("--model", o->engine.model_dir, "Model directory (default: the demo model)");
+    app.add_option("--model", o->engine.model_dir,
+                   "Model directory, or ORG/NAME in the Hugging Face cache (default: the demo "
+                   "model)");
     app.add_option("--file", o->file, "Text file to score")->required();
     app.add_option("--context", o->context, "Tokens per window")->check(CLI::PositiveNumber);
     app.add_option("--chunks", o->chunks, "Score only the first N windows (0: all)")

@@ -117,7 +117,8 @@ int run(const RunOptions& o) {
 Action add_run_command(CLI::App& app) {
     auto o = std::make_shared<RunOptions>();
     app.add_option("--model", o->engine.model_dir,
-                   "HF checkpoint directory (default: the demo model, see README)");
+                   "HF checkpoint directory, or ORG/NAME in the Hugging Face cache (default: the demo "
+                   "model, see README)");
     CLI::Option* ids =
         app.add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated");
     add_text_options(app, o->text);

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "default_model.h"
 #include "engine_flags.h"
+#include "hf_cache.h"
 #include "io/hf_config.h"
 #include "io/model_files.h"
 #include "media/preprocess.h"
@@ -148,12 +149,14 @@ int serve(ServeOptions& o) {
     ctx.tokenizer = &tokenizer;
     ctx.chat_template = &chat_template;
     ctx.names = o.names;
-    if (ctx.names.empty())
+    if (ctx.names.empty()) // a hub cache snapshot is named by its model id, as vLLM names it
         ctx.names.push_back(random ? std::filesystem::path(o.engine.config_file).stem().string()
-                                   : std::filesystem::absolute(o.engine.model_dir)
-                                         .lexically_normal()
-                                         .filename()
-                                         .string());
+                            : repo_id_of_snapshot(o.engine.model_dir)
+                                ? *repo_id_of_snapshot(o.engine.model_dir)
+                                : std::filesystem::absolute(o.engine.model_dir)
+                                      .lexically_normal()
+                                      .filename()
+                                      .string());
     if (ctx.names[0].empty()) ctx.names[0] = "model";
     ctx.created = int64_t(std::time(nullptr));
     ctx.defaults = server::read_sampling_defaults(dir);
@@ -204,9 +207,13 @@ int serve(ServeOptions& o) {
 
 Action add_serve_command(CLI::App& app) {
     auto o = std::make_shared<ServeOptions>();
-    app.add_option("--model", o->engine.model_dir,
-                   "HF checkpoint directory with tokenizer files and a chat template "
-                   "(default: the embedded demo model, models/ninfer-demo)");
+    CLI::Option* model = app.add_option(
+        "--model", o->engine.model_dir,
+        "HF checkpoint directory with tokenizer files and a chat template, or a model id "
+        "(ORG/NAME) downloaded to the Hugging Face cache (default: the embedded demo model, "
+        "models/ninfer-demo)");
+    // `ninfer serve MODEL`, as `vllm serve MODEL` takes it.
+    app.add_option("model", o->engine.model_dir, "The model, as --model")->excludes(model);
     app.add_option("--tokenizer", o->text_dir,
                    "Directory with tokenizer.json, tokenizer_config.json, the chat template and "
                    "generation_config.json: the text side of --random-weights (default: the "

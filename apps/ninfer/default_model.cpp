@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "hf_cache.h"
 
 namespace ninfer::app {
 namespace fs = std::filesystem;
@@ -71,6 +72,15 @@ std::string model_dir_or_default(const std::string& given) {
     if (given.empty()) return default_model_dir();
     std::error_code ec;
     const fs::file_status st = fs::status(given, ec);
+    if (!fs::exists(st) && looks_like_repo_id(given)) {
+        const fs::path cache = hf_hub_cache_dir();
+        if (const auto snapshot = find_cached_snapshot(cache, given))
+            return model_dir_or_default(snapshot->string());
+        fail(ErrorCategory::Io, "--model ", given, ": no such directory, and no model ", given,
+             " in the Hugging Face cache (", cache.string(), "; $HF_HUB_CACHE or $HF_HOME move "
+             "it): download it with `huggingface-cli download ", given, "`, or pass its "
+             "directory");
+    }
     if (!fs::exists(st)) fail(ErrorCategory::Io, "--model ", given, ": no such directory");
     if (fs::is_directory(st) && !is_model_dir(given))
         fail(ErrorCategory::Io, "--model ", given,

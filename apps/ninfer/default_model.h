@@ -20,7 +20,8 @@ inline constexpr const char* kDefaultModelName = "ninfer-demo";
 std::string default_model_dir();
 
 // `given` when it is not empty (it must exist and, when a directory, hold a config.json: else an
-// Io error naming --model), else default_model_dir().
+// Io error naming --model), else default_model_dir(). A `given` that is no path but reads as a
+// hub model id (ORG/NAME) is its snapshot in the Hugging Face cache (hf_cache.h).
 std::string model_dir_or_default(const std::string& given);
 
 } // namespace ninfer::app

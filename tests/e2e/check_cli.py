@@ -182,6 +182,48 @@ class DefaultModel(unittest.TestCase):
         self.assertIn("not both", both.stderr)
 
 
+class HubCache(unittest.TestCase):
+    """--model ORG/NAME finds a checkpoint that huggingface-cli downloaded: the cache's layout
+    (refs/main, snapshots/<hash>/ of symlinks into blobs/) built here from a fixture."""
+
+    def test_repo_id_resolves_in_the_cache(self):
+        import tempfile
+        fixture = os.path.join(FIXTURES, sorted(os.listdir(FIXTURES))[0])
+        prompt = json.load(open(os.path.join(fixture, "reference.json")))["cases"][0]["prompt"]
+        with tempfile.TemporaryDirectory() as cache:
+            repo = os.path.join(cache, "models--Qwen--Tiny-Fixture")
+            snap = os.path.join(repo, "snapshots", "0123abcd")
+            os.makedirs(os.path.join(repo, "blobs"))
+            os.makedirs(snap)
+            os.makedirs(os.path.join(repo, "refs"))
+            with open(os.path.join(repo, "refs", "main"), "w") as f:
+                f.write("0123abcd")
+            for i, name in enumerate(sorted(os.listdir(fixture))):
+                blob = os.path.join(repo, "blobs", f"blob{i}")
+                os.symlink(os.path.join(fixture, name), blob)
+                os.symlink(os.path.join("..", "..", "blobs", f"blob{i}"), os.path.join(snap, name))
+            env = dict(os.environ, HF_HUB_CACHE=cache)
+            args = ["run", "--prompt-ids", ",".join(map(str, prompt)), "--max-new", "3",
+                    "--greedy", "--json", "--top-logprobs", "5"]
+            got = subprocess.run([NINFER, *args, "--model", "Qwen/Tiny-Fixture"],
+                                 capture_output=True, text=True, env=env)
+            self.assertEqual(got.returncode, 0, got.stderr)
+            self.assertEqual(json.loads(got.stdout), run_json(fixture, prompt, 3))
+            info = subprocess.run([NINFER, "info", "--json", "--model", "Qwen/Tiny-Fixture"],
+                                  capture_output=True, text=True, env=env)
+            self.assertEqual(info.returncode, 0, info.stderr)
+            missing = subprocess.run([NINFER, *args, "--model", "Qwen/Not-Downloaded"],
+                                     capture_output=True, text=True, env=env)
+            self.assertEqual(missing.returncode, 1)
+            self.assertIn("huggingface-cli download Qwen/Not-Downloaded", missing.stderr)
+            self.assertIn(cache, missing.stderr)
+        # `serve MODEL` (vLLM's spelling) takes the model as --model does, never both.
+        both = subprocess.run([NINFER, "serve", "Qwen/A", "--model", "Qwen/B"],
+                              capture_output=True, text=True)
+        self.assertNotEqual(both.returncode, 0)
+        self.assertIn("excludes", both.stderr)
+
+
 class Chat(unittest.TestCase):
     """`chat` without a terminal reads one turn per line; commands work there too."""
     MODEL = os.path.join(ROOT, "tests", "fixtures_text", "tiny_chat")
