@@ -1,8 +1,11 @@
 #include "engine_flags.h"
 
+#include <filesystem>
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "hf_cache.h"
 #include "load_progress.h"
 
 namespace ninfer::app {
@@ -39,8 +42,22 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "dflash2 (a block-diffusion drafter, --draft-model); output is unchanged")
             ->check(CLI::IsMember({"mtp", "dflash", "dflash2"}));
         app.add_option("--draft-model", o.draft_model,
-                       "The DFlash/DFlash2 drafter's directory (default: <model>/dflash or "
-                       "<model>/dflash2 when present); with --random-weights its config.json");
+                       "The DFlash/DFlash2 drafter's directory, or ORG/NAME in the Hugging Face "
+                       "cache (default: <model>/dflash or <model>/dflash2 when present); with "
+                       "--random-weights its config.json")
+            ->transform(CLI::Validator(
+                [](std::string& s) -> std::string {
+                    std::error_code ec;
+                    if (std::filesystem::exists(s, ec) || !looks_like_repo_id(s)) return {};
+                    try {
+                        if (const auto snapshot = find_cached_snapshot(hf_hub_cache_dir(), s))
+                            s = snapshot->string();
+                    } catch (const Error& e) {
+                        return e.what();
+                    }
+                    return {};
+                },
+                "DIR|ORG/NAME"));
         app.add_option("--draft-shortlist", o.draft_shortlist,
                        "Drafts from part of the lm_head: N (the rows of ids [0, N); mtp and "
                        "dflash) or a JSON array of ids (dflash); the drafts come from those rows "

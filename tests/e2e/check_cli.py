@@ -217,6 +217,24 @@ class HubCache(unittest.TestCase):
             self.assertEqual(missing.returncode, 1)
             self.assertIn("huggingface-cli download Qwen/Not-Downloaded", missing.stderr)
             self.assertIn(cache, missing.stderr)
+        # --draft-model ORG/NAME: the demo model's drafter through the cache, and a missing one.
+        demo = os.path.join(ROOT, "models", "ninfer-demo")
+        if os.path.isdir(os.path.join(demo, "dflash2")):
+            with tempfile.TemporaryDirectory() as cache:
+                snap = os.path.join(cache, "models--z-lab--demo-drafter", "snapshots", "d1")
+                os.makedirs(snap)
+                for name in os.listdir(os.path.join(demo, "dflash2")):
+                    os.symlink(os.path.join(demo, "dflash2", name), os.path.join(snap, name))
+                env = dict(os.environ, HF_HUB_CACHE=cache)
+                args = [NINFER, "run", "--model", demo, "--spec", "dflash2", "--prompt-ids",
+                        "1,2,3,4", "--max-new", "4", "--greedy", "--json"]
+                ok = subprocess.run([*args, "--draft-model", "z-lab/demo-drafter"],
+                                    capture_output=True, text=True, env=env)
+                self.assertEqual(ok.returncode, 0, ok.stderr)
+                gone = subprocess.run([*args, "--draft-model", "z-lab/not-there"],
+                                      capture_output=True, text=True, env=env)
+                self.assertEqual(gone.returncode, 1)
+                self.assertIn("z-lab/not-there", gone.stderr)
         # `serve MODEL` (vLLM's spelling) takes the model as --model does, never both.
         both = subprocess.run([NINFER, "serve", "Qwen/A", "--model", "Qwen/B"],
                               capture_output=True, text=True)
