@@ -103,7 +103,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "post-attention block (norm + MLP/MoE) on the devices after the first, "
                        "which keeps the rest and gains their memory as KV; with "
                        "--tensor-parallel N, the N ranks' devices");
-        app.add_option("--tensor-parallel", o.tensor_parallel,
+        app.add_option("--tensor-parallel,--tensor-parallel-size,--tp-size", o.tensor_parallel,
                        "Tensor parallelism over N ranks: each holds 1/N of every layer's heads "
                        "and rows (devices cuda:0..N-1, or --devices; N CPU ranks on the CPU)")
             ->check(CLI::PositiveNumber);
@@ -118,10 +118,17 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_option("--route-table", o.route_table,
                        "Kernel route table: auto (the table ninfer tune wrote for this GPU, else "
                        "the built-in one), builtin, or a table file");
-        app.add_option("--kv-dtype", o.kv_dtype,
-                       "KV cache storage: bf16 (the activation dtype), int8 (an f16 scale per 64 "
-                       "dims) or fp8 (e4m3, a scale per token and head); int8 and fp8 hold about "
-                       "twice the tokens")
+        app.add_option("--kv-dtype,--kv-cache-dtype", o.kv_dtype,
+                       "KV cache storage: bf16 (the activation dtype; also auto), int8 (an f16 "
+                       "scale per 64 dims) or fp8 (e4m3, a scale per token and head; also "
+                       "fp8_e4m3); int8 and fp8 hold about twice the tokens")
+            ->transform(CLI::Validator(
+                [](std::string& s) -> std::string { // vLLM's spellings of the same choices
+                    if (s == "auto" || s == "bfloat16") s = "bf16";
+                    if (s == "fp8_e4m3") s = "fp8";
+                    return {};
+                },
+                ""))
             ->check(CLI::IsMember({"bf16", "int8", "fp8"}));
         app.add_option("--gdn-state-dtype,--mamba-ssm-cache-dtype", o.gdn_state_dtype,
                        "GDN recurrent state storage: f32 (output independent of batching and "
@@ -141,7 +148,8 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
             ->check(CLI::Range(-1, 1 << 20));
     }
     if (flags & kContextFlag)
-        app.add_option("--max-context", o.max_context, "Longest sequence in tokens")
+        app.add_option("--max-context,--max-model-len,--context-length", o.max_context,
+                       "Longest sequence in tokens")
             ->check(CLI::NonNegativeNumber);
     if (flags & kPrefillFlag)
         app.add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens per step")
@@ -149,15 +157,16 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
     if (flags & kReferenceFlag)
         app.add_flag("--reference", o.cpu_reference, "Use the CPU reference ops (slow)");
     if (flags & kBatchFlags) {
-        app.add_option("--max-sequences", o.max_sequences, "Sequences run at once (0: from memory)")
+        app.add_option("--max-sequences,--max-num-seqs,--max-running-requests", o.max_sequences,
+                       "Sequences run at once (0: from memory)")
             ->check(CLI::NonNegativeNumber);
-        app.add_option("--max-batch-tokens", o.max_batch_tokens,
+        app.add_option("--max-batch-tokens,--max-num-batched-tokens", o.max_batch_tokens,
                        "Most rows (prompt and decode tokens) in one step (0: 8192 on CUDA, 2048 "
                        "on the CPU)")
             ->check(CLI::NonNegativeNumber);
     }
     if (flags & kMemoryFlags) {
-        app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+        app.add_option("--gpu-memory-utilization,--mem-fraction-static", o.gpu_memory_utilization,
                        "Share of the GPU's memory the engine may hold, in (0, 1]")
             ->check(CLI::Validator(
                 [](std::string& s) -> std::string {
@@ -178,9 +187,12 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
             ->check(CLI::NonNegativeNumber);
     }
     if (flags & kPrefixCacheFlags) {
-        app.add_flag("!--no-prefix-cache", o.prefix_cache,
-                     "Do not share prompt prefixes (KV blocks and state snapshots) across "
-                     "requests");
+        app.add_flag("!--no-prefix-cache,!--no-enable-prefix-caching,!--disable-radix-cache,"
+                     "--enable-prefix-caching",
+                     o.prefix_cache,
+                     "--no-prefix-cache: do not share prompt prefixes (KV blocks and state "
+                     "snapshots) across requests (--enable-prefix-caching: share them, the "
+                     "default)");
         app.add_option("--snapshot-stride", o.snapshot_stride,
                        "Tokens between GDN state snapshots in long prompts, a multiple of the KV "
                        "block size (0: 512)")

@@ -182,6 +182,57 @@ class DefaultModel(unittest.TestCase):
         self.assertIn("not both", both.stderr)
 
 
+class PeerSpellings(unittest.TestCase):
+    """vLLM's and SGLang's names of the same engine flags act as ninfer's own."""
+
+    def test_run_aliases(self):
+        fixture = os.path.join(FIXTURES, sorted(os.listdir(FIXTURES))[0])
+        prompt = json.load(open(os.path.join(fixture, "reference.json")))["cases"][0]["prompt"]
+        want = run_json(fixture, prompt, 4, "--max-context", "96", "--kv-dtype", "int8")
+        for extra in (["--max-model-len", "96", "--kv-cache-dtype", "int8"],
+                      ["--context-length", "96", "--kv-cache-dtype", "int8"]):
+            with self.subTest(flags=extra):
+                self.assertEqual(run_json(fixture, prompt, 4, *extra), want)
+        # vLLM's value spellings: auto is the activation dtype, fp8_e4m3 is fp8.
+        self.assertEqual(run_json(fixture, prompt, 4, "--kv-cache-dtype", "auto"),
+                         run_json(fixture, prompt, 4))
+        self.assertEqual(run_json(fixture, prompt, 4, "--kv-cache-dtype", "fp8_e4m3"),
+                         run_json(fixture, prompt, 4, "--kv-dtype", "fp8"))
+        bad = subprocess.run([NINFER, "run", "--model", fixture, "--prompt-ids", "1",
+                              "--kv-cache-dtype", "fp8_e5m2"], capture_output=True, text=True)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("fp8_e5m2", bad.stderr)
+
+    def serve_banner(self, *flags):
+        """The engine line `serve` prints at start-up with these flags."""
+        proc = subprocess.Popen([NINFER, "serve", "--model",
+                                 os.path.join(ROOT, "models", "ninfer-demo"), "--port", "0",
+                                 *flags],
+                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        try:
+            for line in proc.stderr:
+                if "engine:" in line:
+                    return line
+            self.fail(f"serve {flags} printed no engine line (exit {proc.wait()})")
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stderr.close()
+
+    def test_serve_aliases(self):
+        native = self.serve_banner("--max-sequences", "3", "--max-batch-tokens", "96",
+                                   "--no-prefix-cache")
+        self.assertIn("3 sequence slots", native)
+        self.assertIn("prefix cache off", native)
+        for flags in (["--max-num-seqs", "3", "--max-num-batched-tokens", "96",
+                       "--no-enable-prefix-caching"],
+                      ["--max-running-requests", "3", "--max-num-batched-tokens", "96",
+                       "--disable-radix-cache"]):
+            with self.subTest(flags=flags):
+                self.assertEqual(self.serve_banner(*flags), native)
+        self.assertIn("prefix cache on", self.serve_banner("--enable-prefix-caching"))
+
+
 class HubCache(unittest.TestCase):
     """--model ORG/NAME finds a checkpoint that huggingface-cli downloaded: the cache's layout
     (refs/main, snapshots/<hash>/ of symlinks into blobs/) built here from a fixture."""
