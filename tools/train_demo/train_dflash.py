@@ -157,6 +157,17 @@ def block_loss(drafter, target, feats, greedy, x, args):
     return loss + args.selector_weight * sel_loss, acc
 
 
+def without_eval_text(pool, model_dir, n=8):
+    """The pool without windows that share an n-token run with mtp_eval.json's prompts (their
+    files are held out of the corpus by path; this also catches copies under other paths)."""
+    with open(os.path.join(model_dir, "mtp_eval.json"), encoding="utf-8") as f:
+        prompts = json.load(f)["prompts"]
+    grams = {tuple(p[i:i + n]) for p in prompts for i in range(len(p) - n + 1)}
+    keep = [w for w in pool.tolist()
+            if not any(tuple(w[i:i + n]) in grams for i in range(len(w) - n + 1))]
+    return torch.tensor(keep, dtype=pool.dtype), pool.shape[0] - len(keep)
+
+
 @torch.no_grad()
 def pool_features(target, pool, taps, device):
     """The target's tap features (bf16) and greedy next ids of every pool window, once."""
@@ -195,8 +206,10 @@ def main():
         source = "corpus"
     if args.corpus_windows > 0:  # more text: the target's greedy labels on corpus windows
         pool = torch.cat([pool, corpus_windows(args, tok, args.corpus_windows, args.seq, 1)])
+    pool, dropped = without_eval_text(pool, args.model)
     print(f"train_dflash: {pool.shape[0]} windows of {pool.shape[1]} ({source} + corpus) in "
-          f"{time.time() - start:.0f} s; mask id {mask_id}")
+          f"{time.time() - start:.0f} s, {dropped} dropped for sharing text with the evaluation "
+          f"prompts; mask id {mask_id}")
     feats_all, greedy_all = pool_features(target, pool, taps, device)
     pool = pool.to(device)
     print(f"train_dflash: features in {time.time() - start:.0f} s")
