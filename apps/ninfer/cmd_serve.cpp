@@ -37,6 +37,8 @@ struct ServeOptions {
     std::string template_kwargs; // --chat-template-kwargs: a JSON object
     std::string template_file;   // --chat-template: replaces the model's template
     std::string text_dir;        // --tokenizer: tokenizer, chat template, generation_config.json
+    std::string peer_parser;     // --reasoning-parser / --tool-call-parser: checked, then unused
+    bool peer_auto_tools = false; // --enable-auto-tool-choice: always on
 };
 
 // With --random-weights: the tokenizer directory (--tokenizer, else the demo model's).
@@ -232,6 +234,17 @@ Action add_serve_command(CLI::App& app) {
     app.add_option("--max-queue", o->server.max_queue,
                    "Sequences that may wait beyond the engine's slots; more get 429")
         ->check(CLI::NonNegativeNumber);
+    // vLLM's and SGLang's parser switches, so their Qwen command lines run unchanged: ninfer
+    // always parses Qwen's reasoning and both of its tool-call formats (XML and hermes JSON).
+    app.add_option("--reasoning-parser", o->peer_parser,
+                   "Accepted as vLLM takes it: qwen3 (ninfer always splits <think> reasoning off)")
+        ->check(CLI::IsMember({"qwen3"}));
+    app.add_option("--tool-call-parser", o->peer_parser,
+                   "Accepted as vLLM takes it: qwen3_coder, qwen3_xml or hermes (ninfer parses "
+                   "all of these Qwen tool-call formats whichever is named)")
+        ->check(CLI::IsMember({"qwen3_coder", "qwen3_xml", "hermes"}));
+    app.add_flag("--enable-auto-tool-choice", o->peer_auto_tools,
+                 "Accepted as vLLM takes it (tool_choice auto is always served)");
     app.add_option("--reasoning-budget", o->reasoning_budget,
                    "Reasoning tokens before </think> is forced when a request sets no budget "
                    "(-1: unlimited)")

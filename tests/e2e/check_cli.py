@@ -231,6 +231,14 @@ class PeerSpellings(unittest.TestCase):
             with self.subTest(flags=flags):
                 self.assertEqual(self.serve_banner(*flags), native)
         self.assertIn("prefix cache on", self.serve_banner("--enable-prefix-caching"))
+        # vLLM's Qwen parser switches name what ninfer always does; other parsers are refused.
+        self.assertIn("engine:", self.serve_banner("--reasoning-parser", "qwen3",
+                                                   "--enable-auto-tool-choice",
+                                                   "--tool-call-parser", "qwen3_coder"))
+        bad = subprocess.run([NINFER, "serve", "--tool-call-parser", "mistral"],
+                             capture_output=True, text=True)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("qwen3_coder", bad.stderr)
 
 
 class HubCache(unittest.TestCase):
