@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine_flags.h"
 #include "load_progress.h"
 #include "model/convert.h"
 
@@ -48,7 +49,10 @@ int convert(const ConvertOptions& o) {
 
 Action add_convert_command(CLI::App& app) {
     auto o = std::make_shared<ConvertOptions>();
-    app.add_option("--model", o->model, "Checkpoint directory to quantize (bf16, f16 or f32)")
+    app.add_option("--model", o->model,
+                   "Checkpoint directory to quantize (bf16, f16 or f32), or ORG/NAME in the "
+                   "Hugging Face cache")
+        ->transform(hub_model_path())
         ->required()
         ->check(CLI::ExistingDirectory);
     app.add_option("--out", o->out, "Output directory")->required();

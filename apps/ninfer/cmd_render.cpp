@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine_flags.h"
 #include "messages_file.h"
 #include "template_vars.h"
 #include "text/chat_template.h"
@@ -69,7 +70,10 @@ int render(const RenderOptions& o) {
 
 Action add_render_command(CLI::App& app) {
     auto o = std::make_shared<RenderOptions>();
-    app.add_option("--model", o->model_dir, "Model directory (chat template of its tokenizer)");
+    app.add_option("--model", o->model_dir,
+                   "Model directory (chat template of its tokenizer), or ORG/NAME in the Hugging "
+                   "Face cache")
+        ->transform(hub_model_path());
     app.add_option("--template,--chat-template", o->template_file,
                    "A Jinja chat template file (with --model: instead of the model's)");
     app.add_option("--messages", o->messages_file,

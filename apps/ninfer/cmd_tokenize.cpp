@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engine_flags.h"
 #include "text/tokenizer.h"
 
 namespace ninfer::app {
@@ -95,7 +96,9 @@ int tokenize(const TokenizeOptions& o) {
 
 Action add_tokenize_command(CLI::App& app) {
     auto o = std::make_shared<TokenizeOptions>();
-    app.add_option("--model", o->model_dir, "Model directory with tokenizer.json");
+    app.add_option("--model", o->model_dir,
+                   "Model directory with tokenizer.json, or ORG/NAME in the Hugging Face cache")
+        ->transform(hub_model_path());
     app.add_option("--tokenizer", o->tokenizer_file, "A tokenizer.json file");
     app.add_flag("--detokenize", o->detokenize, "Read a JSON id array, print its text");
     app.add_flag("--jsonl", o->jsonl,

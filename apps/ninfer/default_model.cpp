@@ -76,10 +76,7 @@ std::string model_dir_or_default(const std::string& given) {
         const fs::path cache = hf_hub_cache_dir();
         if (const auto snapshot = find_cached_snapshot(cache, given))
             return model_dir_or_default(snapshot->string());
-        fail(ErrorCategory::Io, "--model ", given, ": no such directory, and no model ", given,
-             " in the Hugging Face cache (", cache.string(), "; $HF_HUB_CACHE or $HF_HOME move "
-             "it): download it with `huggingface-cli download ", given, "`, or pass its "
-             "directory");
+        fail(ErrorCategory::Io, "--model ", not_in_cache_message(given, cache));
     }
     if (!fs::exists(st)) fail(ErrorCategory::Io, "--model ", given, ": no such directory");
     if (fs::is_directory(st) && !is_model_dir(given))

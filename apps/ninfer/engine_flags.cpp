@@ -33,6 +33,25 @@ std::string check_device(const std::string& name) {
 
 } // namespace
 
+CLI::Validator hub_model_path() {
+    return CLI::Validator(
+        [](std::string& s) -> std::string {
+            std::error_code ec;
+            if (std::filesystem::exists(s, ec) || !looks_like_repo_id(s)) return {};
+            const std::filesystem::path cache = hf_hub_cache_dir();
+            try {
+                if (const auto snapshot = find_cached_snapshot(cache, s)) {
+                    s = snapshot->string();
+                    return {};
+                }
+            } catch (const Error& e) {
+                return e.what();
+            }
+            return not_in_cache_message(s, cache);
+        },
+        "DIR|ORG/NAME");
+}
+
 void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
     // Every command that takes engine flags loads a model: show its progress on stderr.
     if (!o.on_load_progress) o.on_load_progress = stderr_load_progress();
@@ -45,19 +64,7 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                        "The DFlash/DFlash2 drafter's directory, or ORG/NAME in the Hugging Face "
                        "cache (default: <model>/dflash or <model>/dflash2 when present); with "
                        "--random-weights its config.json")
-            ->transform(CLI::Validator(
-                [](std::string& s) -> std::string {
-                    std::error_code ec;
-                    if (std::filesystem::exists(s, ec) || !looks_like_repo_id(s)) return {};
-                    try {
-                        if (const auto snapshot = find_cached_snapshot(hf_hub_cache_dir(), s))
-                            s = snapshot->string();
-                    } catch (const Error& e) {
-                        return e.what();
-                    }
-                    return {};
-                },
-                "DIR|ORG/NAME"));
+            ->transform(hub_model_path());
         app.add_option("--draft-shortlist", o.draft_shortlist,
                        "Drafts from part of the lm_head: N (the rows of ids [0, N); mtp and "
                        "dflash) or a JSON array of ids (dflash); the drafts come from those rows "

@@ -6,6 +6,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace ninfer::app {
@@ -25,6 +26,11 @@ enum EngineFlags : unsigned {
 
 // Also installs the stderr load progress printer (load_progress.h) unless one is set.
 void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags);
+
+// A transform for a directory flag that may also name a model in the Hugging Face cache: a path
+// that does not exist but reads as ORG/NAME becomes its snapshot directory (hf_cache.h), or an
+// error naming the cache when it is not there.
+CLI::Validator hub_model_path();
 
 // {"method", "draft_tokens", "rounds", "drafted", "accepted", "accepted_per_position"} as one
 // JSON object's text (accepted_per_position[i]: the share of rounds with at least i + 1 drafts

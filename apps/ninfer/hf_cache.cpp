@@ -79,6 +79,12 @@ std::optional<fs::path> find_cached_snapshot(const fs::path& cache, const std::s
          "pass the snapshot directory as --model");
 }
 
+std::string not_in_cache_message(const std::string& id, const fs::path& cache) {
+    return id + ": no such directory, and no model " + id + " in the Hugging Face cache (" +
+           cache.string() + "; $HF_HUB_CACHE or $HF_HOME move it): download it with "
+           "`huggingface-cli download " + id + "`, or pass its directory";
+}
+
 std::optional<std::string> repo_id_of_snapshot(const fs::path& dir) {
     const fs::path d = fs::absolute(dir).lexically_normal();
     const fs::path p = d.has_filename() ? d : d.parent_path(); // a trailing '/' leaves no name
