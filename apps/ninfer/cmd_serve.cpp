@@ -275,6 +275,11 @@ Action add_serve_command(CLI::App& app) {
                  "Do not serve the web chat page at / (then / is a 404, as for any unknown path)");
     app.add_flag("--allow-image-urls", o->server.allow_image_urls,
                  "fetch http(s) image URLs in requests (file:// is never allowed)");
+    app.add_option("--responses-store", o->server.responses_store,
+                   "Responses API: responses kept in memory for previous_response_id and GET "
+                   "/v1/responses/{id}, least recently used first out (at most 512 MiB); 0: "
+                   "stateless, previous_response_id is a 400")
+        ->check(CLI::NonNegativeNumber);
     app.add_flag("!--no-warm-next-turn", o->server.warm_next_turn,
                  "Do not prefill a chat's next turn (the answer as the follow-up will send it) "
                  "into the prefix cache while the server is idle");

@@ -4,8 +4,9 @@
 // completions body and parsed by the chat translator, so both APIs validate and generate alike;
 // results become Response objects and the documented stream events (response.created, ...
 // output_item / content_part / output_text / reasoning_text / function_call_arguments ...,
-// response.completed or response.incomplete), each with its sequence_number. Nothing is
-// stored: `previous_response_id`, `conversation` and `background` are a 400.
+// response.completed or response.incomplete), each with its sequence_number. Responses are kept
+// (`store`, true by default) in the server's ResponseStore, so `previous_response_id` continues
+// one (routes_responses.cpp); `conversation` and `background` are a 400.
 #pragma once
 
 #include <string>
@@ -31,6 +32,7 @@ struct ResponseEcho {
     std::string id, model;
     int64_t created_at = 0;
     Json request; // the client's body: instructions, tools, tool_choice, text, ... are echoed
+    bool stored = false; // the response is kept (its "store")
 };
 
 // The Response object. `in_progress`: the opening object of a stream (no output yet).
@@ -47,6 +49,8 @@ public:
     std::vector<ResponsesEvent> events(const std::vector<ChoiceEvent>& events);
     std::vector<ResponsesEvent> finish(const Generation& g);
     ResponsesEvent error(int status, const std::string& message, const std::string& param);
+    // The Response object that finish() sent (null before).
+    const nlohmann::ordered_json& final_response() const { return final_; }
 
 private:
     ResponsesEvent event(const std::string& type, nlohmann::ordered_json data);
@@ -61,6 +65,7 @@ private:
     std::string text_; // the open item's text (reasoning, message) or arguments
     int call_ = -1;    // the open function call's index
     nlohmann::ordered_json call_item_;
+    nlohmann::ordered_json final_;
 };
 
 } // namespace ninfer::server

@@ -72,9 +72,9 @@ json responses_object(const ResponseEcho& echo, const Generation* g, const ChatJ
               {"model", echo.model},
               {"output", json::array()},
               {"parallel_tool_calls", job.parallel_tool_calls},
-              {"previous_response_id", nullptr},
+              {"previous_response_id", echoed(req, "previous_response_id", nullptr)},
               {"reasoning", reasoning},
-              {"store", false}, // stateless: nothing is kept
+              {"store", echo.stored},
               {"temperature", echoed(req, "temperature", nullptr)},
               {"text", echoed(req, "text", {{"format", {{"type", "text"}}}})},
               {"tool_choice", echoed(req, "tool_choice", "auto")},
@@ -251,6 +251,7 @@ std::vector<ResponsesEvent> ResponsesStream::finish(const Generation& g) {
     if (ids_.message.empty() && r.tool_calls.empty()) open(out, "message"); // an empty answer
     close(out);
     const json final = responses_object(echo_, &g, job_, ids_, false);
+    final_ = final;
     const bool complete = final["status"] == "completed";
     out.push_back(event(complete ? "response.completed" : "response.incomplete",
                         {{"response", final}}));

@@ -35,6 +35,10 @@ std::string endpoint_of(const std::string& path) {
     for (const char* k : known)
         if (path == k) return k;
     if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+    if (path.rfind("/v1/responses/", 0) == 0)
+        return path.size() > 12 && path.compare(path.size() - 12, 12, "/input_items") == 0
+                   ? "/v1/responses/{id}/input_items"
+                   : "/v1/responses/{id}";
     return "other";
 }
 
@@ -49,6 +53,8 @@ const char* allowed_methods(const std::string& path) {
     for (const char* p : gets)
         if (path == p) return "GET, HEAD";
     if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) return "GET, HEAD";
+    if (path.rfind("/v1/responses/", 0) == 0 && path.size() > 14)
+        return endpoint_of(path) == "/v1/responses/{id}" ? "GET, HEAD, DELETE" : "GET, HEAD";
     return nullptr;
 }
 
@@ -191,6 +197,9 @@ Server::Server(ModelContext model, ServerOptions options) : impl_(std::make_uniq
     impl_->state.model = std::move(model);
     impl_->state.options = std::move(options);
     impl_->state.capacity = impl_->state.options.max_sequences + impl_->state.options.max_queue;
+    // Stored responses' JSON: 512 MiB at most (each holds its whole conversation).
+    impl_->state.responses =
+        std::make_unique<ResponseStore>(impl_->state.options.responses_store, size_t(512) << 20);
     impl_->configure();
 }
 

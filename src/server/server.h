@@ -34,6 +34,7 @@ struct ServerOptions {
     bool webui = true;                 // serve the chat page at / (--no-webui: / is a 404)
     bool allow_image_urls = false;     // fetch http(s) image URLs in requests (never file://)
     bool warm_next_turn = true;        // prefill a chat's next turn when idle (warm_turn.h)
+    size_t responses_store = 1024;     // Responses API responses kept (0: none; response_store.h)
 };
 
 class Server {

@@ -16,6 +16,7 @@
 #include "server/connection.h"
 #include "server/generation.h"
 #include "server/metrics.h"
+#include "server/response_store.h"
 #include "server/server.h"
 
 namespace ninfer::server {
@@ -28,6 +29,7 @@ struct ServerState {
     int64_t capacity = 0;              // the engine's state slots + max_queue
     std::atomic<bool> draining{false}; // shutting down: no new generations
     std::atomic<bool> cancel_all{false};
+    std::unique_ptr<ResponseStore> responses; // made from options.responses_store
 };
 
 // What the request log line of the current request says; handlers fill it on their thread
@@ -81,7 +83,8 @@ struct SseJob {
     std::function<std::vector<std::string>(const Generation&)> finish;
     std::function<std::string(const ApiError&)> error;
     std::string keepalive; // frame sent when nothing was written for keepalive_s
-    // After a stream that ended normally and reached the client: next-turn warming (null: none).
+    // After a stream that ended normally and reached the client: next-turn warming, storing a
+    // response (null: none).
     std::function<void(const Generation&)> done;
 };
 void send_sse(ServerState& s, const httplib::Request& req, httplib::Response& res,

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""`ninfer serve`'s Responses API (POST /v1/responses, stateless) through the official `openai`
-SDK's `client.responses.create`, whole and streamed: text and item input, instructions, function
-tools with their calls and outputs, forced tool choice, reasoning effort, text.format JSON
-schemas, usage, and the 400s of the stateless form. The tiny fixture's outputs are random, so
-the checks are shapes and invariants (streamed equals whole for one seed)."""
+"""`ninfer serve`'s Responses API (POST /v1/responses) through the official `openai` SDK's
+`client.responses.create`, whole and streamed: text and item input, instructions, function tools
+with their calls and outputs, forced tool choice, reasoning effort, text.format JSON schemas,
+usage, stored responses (previous_response_id, retrieve, delete, input_items; a server started
+with --responses-store 0 is stateless) and the 400s. The tiny fixture's outputs are random, so
+the checks are shapes and invariants (streamed equals whole for one seed, a continued response
+equals the same conversation sent whole)."""
 import json
 import os
 import sys
@@ -38,6 +40,69 @@ def stream(**kw):
     """The events of a streamed response and the final Response."""
     events = list(client().responses.create(stream=True, **kw))
     return events, events[-1].response
+
+
+class StoredResponses(unittest.TestCase):
+    def test_previous_response_id_continues_the_conversation(self):
+        c = client()
+        kw = dict(model="tiny_chat", temperature=0, max_output_tokens=6, extra_body=NO_THINK)
+        r1 = c.responses.create(input="Hello there", **kw)
+        self.assertTrue(r1.store)
+        r2 = c.responses.create(input="And then?", previous_response_id=r1.id, **kw)
+        self.assertEqual(r2.previous_response_id, r1.id)
+        # The same conversation sent whole (and not stored) gives the same greedy answer.
+        whole = [{"role": "user", "content": "Hello there"},
+                 *[o.model_dump(exclude_none=True) for o in r1.output],
+                 {"role": "user", "content": "And then?"}]
+        r2_whole = c.responses.create(input=whole, store=False, **kw)
+        self.assertFalse(r2_whole.store)
+        self.assertEqual(r2.output_text, r2_whole.output_text)
+        self.assertEqual(r2.usage.input_tokens, r2_whole.usage.input_tokens)
+        got = c.responses.retrieve(r2.id)
+        self.assertEqual((got.id, got.output_text), (r2.id, r2.output_text))
+        # input_items: the conversation before r2's output, newest first by default.
+        status, _, items = SERVER.request("GET", f"/v1/responses/{r2.id}/input_items")
+        self.assertEqual(status, 200, items)
+        self.assertEqual([i["role"] for i in items["data"]], ["user", "assistant", "user"])
+        self.assertEqual(items["data"][0]["content"], "And then?")
+        self.assertFalse(items["has_more"])
+        first = c.responses.input_items.list(r2.id, order="asc", limit=1)
+        self.assertTrue(first.has_more)
+        second = c.responses.input_items.list(r2.id, order="asc", limit=1, after=first.data[0].id)
+        self.assertEqual(second.data[0].role, "assistant")
+        # Streamed and continued: stored once the stream ends.
+        _, final = stream(input="Once more", previous_response_id=r2.id, **kw)
+        self.assertEqual(final.previous_response_id, r2.id)
+        self.assertEqual(c.responses.retrieve(final.id).output_text, final.output_text)
+        # Not stored, or deleted: gone.
+        with self.assertRaises(openai.NotFoundError):
+            c.responses.retrieve(r2_whole.id)
+        c.responses.delete(r1.id)
+        with self.assertRaises(openai.NotFoundError):
+            c.responses.retrieve(r1.id)
+        with self.assertRaises(openai.BadRequestError) as e:
+            c.responses.create(input="x", previous_response_id=r1.id, **kw)
+        self.assertIn(r1.id, str(e.exception))
+        status, _, _ = SERVER.request("DELETE", "/v1/responses/" + r1.id)
+        self.assertEqual(status, 404)
+        status, _, reply = SERVER.request("GET", f"/v1/responses/{r2.id}/input_items?order=up")
+        self.assertEqual((status, reply["error"]["param"]), (400, "order"))
+
+    def test_stateless_server(self):
+        stateless = Server("--responses-store", "0")
+        try:
+            status, _, reply = stateless.request("POST", "/v1/responses", {
+                "model": "tiny_chat", "input": "x", "max_output_tokens": 2})
+            self.assertEqual(status, 200, reply)
+            self.assertFalse(reply["store"])
+            status, _, reply = stateless.request("POST", "/v1/responses", {
+                "model": "tiny_chat", "input": "x", "previous_response_id": reply["id"]})
+            self.assertEqual((status, reply["error"]["param"]), (400, "previous_response_id"))
+            self.assertIn("stateless", reply["error"]["message"])
+            status, _, _ = stateless.request("GET", "/v1/responses/resp_x")
+            self.assertEqual(status, 404)
+        finally:
+            self.assertEqual(stateless.stop(), 0)
 
 
 class ResponsesApi(unittest.TestCase):

@@ -52,7 +52,7 @@ class Schemathesis(unittest.TestCase):
             print(f"schemathesis: {summary.group(0) if summary else '?'} "
                   f"({seconds:.0f} s)", file=sys.stderr)
             self.assertEqual(run.returncode, 0, out[-20000:])
-            self.assertIn("Tested: 11", out)
+            self.assertIn("Tested: 14", out)
             self.assertTrue(summary and int(summary.group(1)) >= 500, out[-3000:])
 
             self.assertIsNone(server.proc.poll(), "the server died")
