@@ -1,12 +1,12 @@
-// The OpenAI Responses API (POST /v1/responses) in its stateless form, as vLLM and SGLang serve
-// it: the request (input text or items, instructions, function tools and their calls and
-// outputs, reasoning.effort, text.format, sampling) is translated into the equivalent chat
-// completions body and parsed by the chat translator, so both APIs validate and generate alike;
-// results become Response objects and the documented stream events (response.created, ...
-// output_item / content_part / output_text / reasoning_text / function_call_arguments ...,
-// response.completed or response.incomplete), each with its sequence_number. Responses are kept
-// (`store`, true by default) in the server's ResponseStore, so `previous_response_id` continues
-// one (routes_responses.cpp); `conversation` and `background` are a 400.
+// The OpenAI Responses API (POST /v1/responses), as vLLM and SGLang serve it: the request (input
+// text or items, instructions, function tools and their calls and outputs, reasoning.effort,
+// text.format, sampling) is translated into the equivalent chat completions body and parsed by
+// the chat translator, so both APIs validate and generate alike; results become Response objects
+// and the documented stream events (response.created, ... output_item / content_part /
+// output_text / reasoning_text / function_call_arguments ..., response.completed or
+// response.incomplete), each with its sequence_number. Responses are kept (`store`, true by
+// default) in the server's ResponseStore, so `previous_response_id` continues one
+// (routes_responses.cpp); `conversation` and `background` are a 400.
 #pragma once
 
 #include <string>

@@ -110,8 +110,8 @@ void add_item(const Json& item, const std::string& where, Json& messages, std::s
     } else if (type == "reasoning") {
         reasoning += reasoning_text(item);
     } else if (type == "item_reference") {
-        bad_param("input", where + ": item references need stored responses, which this "
-                                   "stateless server does not keep");
+        bad_param("input", where + ": item references are not supported: send the item itself, "
+                                   "or continue a stored response with previous_response_id");
     } else {
         bad_param("input", where + ": items of type '" + type +
                                "' are not supported (message, function_call, "
