@@ -20,12 +20,11 @@ Json input_items(const Json& body) {
     return *input;
 }
 
-// What a request continues and adds: with previous_response_id, that response's conversation
-// before the request's own items. Fills `chain` with the items the generation sees and returns
-// the body the chat translator parses (the conversation as its input).
+// The body the chat translator parses, and in `chain` the items the generation sees: the
+// request's own input, after the conversation of its previous_response_id when it names one.
 Json continued_body(ServerState& s, const Json& body, Json& chain) {
     const Json* prev = field(body, "previous_response_id");
-    chain = Json::array();
+    chain = input_items(body);
     if (!prev || !s.responses->enabled()) return body; // stateless: the translator's 400
     if (!prev->is_string()) bad_param("previous_response_id", "must be a string");
     const auto entry = s.responses->get(prev->get<std::string>());
@@ -34,8 +33,9 @@ Json continued_body(ServerState& s, const Json& body, Json& chain) {
                                 "' not found (never stored, deleted, stored with store: false, "
                                 "or evicted: --responses-store)",
                        "previous_response_id");
+    Json own = std::move(chain);
     chain = entry->conversation();
-    for (const auto& item : input_items(body)) chain.push_back(item);
+    for (auto& item : own) chain.push_back(std::move(item));
     Json out = body;
     out.erase("previous_response_id");
     out["input"] = chain;
@@ -46,9 +46,7 @@ void responses(ServerState& s, const httplib::Request& req, httplib::Response& r
     const Json body = parse_body(req.body);
     check_model(s.model, body, ApiStyle::OpenAI);
     Json chain;
-    const Json effective = continued_body(s, body, chain);
-    if (!field(body, "previous_response_id")) chain = input_items(body);
-    const ChatJob parsed = parse_responses(effective);
+    const ChatJob parsed = parse_responses(continued_body(s, body, chain));
     const ChatJob* job = &parsed;
     const bool store = s.responses->enabled() && opt_bool(body, "store").value_or(true);
     ResponseEcho echo{"resp_" + random_hex(24), s.model.names[0], int64_t(std::time(nullptr)),
