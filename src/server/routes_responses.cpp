@@ -20,12 +20,40 @@ Json input_items(const Json& body) {
     return *input;
 }
 
+// Each item_reference of `items` replaced by the stored item it names (400 when none is);
+// whether there was one.
+bool resolve_references(ResponseStore& store, Json& items) {
+    bool any = false;
+    for (size_t i = 0; i < items.size(); ++i) {
+        Json& item = items[i];
+        if (!item.is_object() || item.value("type", Json()) != "item_reference") continue;
+        const Json* id = field(item, "id");
+        if (!id || !id->is_string())
+            bad_param("input", "input[" + std::to_string(i) + "]: an item_reference needs an id");
+        auto target = store.item(id->get<std::string>());
+        if (!target)
+            bad_param("input", "input[" + std::to_string(i) + "]: no stored item '" +
+                                   id->get<std::string>() + "'");
+        item = std::move(*target);
+        any = true;
+    }
+    return any;
+}
+
 // The body the chat translator parses, and in `chain` the items the generation sees: the
-// request's own input, after the conversation of its previous_response_id when it names one.
+// request's own input (item references resolved), after the conversation of its
+// previous_response_id when it names one.
 Json continued_body(ServerState& s, const Json& body, Json& chain) {
     const Json* prev = field(body, "previous_response_id");
     chain = input_items(body);
-    if (!prev || !s.responses->enabled()) return body; // stateless: the translator's 400
+    if (!s.responses->enabled()) return body; // stateless: the translator's 400s
+    const bool referenced = resolve_references(*s.responses, chain);
+    if (!prev) {
+        if (!referenced) return body;
+        Json out = body;
+        out["input"] = chain;
+        return out;
+    }
     if (!prev->is_string()) bad_param("previous_response_id", "must be a string");
     const auto entry = s.responses->get(prev->get<std::string>());
     if (!entry)

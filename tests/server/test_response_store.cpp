@@ -57,6 +57,26 @@ TEST(ResponseStore, ByteBoundKeepsTheNewest) {
     EXPECT_EQ(store.size(), 2u);
 }
 
+TEST(ResponseStore, ItemsByIdWhileTheirResponseIsStored) {
+    ResponseStore store(2);
+    ResponseStore::Entry a = entry("a");
+    a.response["output"][0]["id"] = "msg_a";
+    store.put("a", a);
+    ASSERT_TRUE(store.item("msg_a"));
+    EXPECT_EQ((*store.item("msg_a"))["type"], "message");
+    EXPECT_FALSE(store.item("msg_none"));
+    ResponseStore::Entry b = entry("b"); // continues a: its conversation repeats msg_a
+    b.input = a.conversation();
+    b.response["output"][0]["id"] = "msg_b";
+    store.put("b", b);
+    EXPECT_TRUE(store.erase("a"));
+    EXPECT_TRUE(store.item("msg_a")); // b still holds it
+    store.put("c", entry("c"));
+    store.put("d", entry("d")); // b is evicted: its items go with it
+    EXPECT_FALSE(store.item("msg_a"));
+    EXPECT_FALSE(store.item("msg_b"));
+}
+
 TEST(ResponseStore, SizeZeroKeepsNothing) {
     ResponseStore store(0);
     EXPECT_FALSE(store.enabled());

@@ -74,6 +74,12 @@ class StoredResponses(unittest.TestCase):
         _, final = stream(input="Once more", previous_response_id=r2.id, **kw)
         self.assertEqual(final.previous_response_id, r2.id)
         self.assertEqual(c.responses.retrieve(final.id).output_text, final.output_text)
+        # An item_reference stands for the stored item it names.
+        ref = c.responses.create(input=[{"role": "user", "content": "Hello there"},
+                                        {"type": "item_reference", "id": r1.output[-1].id},
+                                        {"role": "user", "content": "And then?"}],
+                                 store=False, **kw)
+        self.assertEqual(ref.output_text, r2.output_text)
         # Not stored, or deleted: gone.
         with self.assertRaises(openai.NotFoundError):
             c.responses.retrieve(r2_whole.id)
