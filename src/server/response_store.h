@@ -1,10 +1,9 @@
 // Stored responses of the Responses API (`store`, true by default there, as OpenAI keeps them):
 // each response's conversation as Responses input items, so that a follow-up names it by
 // `previous_response_id` (or an item by an `item_reference`) instead of sending the items again,
-// and GET / DELETE
-// /v1/responses/{id} and GET /v1/responses/{id}/input_items read it. In memory and bounded: past
-// `max_entries` responses or `max_bytes` of their JSON, the least recently used go first (a
-// follow-up of an evicted one is a 400 naming it, as for an unknown id).
+// and GET / DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items read it. In memory
+// and bounded: past `max_entries` responses or `max_bytes` of their JSON, the least recently used
+// go first (a follow-up of an evicted one is a 400 naming it, as for an unknown id).
 #pragma once
 
 #include <cstddef>
