@@ -3,6 +3,7 @@
 // (forget the conversation), /exit, /help. Without a terminal on stdin, every line is one user
 // turn (commands included). A one-line banner and the commands' notes go to stderr, the answers
 // to stdout.
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -93,6 +94,30 @@ nlohmann::ordered_json read_tools_file(const std::string& path) {
     return tools;
 }
 
+// Drops the oldest turns after the first `base` messages (the system message) until the
+// conversation's prompt leaves room for an answer: min(max_new, a quarter of the context) tokens.
+// The last message (the new user turn) always stays. Says on stderr what it dropped.
+void fit_context(TextModel& model, Conversation& conv, size_t base, const TextOptions& text,
+                 int max_new) {
+    const int64_t context = model.engine.model_info().max_context;
+    const int64_t room = std::min<int64_t>(std::max(max_new, 1), std::max<int64_t>(1, context / 4));
+    size_t dropped = 0;
+    while (conv.messages.size() > base + 1 &&
+           rendered_prompt_tokens(model, conv, text) + room > context) {
+        // One turn: the oldest message and whatever follows it up to the next user message.
+        size_t end = base + 1;
+        while (end < conv.messages.size() - 1 && conv.messages[end].value("role", "") != "user")
+            ++end;
+        dropped += end - base;
+        conv.messages.erase(conv.messages.begin() + long(base), conv.messages.begin() + long(end));
+    }
+    if (dropped > 0)
+        std::fprintf(stderr,
+                     "(the conversation outgrew the context of %lld tokens: its %zu oldest "
+                     "messages were dropped; /reset clears the rest)\n",
+                     (long long)context, dropped);
+}
+
 int chat(const ChatOptions& o) {
     require(o.text.prompt.empty() && o.text.messages_file.empty(),
             "chat reads the conversation from the terminal (no --prompt/--messages)");
@@ -146,6 +171,7 @@ int chat(const ChatOptions& o) {
         conv.messages.push_back(user_message_with_media(line, images, videos));
         images.clear();
         videos.clear();
+        fit_context(model, conv, base, o.text, o.max_new);
         g_interrupted.store(false);
         TurnResult r;
         try {

@@ -42,6 +42,13 @@ void warm_next_turn(TextModel& m, const Conversation& conv, const TextOptions& o
     }
 }
 
+int64_t rendered_prompt_tokens(TextModel& m, const Conversation& conv, const TextOptions& o) {
+    text::ChatOptions copt;
+    copt.variables = template_variables(o.template_vars);
+    return int64_t(m.tokenizer.encode(m.chat_template.render(conv.messages, conv.tools, copt))
+                       .size());
+}
+
 Conversation build_conversation(const TextOptions& o) {
     require(o.prompt.empty() != o.messages_file.empty(),
             "give exactly one of --prompt or --messages");

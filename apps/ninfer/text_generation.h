@@ -62,6 +62,10 @@ TurnResult generate_turn(TextModel& model, const Conversation& conversation,
 // throws.
 void warm_next_turn(TextModel& model, const Conversation& conversation, const TextOptions& options);
 
+// The tokens `conversation` renders to (its text; media placeholders count one token each).
+int64_t rendered_prompt_tokens(TextModel& model, const Conversation& conversation,
+                               const TextOptions& options);
+
 // The conversation of --prompt/--messages/--system.
 Conversation build_conversation(const TextOptions& options);
 

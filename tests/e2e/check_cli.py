@@ -339,6 +339,21 @@ class Chat(unittest.TestCase):
         self.assertIn("unknown command /bogus", out.stderr)
         self.assertIn("(conversation cleared)", out.stderr)
 
+    def test_a_long_conversation_drops_its_oldest_turns(self):
+        """Past the context the oldest turns go (the system message stays), and every turn is
+        still answered, as llama.cpp's context shift keeps a chat going."""
+        turns = "".join(f"tell me about the number {i} in detail please\n" for i in range(12))
+        out = subprocess.run([NINFER, "chat", "--model", self.MODEL, "--max-context", "160",
+                              "--max-new", "24", "--system", "be brief", "--greedy"],
+                             input=turns, capture_output=True, text=True, timeout=300)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("the conversation outgrew the context of 160 tokens", out.stderr)
+        self.assertNotIn("does not fit", out.stderr)
+        stats = [l for l in out.stderr.splitlines() if l.startswith("ninfer: prompt ")]
+        self.assertEqual(len(stats), 12, out.stderr)  # every turn answered
+        for line in stats:
+            self.assertLessEqual(int(line.split()[2]), 160 - 24, line)
+
     def test_passive_omp_wait_by_default(self):
         """Without OMP_WAIT_POLICY ninfer re-executes itself with PASSIVE; a user's value stays."""
         for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
