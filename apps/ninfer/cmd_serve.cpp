@@ -217,9 +217,11 @@ Action add_serve_command(CLI::App& app) {
     // `ninfer serve MODEL`, as `vllm serve MODEL` takes it.
     app.add_option("model", o->engine.model_dir, "The model, as --model")->excludes(model);
     app.add_option("--tokenizer", o->text_dir,
-                   "Directory with tokenizer.json, tokenizer_config.json, the chat template and "
-                   "generation_config.json: the text side of --random-weights (default: the "
-                   "demo model's); with a model, replaces its own");
+                   "Directory (or ORG/NAME in the Hugging Face cache) with tokenizer.json, "
+                   "tokenizer_config.json, the chat template and generation_config.json: the "
+                   "text side of --random-weights (default: the demo model's); with a model, "
+                   "replaces its own")
+        ->transform(hub_model_path());
     app.add_option("--host", o->server.host, "Address to listen on (default 127.0.0.1)");
     app.add_option("--port", o->server.port, "Port (0: any free port)")
         ->check(CLI::Range(0, 65535));

@@ -311,6 +311,11 @@ class HubCache(unittest.TestCase):
                                       capture_output=True, text=True, env=env)
                 self.assertNotEqual(gone.returncode, 0)
                 self.assertIn("huggingface-cli download ninfer/gone", gone.stderr)
+                tok = subprocess.run([NINFER, "serve", "--random-weights", "--config",
+                                      os.path.join(demo, "config.json"), "--tokenizer",
+                                      "ninfer/gone"], capture_output=True, text=True, env=env)
+                self.assertNotEqual(tok.returncode, 0)
+                self.assertIn("--tokenizer: ninfer/gone", tok.stderr)
         # `serve MODEL` (vLLM's spelling) takes the model as --model does, never both.
         both = subprocess.run([NINFER, "serve", "Qwen/A", "--model", "Qwen/B"],
                               capture_output=True, text=True)
