@@ -226,7 +226,9 @@ Action add_serve_command(CLI::App& app) {
     app.add_option("--port", o->server.port, "Port (0: any free port)")
         ->check(CLI::Range(0, 65535));
     app.add_option("--api-key", o->api_keys,
-                   "Require this key (Authorization: Bearer or x-api-key); repeatable");
+                   "Require this key (Authorization: Bearer or x-api-key); repeatable; without "
+                   "it, $NINFER_API_KEY (as vLLM reads $VLLM_API_KEY: off the command line)")
+        ->envname("NINFER_API_KEY");
     app.add_option("--api-key-file", o->api_key_file, "File with API keys, one per line");
     app.add_option("--served-model-name", o->names,
                    "Model name(s) clients use (default: the model directory's name, or the "

@@ -241,6 +241,43 @@ class PeerSpellings(unittest.TestCase):
         self.assertIn("qwen3_coder", bad.stderr)
 
 
+class ApiKeyFromEnvironment(unittest.TestCase):
+    def test_ninfer_api_key(self):
+        """$NINFER_API_KEY is the key when no --api-key is given (kept off the command line)."""
+        import re
+        import urllib.error
+        import urllib.request
+        env = dict(os.environ, NINFER_API_KEY="s3cret")
+        proc = subprocess.Popen([NINFER, "serve", "--model",
+                                 os.path.join(ROOT, "models", "ninfer-demo"), "--port", "0"],
+                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                env=env)
+        try:
+            port = None
+            for line in proc.stderr:
+                m = re.search(r"serving '.*' on http://[\d.]+:(\d+)", line)
+                if m:
+                    port = m.group(1)
+                    break
+            self.assertIsNotNone(port, f"no serving line (exit {proc.poll()})")
+
+            def status(headers):
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models",
+                                             headers=headers)
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        return r.status
+                except urllib.error.HTTPError as e:
+                    return e.code
+            self.assertEqual(status({}), 401)
+            self.assertEqual(status({"Authorization": "Bearer wrong"}), 401)
+            self.assertEqual(status({"Authorization": "Bearer s3cret"}), 200)
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stderr.close()
+
+
 class HubCache(unittest.TestCase):
     """--model ORG/NAME finds a checkpoint that huggingface-cli downloaded: the cache's layout
     (refs/main, snapshots/<hash>/ of symlinks into blobs/) built here from a fixture."""
