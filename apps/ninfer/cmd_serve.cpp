@@ -151,14 +151,17 @@ int serve(ServeOptions& o) {
     ctx.tokenizer = &tokenizer;
     ctx.chat_template = &chat_template;
     ctx.names = o.names;
-    if (ctx.names.empty()) // a hub cache snapshot is named by its model id, as vLLM names it
-        ctx.names.push_back(random ? std::filesystem::path(o.engine.config_file).stem().string()
-                            : repo_id_of_snapshot(o.engine.model_dir)
-                                ? *repo_id_of_snapshot(o.engine.model_dir)
-                                : std::filesystem::absolute(o.engine.model_dir)
-                                      .lexically_normal()
-                                      .filename()
-                                      .string());
+    if (ctx.names.empty()) {
+        // A hub cache snapshot is named by its model id, as vLLM names it.
+        const std::optional<std::string> repo_id =
+            random ? std::nullopt : repo_id_of_snapshot(o.engine.model_dir);
+        ctx.names.push_back(random    ? std::filesystem::path(o.engine.config_file).stem().string()
+                            : repo_id ? *repo_id
+                                      : std::filesystem::absolute(o.engine.model_dir)
+                                            .lexically_normal()
+                                            .filename()
+                                            .string());
+    }
     if (ctx.names[0].empty()) ctx.names[0] = "model";
     ctx.created = int64_t(std::time(nullptr));
     ctx.defaults = server::read_sampling_defaults(dir);

@@ -68,16 +68,16 @@ std::string default_model_dir() {
          "\npass --model DIR or set NINFER_MODEL (the model is built by tools/train_demo/)");
 }
 
-std::string model_dir_or_default(const std::string& given) {
-    if (given.empty()) return default_model_dir();
+std::string model_dir_or_default(const std::string& flag_value) {
+    if (flag_value.empty()) return default_model_dir();
+    std::string given;
+    try {
+        given = hub_path(flag_value);
+    } catch (const Error& e) {
+        fail(ErrorCategory::Io, "--model ", e.what());
+    }
     std::error_code ec;
     const fs::file_status st = fs::status(given, ec);
-    if (!fs::exists(st) && looks_like_repo_id(given)) {
-        const fs::path cache = hf_hub_cache_dir();
-        if (const auto snapshot = find_cached_snapshot(cache, given))
-            return model_dir_or_default(snapshot->string());
-        fail(ErrorCategory::Io, "--model ", not_in_cache_message(given, cache));
-    }
     if (!fs::exists(st)) fail(ErrorCategory::Io, "--model ", given, ": no such directory");
     if (fs::is_directory(st) && !is_model_dir(given))
         fail(ErrorCategory::Io, "--model ", given,

@@ -1,7 +1,5 @@
 #include "engine_flags.h"
 
-#include <filesystem>
-
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -36,18 +34,12 @@ std::string check_device(const std::string& name) {
 CLI::Validator hub_model_path() {
     return CLI::Validator(
         [](std::string& s) -> std::string {
-            std::error_code ec;
-            if (std::filesystem::exists(s, ec) || !looks_like_repo_id(s)) return {};
-            const std::filesystem::path cache = hf_hub_cache_dir();
             try {
-                if (const auto snapshot = find_cached_snapshot(cache, s)) {
-                    s = snapshot->string();
-                    return {};
-                }
+                s = hub_path(s);
             } catch (const Error& e) {
                 return e.what();
             }
-            return not_in_cache_message(s, cache);
+            return {};
         },
         "DIR|ORG/NAME");
 }

@@ -79,10 +79,14 @@ std::optional<fs::path> find_cached_snapshot(const fs::path& cache, const std::s
          "pass the snapshot directory as --model");
 }
 
-std::string not_in_cache_message(const std::string& id, const fs::path& cache) {
-    return id + ": no such directory, and no model " + id + " in the Hugging Face cache (" +
-           cache.string() + "; $HF_HUB_CACHE or $HF_HOME move it): download it with "
-           "`huggingface-cli download " + id + "`, or pass its directory";
+std::string hub_path(const std::string& given) {
+    std::error_code ec;
+    if (fs::exists(given, ec) || !looks_like_repo_id(given)) return given;
+    const fs::path cache = hf_hub_cache_dir();
+    if (const auto snapshot = find_cached_snapshot(cache, given)) return snapshot->string();
+    fail(ErrorCategory::Io, given, ": no such directory, and no model ", given,
+         " in the Hugging Face cache (", cache.string(), "; $HF_HUB_CACHE or $HF_HOME move it): "
+         "download it with `huggingface-cli download ", given, "`, or pass its directory");
 }
 
 std::optional<std::string> repo_id_of_snapshot(const fs::path& dir) {

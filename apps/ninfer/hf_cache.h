@@ -27,9 +27,10 @@ bool looks_like_repo_id(const std::string& s);
 std::optional<std::filesystem::path> find_cached_snapshot(const std::filesystem::path& cache,
                                                           const std::string& id);
 
-// The error for an `id` that is neither a path nor a model in `cache`: says where it looked and
-// how to download it.
-std::string not_in_cache_message(const std::string& id, const std::filesystem::path& cache);
+// What a directory flag names: `given` itself when that path exists or does not read as ORG/NAME,
+// else the model's snapshot in hf_hub_cache_dir(). Raises ninfer::Error (Io) when the cache lacks
+// it (the message says where it looked and how to download it) or find_cached_snapshot does.
+std::string hub_path(const std::string& given);
 
 // "ORG/NAME" when `dir` is a snapshot directory of a hub cache (.../models--ORG--NAME/snapshots/
 // <hash>), else nullopt: the name a server gives such a model by default.

@@ -1,6 +1,25 @@
 #include "server/response_store.h"
 
 namespace ninfer::server {
+namespace {
+
+// Calls f(id, item) for each item of the entry's conversation that has a string "id", until f
+// returns true, in place
+// (the index's walks run under the store's mutex: no copy of the conversation).
+template <typename F> void for_each_item_id(const ResponseStore::Entry& e, F&& f) {
+    auto visit = [&](const nlohmann::ordered_json& items) -> bool {
+        if (!items.is_array()) return false;
+        for (const auto& item : items)
+            if (item.is_object())
+                if (const auto id = item.find("id"); id != item.end() && id->is_string())
+                    if (f(id->get_ref<const std::string&>(), item)) return true;
+        return false;
+    };
+    if (visit(e.input)) return;
+    if (const auto out = e.response.find("output"); out != e.response.end()) visit(*out);
+}
+
+} // namespace
 
 nlohmann::ordered_json ResponseStore::Entry::conversation() const {
     nlohmann::ordered_json items = input;
@@ -18,9 +37,10 @@ void ResponseStore::put(const std::string& id, Entry entry) {
     const size_t bytes = entry.input.dump().size() + entry.response.dump().size();
     std::lock_guard lock(mutex_);
     if (const auto old = slots_.find(id); old != slots_.end()) drop_locked(old);
-    for (const auto& item : entry.conversation())
-        if (item.is_object() && item.contains("id") && item["id"].is_string())
-            item_owner_[item["id"].get<std::string>()] = id;
+    for_each_item_id(entry, [&](const std::string& item_id, const auto&) {
+        item_owner_[item_id] = id;
+        return false;
+    });
     lru_.push_front(id);
     slots_[id] = Slot{std::move(entry), bytes, lru_.begin()};
     bytes_ += bytes;
@@ -33,18 +53,21 @@ std::optional<nlohmann::ordered_json> ResponseStore::item(const std::string& ite
     if (owner == item_owner_.end()) return std::nullopt;
     const auto it = slots_.find(owner->second);
     if (it == slots_.end()) return std::nullopt;
-    for (const auto& item : it->second.entry.conversation())
-        if (item.is_object() && item.value("id", nlohmann::ordered_json()) == item_id) return item;
-    return std::nullopt;
+    std::optional<nlohmann::ordered_json> found;
+    for_each_item_id(it->second.entry, [&](const std::string& id, const auto& item) {
+        if (id == item_id) found = item;
+        return found.has_value(); // stop at the first
+    });
+    return found;
 }
 
 void ResponseStore::drop_locked(std::unordered_map<std::string, Slot>::iterator it) {
     // Its items' index entries, unless a later response (which repeats its conversation) owns them.
-    for (const auto& item : it->second.entry.conversation())
-        if (item.is_object() && item.contains("id") && item["id"].is_string()) {
-            const auto owner = item_owner_.find(item["id"].get<std::string>());
-            if (owner != item_owner_.end() && owner->second == it->first) item_owner_.erase(owner);
-        }
+    for_each_item_id(it->second.entry, [&](const std::string& item_id, const auto&) {
+        const auto owner = item_owner_.find(item_id);
+        if (owner != item_owner_.end() && owner->second == it->first) item_owner_.erase(owner);
+        return false;
+    });
     bytes_ -= it->second.bytes;
     lru_.erase(it->second.lru);
     slots_.erase(it);

@@ -164,9 +164,13 @@ Json input_items_page(const std::string& id, const Json& items, const httplib::R
             {"has_more", more}};
 }
 
+ApiError not_stored(const std::string& id) {
+    return ApiError(404, "No response with id '" + id + "' is stored", "response_id");
+}
+
 ResponseStore::Entry stored(ServerState& s, const std::string& id) {
     auto entry = s.responses->get(id);
-    if (!entry) throw ApiError(404, "No response with id '" + id + "' is stored", "response_id");
+    if (!entry) throw not_stored(id);
     return *entry;
 }
 
@@ -185,8 +189,7 @@ void add_responses_routes(httplib::Server& http, ServerState& s) {
     http.Delete(one, [state](const httplib::Request& req, httplib::Response& res) {
         guarded(*state, ApiStyle::OpenAI, req, res, [&] {
             const std::string id = req.matches[1];
-            if (!state->responses->erase(id))
-                throw ApiError(404, "No response with id '" + id + "' is stored", "response_id");
+            if (!state->responses->erase(id)) throw not_stored(id);
             set_json(res, Json{{"id", id}, {"object", "response"}, {"deleted", true}});
         });
     });

@@ -5,17 +5,56 @@ default model is found through NINFER_MODEL (or reported as missing), `ninfer pe
 its windows independently of the prefill chunk, `ninfer info --config` reports the published
 parameter counts of the real configs (and `info` alone the default model), `chat` lists its
 commands, and common user errors name the flag at fault rather than an internal function."""
+import contextlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import unittest
+import urllib.error
+import urllib.request
 
 NINFER = os.environ["NINFER_BIN"]
 ROOT = os.environ["NINFER_SOURCE_DIR"]
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 LOGPROB_ABS = 2e-4  # kLogprobVsHfAbs in tests/common/tolerance.h
+
+
+DEMO = os.path.join(ROOT, "models", "ninfer-demo")
+
+
+@contextlib.contextmanager
+def demo_server(*flags, env=None):
+    """`ninfer serve` on the demo model (any free port, these flags): yields its stderr lines as
+    they come; the process is killed on exit."""
+    proc = subprocess.Popen([NINFER, "serve", "--model", DEMO, "--port", "0", *flags],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    try:
+        yield proc.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+
+
+def cache_snapshot(cache, repo_id, source, snapshot, ref):
+    """A Hugging Face cache entry of `repo_id` as huggingface-cli leaves it: each file of `source`
+    a blob that snapshots/<snapshot>/ links to (relatively), and refs/main naming it when `ref`."""
+    org, name = repo_id.split("/")
+    repo = os.path.join(cache, f"models--{org}--{name}")
+    snap = os.path.join(repo, "snapshots", snapshot)
+    os.makedirs(os.path.join(repo, "blobs"))
+    os.makedirs(snap)
+    for i, file in enumerate(sorted(os.listdir(source))):
+        os.symlink(os.path.join(source, file), os.path.join(repo, "blobs", f"blob{i}"))
+        os.symlink(os.path.join("..", "..", "blobs", f"blob{i}"), os.path.join(snap, file))
+    if ref:
+        os.makedirs(os.path.join(repo, "refs"))
+        with open(os.path.join(repo, "refs", "main"), "w") as f:
+            f.write(snapshot)
 
 
 def run_json(model, prompt, new, *extra):
@@ -170,7 +209,7 @@ class DefaultModel(unittest.TestCase):
         given = self.run_cli(None, "info", "--json", "--model", model)
         self.assertEqual(given.returncode, 0, given.stderr)
         self.assertEqual(json.loads(via_env.stdout), json.loads(given.stdout))
-        demo = os.path.join(ROOT, "models", "ninfer-demo")
+        demo = DEMO
         if os.path.isfile(os.path.join(demo, "config.json")):
             default = self.run_cli(None, "info", "--json")
             self.assertEqual(default.returncode, 0, default.stderr)
@@ -205,19 +244,11 @@ class PeerSpellings(unittest.TestCase):
 
     def serve_banner(self, *flags):
         """The engine line `serve` prints at start-up with these flags."""
-        proc = subprocess.Popen([NINFER, "serve", "--model",
-                                 os.path.join(ROOT, "models", "ninfer-demo"), "--port", "0",
-                                 *flags],
-                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-        try:
-            for line in proc.stderr:
+        with demo_server(*flags) as lines:
+            for line in lines:
                 if "engine:" in line:
                     return line
-            self.fail(f"serve {flags} printed no engine line (exit {proc.wait()})")
-        finally:
-            proc.kill()
-            proc.wait()
-            proc.stderr.close()
+        self.fail(f"serve {flags} printed no engine line")
 
     def test_serve_aliases(self):
         native = self.serve_banner("--max-sequences", "3", "--max-batch-tokens", "96",
@@ -244,22 +275,14 @@ class PeerSpellings(unittest.TestCase):
 class ApiKeyFromEnvironment(unittest.TestCase):
     def test_ninfer_api_key(self):
         """$NINFER_API_KEY is the key when no --api-key is given (kept off the command line)."""
-        import re
-        import urllib.error
-        import urllib.request
-        env = dict(os.environ, NINFER_API_KEY="s3cret")
-        proc = subprocess.Popen([NINFER, "serve", "--model",
-                                 os.path.join(ROOT, "models", "ninfer-demo"), "--port", "0"],
-                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                env=env)
-        try:
+        with demo_server(env=dict(os.environ, NINFER_API_KEY="s3cret")) as lines:
             port = None
-            for line in proc.stderr:
+            for line in lines:
                 m = re.search(r"serving '.*' on http://[\d.]+:(\d+)", line)
                 if m:
                     port = m.group(1)
                     break
-            self.assertIsNotNone(port, f"no serving line (exit {proc.poll()})")
+            self.assertIsNotNone(port, "no serving line")
 
             def status(headers):
                 req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models",
@@ -272,10 +295,6 @@ class ApiKeyFromEnvironment(unittest.TestCase):
             self.assertEqual(status({}), 401)
             self.assertEqual(status({"Authorization": "Bearer wrong"}), 401)
             self.assertEqual(status({"Authorization": "Bearer s3cret"}), 200)
-        finally:
-            proc.kill()
-            proc.wait()
-            proc.stderr.close()
 
 
 class HubCache(unittest.TestCase):
@@ -283,21 +302,10 @@ class HubCache(unittest.TestCase):
     (refs/main, snapshots/<hash>/ of symlinks into blobs/) built here from a fixture."""
 
     def test_repo_id_resolves_in_the_cache(self):
-        import tempfile
         fixture = os.path.join(FIXTURES, sorted(os.listdir(FIXTURES))[0])
         prompt = json.load(open(os.path.join(fixture, "reference.json")))["cases"][0]["prompt"]
         with tempfile.TemporaryDirectory() as cache:
-            repo = os.path.join(cache, "models--Qwen--Tiny-Fixture")
-            snap = os.path.join(repo, "snapshots", "0123abcd")
-            os.makedirs(os.path.join(repo, "blobs"))
-            os.makedirs(snap)
-            os.makedirs(os.path.join(repo, "refs"))
-            with open(os.path.join(repo, "refs", "main"), "w") as f:
-                f.write("0123abcd")
-            for i, name in enumerate(sorted(os.listdir(fixture))):
-                blob = os.path.join(repo, "blobs", f"blob{i}")
-                os.symlink(os.path.join(fixture, name), blob)
-                os.symlink(os.path.join("..", "..", "blobs", f"blob{i}"), os.path.join(snap, name))
+            cache_snapshot(cache, "Qwen/Tiny-Fixture", fixture, "0123abcd", ref=True)
             env = dict(os.environ, HF_HUB_CACHE=cache)
             args = ["run", "--prompt-ids", ",".join(map(str, prompt)), "--max-new", "3",
                     "--greedy", "--json", "--top-logprobs", "5"]
@@ -314,13 +322,11 @@ class HubCache(unittest.TestCase):
             self.assertIn("huggingface-cli download Qwen/Not-Downloaded", missing.stderr)
             self.assertIn(cache, missing.stderr)
         # --draft-model ORG/NAME: the demo model's drafter through the cache, and a missing one.
-        demo = os.path.join(ROOT, "models", "ninfer-demo")
+        demo = DEMO
         if os.path.isdir(os.path.join(demo, "dflash2")):
-            with tempfile.TemporaryDirectory() as cache:
-                snap = os.path.join(cache, "models--z-lab--demo-drafter", "snapshots", "d1")
-                os.makedirs(snap)
-                for name in os.listdir(os.path.join(demo, "dflash2")):
-                    os.symlink(os.path.join(demo, "dflash2", name), os.path.join(snap, name))
+            with tempfile.TemporaryDirectory() as cache:  # one snapshot and no refs/main
+                cache_snapshot(cache, "z-lab/demo-drafter", os.path.join(demo, "dflash2"), "d1",
+                               ref=False)
                 env = dict(os.environ, HF_HUB_CACHE=cache)
                 args = [NINFER, "run", "--model", demo, "--spec", "dflash2", "--prompt-ids",
                         "1,2,3,4", "--max-new", "4", "--greedy", "--json"]
@@ -334,10 +340,7 @@ class HubCache(unittest.TestCase):
         # The text commands' --model too: tokenize through the cache equals the directory's.
         if os.path.isfile(os.path.join(demo, "tokenizer.json")):
             with tempfile.TemporaryDirectory() as cache:
-                snap = os.path.join(cache, "models--ninfer--demo", "snapshots", "s1")
-                os.makedirs(snap)
-                for name in os.listdir(demo):
-                    os.symlink(os.path.join(demo, name), os.path.join(snap, name))
+                cache_snapshot(cache, "ninfer/demo", demo, "s1", ref=False)
                 env = dict(os.environ, HF_HUB_CACHE=cache)
                 ids = [subprocess.run([NINFER, "tokenize", "--model", m], input="def f(x):",
                                       capture_output=True, text=True, env=env)
@@ -422,7 +425,7 @@ class Chat(unittest.TestCase):
 class DemoModel(unittest.TestCase):
     """The shipped demo model reproduces HF's greedy continuations (models/ninfer-demo/
     reference.json, written by tools/train_demo/eval_mtp.py), up to any near-tie."""
-    MODEL = os.path.join(ROOT, "models", "ninfer-demo")
+    MODEL = DEMO
     NEAR_TIE = 1e-4  # HF top-1/top-2 logprob gap below which the choice may flip
 
     @unittest.skipUnless(os.path.isfile(os.path.join(MODEL, "reference.json")), "no demo model")
@@ -675,21 +678,20 @@ class Bench(unittest.TestCase):
 class Images(unittest.TestCase):
     """`run --image` and chat's /image on the demo model, whose answers equal HF's (its
     vision_eval.json); a file that is no image is an error naming it."""
-    DEMO = os.path.join(ROOT, "models", "ninfer-demo")
     IMAGES = os.path.join(ROOT, "tests", "fixtures_vision", "demo_images")
 
     def expected(self, name):
-        with open(os.path.join(self.DEMO, "vision_eval.json")) as f:
+        with open(os.path.join(DEMO, "vision_eval.json")) as f:
             return next(x["answer"] for x in json.load(f)["fixtures"] if x["file"] == name)
 
     def test_run_image(self):
-        out = subprocess.run([NINFER, "run", "--model", self.DEMO, "--image",
+        out = subprocess.run([NINFER, "run", "--model", DEMO, "--image",
                               os.path.join(self.IMAGES, "image_2.png"), "--prompt",
                               "What is in the picture?", "--temperature", "0"],
                              capture_output=True, text=True, timeout=120)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), self.expected("image_2.png"))
-        bad = subprocess.run([NINFER, "run", "--model", self.DEMO, "--image", __file__,
+        bad = subprocess.run([NINFER, "run", "--model", DEMO, "--image", __file__,
                               "--prompt", "hi"], capture_output=True, text=True, timeout=120)
         self.assertEqual(bad.returncode, 1)
         self.assertIn("check_cli.py", bad.stderr)
@@ -698,7 +700,7 @@ class Images(unittest.TestCase):
     def test_chat_image_command(self):
         text = ("/image " + os.path.join(self.IMAGES, "image_4.png") + "\n"
                 "What is in the picture?\n/image /nonexistent.png\nhello\n/exit\n")
-        out = subprocess.run([NINFER, "chat", "--model", self.DEMO, "--temperature", "0"],
+        out = subprocess.run([NINFER, "chat", "--model", DEMO, "--temperature", "0"],
                              input=text, capture_output=True, text=True, timeout=120)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.splitlines()[0].strip(), self.expected("image_4.png"))

@@ -221,10 +221,8 @@ def main():
         lr = args.lr * (min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))))
         for group in opt.param_groups:
             group["lr"] = lr
-        if args.profile and step == 20:
-            profile_step(lambda: train_step(drafter, target, opt, feats_all, greedy_all, pool,
-                                            args), device)
-        loss, acc = train_step(drafter, target, opt, feats_all, greedy_all, pool, args)
+        run = lambda: train_step(drafter, target, opt, feats_all, greedy_all, pool, args)  # noqa: E731
+        loss, acc = profile_step(run, device) if args.profile and step == 20 else run()
         step += 1
         if step % 100 == 0:
             log.append(dict(step=step, loss=round(float(loss), 4), top1=round(acc, 4), lr=lr,
@@ -251,19 +249,21 @@ def train_step(drafter, target, opt, feats_all, greedy_all, pool, args):
     torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
     opt.step()
     opt.zero_grad(set_to_none=True)
-    return loss, acc
+    return loss.detach(), acc
 
 
 def profile_step(step, device):
-    """Where one training step's time goes (device time first where there is a GPU)."""
+    """Runs step() under torch.profiler, prints where its time goes (device time first where
+    there is a GPU) and returns step()'s result."""
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
-        step()
+        result = step()
         if device.type == "cuda":
             torch.cuda.synchronize()
     key = "cuda_time_total" if device.type == "cuda" else "cpu_time_total"
     print(prof.key_averages().table(sort_by=key, row_limit=15), flush=True)
+    return result
 
 
 @torch.no_grad()
