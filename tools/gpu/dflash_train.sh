@@ -4,6 +4,11 @@
 # split as the demo model's, so mtp_eval.json's prompts stay unseen), then measures PyTorch's
 # acceptance on those prompts. The drafter and its eval.json come back in $OUT/dflash2/.
 #   bash tools/gpu/dflash_train.sh [TRAIN_SECONDS]   (default 240)
+# On the H200 the corpus and the target's features take ~130 s and the evaluation ~60-90 s, so
+# TRAIN_SECONDS past ~360 leaves a 600 s command no time to evaluate (450 did not: 2026-12-07).
+# Such a run's drafter still comes back; evaluate it anywhere afterwards (2.5 min on 2 CPU cores):
+#   python3 tools/train_demo/train_dflash.py --model models/ninfer-demo --out DIR --device cpu \
+#       --eval-only DIR/../train_dflash.log
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}

@@ -39,7 +39,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--corpus", required=True, help="directory with train.jsonl")
+    ap.add_argument("--corpus", help="directory with train.jsonl (training only)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=240, help="training seconds")
     ap.add_argument("--layers", type=int, default=3)
@@ -62,7 +62,14 @@ def parse_args():
     ap.add_argument("--device", default="auto", help="auto: cuda when there is one, else cpu")
     ap.add_argument("--profile", action="store_true",
                     help="print torch.profiler's table of one training step (after 20)")
-    return ap.parse_args()
+    ap.add_argument("--eval-only", metavar="TRAIN_LOG",
+                    help="no training: evaluate the drafter already in --out (trained where a run "
+                         "ran out of time before its evaluation), its eval.json's training record "
+                         "read from that run's log (this script's stdout)")
+    args = ap.parse_args()
+    if not args.eval_only and not args.corpus:
+        ap.error("--corpus DIR is required to train (only --eval-only goes without it)")
+    return args
 
 
 def drafter_config(target_cfg, args, mask_id):
@@ -190,6 +197,8 @@ def main():
     target = demo_model.load_exported(args.model, device=device).lm
     target.requires_grad_(False)
     tok = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
+    if args.eval_only:
+        return evaluate(args, target, tok, training_from_log(args.eval_only, args.out, args.batch))
     mask_id = tok.token_to_id(MASK_TOKEN)
     cfg = drafter_config(target.config.to_dict(), args, mask_id)
     drafter = reference.Drafter(cfg).to(device)
@@ -236,6 +245,27 @@ def main():
     evaluate(args, target, tok, dict(steps=step, source=source, log=log, bytes=size,
                                      device=str(device), batch=args.batch,
                                      step_ms=round(1000 * trained_s / max(1, step), 1)))
+
+
+def training_from_log(path, out, batch):
+    """eval.json's training record from a training run's stdout: its logged steps (JSON lines)
+    and its summary line ("N steps in S s on DEVICE")."""
+    log, summary = [], None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith('{"step"'):
+                log.append(json.loads(line))
+            elif line.startswith("train_dflash: ") and " steps in " in line:
+                words = line.split()
+                summary = dict(steps=int(words[1]), s=float(words[4]),
+                               device=words[7].rstrip(","))
+    if summary is None:
+        raise SystemExit(f"train_dflash: {path} has no 'N steps in S s on DEVICE' line: not the "
+                         f"log of a finished training run")
+    return dict(steps=summary["steps"], source="generated", log=log,
+                bytes=os.path.getsize(os.path.join(out, "model.safetensors")),
+                device=summary["device"], batch=batch,
+                step_ms=round(1000 * summary["s"] / max(1, summary["steps"]), 1))
 
 
 def train_step(drafter, target, opt, feats_all, greedy_all, pool, args):
