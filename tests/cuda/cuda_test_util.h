@@ -108,6 +108,18 @@ inline Tensor to_host(const ops::ExecContext& ctx, const TensorView& dev) {
     return t;
 }
 
+// gtest assertion: every element of a host tensor is finite (the first bad one's row and column
+// over `cols` columns otherwise).
+inline ::testing::AssertionResult all_finite(const TensorView& host, int64_t cols) {
+    const std::vector<double> v = to_doubles(host);
+    for (size_t i = 0; i < v.size(); ++i)
+        if (!std::isfinite(v[i]))
+            return ::testing::AssertionFailure() << "non-finite " << v[i] << " at row "
+                                                 << int64_t(i) / cols << ", column "
+                                                 << int64_t(i) % cols;
+    return ::testing::AssertionSuccess();
+}
+
 // `body` writes `out` (which starts each run as `initial`, a host tensor): run eagerly twice, then
 // captured as a CUDA graph and replayed twice, every run must equal the first bit for bit (the
 // routes behind decode graphs must be deterministic and capturable). ctx needs a stream of its

@@ -172,5 +172,37 @@ TEST(CudaLinear, RmsNormLinearRealShapesAndFallback) {
     EXPECT_FALSE(check_norm_linear({3, 2048, 300}, DType::BF16, {}, 4));
 }
 
+// A serving step at --max-batch-tokens 65536 through the bf16 linear route (cuBLAS past the GEMV
+// rows) at the 35B's projection shapes: GDN in_proj (K 2048, N 12,352), the gated q_proj (8,192),
+// o_proj and GDN out_proj (K 4,096), the shared expert's gate/up and down, and the f32 router.
+// Every output must be finite and sampled rows must match the FP64 reference (see
+// CudaMoeWgmma.Qwen35bExpertsAtAFullBudgetStep for the failure this hunts).
+TEST(CudaLinear, Qwen35bProjectionsAtAFullBudgetStep) {
+    const auto c = cuda_ctx(DType::BF16);
+    const int64_t T = 65536, n = 64;
+    struct Projection {
+        int64_t K, N;
+        DType out;
+    };
+    for (Projection s : {Projection{2048, 12352, DType::BF16}, {2048, 8192, DType::BF16},
+                    {4096, 2048, DType::BF16}, {2048, 1024, DType::BF16},
+                    {512, 2048, DType::BF16}, {2048, 256, DType::F32}}) {
+        SCOPED_TRACE("K=" + std::to_string(s.K) + " N=" + std::to_string(s.N));
+        const Tensor x = rounded(random_tensor({T, s.K}, 40), DType::BF16);
+        const Tensor w = rounded(random_tensor({s.N, s.K}, 41, 0.02f), DType::BF16);
+        Tensor dy = to_device(c, zeros({T, s.N}), s.out);
+        ops::linear(c, to_device(c, x, DType::BF16), to_device(c, w, DType::BF16), dy, false);
+        const Tensor got = to_host(c, dy);
+        EXPECT_TRUE(all_finite(got, s.N));
+        for (int64_t begin : {int64_t(0), T / 2, T - n}) {
+            Tensor ref = zeros({n, s.N});
+            ops::linear(kCpuRef, rows(x, begin, n), w, ref, false);
+            EXPECT_TRUE(near(rows(got, begin, n), ref,
+                             s.out == DType::F32 ? kBf16Elementwise : kBf16Reduction))
+                << "rows from " << begin;
+        }
+    }
+}
+
 } // namespace
 } // namespace ninfer::test

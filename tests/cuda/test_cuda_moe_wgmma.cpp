@@ -158,6 +158,20 @@ TEST(CudaMoeWgmma, Qwen35bExpertsOnSampledRows) {
     expect_qwen35b_experts_on_sampled_rows({4096}, 340, "wgmma");
 }
 
+// A serving step at --max-batch-tokens 65536: 524,288 (token, expert) pairs, where the sorted
+// bf16 rows are exactly 2^31 bytes and the f32 gate/up product 2^31 bytes. The bf16 35B served
+// with that budget (H200, 2026-12-07) stopped 801 of 1,000 requests with non-finite logits while
+// the fp8 35B (W8A8 experts) served every one; both grouped routes are checked at that size.
+TEST(CudaMoeWgmma, Qwen35bExpertsAtAFullBudgetStep) {
+    ASSERT_TRUE(on_sm90());
+    {
+        ForcedRoute forced(RouteId::MoeExpertsBf16, ops::kRouteWgmma);
+        expect_qwen35b_experts_on_sampled_rows({65536}, 360, "wgmma");
+    }
+    ForcedRoute forced(RouteId::MoeExpertsBf16, ops::kRouteMmaSync);
+    expect_qwen35b_experts_on_sampled_rows({65536}, 360, "mma_sync");
+}
+
 TEST(CudaMoeWgmma, GraphReplayEqualsEagerBitForBit) {
     ASSERT_TRUE(on_sm90());
     const auto base = cuda_ctx(DType::BF16);
