@@ -355,7 +355,8 @@ Action add_bench_command(CLI::App& app) {
                    "decode rates, decode against a step of that many rows")
         ->check(CLI::Range(1, 4096));
     add_engine_options(app, o->engine,
-                       kRandomWeightFlags | kDeviceFlags | kPrefillFlag | kMemoryFlags | kSpeculativeFlags);
+                       kRandomWeightFlags | kDeviceFlags | kSingleRequestPrefill | kMemoryFlags |
+                           kSpeculativeFlags);
     app.add_option("-o,--output", o->output, "table or json")
         ->check(CLI::IsMember({"table", "json"}));
     return [o] {

@@ -215,7 +215,7 @@ Action add_chat_command(CLI::App& app) {
     add_sampling_options(app, o->sampling, /*all_penalties=*/true);
     // the prefix cache serves each turn the conversation's earlier turns
     add_engine_options(app, o->engine,
-                       kDeviceFlags | kContextFlag | kPrefillFlag | kMemoryFlags |
+                       kDeviceFlags | kContextFlag | kSingleRequestPrefill | kMemoryFlags |
                            kPrefixCacheFlags | kSpeculativeFlags);
     return [o] {
         o->engine.model_dir = model_dir_or_default(o->engine.model_dir);

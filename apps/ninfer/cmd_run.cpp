@@ -130,7 +130,7 @@ Action add_run_command(CLI::App& app) {
     app.add_option("--top-logprobs", o->top_logprobs, "Alternatives per token in --json output");
     app.add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
     add_engine_options(app, o->engine,
-                       kDeviceFlags | kContextFlag | kPrefillFlag | kReferenceFlag | kMemoryFlags |
+                       kDeviceFlags | kContextFlag | kSingleRequestPrefill | kReferenceFlag | kMemoryFlags |
                            kSpeculativeFlags | kRandomWeightFlags);
     return [o, ids] {
         o->prompt_ids_given = ids->count() > 0;

@@ -150,8 +150,10 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
         app.add_option("--max-context,--max-model-len,--context-length", o.max_context,
                        "Longest sequence in tokens")
             ->check(CLI::NonNegativeNumber);
-    if (flags & kPrefillFlag)
+    if (flags & kSingleRequestPrefill) o.prefill_chunk = kSingleRequestPrefillChunk;
+    if (flags & (kPrefillFlag | kSingleRequestPrefill))
         app.add_option("--prefill-chunk", o.prefill_chunk, "Prompt tokens per step")
+            ->capture_default_str()
             ->check(CLI::PositiveNumber);
     if (flags & kReferenceFlag)
         app.add_flag("--reference", o.cpu_reference, "Use the CPU reference ops (slow)");

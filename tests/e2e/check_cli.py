@@ -588,6 +588,20 @@ class Bench(unittest.TestCase):
         return subprocess.run([NINFER, "bench", "--device", "cpu", *args],
                               capture_output=True, text=True)
 
+    def test_prefill_chunk_defaults(self):
+        """One request (run, chat, bench) prefills in chunks of 8,192; serve and perplexity keep
+        the engine's 512 (serve: short steps beside other users' decode rows, snapshots every 512
+        prompt tokens); an explicit --prefill-chunk wins everywhere."""
+        for cmd, chunk in (("run", 8192), ("chat", 8192), ("bench", 8192), ("serve", 512),
+                           ("perplexity", 512)):
+            r = subprocess.run([NINFER, cmd, "--help"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(r.stdout, r"--prefill-chunk INT:POSITIVE=%d\b" % chunk, cmd)
+        out = self.bench("--model", self.MODEL, "-p", "8", "-r", "1", "--warmup", "0",
+                         "--prefill-chunk", "64", "-o", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout)["prefill_chunk"], 64)
+
     def test_json_schema(self):
         out = self.bench("--model", self.MODEL, "-p", "16", "-n", "4", "--pg", "8,3", "-r", "2",
                          "--warmup", "0", "-o", "json")
@@ -598,6 +612,7 @@ class Bench(unittest.TestCase):
             self.assertIn(key, j)
         self.assertEqual(j["device"], "cpu")
         self.assertEqual(j["route_table"], "builtin")
+        self.assertEqual(j["prefill_chunk"], 8192)  # one request: no mid-prompt snapshots needed
         self.assertGreater(j["ceilings"]["copy_bytes_per_s"], 0)
         self.assertGreater(j["ceilings"]["gemm_flops"], 0)
         self.assertGreater(j["parameters"]["text_total"], j["parameters"]["active_per_token"])
