@@ -59,6 +59,8 @@ for r in j["runs"]:
           f'total {r["total_token_throughput"]:.0f} tok/s, output {r["output_throughput"]:.0f} tok/s, '
           f'TTFT p50 {r["median_ttft_ms"]:.0f} p99 {r["p99_ttft_ms"]:.0f} ms, ITL p50 {r["median_itl_ms"]:.1f} '
           f'p99 {r["p99_itl_ms"]:.1f} ms, hit rate {r.get("prefix_cache_hit_rate")}, after first turn {r.get("prefix_cache_hit_rate_after_first_turn")}')
+    for e in r.get("error_examples", [])[:2]:  # why requests failed, beside the figures
+        print("  failed:", e[:240])
 PY
 }
 
