@@ -250,11 +250,13 @@ def main():
 def training_from_log(path, out, batch):
     """eval.json's training record from a training run's stdout: its logged steps (JSON lines)
     and its summary line ("N steps in S s on DEVICE")."""
-    log, summary = [], None
+    log, summary, source = [], None, "generated"
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.startswith('{"step"'):
                 log.append(json.loads(line))
+            elif line.startswith("train_dflash: ") and " windows of " in line and " + corpus)" in line:
+                source = line.split("(")[1].split(" + ")[0]  # "generated", or "corpus" (fallback)
             elif line.startswith("train_dflash: ") and " steps in " in line:
                 words = line.split()
                 summary = dict(steps=int(words[1]), s=float(words[4]),
@@ -262,7 +264,7 @@ def training_from_log(path, out, batch):
     if summary is None:
         raise SystemExit(f"train_dflash: {path} has no 'N steps in S s on DEVICE' line: not the "
                          f"log of a finished training run")
-    return dict(steps=summary["steps"], source="generated", log=log,
+    return dict(steps=summary["steps"], source=source, log=log,
                 bytes=os.path.getsize(os.path.join(out, "model.safetensors")),
                 device=summary["device"], batch=batch,
                 step_ms=round(1000 * summary["s"] / max(1, summary["steps"]), 1))
