@@ -20,8 +20,8 @@ struct SamplingFlags {
     bool greedy = false;          // --greedy: temperature 0
 };
 
-// --greedy, --temperature, --top-k, --top-p, --min-p, --presence-penalty, --seed and, with
-// `all_penalties`, --frequency-penalty and --repetition-penalty.
+// --greedy, --temperature, --top-k, --top-p, --min-p, --presence-penalty, --seed, --logit-bias
+// and, with `all_penalties`, --frequency-penalty and --repetition-penalty.
 void add_sampling_options(CLI::App& app, SamplingFlags& flags, bool all_penalties);
 
 // The sampling options for the model in `model_dir`: the flags over its generation_config.json.

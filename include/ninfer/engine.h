@@ -149,6 +149,10 @@ struct SamplingOptions {
     float frequency_penalty = 0.0f;
     float repetition_penalty = 1.0f; // 1: off
     std::optional<uint64_t> seed;    // unset: drawn at submit (reported in the result)
+    // (token id, bias) pairs added to those tokens' logits before penalties, masks and sampling
+    // (OpenAI's logit_bias: -100 bans a token, +100 all but forces it); ids below the model's
+    // token limit, biases finite within [-100, 100]. Reported logprobs stay the raw model's.
+    std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 // TokenConstraint (a per-request restriction of the next token): ninfer/token_constraint.h.

@@ -28,6 +28,7 @@ namespace {
 // default KV pool of a real model fits on the CPU.
 constexpr int64_t kDefaultMaxContext = 32768;
 constexpr int kMaxTopLogprobs = 20;
+constexpr float kMaxLogitBias = 100.0f; // OpenAI's range
 // Prefix-cache snapshots every this many prompt tokens by default: one GDN state copy (63 MB on
 // the 35B, ~20 us at H200 bandwidth) per 512 prefilled tokens costs under 0.1% of the prefill.
 constexpr int kDefaultSnapshotStride = 512;
@@ -540,6 +541,12 @@ void Engine::Impl::validate(const GenerationRequest& request) const {
     require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
             "top_logprobs must be in [0, ", kMaxTopLogprobs, "]");
     validate_sampling(request.sampling);
+    for (const auto& [id, bias] : request.sampling.logit_bias) {
+        require(id >= 0 && id < info.token_limit, "logit_bias token id ", id, " outside [0, ",
+                info.token_limit, ")");
+        require(std::isfinite(bias) && std::fabs(bias) <= kMaxLogitBias,
+                "logit_bias of token ", id, " must be in [-100, 100]");
+    }
     runtime::validate_media(request, model->config(), model->has_vision());
 }
 

@@ -162,16 +162,18 @@ ops::SampleDrafts Sampler::upload_drafts(const std::vector<SampleInput>& rows) {
 TensorView Sampler::penalized(const TensorView& logits, const std::vector<SampleInput>& rows,
                               const ops::SamplingParamsRow* device_params) {
     const int64_t R = logits.size(0), V = logits.size(1);
-    bool any_penalty = false, any_mask = false;
+    bool any_penalty = false, any_mask = false, any_bias = false;
     for (const auto& r : rows) {
         any_penalty |= needs_penalties(*r.options);
         any_mask |= r.allowed != nullptr;
+        any_bias |= !r.options->logit_bias.empty();
     }
-    if (!any_penalty && !any_mask) return logits;
+    if (!any_penalty && !any_mask && !any_bias) return logits;
     if (!penalized_.defined() || penalized_.size(0) < R || penalized_.size(1) != V)
         penalized_ = Tensor::empty(ops::device_allocator(ctx_.device), DType::F32, {R, V});
     const TensorView to_sample = penalized_.view().narrow(0, 0, R);
     ops::copy(ctx_, logits, to_sample);
+    if (any_bias) apply_logit_bias(to_sample, rows); // before penalties, as vLLM's sampler
     if (any_penalty) {
         std::vector<int32_t> offsets{0}, tokens, counts;
         std::vector<uint8_t> in_prompt;
@@ -199,6 +201,21 @@ TensorView Sampler::penalized(const TensorView& logits, const std::vector<Sample
     }
     if (any_mask) apply_masks(to_sample, rows);
     return to_sample;
+}
+
+// Biased rows go through the host as masked rows do (a request's biases are a handful of ids).
+void Sampler::apply_logit_bias(const TensorView& to_sample, const std::vector<SampleInput>& rows) {
+    const int64_t V = to_sample.size(1);
+    std::vector<float> row(static_cast<size_t>(V));
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const auto& bias = rows[r].options->logit_bias;
+        if (bias.empty()) continue;
+        const TensorView dev = to_sample.narrow(0, int64_t(r), 1).reshape({V});
+        ops::download(ctx_, dev, host_view(row, DType::F32));
+        for (const auto& [id, b] : bias)
+            if (id >= 0 && id < V) row[size_t(id)] += b;
+        ops::upload(ctx_, host_view(row, DType::F32), dev);
+    }
 }
 
 // Masked rows go through the host: download, mask, upload (one row of V floats each; masks are

@@ -19,6 +19,7 @@ struct SamplingParams {
         repetition_penalty;
     std::optional<int64_t> top_k;
     std::optional<uint64_t> seed;
+    std::vector<std::pair<int32_t, float>> logit_bias; // OpenAI's logit_bias, ids ascending
 };
 
 // Options shared by chat and completions.

@@ -41,6 +41,7 @@ SamplingOptions resolve_sampling(const SamplingParams& c, const SamplingParams& 
     s.frequency_penalty = float(pick(c.frequency_penalty, d.frequency_penalty, 0.0));
     s.repetition_penalty = float(pick(c.repetition_penalty, d.repetition_penalty, 1.0));
     if (c.seed) s.seed = *c.seed;
+    s.logit_bias = c.logit_bias;
     return s;
 }
 

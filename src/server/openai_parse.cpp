@@ -1,5 +1,6 @@
 // OpenAI request bodies into jobs.
 #include <algorithm>
+#include <cmath>
 
 #include "server/api_error.h"
 #include "server/openai_api.h"
@@ -10,6 +11,32 @@ namespace {
 constexpr int kMaxChoices = 16;
 constexpr int kMaxTopLogprobs = 20;
 constexpr size_t kMaxStops = 16;
+constexpr size_t kMaxLogitBiasEntries = 1024; // OpenAI documents no limit; bounds a request's host work
+
+// {"token id": bias, ...}: ids as decimal strings (JSON keys), biases in [-100, 100]. Whether an
+// id is a token of this model is checked against the tokenizer when the request is prepared.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const Json& bias) {
+    if (bias.is_null()) return {};
+    if (!bias.is_object())
+        bad_param("logit_bias", "'logit_bias' must map token ids (strings) to numbers");
+    if (bias.size() > kMaxLogitBiasEntries)
+        bad_param("logit_bias", "'logit_bias' may hold at most " +
+                                    std::to_string(kMaxLogitBiasEntries) + " tokens");
+    std::vector<std::pair<int32_t, float>> out;
+    for (const auto& [key, value] : bias.items()) {
+        const bool digits = !key.empty() && key.size() <= 10 &&
+                            std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+        const int64_t id = digits ? std::stoll(key) : -1;
+        if (id < 0 || id > INT32_MAX)
+            bad_param("logit_bias", "'logit_bias' key '" + key + "' is not a token id");
+        if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+            std::fabs(value.get<double>()) > 100)
+            bad_param("logit_bias", "'logit_bias' of token " + key + " must be a number in [-100, 100]");
+        out.emplace_back(int32_t(id), float(value.get<double>()));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
 
 void parse_gen_options(const Json& b, GenOptions& g, bool chat) {
     SamplingParams& s = g.sampling;
@@ -47,9 +74,7 @@ void parse_gen_options(const Json& b, GenOptions& g, bool chat) {
         g.include_usage = within("stream_options",
                                  [&] { return opt_bool(*so, "include_usage").value_or(false); });
     }
-    if (const Json* bias = field(b, "logit_bias"))
-        if (!bias->is_object() || !bias->empty())
-            bad_param("logit_bias", "'logit_bias' is not supported by this server");
+    if (const Json* bias = field(b, "logit_bias")) s.logit_bias = parse_logit_bias(*bias);
 }
 
 Json parse_tool_call(const Json& call) {

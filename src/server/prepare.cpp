@@ -40,6 +40,9 @@ void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longe
     for (int32_t id : g.stop_token_ids)
         if (id < 0 || id >= m.engine->model_info().token_limit)
             bad_param("stop_token_ids", "stop token id " + std::to_string(id) + " is not a token");
+    for (const auto& [id, bias] : g.sampling.logit_bias)
+        if (id >= m.engine->model_info().token_limit)
+            bad_param("logit_bias", "logit_bias token id " + std::to_string(id) + " is not a token");
 }
 
 std::vector<int32_t> encode(const ModelContext& m, const std::string& text) {

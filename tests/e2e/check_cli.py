@@ -85,6 +85,27 @@ class RunJson(unittest.TestCase):
                                 else:  # only a near-tie at rank 5 may swap
                                     self.assertAlmostEqual(lp, s["top"][-1][1], delta=LOGPROB_ABS)
 
+    def test_logit_bias(self):
+        """--logit-bias ID=BIAS (repeatable): +100 forces the token, a ban moves the greedy pick
+        off it, and a malformed or out-of-range pair is an error naming the flag."""
+        model = os.path.join(FIXTURES, sorted(os.listdir(FIXTURES))[0])
+        base = [NINFER, "run", "--model", model, "--prompt-ids", "1,2,3", "--max-new", "5",
+                "--greedy", "--json"]
+
+        def ids(*extra):
+            out = subprocess.run(base + list(extra), capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return [t["id"] for t in json.loads(out.stdout)["tokens"]]
+
+        plain = ids()
+        self.assertEqual(ids("--logit-bias", "17=100"), [17] * 5)
+        banned = ids("--logit-bias", f"{plain[0]}=-100", "--logit-bias", "17=0.5")
+        self.assertNotEqual(banned[0], plain[0])
+        for bad in ("17", "x=1", "17=101", "-1=2", "17=nan"):
+            out = subprocess.run(base + ["--logit-bias", bad], capture_output=True, text=True)
+            self.assertNotEqual(out.returncode, 0, bad)
+            self.assertIn("--logit-bias", out.stderr, bad)
+
     def test_bad_input_is_a_clear_error(self):
         model = os.path.join(FIXTURES, sorted(os.listdir(FIXTURES))[0])
         for ids in ("1,x,3", "", "99999999"):

@@ -1,6 +1,8 @@
 // The same tokens along different schedules give the same logits: one full-sequence pass,
 // prefill then one-token decode steps, chunked continuation, any --prefill-chunk, and several
-// requests batched together. Also: seeded sampling replays, non-finite logits end a request.
+// requests batched together. Also: seeded sampling replays, penalties and logit_bias act,
+// non-finite logits end a request.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -169,6 +171,46 @@ TEST(Sampling, PenaltiesChangeTheOutput) {
     EXPECT_GT(unique.size(), std::set<int32_t>(plain.begin(), plain.end()).size());
 }
 
+// OpenAI's logit_bias: +100 on a token the model never picks makes greedy decoding pick it every
+// step; -100 on the first greedy token makes the runner-up win, reported with its raw logprob
+// (the bias acts on what is sampled, never on the reported distribution); sampled requests never
+// draw a banned token.
+TEST(Sampling, LogitBiasForcesBansAndKeepsRawLogprobs) {
+    EngineOptions o;
+    o.model_dir = first_fixture().dir;
+    Engine engine(o);
+    const GenerationRequest base = greedy_request(first_fixture().cases[0].prompt, 12, 2);
+    const std::vector<GeneratedToken> plain = generate(engine, base);
+    ASSERT_EQ(plain.size(), 12u);
+    const std::vector<int32_t> plain_ids = ids_of(plain);
+    int32_t unused = 0;
+    while (std::find(plain_ids.begin(), plain_ids.end(), unused) != plain_ids.end()) ++unused;
+
+    GenerationRequest forced = base;
+    forced.sampling.logit_bias = {{unused, 100.0f}};
+    EXPECT_EQ(ids_of(generate(engine, forced)), std::vector<int32_t>(12, unused));
+
+    GenerationRequest banned = base;
+    banned.max_new_tokens = 1;
+    banned.sampling.logit_bias = {{plain_ids[0], -100.0f}};
+    const std::vector<GeneratedToken> second = generate(engine, banned);
+    ASSERT_EQ(second.size(), 1u);
+    ASSERT_EQ(plain[0].top_logprobs.size(), 2u);
+    EXPECT_EQ(second[0].id, plain[0].top_logprobs[1].id);
+    EXPECT_EQ(second[0].logprob, plain[0].top_logprobs[1].logprob);
+
+    GenerationRequest sampled = base;
+    sampled.sampling.greedy = false;
+    sampled.sampling.temperature = 1.0f;
+    for (const GeneratedToken& t : plain) sampled.sampling.logit_bias.push_back({t.id, -100.0f});
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+        sampled.sampling.seed = seed;
+        for (int32_t id : ids_of(generate(engine, sampled)))
+            EXPECT_EQ(std::find(plain_ids.begin(), plain_ids.end(), id), plain_ids.end())
+                << "banned token " << id << " sampled (seed " << seed << ")";
+    }
+}
+
 TEST(Engine, StopTokenEndsTheRequest) {
     const Fixture f = first_fixture();
     EngineOptions o;
@@ -197,6 +239,13 @@ TEST(Engine, InvalidRequestsAreRejected) {
     EXPECT_THROW(engine.submit(r), Error);
     r.sampling.top_p = 1.0f;
     r.sampling.temperature = NAN;
+    EXPECT_THROW(engine.submit(r), Error);
+    r.sampling.temperature = 1.0f;
+    r.sampling.logit_bias = {{int32_t(engine.model_info().token_limit), 1.0f}};
+    EXPECT_THROW(engine.submit(r), Error); // not a token
+    r.sampling.logit_bias = {{1, 100.5f}};
+    EXPECT_THROW(engine.submit(r), Error); // outside [-100, 100]
+    r.sampling.logit_bias = {{1, NAN}};
     EXPECT_THROW(engine.submit(r), Error);
 }
 

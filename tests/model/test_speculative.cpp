@@ -46,6 +46,29 @@ TEST(MtpExactness, FixturesWithMtpExist) {
     ASSERT_GE(mtp_fixtures().size(), 2u); // the parameterised suite must not be empty
 }
 
+// logit_bias applies to every verified column as to a plain step: greedy output with biases
+// (a ban of the plain run's own tokens, and a push toward another) equals plain decoding's.
+TEST(MtpExactness, LogitBiasEqualsPlainDecoding) {
+    const Fixture f = mtp_fixtures().front();
+    EngineOptions o;
+    o.model_dir = f.dir;
+    Engine plain(o);
+    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
+    GenerationRequest r = greedy_request(prompt, 24);
+    const std::vector<int32_t> unbiased = ids_of(run_one(plain, r).tokens);
+    for (size_t i = 0; i < 3; ++i) r.sampling.logit_bias.push_back({unbiased[i], -100.0f});
+    r.sampling.logit_bias.push_back({unbiased[5], 3.0f});
+    const Generated want = run_one(plain, r);
+    ASSERT_NE(ids_of(want.tokens), unbiased); // the biases act
+    for (int k : {1, 3}) {
+        Engine spec(with_mtp(o, k));
+        const Generated got = run_one(spec, r);
+        expect_same_output(got.tokens, want.tokens, kIdsOnly, f.name + " logit_bias K=" +
+                                                                std::to_string(k));
+        EXPECT_GT(got.timings.speculative.rounds, 0);
+    }
+}
+
 TEST(MtpExactness, CheckpointWithoutMtpIsAClearError) {
     for (const Fixture& f : load_fixtures()) {
         if (f.name != "moe_text_fused") continue;

@@ -76,7 +76,12 @@ TEST(OpenAIParse, RejectsBadAndUnsupportedFields) {
         R"({"messages": [{"role": "user"}], "stream_options": {"include_usage": true}})",
         R"({"messages": [{"role": "user"}], "audio": {"voice": "x"}})",
         R"({"messages": [{"role": "user"}], "functions": [{"name": "f"}]})",
-        R"({"messages": [{"role": "user"}], "logit_bias": {"1": 2}})",
+        R"({"messages": [{"role": "user"}], "logit_bias": [1, 2]})",
+        R"({"messages": [{"role": "user"}], "logit_bias": {"x": 2}})",
+        R"({"messages": [{"role": "user"}], "logit_bias": {"-1": 2}})",
+        R"({"messages": [{"role": "user"}], "logit_bias": {"99999999999": 2}})",
+        R"({"messages": [{"role": "user"}], "logit_bias": {"1": 101}})",
+        R"({"messages": [{"role": "user"}], "logit_bias": {"1": "2"}})",
         R"({"messages": [{"role": "user"}], "modalities": ["audio"]})",
         R"({"messages": [{"role": "user"}], "tool_choice": "required"})",
         R"({"messages": [{"role": "user"}], "tools": [{"type": "function", "function": {"name": "a"}}],
@@ -101,6 +106,18 @@ TEST(OpenAIParse, RejectsBadAndUnsupportedFields) {
     EXPECT_EQ(status_of([] { parse_openai_completion(body(R"({"prompt": "x", "best_of": 3})")); }),
               400);
     EXPECT_EQ(status_of([] { parse_openai_completion(body(R"({"prompt": {}})")); }), 400);
+}
+
+TEST(OpenAIParse, LogitBias) {
+    const ChatJob job = parse_openai_chat(body(R"({"messages": [{"role": "user"}],
+        "logit_bias": {"7": -100, "3": 2.5, "12": 100}})"));
+    const std::vector<std::pair<int32_t, float>> want{{3, 2.5f}, {7, -100.0f}, {12, 100.0f}};
+    EXPECT_EQ(job.gen.sampling.logit_bias, want);
+    EXPECT_TRUE(parse_openai_chat(body(R"({"messages": [{"role": "user"}], "logit_bias": null})"))
+                    .gen.sampling.logit_bias.empty());
+    const CompletionJob c =
+        parse_openai_completion(body(R"({"prompt": "x", "logit_bias": {"5": -1}})"));
+    EXPECT_EQ(c.gen.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, -1.0f}}));
 }
 
 TEST(OpenAIParse, CompletionPrompts) {

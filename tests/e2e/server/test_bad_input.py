@@ -449,7 +449,8 @@ class AbsurdParameters(ServerTest):
         "repetition_penalty": [0, -1, 101], "n": [0, -1, 17, 1000, 2 ** 40],
         "top_logprobs": [-1, 21, 100], "seed": [2 ** 64, 1e300],
         "stop": [["s"] * 17, ["s"] * 1000], "stop_token_ids": [[-1], [10 ** 9], [2 ** 31]],
-        "logit_bias": [{"5": 10}], "priority": [10 ** 6 + 1, -10 ** 6 - 1, 2 ** 63, 1e300]}
+        "logit_bias": [{"5": 101}, {"5": -1e300}, {"x": 1}, {"-5": 1}, {"4294967296": 1},
+                       {"999999999": 1}], "priority": [10 ** 6 + 1, -10 ** 6 - 1, 2 ** 63, 1e300]}
     COMPLETION_BAD = {"max_tokens": [-1, 10 ** 12], "logprobs": [-1, 21, 100],
                       "priority": [10 ** 6 + 1, 2 ** 64],
                       "n": [0, 17], "best_of": [0, 3, 100], "suffix": ["tail"],

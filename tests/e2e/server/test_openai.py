@@ -180,6 +180,30 @@ class Completions(unittest.TestCase):
                                               extra_body={"ignore_eos": True})
         self.assertEqual(default.usage.completion_tokens, 16)  # OpenAI's default max_tokens
 
+    def test_logit_bias(self):
+        """+100 forces a token, -100 bans one, both endpoints; a bad map is a 400 naming it."""
+        status, _, tok = SERVER.request("POST", "/tokenize", {"prompt": " dog",
+                                                              "return_token_strs": True})
+        self.assertEqual(status, 200, tok)
+        dog, dog_text = tok["tokens"][-1], tok["token_strs"][-1]
+        kw = dict(model="tiny_chat", prompt="the cat", max_tokens=4, temperature=0,
+                  extra_body={"ignore_eos": True})
+        forced = client().completions.create(logit_bias={str(dog): 100}, **kw)
+        self.assertEqual(forced.choices[0].text, dog_text * 4)
+        plain = client().chat.completions.create(model="tiny_chat", messages=USER, max_tokens=3,
+                                                 temperature=0, logprobs=True,
+                                                 extra_body=NO_THINK)
+        first = plain.choices[0].logprobs.content[0].token
+        status, _, first_ids = SERVER.request("POST", "/tokenize", {"prompt": first})
+        banned = client().chat.completions.create(
+            model="tiny_chat", messages=USER, max_tokens=3, temperature=0, logprobs=True,
+            logit_bias={str(first_ids["tokens"][0]): -100}, extra_body=NO_THINK)
+        self.assertNotEqual(banned.choices[0].logprobs.content[0].token, first)
+        for bad in ({"dog": 1}, {"1": 101}, {"999999999": 1}, [1]):
+            with self.assertRaises(openai.BadRequestError) as e:
+                client().completions.create(logit_bias=bad, **kw)
+            self.assertEqual(e.exception.body.get("param"), "logit_bias", bad)
+
     def test_batch_ids_stream_and_stop(self):
         r = client().completions.create(model="tiny_chat", prompt=["a b", "c d"], n=2,
                                         max_tokens=5, seed=2)
