@@ -218,6 +218,44 @@ void parse_response_format(const Json& b, ChatJob& job) {
     job.schema = nlohmann::ordered_json::parse(schema->dump());
 }
 
+// vLLM's spellings of a JSON-schema constraint: `structured_outputs: {"json": SCHEMA}` (vLLM
+// 0.11+) and the older `guided_json: SCHEMA`; SCHEMA may also be a JSON string holding it.
+// Either is response_format json_schema; with response_format too it is a 400 (which one?).
+void parse_vllm_json_schema(const Json& b, ChatJob& job) {
+    const char* name = "structured_outputs";
+    const Json* schema = nullptr;
+    if (const Json* so = field(b, "structured_outputs")) {
+        if (!so->is_object()) bad_param(name, "'structured_outputs' must be an object");
+        // The other constraint kinds; options such as disable_any_whitespace are ignored.
+        for (const char* kind : {"regex", "choice", "grammar", "structural_tag"})
+            if (const Json* v = field(*so, kind); v && !v->is_null())
+                bad_param(name, std::string("structured_outputs.") + kind +
+                                    " is not supported (json is)");
+        schema = field(*so, "json");
+    }
+    if (const Json* gj = field(b, "guided_json")) {
+        if (schema) bad_param("guided_json", "give 'guided_json' or 'structured_outputs', not both");
+        name = "guided_json", schema = gj;
+    }
+    for (const char* other : {"guided_regex", "guided_choice", "guided_grammar"})
+        if (field(b, other)) bad_param(other, std::string("'") + other + "' is not supported");
+    if (!schema) return;
+    if (job.format != ChatJob::Format::Text)
+        bad_param(name, std::string("give 'response_format' or '") + name + "', not both");
+    Json parsed = *schema;
+    if (schema->is_string()) {
+        try {
+            parsed = Json::parse(schema->get<std::string>());
+        } catch (const Json::exception&) {
+            bad_param(name, std::string("'") + name + "' holds a string that is not JSON");
+        }
+    }
+    if (!(parsed.is_object() || parsed.is_boolean()))
+        bad_param(name, std::string("'") + name + "' must be a JSON schema");
+    job.format = ChatJob::Format::JsonSchema;
+    job.schema = nlohmann::ordered_json::parse(parsed.dump());
+}
+
 } // namespace
 
 Json openai_user_content(const Json& content, const std::string& where) {
@@ -280,6 +318,7 @@ ChatJob parse_openai_chat(const Json& b) {
     job.tool_choice = within("tool_choice", [&] { return parse_tool_choice(b, job.tools); });
     job.parallel_tool_calls = opt_bool(b, "parallel_tool_calls").value_or(true);
     within("response_format", [&] { parse_response_format(b, job); });
+    parse_vllm_json_schema(b, job);
     if (const Json* kw = field(b, "chat_template_kwargs")) {
         if (!kw->is_object()) bad_param("chat_template_kwargs", "must be an object");
         job.template_vars = *kw;

@@ -300,6 +300,34 @@ class ResponseFormat(unittest.TestCase):
         self.assertLess(r.usage.completion_tokens, 200)
         self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
 
+    def test_vllm_spellings(self):
+        """vLLM's guided_json (a schema or its JSON text) and structured_outputs.json constrain
+        exactly as response_format json_schema: the same seeded output; the kinds not built
+        (regex, choice, grammar) and two constraints at once are 400s naming the field."""
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+        kw = dict(model="tiny_chat", messages=USER, max_tokens=100, seed=5)
+        try:
+            want = client().chat.completions.create(
+                response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": schema}},
+                extra_body=NO_THINK, **kw).choices[0].message.content
+        except openai.BadRequestError as e:
+            if "not available in this build" in str(e):
+                self.skipTest("built without the JSON grammar")
+            raise
+        self.assertIsInstance(json.loads(want)["n"], int)
+        for extra in ({"guided_json": schema}, {"guided_json": json.dumps(schema)},
+                      {"structured_outputs": {"json": schema, "disable_any_whitespace": True}}):
+            got = client().chat.completions.create(extra_body={**NO_THINK, **extra}, **kw)
+            self.assertEqual(got.choices[0].message.content, want, extra)
+        for extra, param in (({"guided_regex": "a+"}, "guided_regex"),
+                             ({"structured_outputs": {"choice": ["a", "b"]}}, "structured_outputs"),
+                             ({"guided_json": "{not json"}, "guided_json"),
+                             ({"guided_json": schema, "response_format": {"type": "json_object"}},
+                              "guided_json")):
+            with self.assertRaises(openai.BadRequestError) as e:
+                client().chat.completions.create(extra_body=extra, **kw)
+            self.assertEqual(e.exception.body.get("param"), param, extra)
+
 
 class TemplateDefaults(unittest.TestCase):
     """serve --chat-template-kwargs: the variables every request starts from; a request's own
