@@ -181,6 +181,10 @@ struct GenerationRequest {
     int max_new_tokens = 256;
     std::vector<int32_t> stop_token_ids;         // in addition to the model's EOS ids
     bool ignore_eos = false;                     // do not stop at the model's EOS ids
+    // The stop ids (EOS unless ignore_eos, stop_token_ids) cannot be sampled before this many
+    // tokens are generated (vLLM's min_tokens; at most max_new_tokens). Stop strings are the
+    // text layer's.
+    int min_new_tokens = 0;
     int top_logprobs = 0;                        // alternatives reported per token (0..20)
     std::shared_ptr<TokenConstraint> constraint; // optional
     // Score the prompt: report the log-probability of every prompt token after the first, given

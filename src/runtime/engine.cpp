@@ -533,6 +533,8 @@ void Engine::Impl::validate(const GenerationRequest& request) const {
     require(int64_t(request.prompt.size()) < info.max_context, "prompt of ", request.prompt.size(),
             " tokens does not fit the context of ", info.max_context);
     require(request.max_new_tokens >= 0, "max_new_tokens must be >= 0");
+    require(request.min_new_tokens >= 0 && request.min_new_tokens <= request.max_new_tokens,
+            "min_new_tokens must be in [0, max_new_tokens]");
     require(!request.prefill_only || (request.max_new_tokens == 0 && !request.prompt_logprobs),
             "a prefill_only request generates nothing: max_new_tokens 0, no prompt_logprobs");
     require(request.cache_boundary >= 0 &&

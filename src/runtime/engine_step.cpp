@@ -140,9 +140,13 @@ struct EngineSink : runtime::TokenSink {
     std::optional<runtime::SampleInput> prepare(Sequence& seq, int64_t position) override {
         const bool masked = seq.request.constraint != nullptr && seq.request.max_new_tokens > 0;
         if (masked && !impl.constrain(seq)) return std::nullopt;
-        return runtime::SampleInput{&seq.request.sampling, seq.seed,          position,
-                                    seq.request.top_logprobs, &seq.prompt_set, &seq.output_counts,
-                                    masked ? &seq.allowed : nullptr};
+        runtime::SampleInput in{&seq.request.sampling, seq.seed,          position,
+                                seq.request.top_logprobs, &seq.prompt_set, &seq.output_counts,
+                                masked ? &seq.allowed : nullptr};
+        // position indexes seq.tokens: the prompt's tokens come first.
+        if (position - int64_t(seq.request.prompt.size()) < seq.request.min_new_tokens)
+            in.banned = &seq.stop_ids;
+        return in;
     }
     bool accept(Sequence& seq, const runtime::SampleOutput& out) override {
         if (seq.request.max_new_tokens == 0) { // prompt scoring or prefill_only: no token wanted

@@ -166,7 +166,7 @@ TensorView Sampler::penalized(const TensorView& logits, const std::vector<Sample
     for (const auto& r : rows) {
         any_penalty |= needs_penalties(*r.options);
         any_mask |= r.allowed != nullptr;
-        any_bias |= !r.options->logit_bias.empty();
+        any_bias |= !r.options->logit_bias.empty() || (r.banned && !r.banned->empty());
     }
     if (!any_penalty && !any_mask && !any_bias) return logits;
     if (!penalized_.defined() || penalized_.size(0) < R || penalized_.size(1) != V)
@@ -203,17 +203,22 @@ TensorView Sampler::penalized(const TensorView& logits, const std::vector<Sample
     return to_sample;
 }
 
-// Biased rows go through the host as masked rows do (a request's biases are a handful of ids).
+// Biased rows (logit_bias; stop ids banned before min_new_tokens) go through the host as masked
+// rows do (a request's biases are a handful of ids).
 void Sampler::apply_logit_bias(const TensorView& to_sample, const std::vector<SampleInput>& rows) {
     const int64_t V = to_sample.size(1);
     std::vector<float> row(static_cast<size_t>(V));
     for (size_t r = 0; r < rows.size(); ++r) {
         const auto& bias = rows[r].options->logit_bias;
-        if (bias.empty()) continue;
+        const std::unordered_set<int32_t>* banned = rows[r].banned;
+        if (bias.empty() && (!banned || banned->empty())) continue;
         const TensorView dev = to_sample.narrow(0, int64_t(r), 1).reshape({V});
         ops::download(ctx_, dev, host_view(row, DType::F32));
         for (const auto& [id, b] : bias)
             if (id >= 0 && id < V) row[size_t(id)] += b;
+        if (banned)
+            for (int32_t id : *banned)
+                if (id >= 0 && id < V) row[size_t(id)] = kMaskedLogit;
         ops::upload(ctx_, host_view(row, DType::F32), dev);
     }
 }

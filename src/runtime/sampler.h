@@ -23,6 +23,7 @@ struct SampleInput {
     const std::unordered_set<int32_t>* prompt_tokens = nullptr;          // for repetition
     const std::unordered_map<int32_t, int32_t>* output_counts = nullptr; // generated so far
     const std::vector<uint8_t>* allowed = nullptr; // ids that may be sampled (nullptr: all)
+    const std::unordered_set<int32_t>* banned = nullptr; // ids that may not (min_new_tokens)
     // Speculative verification of a draft proposed from a sparse distribution q (DFlash2's
     // sampled walk): the draft and q over draft_k ids (ops/sampling.h's drafts). draft < 0: none
     // (a one-hot draft needs none: the verifier compares the sampled token with it).

@@ -26,6 +26,7 @@ struct SamplingParams {
 struct GenOptions {
     SamplingParams sampling;
     std::optional<int64_t> max_tokens; // unset: the server default, capped by the context
+    int64_t min_tokens = 0;            // vLLM's: no stop id before this many tokens
     std::vector<std::string> stop;
     std::vector<int32_t> stop_token_ids;
     bool ignore_eos = false;

@@ -65,6 +65,7 @@ void parse_gen_options(const Json& b, GenOptions& g, bool chat) {
     g.n = int(opt_int(b, "n", 1, kMaxChoices).value_or(1));
     const int64_t min_tokens = chat ? 1 : 0;
     g.max_tokens = opt_int(b, "max_tokens", min_tokens, INT32_MAX);
+    g.min_tokens = opt_int(b, "min_tokens", 0, INT32_MAX).value_or(0); // vLLM's extension
     if (chat)
         if (auto m = opt_int(b, "max_completion_tokens", 1, INT32_MAX)) g.max_tokens = m;
     g.stream = opt_bool(b, "stream").value_or(false);

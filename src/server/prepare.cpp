@@ -29,6 +29,10 @@ void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longe
     const int64_t room = context - longest_prompt;
     const int64_t wanted = g.max_tokens ? *g.max_tokens : m.default_max_tokens;
     spec.base.max_new_tokens = int(std::min(wanted, room));
+    if (g.min_tokens > wanted)
+        bad_param("min_tokens", "'min_tokens' (" + std::to_string(g.min_tokens) +
+                                    ") must not exceed max_tokens (" + std::to_string(wanted) + ")");
+    spec.base.min_new_tokens = int(std::min<int64_t>(g.min_tokens, spec.base.max_new_tokens));
     spec.base.sampling = resolve_sampling(g.sampling, m.defaults);
     spec.base.stop_token_ids = g.stop_token_ids;
     spec.base.ignore_eos = g.ignore_eos;

@@ -226,6 +226,30 @@ TEST(Engine, StopTokenEndsTheRequest) {
     EXPECT_LE(ids.size(), 4u);
 }
 
+// min_new_tokens (vLLM's min_tokens): the stop id that ends the plain run at its 4th token cannot
+// be sampled before the 8th, so the request runs on past it (with MTP: test_speculative.cpp).
+TEST(Engine, MinNewTokensHoldsBackStopIds) {
+    const Fixture f = first_fixture();
+    EngineOptions o;
+    o.model_dir = f.dir;
+    Engine engine(o);
+    GenerationRequest r = greedy_request(f.cases[0].prompt, 24, 0);
+    const int32_t stop = f.cases[0].steps[3].id;
+    r.stop_token_ids = {stop};
+    const auto plain = ids_of(generate(engine, r));
+    ASSERT_LE(plain.size(), 4u);
+    r.min_new_tokens = 8;
+    RequestUpdate last;
+    const auto held = ids_of(generate(engine, r, &last));
+    ASSERT_GE(held.size(), 8u);
+    for (size_t i = 0; i < 7; ++i) EXPECT_NE(held[i], stop) << "stop id sampled at " << i;
+    EXPECT_EQ(std::vector<int32_t>(held.begin(), held.begin() + int64_t(plain.size()) - 1),
+              std::vector<int32_t>(plain.begin(), plain.end() - 1)); // the same until the stop
+    if (last.reason == FinishReason::Stop) {
+        EXPECT_EQ(held.back(), stop);
+    }
+}
+
 TEST(Engine, InvalidRequestsAreRejected) {
     EngineOptions o;
     o.model_dir = first_fixture().dir;
@@ -247,6 +271,10 @@ TEST(Engine, InvalidRequestsAreRejected) {
     EXPECT_THROW(engine.submit(r), Error); // outside [-100, 100]
     r.sampling.logit_bias = {{1, NAN}};
     EXPECT_THROW(engine.submit(r), Error);
+    r.sampling.logit_bias.clear();
+    r.max_new_tokens = 4;
+    r.min_new_tokens = 5;
+    EXPECT_THROW(engine.submit(r), Error); // min_new_tokens past max_new_tokens
 }
 
 TEST(Engine, CancelEndsARequest) {

@@ -69,6 +69,26 @@ TEST(MtpExactness, LogitBiasEqualsPlainDecoding) {
     }
 }
 
+// min_new_tokens bans the stop ids in every verified column before the minimum, as plain steps do.
+TEST(MtpExactness, MinNewTokensEqualsPlainDecoding) {
+    const Fixture f = mtp_fixtures().front();
+    EngineOptions o;
+    o.model_dir = f.dir;
+    Engine plain(o);
+    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
+    GenerationRequest r = greedy_request(prompt, 24);
+    const std::vector<int32_t> unbounded = ids_of(run_one(plain, r).tokens);
+    r.stop_token_ids = {unbounded[2], unbounded[6]}; // stops the plain run at its 3rd token
+    r.min_new_tokens = 12;
+    const Generated want = run_one(plain, r);
+    ASSERT_GE(want.tokens.size(), 12u);
+    for (int k : {1, 3}) {
+        Engine spec(with_mtp(o, k));
+        expect_same_output(run_one(spec, r).tokens, want.tokens, kIdsOnly,
+                           f.name + " min_new_tokens K=" + std::to_string(k));
+    }
+}
+
 TEST(MtpExactness, CheckpointWithoutMtpIsAClearError) {
     for (const Fixture& f : load_fixtures()) {
         if (f.name != "moe_text_fused") continue;

@@ -204,6 +204,24 @@ class Completions(unittest.TestCase):
                 client().completions.create(logit_bias=bad, **kw)
             self.assertEqual(e.exception.body.get("param"), "logit_bias", bad)
 
+    def test_min_tokens(self):
+        """vLLM's min_tokens: a stop id that would end the answer at once is held back until
+        that many tokens; more than max_tokens is a 400 naming min_tokens."""
+        kw = dict(model="tiny_chat", prompt="the cat", max_tokens=12, temperature=0)
+        plain = client().completions.create(logprobs=0, **kw).choices[0]
+        status, _, tok = SERVER.request("POST", "/tokenize", {"prompt": plain.logprobs.tokens[0]})
+        self.assertEqual(status, 200, tok)
+        self.assertEqual(len(tok["tokens"]), 1, tok)
+        stop = {"stop_token_ids": tok["tokens"], "ignore_eos": True}
+        cut = client().completions.create(extra_body=stop, **kw)
+        self.assertEqual(cut.usage.completion_tokens, 1)
+        self.assertEqual(cut.choices[0].finish_reason, "stop")
+        held = client().completions.create(extra_body={**stop, "min_tokens": 6}, **kw)
+        self.assertGreaterEqual(held.usage.completion_tokens, 6)
+        with self.assertRaises(openai.BadRequestError) as e:
+            client().completions.create(extra_body={"min_tokens": 13}, **kw)
+        self.assertEqual(e.exception.body.get("param"), "min_tokens")
+
     def test_batch_ids_stream_and_stop(self):
         r = client().completions.create(model="tiny_chat", prompt=["a b", "c d"], n=2,
                                         max_tokens=5, seed=2)
