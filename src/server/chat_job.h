@@ -56,10 +56,12 @@ struct ChatJob {
     // reasoning_effort); unset: the server's --reasoning-budget, and for structured output
     // (a forced tool call, response_format) at most max_tokens minus a reserve (prepare.h).
     std::optional<int> reasoning_budget;
-    // response_format: none, any JSON object (json_object), or a JSON schema.
-    enum class Format { Text, JsonObject, JsonSchema };
+    // response_format: none, any JSON object (json_object), or a JSON schema; Choice: exactly
+    // one of `choices` (vLLM's guided_choice / structured_outputs.choice).
+    enum class Format { Text, JsonObject, JsonSchema, Choice };
     Format format = Format::Text;
     nlohmann::ordered_json schema;
+    std::vector<std::string> choices;
     GenOptions gen;
 };
 

@@ -36,12 +36,14 @@ public:
             return;
         case Phase::Literal:
             literal_mask(mask);
+            if (complete()) { // a longer literal goes on, or the tail starts here
+                std::vector<uint8_t> tail(mask.size(), 0);
+                tail_allowed(tail);
+                for (size_t i = 0; i < mask.size(); ++i) mask[i] |= tail[i];
+            }
             return;
         case Phase::Tail:
-            if (plan_.tail)
-                plan_.tail->allowed(mask);
-            else
-                std::fill(mask.begin(), mask.end(), uint8_t(1));
+            tail_allowed(mask);
             return;
         }
     }
@@ -62,9 +64,15 @@ public:
             return;
         }
         case Phase::Literal:
-            done_ += bytes(id);
-            if (std::find(literals_.begin(), literals_.end(), done_) != literals_.end())
+            // A token that spells no literal byte (a stop id has none) came from the tail's
+            // mask, after a whole literal.
+            if (bytes(id).empty() || !extends_a_literal(done_ + bytes(id))) {
                 start_tail();
+                if (plan_.tail) plan_.tail->accept(id);
+                return;
+            }
+            done_ += bytes(id);
+            if (complete() && !extends_a_literal(done_, /*strictly=*/true)) start_tail();
             return;
         case Phase::Tail:
             if (plan_.tail) plan_.tail->accept(id);
@@ -104,6 +112,27 @@ private:
         phase_ = Phase::Tail;
         if (auto* b = dynamic_cast<text::BoundedConstraint*>(plan_.tail.get()))
             if (plan_.max_tokens > 0) b->set_tokens_left(std::max(1, plan_.max_tokens - used_));
+    }
+
+    void tail_allowed(std::vector<uint8_t>& mask) {
+        if (plan_.tail)
+            plan_.tail->allowed(mask);
+        else
+            std::fill(mask.begin(), mask.end(), uint8_t(1));
+    }
+
+    // Whether the literal phase's bytes so far are a whole literal.
+    bool complete() const {
+        return std::find(literals_.begin(), literals_.end(), done_) != literals_.end();
+    }
+
+    // Whether `bytes` begins some literal (strictly: a longer one).
+    bool extends_a_literal(const std::string& bytes, bool strictly = false) const {
+        for (const auto& lit : literals_)
+            if (lit.size() >= bytes.size() + (strictly ? 1 : 0) &&
+                std::string_view(lit).substr(0, bytes.size()) == bytes)
+                return true;
+        return false;
     }
 
     // Tokens whose bytes keep the output a prefix of some literal.

@@ -11,6 +11,7 @@ namespace {
 constexpr int kMaxChoices = 16;
 constexpr int kMaxTopLogprobs = 20;
 constexpr size_t kMaxStops = 16;
+constexpr size_t kMaxGuidedChoices = 256;
 constexpr size_t kMaxLogitBiasEntries = 1024; // OpenAI documents no limit; bounds a request's host work
 
 // {"token id": bias, ...}: ids as decimal strings (JSON keys), biases in [-100, 100]. Whether an
@@ -219,30 +220,53 @@ void parse_response_format(const Json& b, ChatJob& job) {
     job.schema = nlohmann::ordered_json::parse(schema->dump());
 }
 
-// vLLM's spellings of a JSON-schema constraint: `structured_outputs: {"json": SCHEMA}` (vLLM
-// 0.11+) and the older `guided_json: SCHEMA`; SCHEMA may also be a JSON string holding it.
-// Either is response_format json_schema; with response_format too it is a 400 (which one?).
-void parse_vllm_json_schema(const Json& b, ChatJob& job) {
+// One of `value`'s strings: guided_choice / structured_outputs.choice.
+std::vector<std::string> parse_choices(const Json& value, const char* name) {
+    if (!value.is_array() || value.empty() || value.size() > kMaxGuidedChoices)
+        bad_param(name, std::string("'") + name + "' must be a list of 1 to " +
+                            std::to_string(kMaxGuidedChoices) + " strings");
+    std::vector<std::string> out;
+    for (const auto& c : value) {
+        if (!c.is_string() || c.get<std::string>().empty())
+            bad_param(name, std::string("'") + name + "' must hold non-empty strings");
+        out.push_back(c.get<std::string>());
+    }
+    return out;
+}
+
+// vLLM's constraint fields: `structured_outputs: {"json": SCHEMA}` or `{"choice": [...]}` (vLLM
+// 0.11+), and the older `guided_json: SCHEMA` and `guided_choice: [...]`. A SCHEMA may also be a
+// JSON string holding it. json is response_format json_schema; choice makes the answer exactly
+// one of the strings. Two constraints at once, or a kind not built (regex, grammar), are a 400.
+void parse_vllm_constraints(const Json& b, ChatJob& job) {
+    const Json *schema = nullptr, *choice = nullptr;
     const char* name = "structured_outputs";
-    const Json* schema = nullptr;
     if (const Json* so = field(b, "structured_outputs")) {
         if (!so->is_object()) bad_param(name, "'structured_outputs' must be an object");
-        // The other constraint kinds; options such as disable_any_whitespace are ignored.
-        for (const char* kind : {"regex", "choice", "grammar", "structural_tag"})
+        // Options such as disable_any_whitespace are ignored.
+        for (const char* kind : {"regex", "grammar", "structural_tag"})
             if (const Json* v = field(*so, kind); v && !v->is_null())
                 bad_param(name, std::string("structured_outputs.") + kind +
-                                    " is not supported (json is)");
+                                    " is not supported (json and choice are)");
         schema = field(*so, "json");
+        choice = field(*so, "choice");
+        if (schema && schema->is_null()) schema = nullptr;
+        if (choice && choice->is_null()) choice = nullptr;
     }
-    if (const Json* gj = field(b, "guided_json")) {
-        if (schema) bad_param("guided_json", "give 'guided_json' or 'structured_outputs', not both");
-        name = "guided_json", schema = gj;
-    }
-    for (const char* other : {"guided_regex", "guided_choice", "guided_grammar"})
+    for (const char* other : {"guided_regex", "guided_grammar"})
         if (field(b, other)) bad_param(other, std::string("'") + other + "' is not supported");
-    if (!schema) return;
-    if (job.format != ChatJob::Format::Text)
-        bad_param(name, std::string("give 'response_format' or '") + name + "', not both");
+    int given = (schema != nullptr) + (choice != nullptr);
+    if (const Json* gj = field(b, "guided_json")) name = "guided_json", schema = gj, ++given;
+    if (const Json* gc = field(b, "guided_choice")) name = "guided_choice", choice = gc, ++given;
+    if (given == 0) return;
+    if (given > 1 || job.format != ChatJob::Format::Text)
+        bad_param(name, "give one of response_format, guided_json, guided_choice and "
+                        "structured_outputs");
+    if (choice) {
+        job.format = ChatJob::Format::Choice;
+        job.choices = parse_choices(*choice, name);
+        return;
+    }
     Json parsed = *schema;
     if (schema->is_string()) {
         try {
@@ -319,7 +343,7 @@ ChatJob parse_openai_chat(const Json& b) {
     job.tool_choice = within("tool_choice", [&] { return parse_tool_choice(b, job.tools); });
     job.parallel_tool_calls = opt_bool(b, "parallel_tool_calls").value_or(true);
     within("response_format", [&] { parse_response_format(b, job); });
-    parse_vllm_json_schema(b, job);
+    parse_vllm_constraints(b, job);
     if (const Json* kw = field(b, "chat_template_kwargs")) {
         if (!kw->is_object()) bad_param("chat_template_kwargs", "must be an object");
         job.template_vars = *kw;

@@ -65,6 +65,20 @@ std::shared_ptr<TokenConstraint> json_tail(const ModelContext& m, const ChatJob&
     }
 }
 
+// After a guided choice: only the end of the answer.
+class EndOnlyConstraint final : public TokenConstraint {
+public:
+    explicit EndOnlyConstraint(std::vector<int32_t> end_ids) : end_ids_(std::move(end_ids)) {}
+    void allowed(std::vector<uint8_t>& mask) override {
+        for (int32_t id : end_ids_)
+            if (id >= 0 && size_t(id) < mask.size()) mask[size_t(id)] = 1;
+    }
+    void accept(int32_t) override {}
+
+private:
+    std::vector<int32_t> end_ids_;
+};
+
 bool forces_tool(const ChatJob& job) {
     return job.tool_choice.kind == ToolChoice::Kind::Required ||
            job.tool_choice.kind == ToolChoice::Kind::Named;
@@ -136,6 +150,9 @@ ConstraintPlan constraint_plan(const ModelContext& m, const ChatJob& job, bool i
         plan.tool_tail = [mc, tools, parallel, stop_ids](const std::string& lead, int left) {
             return tool_tail(*mc, tools, parallel, stop_ids, lead, left);
         };
+    } else if (job.format == ChatJob::Format::Choice) {
+        plan.literals = job.choices;
+        plan.tail = std::make_shared<EndOnlyConstraint>(stop_ids);
     } else if (job.format != ChatJob::Format::Text) {
         plan.tail = json_tail(m, job, stop_ids);
     }
@@ -216,7 +233,7 @@ PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::
     if (plan.active()) {
         const text::Tokenizer* tok = m.tokenizer;
         p.spec.constraint = [tok, plan] { return make_plan_constraint(*tok, plan); };
-        if (plan.tail) {
+        if (plan.tail && job.format != ChatJob::Format::Choice) { // (EndOnly is stateless)
             // The grammar holds per-request state: each choice needs its own.
             const ModelContext* mc = &m;
             const ChatJob copy = job;

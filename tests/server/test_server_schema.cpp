@@ -120,6 +120,28 @@ TEST(OpenAIParse, LogitBias) {
     EXPECT_EQ(c.gen.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, -1.0f}}));
 }
 
+TEST(OpenAIParse, VllmConstraintFields) {
+    const auto chat = [](const std::string& extra) {
+        const std::string text = R"({"messages": [{"role": "user"}], )" + extra + "}";
+        return parse_openai_chat(body(text.c_str()));
+    };
+    ChatJob j = chat(R"("guided_choice": ["yes", "no"])");
+    EXPECT_EQ(j.format, ChatJob::Format::Choice);
+    EXPECT_EQ(j.choices, (std::vector<std::string>{"yes", "no"}));
+    j = chat(R"("structured_outputs": {"choice": ["a"], "disable_any_whitespace": true})");
+    EXPECT_EQ(j.choices, std::vector<std::string>{"a"});
+    j = chat(R"("guided_json": "{\"type\": \"object\"}")");
+    EXPECT_EQ(j.format, ChatJob::Format::JsonSchema);
+    EXPECT_EQ(j.schema["type"], "object");
+    for (const char* bad : {R"("guided_choice": [])", R"("guided_choice": ["a", 1])",
+                            R"("guided_choice": [""])", R"("guided_choice": "a")",
+                            R"("guided_choice": ["a"], "guided_json": {})",
+                            R"("structured_outputs": {"choice": ["a"], "json": {}})",
+                            R"("structured_outputs": {"regex": "a+"})", R"("guided_regex": "a")",
+                            R"("guided_choice": ["a"], "response_format": {"type": "json_object"})"})
+        EXPECT_EQ(status_of([&] { chat(bad); }), 400) << bad;
+}
+
 TEST(OpenAIParse, CompletionPrompts) {
     EXPECT_EQ(parse_openai_completion(body(R"({"prompt": ["a", "b"]})")).prompts.size(), 2u);
     const CompletionJob ids = parse_openai_completion(body(R"({"prompt": [[1, 2], [3]],
@@ -317,6 +339,46 @@ TEST(Constraints, ForcedLiteralAfterReasoning) {
     std::fill(mask.begin(), mask.end(), 0);
     c->allowed(mask); // free afterwards
     EXPECT_EQ(mask[298], 1);
+}
+
+// Choices where one is a prefix of another (guided_choice ["yes", "yes!"]): after "yes" both the
+// end and "!" may come; after "yes!" only the end; nothing else ever.
+TEST(Constraints, LiteralChoicesThatPrefixEachOther) {
+    const auto dir = std::filesystem::path(NINFER_TEXT_FIXTURES) / "tiny_chat";
+    const text::Tokenizer tok = text::Tokenizer::from_model_dir(dir);
+    struct EndOnly final : TokenConstraint {
+        int accepted = 0;
+        void allowed(std::vector<uint8_t>& mask) override { mask[298] = 1; }
+        void accept(int32_t) override { ++accepted; }
+    };
+    const auto byte_token = [&](char c) {
+        for (int32_t id = 0; id < tok.vocab_size(); ++id)
+            if (tok.token_bytes(id) == std::string(1, c)) return id;
+        return int32_t(-1);
+    };
+    for (const std::string& want : {std::string("yes"), std::string("yes!")}) {
+        auto end = std::make_shared<EndOnly>();
+        ConstraintPlan plan;
+        plan.literals = {"yes", "yes!"};
+        plan.tail = end;
+        auto c = make_plan_constraint(tok, plan);
+        std::vector<uint8_t> mask(size_t(tok.vocab_size()), 0);
+        for (char ch : want) {
+            std::fill(mask.begin(), mask.end(), 0);
+            c->allowed(mask);
+            const int32_t id = byte_token(ch);
+            ASSERT_GE(id, 0);
+            ASSERT_EQ(mask[size_t(id)], 1) << want << ": '" << ch << "' refused";
+            EXPECT_EQ(mask[size_t(byte_token('x'))], 0);
+            c->accept(id);
+        }
+        std::fill(mask.begin(), mask.end(), 0);
+        c->allowed(mask);
+        EXPECT_EQ(mask[298], 1) << want << ": the end refused";
+        EXPECT_EQ(mask[size_t(byte_token('!'))], want == "yes" ? 1 : 0) << want;
+        c->accept(298);
+        EXPECT_EQ(end->accepted, 1) << want << ": the end did not reach the tail";
+    }
 }
 
 TEST(Budgets, ReasoningEffortServerDefaultAndStructuredReserve) {

@@ -85,7 +85,7 @@ class Errors(unittest.TestCase):
         self.check({"messages": USER, "top_logprobs": 3}, param="top_logprobs")
         self.check({"messages": USER, "audio": {"voice": "x"}}, param="audio")
         self.check({"messages": USER, "modalities": ["text", "audio"]}, param="modalities")
-        self.check({"messages": USER, "logit_bias": {"5": 10}}, param="logit_bias")
+        self.check({"messages": USER, "logit_bias": {"5": 1000}}, param="logit_bias")
         self.check({"messages": [{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "http://x"}}]}]}, param="messages")
         self.check({"messages": USER, "tool_choice": "required"}, param="tool_choice")

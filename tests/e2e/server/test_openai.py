@@ -318,6 +318,19 @@ class ResponseFormat(unittest.TestCase):
         self.assertLess(r.usage.completion_tokens, 200)
         self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
 
+    def test_guided_choice(self):
+        """vLLM's guided_choice and structured_outputs.choice: the answer is exactly one of the
+        strings, then the turn ends (finish "stop"), at any seed."""
+        choices = ["Paris", "London", "a city I do not know"]
+        for seed in range(4):
+            for extra in ({"guided_choice": choices}, {"structured_outputs": {"choice": choices}}):
+                r = client().chat.completions.create(
+                    model="tiny_chat", messages=USER, max_tokens=40, seed=seed, temperature=1.5,
+                    extra_body={**NO_THINK, **extra})
+                c = r.choices[0]
+                self.assertIn(c.message.content, choices, (seed, extra))
+                self.assertEqual(c.finish_reason, "stop", (seed, extra))
+
     def test_vllm_spellings(self):
         """vLLM's guided_json (a schema or its JSON text) and structured_outputs.json constrain
         exactly as response_format json_schema: the same seeded output; the kinds not built
@@ -338,7 +351,7 @@ class ResponseFormat(unittest.TestCase):
             got = client().chat.completions.create(extra_body={**NO_THINK, **extra}, **kw)
             self.assertEqual(got.choices[0].message.content, want, extra)
         for extra, param in (({"guided_regex": "a+"}, "guided_regex"),
-                             ({"structured_outputs": {"choice": ["a", "b"]}}, "structured_outputs"),
+                             ({"structured_outputs": {"regex": "a+"}}, "structured_outputs"),
                              ({"guided_json": "{not json"}, "guided_json"),
                              ({"guided_json": schema, "response_format": {"type": "json_object"}},
                               "guided_json")):
