@@ -153,6 +153,9 @@ struct SamplingOptions {
     // (OpenAI's logit_bias: -100 bans a token, +100 all but forces it); ids below the model's
     // token limit, biases finite within [-100, 100]. Reported logprobs stay the raw model's.
     std::vector<std::pair<int32_t, float>> logit_bias;
+    // When not empty, only these ids may be sampled (vLLM's allowed_token_ids); the stop ids
+    // are not added.
+    std::vector<int32_t> allowed_token_ids;
 };
 
 // TokenConstraint (a per-request restriction of the next token): ninfer/token_constraint.h.

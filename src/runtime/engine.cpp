@@ -549,6 +549,9 @@ void Engine::Impl::validate(const GenerationRequest& request) const {
         require(std::isfinite(bias) && std::fabs(bias) <= kMaxLogitBias,
                 "logit_bias of token ", id, " must be in [-100, 100]");
     }
+    for (int32_t id : request.sampling.allowed_token_ids)
+        require(id >= 0 && id < info.token_limit, "allowed_token_ids id ", id, " outside [0, ",
+                info.token_limit, ")");
     runtime::validate_media(request, model->config(), model->has_vision());
 }
 

@@ -166,7 +166,8 @@ TensorView Sampler::penalized(const TensorView& logits, const std::vector<Sample
     for (const auto& r : rows) {
         any_penalty |= needs_penalties(*r.options);
         any_mask |= r.allowed != nullptr;
-        any_bias |= !r.options->logit_bias.empty() || (r.banned && !r.banned->empty());
+        any_bias |= !r.options->logit_bias.empty() || !r.options->allowed_token_ids.empty() ||
+                    (r.banned && !r.banned->empty());
     }
     if (!any_penalty && !any_mask && !any_bias) return logits;
     if (!penalized_.defined() || penalized_.size(0) < R || penalized_.size(1) != V)
@@ -203,15 +204,16 @@ TensorView Sampler::penalized(const TensorView& logits, const std::vector<Sample
     return to_sample;
 }
 
-// Biased rows (logit_bias; stop ids banned before min_new_tokens) go through the host as masked
-// rows do (a request's biases are a handful of ids).
+// Biased rows (logit_bias; stop ids banned before min_new_tokens; allowed_token_ids) go through
+// the host as masked rows do (a request's biases are a handful of ids).
 void Sampler::apply_logit_bias(const TensorView& to_sample, const std::vector<SampleInput>& rows) {
     const int64_t V = to_sample.size(1);
     std::vector<float> row(static_cast<size_t>(V));
     for (size_t r = 0; r < rows.size(); ++r) {
         const auto& bias = rows[r].options->logit_bias;
+        const auto& only = rows[r].options->allowed_token_ids;
         const std::unordered_set<int32_t>* banned = rows[r].banned;
-        if (bias.empty() && (!banned || banned->empty())) continue;
+        if (bias.empty() && only.empty() && (!banned || banned->empty())) continue;
         const TensorView dev = to_sample.narrow(0, int64_t(r), 1).reshape({V});
         ops::download(ctx_, dev, host_view(row, DType::F32));
         for (const auto& [id, b] : bias)
@@ -219,6 +221,12 @@ void Sampler::apply_logit_bias(const TensorView& to_sample, const std::vector<Sa
         if (banned)
             for (int32_t id : *banned)
                 if (id >= 0 && id < V) row[size_t(id)] = kMaskedLogit;
+        if (!only.empty()) {
+            std::vector<float> kept(static_cast<size_t>(V), kMaskedLogit);
+            for (int32_t id : only)
+                if (id >= 0 && id < V) kept[size_t(id)] = row[size_t(id)];
+            row.swap(kept);
+        }
         ops::upload(ctx_, host_view(row, DType::F32), dev);
     }
 }

@@ -20,6 +20,7 @@ struct SamplingParams {
     std::optional<int64_t> top_k;
     std::optional<uint64_t> seed;
     std::vector<std::pair<int32_t, float>> logit_bias; // OpenAI's logit_bias, ids ascending
+    std::vector<int32_t> allowed_token_ids;            // vLLM's
 };
 
 // Options shared by chat and completions.
@@ -27,6 +28,8 @@ struct GenOptions {
     SamplingParams sampling;
     std::optional<int64_t> max_tokens; // unset: the server default, capped by the context
     int64_t min_tokens = 0;            // vLLM's: no stop id before this many tokens
+    // vLLM's: keep only the prompt's last N tokens (-1: as many as the context leaves room for).
+    std::optional<int64_t> truncate_prompt_tokens;
     std::vector<std::string> stop;
     std::vector<int32_t> stop_token_ids;
     bool ignore_eos = false;

@@ -42,6 +42,7 @@ SamplingOptions resolve_sampling(const SamplingParams& c, const SamplingParams& 
     s.repetition_penalty = float(pick(c.repetition_penalty, d.repetition_penalty, 1.0));
     if (c.seed) s.seed = *c.seed;
     s.logit_bias = c.logit_bias;
+    s.allowed_token_ids = c.allowed_token_ids;
     return s;
 }
 

@@ -77,6 +77,19 @@ void parse_gen_options(const Json& b, GenOptions& g, bool chat) {
                                  [&] { return opt_bool(*so, "include_usage").value_or(false); });
     }
     if (const Json* bias = field(b, "logit_bias")) s.logit_bias = parse_logit_bias(*bias);
+    if (const Json* only = field(b, "allowed_token_ids"); only && !only->is_null()) {
+        if (!only->is_array() || only->empty())
+            bad_param("allowed_token_ids", "'allowed_token_ids' must be a non-empty list of ids");
+        for (const auto& id : *only) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+                bad_param("allowed_token_ids", "'allowed_token_ids' must hold token ids");
+            s.allowed_token_ids.push_back(int32_t(id.get<int64_t>()));
+        }
+    }
+    if (auto t = opt_int(b, "truncate_prompt_tokens", -1, INT32_MAX)) {
+        if (*t == 0) bad_param("truncate_prompt_tokens", "'truncate_prompt_tokens' must be -1 or >= 1");
+        g.truncate_prompt_tokens = *t;
+    }
 }
 
 Json parse_tool_call(const Json& call) {

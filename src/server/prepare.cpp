@@ -17,6 +17,23 @@ namespace {
 // Marks where a continued assistant message ends in the rendered prompt.
 constexpr const char* kContinueMarker = "<ninfer-continue-final-message>";
 
+// truncate_prompt_tokens (vLLM's): each prompt keeps its last N tokens (-1: as many as leave one
+// token of room in the context). Returns which prompts were cut.
+std::vector<bool> truncate_prompts(const ModelContext& m, const GenOptions& g,
+                                   std::vector<std::vector<int32_t>>& prompts) {
+    std::vector<bool> cut(prompts.size(), false);
+    if (!g.truncate_prompt_tokens) return cut;
+    const int64_t keep = *g.truncate_prompt_tokens < 0 ? m.engine->model_info().max_context - 1
+                                                       : *g.truncate_prompt_tokens;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        auto& ids = prompts[i];
+        if (int64_t(ids.size()) <= keep) continue;
+        ids.erase(ids.begin(), ids.end() - keep);
+        cut[i] = true;
+    }
+    return cut;
+}
+
 // `prompt_param` names the field that holds the prompt (messages, prompt) in errors.
 void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longest_prompt,
                        GenerationSpec& spec, const char* prompt_param) {
@@ -47,6 +64,9 @@ void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longe
     for (const auto& [id, bias] : g.sampling.logit_bias)
         if (id >= m.engine->model_info().token_limit)
             bad_param("logit_bias", "logit_bias token id " + std::to_string(id) + " is not a token");
+    for (int32_t id : g.sampling.allowed_token_ids)
+        if (id >= m.engine->model_info().token_limit)
+            bad_param("allowed_token_ids", "allowed token id " + std::to_string(id) + " is not a token");
 }
 
 std::vector<int32_t> encode(const ModelContext& m, const std::string& text) {
@@ -212,6 +232,9 @@ PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::
     PreparedChat p;
     p.prompt_text = render_chat(m, job);
     p.spec.prompts.push_back(encode(m, p.prompt_text));
+    const bool has_media = !collect_media(job.messages).empty();
+    if (truncate_prompts(m, job.gen, p.spec.prompts)[0] && has_media)
+        bad_param("truncate_prompt_tokens", "a prompt with images or videos cannot be truncated");
     if (const std::vector<MediaRef> refs = collect_media(job.messages); !refs.empty()) {
         LoadedMedia media = load_media(m, refs);
         lay_out_media(m.engine->model_info(), *m.tokenizer, p.spec.prompts[0], media);
@@ -261,6 +284,9 @@ PreparedCompletion prepare_completion(const ModelContext& m, const CompletionJob
         p.prompt_texts.push_back(m.tokenizer->decode(ids));
         p.spec.prompts.push_back(ids);
     }
+    const std::vector<bool> cut = truncate_prompts(m, job.gen, p.spec.prompts);
+    for (size_t i = 0; i < cut.size(); ++i)
+        if (cut[i]) p.prompt_texts[i] = m.tokenizer->decode(p.spec.prompts[i]); // echo: what ran
     for (const auto& ids : p.spec.prompts) {
         if (ids.empty()) bad_param("prompt", "the prompt is empty");
         longest = std::max<int64_t>(longest, int64_t(ids.size()));

@@ -211,6 +211,26 @@ TEST(Sampling, LogitBiasForcesBansAndKeepsRawLogprobs) {
     }
 }
 
+// allowed_token_ids (vLLM's): greedy and sampled requests draw only the listed ids.
+TEST(Sampling, AllowedTokenIdsRestrictSampling) {
+    EngineOptions o;
+    o.model_dir = first_fixture().dir;
+    Engine engine(o);
+    GenerationRequest r = greedy_request(first_fixture().cases[0].prompt, 10, 0);
+    const std::vector<int32_t> plain = ids_of(generate(engine, r));
+    const std::vector<int32_t> only = {plain[0] + 1, plain[0] + 2, 5}; // not the plain pick
+    r.sampling.allowed_token_ids = only;
+    const auto in_only = [&](int32_t id) {
+        return std::find(only.begin(), only.end(), id) != only.end();
+    };
+    for (int32_t id : ids_of(generate(engine, r))) EXPECT_TRUE(in_only(id)) << id;
+    r.sampling.greedy = false;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+        r.sampling.seed = seed;
+        for (int32_t id : ids_of(generate(engine, r))) EXPECT_TRUE(in_only(id)) << id;
+    }
+}
+
 TEST(Engine, StopTokenEndsTheRequest) {
     const Fixture f = first_fixture();
     EngineOptions o;
@@ -272,6 +292,9 @@ TEST(Engine, InvalidRequestsAreRejected) {
     r.sampling.logit_bias = {{1, NAN}};
     EXPECT_THROW(engine.submit(r), Error);
     r.sampling.logit_bias.clear();
+    r.sampling.allowed_token_ids = {1, int32_t(engine.model_info().token_limit)};
+    EXPECT_THROW(engine.submit(r), Error); // not a token
+    r.sampling.allowed_token_ids.clear();
     r.max_new_tokens = 4;
     r.min_new_tokens = 5;
     EXPECT_THROW(engine.submit(r), Error); // min_new_tokens past max_new_tokens

@@ -204,6 +204,31 @@ class Completions(unittest.TestCase):
                 client().completions.create(logit_bias=bad, **kw)
             self.assertEqual(e.exception.body.get("param"), "logit_bias", bad)
 
+    def test_allowed_token_ids_and_truncate_prompt_tokens(self):
+        """vLLM's allowed_token_ids (only those ids are drawn) and truncate_prompt_tokens (the
+        prompt's last N tokens run; echo shows them; -1: the context's room; 0 is a 400)."""
+        status, _, tok = SERVER.request("POST", "/tokenize", {"prompt": " dog",
+                                                              "return_token_strs": True})
+        dog, dog_text = tok["tokens"][-1], tok["token_strs"][-1]
+        r = client().completions.create(model="tiny_chat", prompt="the cat", max_tokens=3,
+                                        seed=1, extra_body={"allowed_token_ids": [dog],
+                                                            "ignore_eos": True})
+        self.assertEqual(r.choices[0].text, dog_text * 3)
+        ids = list(range(20, 60))
+        kw = dict(model="tiny_chat", prompt=ids, max_tokens=2, echo=True, temperature=0)
+        cut = client().completions.create(extra_body={"truncate_prompt_tokens": 10}, **kw)
+        self.assertEqual(cut.usage.prompt_tokens, 10)
+        short = client().completions.create(**{**kw, "prompt": ids[-10:]})
+        self.assertEqual(cut.choices[0].text, short.choices[0].text)  # the same run, echo included
+        whole = client().completions.create(extra_body={"truncate_prompt_tokens": -1}, **kw)
+        self.assertEqual(whole.usage.prompt_tokens, len(ids))
+        for extra, param in (({"truncate_prompt_tokens": 0}, "truncate_prompt_tokens"),
+                             ({"allowed_token_ids": []}, "allowed_token_ids"),
+                             ({"allowed_token_ids": [10 ** 9]}, "allowed_token_ids")):
+            with self.assertRaises(openai.BadRequestError) as e:
+                client().completions.create(extra_body=extra, **kw)
+            self.assertEqual(e.exception.body.get("param"), param, extra)
+
     def test_min_tokens(self):
         """vLLM's min_tokens: a stop id that would end the answer at once is held back until
         that many tokens; more than max_tokens is a 400 naming min_tokens."""
