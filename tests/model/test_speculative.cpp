@@ -6,6 +6,7 @@
 // NINFER_SPEC_SABOTAGE=accept_drafts) fails that same test.
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 
 #include "model/sampling_gate.h"
@@ -46,47 +47,47 @@ TEST(MtpExactness, FixturesWithMtpExist) {
     ASSERT_GE(mtp_fixtures().size(), 2u); // the parameterised suite must not be empty
 }
 
-// logit_bias applies to every verified column as to a plain step: greedy output with biases
-// (a ban of the plain run's own tokens, and a push toward another) equals plain decoding's.
-TEST(MtpExactness, LogitBiasEqualsPlainDecoding) {
+// A request that `adjust` derives from the plain greedy run's ids, decoded plainly and with MTP at
+// K = 1 and 3: the same tokens (its sampling options act on every verified column as on a plain
+// step). Returns the plain decoding of the adjusted request.
+std::vector<int32_t> expect_mtp_equals_plain(
+    const std::string& what,
+    const std::function<void(GenerationRequest&, const std::vector<int32_t>&)>& adjust) {
     const Fixture f = mtp_fixtures().front();
     EngineOptions o;
     o.model_dir = f.dir;
     Engine plain(o);
-    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
-    GenerationRequest r = greedy_request(prompt, 24);
-    const std::vector<int32_t> unbiased = ids_of(run_one(plain, r).tokens);
-    for (size_t i = 0; i < 3; ++i) r.sampling.logit_bias.push_back({unbiased[i], -100.0f});
-    r.sampling.logit_bias.push_back({unbiased[5], 3.0f});
+    GenerationRequest r = greedy_request(prefix_of(long_prompt(f, 60), 60), 24);
+    adjust(r, ids_of(run_one(plain, r).tokens));
     const Generated want = run_one(plain, r);
-    ASSERT_NE(ids_of(want.tokens), unbiased); // the biases act
     for (int k : {1, 3}) {
         Engine spec(with_mtp(o, k));
         const Generated got = run_one(spec, r);
-        expect_same_output(got.tokens, want.tokens, kIdsOnly, f.name + " logit_bias K=" +
-                                                                std::to_string(k));
+        expect_same_output(got.tokens, want.tokens, kIdsOnly,
+                           f.name + " " + what + " K=" + std::to_string(k));
         EXPECT_GT(got.timings.speculative.rounds, 0);
     }
+    return ids_of(want.tokens);
 }
 
-// min_new_tokens bans the stop ids in every verified column before the minimum, as plain steps do.
+// logit_bias: a ban of the plain run's first three tokens and a push toward its sixth.
+TEST(MtpExactness, LogitBiasEqualsPlainDecoding) {
+    std::vector<int32_t> unbiased;
+    const auto biased = expect_mtp_equals_plain("logit_bias", [&](auto& r, const auto& ids) {
+        unbiased = ids;
+        for (size_t i = 0; i < 3; ++i) r.sampling.logit_bias.push_back({ids[i], -100.0f});
+        r.sampling.logit_bias.push_back({ids[5], 3.0f});
+    });
+    EXPECT_NE(biased, unbiased); // the biases act
+}
+
+// min_new_tokens: stop ids that would end the plain run at its 3rd token, held back to the 12th.
 TEST(MtpExactness, MinNewTokensEqualsPlainDecoding) {
-    const Fixture f = mtp_fixtures().front();
-    EngineOptions o;
-    o.model_dir = f.dir;
-    Engine plain(o);
-    const std::vector<int32_t> prompt = prefix_of(long_prompt(f, 60), 60);
-    GenerationRequest r = greedy_request(prompt, 24);
-    const std::vector<int32_t> unbounded = ids_of(run_one(plain, r).tokens);
-    r.stop_token_ids = {unbounded[2], unbounded[6]}; // stops the plain run at its 3rd token
-    r.min_new_tokens = 12;
-    const Generated want = run_one(plain, r);
-    ASSERT_GE(want.tokens.size(), 12u);
-    for (int k : {1, 3}) {
-        Engine spec(with_mtp(o, k));
-        expect_same_output(run_one(spec, r).tokens, want.tokens, kIdsOnly,
-                           f.name + " min_new_tokens K=" + std::to_string(k));
-    }
+    const auto held = expect_mtp_equals_plain("min_new_tokens", [](auto& r, const auto& ids) {
+        r.stop_token_ids = {ids[2], ids[6]};
+        r.min_new_tokens = 12;
+    });
+    EXPECT_GE(held.size(), 12u);
 }
 
 TEST(MtpExactness, CheckpointWithoutMtpIsAClearError) {
