@@ -12,9 +12,9 @@ namespace ninfer {
 // A per-request restriction of the next token (for example a JSON grammar), evaluated on the
 // engine thread. Before each token of its request is sampled, allowed() fills `mask` (resized
 // by the engine to ModelInfo::token_limit entries, all 0) with 1 for every id that may come
-// next; the engine sets the logits of the other ids to -1e30 on a copy, after the penalties, so
-// sampling and greedy pick among allowed ids only, while the reported logprobs stay those of
-// the raw logits. accept() is then told the id that was chosen (also a stop id). When no id is
+// next; the engine sets the logits of the other ids to -1e30 on a copy (before the penalties,
+// which leave them far below every allowed id), so sampling and greedy pick among allowed ids
+// only, while the reported logprobs stay those of the raw logits. accept() is then told the id that was chosen (also a stop id). When no id is
 // allowed, or either call throws, the request ends with FinishReason::Error. Both calls delay
 // the whole step of every request: keep them fast. One object serves one request.
 class TokenConstraint {

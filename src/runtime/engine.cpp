@@ -526,10 +526,12 @@ MemoryStats Engine::memory_stats() const {
 
 // Raises InvalidArgument without side effects.
 void Engine::Impl::validate(const GenerationRequest& request) const {
+    const auto require_token = [&](int32_t id, const char* what) {
+        require(id >= 0 && id < info.token_limit, what, " ", id, " outside [0, ", info.token_limit,
+                ")");
+    };
     require(!request.prompt.empty(), "the prompt must hold at least one token");
-    for (int32_t id : request.prompt)
-        require(id >= 0 && id < info.token_limit, "prompt token id ", id, " outside [0, ",
-                info.token_limit, ")");
+    for (int32_t id : request.prompt) require_token(id, "prompt token id");
     require(int64_t(request.prompt.size()) < info.max_context, "prompt of ", request.prompt.size(),
             " tokens does not fit the context of ", info.max_context);
     require(request.max_new_tokens >= 0, "max_new_tokens must be >= 0");
@@ -544,14 +546,11 @@ void Engine::Impl::validate(const GenerationRequest& request) const {
             "top_logprobs must be in [0, ", kMaxTopLogprobs, "]");
     validate_sampling(request.sampling);
     for (const auto& [id, bias] : request.sampling.logit_bias) {
-        require(id >= 0 && id < info.token_limit, "logit_bias token id ", id, " outside [0, ",
-                info.token_limit, ")");
+        require_token(id, "logit_bias token id");
         require(std::isfinite(bias) && std::fabs(bias) <= kMaxLogitBias,
                 "logit_bias of token ", id, " must be in [-100, 100]");
     }
-    for (int32_t id : request.sampling.allowed_token_ids)
-        require(id >= 0 && id < info.token_limit, "allowed_token_ids id ", id, " outside [0, ",
-                info.token_limit, ")");
+    for (int32_t id : request.sampling.allowed_token_ids) require_token(id, "allowed_token_ids id");
     runtime::validate_media(request, model->config(), model->has_vision());
 }
 

@@ -158,23 +158,31 @@ ops::SampleDrafts Sampler::upload_drafts(const std::vector<SampleInput>& rows) {
             part(DType::F32, R + R * k, {R, k})};
 }
 
-// The logits to sample from: `logits` itself, or a penalized and masked copy.
+namespace {
+
+// Whether a row's logits are edited on the host (Sampler::host_edits).
+bool has_host_edits(const SampleInput& r) {
+    return r.allowed != nullptr || !r.options->logit_bias.empty() ||
+           !r.options->allowed_token_ids.empty() || (r.banned && !r.banned->empty());
+}
+
+} // namespace
+
+// The logits to sample from: `logits` itself, or an edited and penalized copy.
 TensorView Sampler::penalized(const TensorView& logits, const std::vector<SampleInput>& rows,
                               const ops::SamplingParamsRow* device_params) {
     const int64_t R = logits.size(0), V = logits.size(1);
-    bool any_penalty = false, any_mask = false, any_bias = false;
+    bool any_penalty = false, any_edit = false;
     for (const auto& r : rows) {
         any_penalty |= needs_penalties(*r.options);
-        any_mask |= r.allowed != nullptr;
-        any_bias |= !r.options->logit_bias.empty() || !r.options->allowed_token_ids.empty() ||
-                    (r.banned && !r.banned->empty());
+        any_edit |= has_host_edits(r);
     }
-    if (!any_penalty && !any_mask && !any_bias) return logits;
+    if (!any_penalty && !any_edit) return logits;
     if (!penalized_.defined() || penalized_.size(0) < R || penalized_.size(1) != V)
         penalized_ = Tensor::empty(ops::device_allocator(ctx_.device), DType::F32, {R, V});
     const TensorView to_sample = penalized_.view().narrow(0, 0, R);
     ops::copy(ctx_, logits, to_sample);
-    if (any_bias) apply_logit_bias(to_sample, rows); // before penalties, as vLLM's sampler
+    if (any_edit) host_edits(to_sample, rows); // logit_bias before penalties, as vLLM's sampler
     if (any_penalty) {
         std::vector<int32_t> offsets{0}, tokens, counts;
         std::vector<uint8_t> in_prompt;
@@ -200,50 +208,39 @@ TensorView Sampler::penalized(const TensorView& logits, const std::vector<Sample
         Tensor d_in = to_device(ctx_, host_view(in_prompt, DType::U8));
         ops::apply_penalties(ctx_, to_sample, device_params, d_off, d_tok, d_cnt, d_in);
     }
-    if (any_mask) apply_masks(to_sample, rows);
     return to_sample;
 }
 
-// Biased rows (logit_bias; stop ids banned before min_new_tokens; allowed_token_ids) go through
-// the host as masked rows do (a request's biases are a handful of ids).
-void Sampler::apply_logit_bias(const TensorView& to_sample, const std::vector<SampleInput>& rows) {
+// Rows with host edits go through the host, one download and upload of V floats each (the edits
+// are a handful of ids, or a constraint's mask computed on the host anyway, so no device op is
+// needed): logit_bias is added, then every id that may not come next is set to kMaskedLogit (ids
+// outside the constraint's mask or allowed_token_ids, stop ids before min_new_tokens). This runs
+// before the penalties, which leave a masked id far below every other.
+void Sampler::host_edits(const TensorView& to_sample, const std::vector<SampleInput>& rows) {
     const int64_t V = to_sample.size(1);
     std::vector<float> row(static_cast<size_t>(V));
-    for (size_t r = 0; r < rows.size(); ++r) {
-        const auto& bias = rows[r].options->logit_bias;
-        const auto& only = rows[r].options->allowed_token_ids;
-        const std::unordered_set<int32_t>* banned = rows[r].banned;
-        if (bias.empty() && only.empty() && (!banned || banned->empty())) continue;
-        const TensorView dev = to_sample.narrow(0, int64_t(r), 1).reshape({V});
-        ops::download(ctx_, dev, host_view(row, DType::F32));
-        for (const auto& [id, b] : bias)
-            if (id >= 0 && id < V) row[size_t(id)] += b;
-        if (banned)
-            for (int32_t id : *banned)
-                if (id >= 0 && id < V) row[size_t(id)] = kMaskedLogit;
-        if (!only.empty()) {
-            std::vector<float> kept(static_cast<size_t>(V), kMaskedLogit);
-            for (int32_t id : only)
-                if (id >= 0 && id < V) kept[size_t(id)] = row[size_t(id)];
-            row.swap(kept);
-        }
-        ops::upload(ctx_, host_view(row, DType::F32), dev);
-    }
-}
-
-// Masked rows go through the host: download, mask, upload (one row of V floats each; masks are
-// rare and computed on the host anyway, so no device op is needed).
-void Sampler::apply_masks(const TensorView& to_sample, const std::vector<SampleInput>& rows) {
-    const int64_t V = to_sample.size(1);
-    std::vector<float> row(static_cast<size_t>(V));
-    for (size_t r = 0; r < rows.size(); ++r) {
-        const std::vector<uint8_t>* allowed = rows[r].allowed;
-        if (!allowed) continue;
-        const TensorView dev = to_sample.narrow(0, int64_t(r), 1).reshape({V});
-        ops::download(ctx_, dev, host_view(row, DType::F32));
+    std::vector<uint8_t> listed;
+    const auto mask_outside = [&](const std::vector<uint8_t>& keep) {
         for (int64_t v = 0; v < V; ++v)
-            if (size_t(v) >= allowed->size() || !(*allowed)[size_t(v)])
-                row[size_t(v)] = kMaskedLogit;
+            if (size_t(v) >= keep.size() || !keep[size_t(v)]) row[size_t(v)] = kMaskedLogit;
+    };
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const SampleInput& in = rows[r];
+        if (!has_host_edits(in)) continue;
+        const TensorView dev = to_sample.narrow(0, int64_t(r), 1).reshape({V});
+        ops::download(ctx_, dev, host_view(row, DType::F32));
+        for (const auto& [id, b] : in.options->logit_bias)
+            if (id >= 0 && id < V) row[size_t(id)] += b;
+        if (in.allowed) mask_outside(*in.allowed);
+        if (!in.options->allowed_token_ids.empty()) {
+            listed.assign(static_cast<size_t>(V), 0);
+            for (int32_t id : in.options->allowed_token_ids)
+                if (id >= 0 && id < V) listed[size_t(id)] = 1;
+            mask_outside(listed);
+        }
+        if (in.banned)
+            for (int32_t id : *in.banned)
+                if (id >= 0 && id < V) row[size_t(id)] = kMaskedLogit;
         ops::upload(ctx_, host_view(row, DType::F32), dev);
     }
 }

@@ -55,8 +55,7 @@ private:
     const ops::SamplingParamsRow* upload_params(const std::vector<SampleInput>& rows);
     TensorView penalized(const TensorView& logits, const std::vector<SampleInput>& rows,
                          const ops::SamplingParamsRow* device_params);
-    void apply_masks(const TensorView& to_sample, const std::vector<SampleInput>& rows);
-    void apply_logit_bias(const TensorView& to_sample, const std::vector<SampleInput>& rows);
+    void host_edits(const TensorView& to_sample, const std::vector<SampleInput>& rows);
     // The rows' drafts on the device (empty when no row has one).
     ops::SampleDrafts upload_drafts(const std::vector<SampleInput>& rows);
     // A device buffer of at least `elements` of dtype, grown (never shrunk) across steps.

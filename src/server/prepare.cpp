@@ -58,15 +58,16 @@ void apply_gen_options(const ModelContext& m, const GenOptions& g, int64_t longe
     spec.logprobs = g.logprobs;
     spec.n = g.n;
     spec.parser.stop = g.stop;
-    for (int32_t id : g.stop_token_ids)
+    // A 400 naming `param` unless `id` is a token of the model.
+    const auto require_token = [&](int32_t id, const char* param, const char* what) {
         if (id < 0 || id >= m.engine->model_info().token_limit)
-            bad_param("stop_token_ids", "stop token id " + std::to_string(id) + " is not a token");
+            bad_param(param, std::string(what) + " " + std::to_string(id) + " is not a token");
+    };
+    for (int32_t id : g.stop_token_ids) require_token(id, "stop_token_ids", "stop token id");
     for (const auto& [id, bias] : g.sampling.logit_bias)
-        if (id >= m.engine->model_info().token_limit)
-            bad_param("logit_bias", "logit_bias token id " + std::to_string(id) + " is not a token");
+        require_token(id, "logit_bias", "logit_bias token id");
     for (int32_t id : g.sampling.allowed_token_ids)
-        if (id >= m.engine->model_info().token_limit)
-            bad_param("allowed_token_ids", "allowed token id " + std::to_string(id) + " is not a token");
+        require_token(id, "allowed_token_ids", "allowed token id");
 }
 
 std::vector<int32_t> encode(const ModelContext& m, const std::string& text) {
@@ -232,10 +233,10 @@ PreparedChat prepare_chat(const ModelContext& m, const ChatJob& job, const std::
     PreparedChat p;
     p.prompt_text = render_chat(m, job);
     p.spec.prompts.push_back(encode(m, p.prompt_text));
-    const bool has_media = !collect_media(job.messages).empty();
-    if (truncate_prompts(m, job.gen, p.spec.prompts)[0] && has_media)
+    const std::vector<MediaRef> refs = collect_media(job.messages);
+    if (truncate_prompts(m, job.gen, p.spec.prompts)[0] && !refs.empty())
         bad_param("truncate_prompt_tokens", "a prompt with images or videos cannot be truncated");
-    if (const std::vector<MediaRef> refs = collect_media(job.messages); !refs.empty()) {
+    if (!refs.empty()) {
         LoadedMedia media = load_media(m, refs);
         lay_out_media(m.engine->model_info(), *m.tokenizer, p.spec.prompts[0], media);
         p.spec.base.media = std::move(media.inputs);

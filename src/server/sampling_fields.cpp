@@ -52,12 +52,12 @@ std::vector<std::string> parse_choices(const Json& value, const char* name) {
     return out;
 }
 
+} // namespace
+
 // vLLM's constraint fields: `structured_outputs: {"json": SCHEMA}` or `{"choice": [...]}` (vLLM
 // 0.11+), and the older `guided_json: SCHEMA` and `guided_choice: [...]`. A SCHEMA may also be a
 // JSON string holding it. json is response_format json_schema; choice makes the answer exactly
 // one of the strings. Two constraints at once, or a kind not built (regex, grammar), are a 400.
-} // namespace
-
 void parse_vllm_constraints(const Json& b, ChatJob& job) {
     const Json *schema = nullptr, *choice = nullptr;
     const char* name = "structured_outputs";
