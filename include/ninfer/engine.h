@@ -330,6 +330,7 @@ struct EngineStats {
     int64_t max_step_sequences = 0;     // the most sequences batched into one step
     int64_t max_batch_tokens = 0;       // the step's row budget
     int64_t kv_capacity_tokens = 0;     // kv_blocks_total * block size
+    int64_t step_scratch_bytes = 0;     // device memory kept free for the largest step's scratch
     std::string kv_dtype;               // the KV cache's storage: "bf16", "f32", "int8", "fp8"
     std::string gdn_state_dtype;        // the GDN recurrent state's storage: "f32" or "bf16"
     std::string speculative;            // "" or the method ("mtp")

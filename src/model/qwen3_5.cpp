@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/finite_trace.h"
 #include "model/weight_loader.h"
 #include "ops/attention.h"
 #include "ops/attention_prep.h"
@@ -447,6 +448,8 @@ void Qwen35Model::forward_rank(const ops::ExecContext& ctx, const ForwardBatch& 
             "forward: feature buffer ", batch.features.describe(), " does not match ", T,
             " rows of ", batch.feature_layers.size(), " taps");
     int32_t layer_index = 0;
+    FiniteTrace trace(batch.seqs);
+    const bool tracing = FiniteTrace::enabled();
     for (const LayerWeights& w : weights_.layers) {
         if (w.kind == LayerKind::LinearAttention) {
             gdn_layer(ctx, w, batch, caches.conv_state[gdn_rank], caches.recurrent_state[gdn_rank]);
@@ -456,10 +459,17 @@ void Qwen35Model::forward_rank(const ops::ExecContext& ctx, const ForwardBatch& 
                             rope);
             ++attn_rank;
         }
+        if (tracing)
+            trace.check(ctx, s.x.view().narrow(0, 0, T), layer_index,
+                        w.kind == LayerKind::LinearAttention ? "gdn" : "attention");
         if (const ops::ExecContext* on = placement_.of(layer_index))
             placed_mlp_block(ctx, *on, placed_scratch(layer_index), w, T);
         else
             mlp_block(ctx, s, w, T);
+        if (tracing) {
+            if (config_.moe) trace.check(ctx, s.router.view().narrow(0, 0, T), layer_index, "router");
+            trace.check(ctx, s.x.view().narrow(0, 0, T), layer_index, "mlp");
+        }
         if (!batch.features.empty())
             for (size_t i = 0; i < batch.feature_layers.size(); ++i)
                 if (batch.feature_layers[i] == layer_index) // a strided copy: a row gather

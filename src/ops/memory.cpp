@@ -150,6 +150,22 @@ void synchronize(const ExecContext& ctx) {
     cuda::synchronize(ctx);
 }
 
+bool capturing(const ExecContext& ctx) {
+    return !ctx.device.is_cpu() && cuda::capturing(ctx);
+}
+
+void reset_memory_peak(const ExecContext& ctx) {
+    if (!ctx.device.is_cpu()) cuda::reset_memory_peak(ctx);
+}
+
+int64_t memory_in_use(const ExecContext& ctx) {
+    return ctx.device.is_cpu() ? 0 : cuda::memory_in_use(ctx);
+}
+
+int64_t memory_peak(const ExecContext& ctx) {
+    return ctx.device.is_cpu() ? 0 : cuda::memory_peak(ctx);
+}
+
 DeviceMemory device_memory(const ExecContext& ctx) {
     if (!ctx.device.is_cpu()) return cuda::device_memory(ctx);
     const int64_t page = sysconf(_SC_PAGESIZE);

@@ -61,12 +61,22 @@ public:
 std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body);
 // Waits until the device has finished the work queued on ctx (no-op on the CPU).
 void synchronize(const ExecContext& ctx);
+// Whether ctx's stream is being captured into a graph (false on the CPU).
+bool capturing(const ExecContext& ctx);
 // Free and total bytes of ctx's device, after its queued work and with the allocator's cached
 // free blocks returned (CUDA); on the CPU, the physical memory available and installed.
 struct DeviceMemory {
     int64_t free = 0, total = 0;
 };
 DeviceMemory device_memory(const ExecContext& ctx);
+// The allocator's pool (CUDA; 0 on the CPU): bytes in use now, and the most in use since
+// reset_memory_peak, after ctx's queued work. What a piece of work takes at its peak and gives
+// back (a forward's scratch, which device_memory's `free` counts as free although the next such
+// forward takes it again):
+//   reset_memory_peak(ctx); { work(); } transient = memory_peak(ctx) - memory_in_use(ctx);
+void reset_memory_peak(const ExecContext& ctx);
+int64_t memory_peak(const ExecContext& ctx);
+int64_t memory_in_use(const ExecContext& ctx);
 // dst[i] = mean + stddev * philox_normal(seed, i) (core/philox.h), rounded to dst's dtype
 // (F32, BF16, or F8E4M3 codes saturated at +-448): the same stream on every device (up to the
 // last bits of logf/cosf), for random-weight models at true size.

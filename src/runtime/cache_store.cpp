@@ -19,7 +19,7 @@ CacheStore::CacheStore(const ops::ExecContext& ctx, const model::CacheSpec& spec
         ops::bind_device(c);
         Rank r{c, nullptr, nullptr};
         r.kv = std::make_unique<KvPool>(ranks_.empty() ? spec : peer_spec, plan.kv_blocks + 1,
-                                        plan.block_size, c.device, c.dtype, plan.kv_dtype);
+                                        plan.block_size, c, c.dtype, plan.kv_dtype);
         r.states = std::make_unique<StatePool>(
             spec, plan.sequences + 1 + plan.snapshot_rows + plan.verify_rows, c.device, c.dtype);
         ranks_.push_back(std::move(r));

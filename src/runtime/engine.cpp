@@ -423,10 +423,12 @@ void Engine::Impl::plan_memory() {
     in.prefix_cache = options.prefix_cache;
     if (policy) in.verify_rows = kVerifyGroups * policy->max_tokens();
     if (!ctx.device.is_cpu()) {
-        profile_workspace();
+        step_scratch_bytes = profile_workspace();
         const ops::DeviceMemory m = ops::device_memory(ctx);
         const int64_t allowed = int64_t(double(m.total) * options.gpu_memory_utilization);
-        const int64_t in_use = m.total - m.free;
+        // The step's scratch is freed after each forward, so `free` counts it as free: reserve
+        // it (a 65,536-row step of the 35B takes ~9 GiB of MoE scratch).
+        const int64_t in_use = m.total - m.free + step_scratch_bytes;
         // Tensor-parallel ranks on this device (a test layout) each hold pools of these shapes.
         in.budget_bytes =
             (allowed - in_use - kGraphReserveBytes) / std::max(1, ranks.on_first_device());
@@ -444,7 +446,9 @@ void Engine::Impl::plan_memory() {
 
 // One forward of the largest step the scheduler can plan (max_batch_tokens rows in chunks of
 // prefill_chunk) over throwaway pools, so the workspace is allocated before memory is planned.
-void Engine::Impl::profile_workspace() {
+// Returns what the step takes at its peak and gives back afterwards (its buffers and the ops'
+// temporaries, which every step of that size takes again; 0 on the CPU).
+int64_t Engine::Impl::profile_workspace() {
     const int64_t total = options.max_batch_tokens, chunk = options.prefill_chunk;
     const int64_t seqs = std::min<int64_t>((total + chunk - 1) / chunk, 256);
     runtime::MemoryPlan tmp;
@@ -470,30 +474,38 @@ void Engine::Impl::profile_workspace() {
         left -= rows;
         owned.push_back(std::move(seq));
     }
-    runtime::StepBuffers scratch;
-    model::ForwardBatch batch =
-        runtime::build_forward_batch(ctx, step, options.kv_block_size, scratch);
-    TensorView logits = scratch.logits_view(ctx, step.logit_seqs.size(), info.vocab_size);
-    const int64_t T = batch.tokens.size(0), H = model->config().hidden_size;
-    if (draft_model) { // the drafter's feature taps and their context write
-        batch.feature_layers = draft_model->config().target_layers;
-        batch.features =
-            runtime::hidden_view(ctx, scratch, T, H * int64_t(batch.feature_layers.size()));
-    } else if (policy) {
-        batch.hidden_out = runtime::hidden_view(ctx, scratch, T, H);
-    }
-    model->forward(ctx, batch, store.views(), logits);
-    if (draft_model)
-        draft_model->write_context(ctx, batch.features, batch.positions, batch.seqs, store.views());
     // The vision tower's largest call (GPU: its scratch is held before the KV cache is planned).
     if (model->has_vision() && !ctx.device.is_cpu())
         model->vision().reserve(ctx, runtime::kMaxMediaPatches);
-    if (policy && !draft_model) { // the MTP's alignment forward over the same rows
-        Tensor out = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype, {T, H});
-        batch.logit_rows = batch.logit_rows.narrow(0, 0, 0);
-        model->mtp_forward(ctx, batch, batch.hidden_out, store.views(), out.view(), TensorView());
+    // The step's peak counts from here: the throwaway pools and the vision scratch are not its.
+    // What the forward keeps (the model's scratch) is still in use after the block; what it gave
+    // back (the step buffers, the ops' temporaries) is the peak's excess over that.
+    ops::reset_memory_peak(ctx);
+    {
+        runtime::StepBuffers scratch;
+        model::ForwardBatch batch =
+            runtime::build_forward_batch(ctx, step, options.kv_block_size, scratch);
+        TensorView logits = scratch.logits_view(ctx, step.logit_seqs.size(), info.vocab_size);
+        const int64_t T = batch.tokens.size(0), H = model->config().hidden_size;
+        if (draft_model) { // the drafter's feature taps and their context write
+            batch.feature_layers = draft_model->config().target_layers;
+            batch.features =
+                runtime::hidden_view(ctx, scratch, T, H * int64_t(batch.feature_layers.size()));
+        } else if (policy) {
+            batch.hidden_out = runtime::hidden_view(ctx, scratch, T, H);
+        }
+        model->forward(ctx, batch, store.views(), logits);
+        if (draft_model)
+            draft_model->write_context(ctx, batch.features, batch.positions, batch.seqs,
+                                       store.views());
+        if (policy && !draft_model) { // the MTP's alignment forward over the same rows
+            Tensor out = Tensor::empty(ops::device_allocator(ctx.device), ctx.dtype, {T, H});
+            batch.logit_rows = batch.logit_rows.narrow(0, 0, 0);
+            model->mtp_forward(ctx, batch, batch.hidden_out, store.views(), out.view(),
+                               TensorView());
+        }
     }
-    ops::synchronize(ctx);
+    return std::max<int64_t>(0, ops::memory_peak(ctx) - ops::memory_in_use(ctx));
 }
 
 Engine::Impl::~Impl() {

@@ -44,6 +44,7 @@ struct Engine::Impl {
     std::unique_ptr<model::Qwen35Model> model;
     ModelInfo info;
     runtime::MemoryPlan memory;
+    int64_t step_scratch_bytes = 0; // the profile forward's peak (CUDA), reserved by the plan
     ops::KvDtype kv_dtype = ops::KvDtype::Activation; // options.kv_dtype
     DType gdn_state_dtype = DType::F32;               // options.gdn_state_dtype
     std::unique_ptr<runtime::CacheStore> cache;
@@ -94,7 +95,7 @@ struct Engine::Impl {
     // drafter's context layers (--spec dflash|dflash2).
     model::CacheSpec cache_spec() const;
     void plan_memory();
-    void profile_workspace();
+    int64_t profile_workspace();
     void warm_graphs(int32_t verifying); // EngineOptions::graph_warmup
     void loop();
     void take_incoming();

@@ -86,6 +86,7 @@ void Engine::Impl::publish_stats() {
     s.max_step_sequences = st.max_step_sequences;
     s.max_batch_tokens = options.max_batch_tokens;
     s.kv_capacity_tokens = memory.kv_tokens();
+    s.step_scratch_bytes = step_scratch_bytes;
     s.kv_dtype = ops::kv_dtype_name(memory.kv_dtype, ctx.dtype);
     s.gdn_state_dtype = gdn_state_dtype == DType::BF16 ? "bf16" : "f32";
     s.speculative = options.speculative;
@@ -301,7 +302,7 @@ void Engine::Impl::score_prompts(const runtime::StepPlan& plan, const TensorView
             const int32_t id = seq.tokens[size_t(position + 1)];
             ops::download(ctx, rows.narrow(0, r, 1).narrow(1, id, 1).reshape({1}),
                           TensorView::contiguous(one.data(), DType::F32, Device::cpu(), {1}));
-            scores.push_back({id, one[0] - lse_h[size_t(r)]});
+            scores.push_back({id, float(double(one[0]) - double(lse_h[size_t(r)]))}); // logits.h
         }
         {
             std::lock_guard lock(seq.stream->mutex);

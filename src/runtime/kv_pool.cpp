@@ -5,12 +5,12 @@
 
 namespace ninfer::runtime {
 
-KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_size, Device device,
-               DType activation, ops::KvDtype kv_dtype)
+KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_size,
+               const ops::ExecContext& ctx, DType activation, ops::KvDtype kv_dtype)
     : block_size_(block_size), num_blocks_(num_blocks), attention_layers_(spec.attention_layers),
       kv_dtype_(kv_dtype) {
     require(block_size > 0 && num_blocks > 0, "KvPool: block size and count must be positive");
-    Allocator& a = ops::device_allocator(device);
+    Allocator& a = ops::device_allocator(ctx.device);
     const DType codes = ops::kv_code_dtype(kv_dtype, activation);
     const int64_t groups = ops::kv_scale_groups(kv_dtype, spec.head_dim);
     auto plane = [&] {
@@ -33,6 +33,15 @@ KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_s
             a, activation, {num_blocks, block_size, spec.draft_kv_heads, spec.draft_head_dim}));
         draft_views_.push_back(storage_.back().view());
     }
+    // Attention reads a block's rows past its sequence's context (masked, but multiplied: cuDNN's
+    // SDPA and the flash kernels compute P V over whole key tiles, and 0 x NaN is NaN), so they
+    // must hold finite values: device memory comes back holding whatever the pool's last user
+    // left (the bf16 35B at a 65,536-row step budget found NaN there after the profile
+    // forward's f32 scratch and stopped 45% of its requests). Rows a sequence wrote stay
+    // finite, so zeros at the start suffice. (CPU allocations come zero-filled, and pages never
+    // touched cost no memory.)
+    if (!ctx.device.is_cpu())
+        for (const Tensor& t : storage_) ops::fill_zero(ctx, t.view());
 }
 
 int64_t KvPool::bytes_per_token(const model::CacheSpec& spec, DType activation,

@@ -18,9 +18,11 @@ namespace ninfer::runtime {
 
 class KvPool {
 public:
-    // activation: the compute dtype (the planes' dtype for KvDtype::Activation).
-    KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_size, Device device,
-           DType activation, ops::KvDtype kv_dtype = ops::KvDtype::Activation);
+    // activation: the compute dtype (the planes' dtype for KvDtype::Activation). Every code and
+    // scale starts at zero (on ctx's device and stream).
+    KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_size,
+           const ops::ExecContext& ctx, DType activation,
+           ops::KvDtype kv_dtype = ops::KvDtype::Activation);
 
     int32_t block_size() const { return block_size_; }
     int64_t num_blocks() const { return num_blocks_; }

@@ -7,6 +7,7 @@
 //     rank's experts (ids -1), the 35B's expert shapes, and a graph replay equal to eager;
 //   - the route is taken on sm_90 and nowhere else (portable mode included).
 // On an sm_90 GPU the route must be built and fit: a build without it fails here, loudly.
+#include <cmath>
 #include <vector>
 
 #include "cuda/moe_test_util.h"
@@ -170,6 +171,49 @@ TEST(CudaMoeWgmma, Qwen35bExpertsAtAFullBudgetStep) {
     }
     ForcedRoute forced(RouteId::MoeExpertsBf16, ops::kRouteMmaSync);
     expect_qwen35b_experts_on_sampled_rows({65536}, 360, "mma_sync");
+}
+
+// A serving step at the full budget, each route over a pool filled with NaN first (a step's
+// scratch comes from the pool, where earlier steps left their data: every row a route reads must
+// be written), with random routing and with every token on the same 8 experts (random-weight
+// models route alike tokens alike: 65,536 rows for one expert). Every row of the wgmma output
+// must be finite and equal the mma.sync route's within the bf16 preset.
+TEST(CudaMoeWgmma, FullBudgetStepOverStaleScratchEqualsMmaSyncOnEveryRow) {
+    ASSERT_TRUE(on_sm90());
+    const auto c = cuda_ctx(DType::BF16);
+    const int64_t T = 65536, E = 256, k = 8, H = 2048, I = 512;
+    Tensor gu = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {E, 2 * I, H});
+    Tensor down = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {E, H, I});
+    Tensor x = Tensor::empty(ops::device_allocator(c.device), DType::BF16, {T, H});
+    ops::fill_random(c, gu, 370, 0.0f, 0.02f);
+    ops::fill_random(c, down, 371, 0.0f, 0.02f);
+    ops::fill_random(c, x, 372, 0.0f, 1.0f);
+    Routing same = {zeros({T, k}, DType::I32), zeros({T, k})};
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < k; ++j) {
+            same.ids.ptr<int32_t>()[t * k + j] = int32_t(j);
+            same.weights.ptr<float>()[t * k + j] = 1.0f / float(k);
+        }
+    for (const auto& [name, r] : {std::pair{"random routing", routed(T, E, k, 373)},
+                                  std::pair{"every token on experts 0-7", same}}) {
+        Tensor ids = to_device(c, r.ids, DType::I32), w = to_device(c, r.weights, DType::F32);
+        const auto run = [&](int route) {
+            { // 12 GiB of NaN, more than the step's scratch, back to the pool
+                Tensor stale = Tensor::empty(ops::device_allocator(c.device), DType::F32,
+                                             {int64_t(3) << 30});
+                ops::fill_random(c, stale, 0, std::nanf(""), 0.0f);
+                ops::synchronize(c);
+            }
+            ForcedRoute forced(RouteId::MoeExpertsBf16, route);
+            Tensor y = to_device(c, zeros({T, H}), DType::BF16);
+            ops::moe_experts(c, x, gu, down, ids, w, y);
+            return to_host(c, y);
+        };
+        const Tensor wgmma = run(ops::kRouteWgmma), mma_sync = run(ops::kRouteMmaSync);
+        EXPECT_TRUE(all_finite(wgmma, H)) << name;
+        EXPECT_TRUE(all_finite(mma_sync, H)) << name;
+        EXPECT_TRUE(near(wgmma, mma_sync, kBf16Reduction)) << name;
+    }
 }
 
 TEST(CudaMoeWgmma, GraphReplayEqualsEagerBitForBit) {

@@ -148,7 +148,7 @@ inline std::vector<float> logits_by_schedule(const ops::ExecContext& ctx, model:
                                              const std::vector<int32_t>& tokens,
                                              const std::vector<int64_t>& chunks) {
     const int64_t V = m.config().vocab_size;
-    runtime::KvPool kv(m.cache_spec(), 64, 16, ctx.device, ctx.dtype);
+    runtime::KvPool kv(m.cache_spec(), 64, 16, ctx, ctx.dtype);
     runtime::StatePool states(m.cache_spec(), 2, ctx.device, ctx.dtype);
     runtime::Sequence seq;
     seq.tokens = tokens;

@@ -96,7 +96,7 @@ inline std::vector<float> prompt_logits(const Fixture& f, int ranks, bool sabota
     std::vector<std::unique_ptr<runtime::StatePool>> states;
     std::vector<model::CacheViews> views;
     for (int r = 0; r < ranks; ++r) {
-        kv.push_back(std::make_unique<runtime::KvPool>(m->cache_spec(), 64, 16, ctx.device, ctx.dtype));
+        kv.push_back(std::make_unique<runtime::KvPool>(m->cache_spec(), 64, 16, ctx, ctx.dtype));
         states.push_back(std::make_unique<runtime::StatePool>(m->cache_spec(), 2, ctx.device, ctx.dtype));
         states.back()->zero_row(ctx, 0);
         views.push_back({kv.back()->k_views(), kv.back()->v_views(), states.back()->conv_views(),

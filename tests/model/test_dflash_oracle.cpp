@@ -133,7 +133,7 @@ Round run_round(const fs::path& dir, const std::vector<float>* features_override
     spec.draft_kv_heads = c.num_kv_heads;
     spec.draft_head_dim = c.head_dim;
     const int32_t blocks = int32_t((F + K + 1 + kBlock - 1) / kBlock);
-    runtime::KvPool kv(spec, blocks, kBlock, ctx.device, ctx.dtype);
+    runtime::KvPool kv(spec, blocks, kBlock, ctx, ctx.dtype);
     model::CacheViews caches;
     const auto& draft = kv.draft_views();
     for (size_t i = 0; i + 1 < draft.size(); i += 2) {

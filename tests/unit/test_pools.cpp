@@ -41,7 +41,7 @@ model::CacheSpec small_spec() {
 // ---- KvPool -----------------------------------------------------------------------------------
 
 TEST(KvPool, Shapes) {
-    KvPool pool(small_spec(), 10, 16, Device::cpu(), DType::BF16);
+    KvPool pool(small_spec(), 10, 16, ops::ExecContext::cpu(), DType::BF16);
     EXPECT_EQ(pool.num_blocks(), 10);
     EXPECT_EQ(pool.block_size(), 16);
     ASSERT_EQ(pool.k_views().size(), 2u);
@@ -62,7 +62,7 @@ TEST(KvPool, QuantizedPlanesCarryTheirScales) {
     for (auto [kv, code, scale, groups] :
          {std::tuple{ops::KvDtype::Int8, DType::I8, DType::F16, 2},
           std::tuple{ops::KvDtype::Fp8, DType::F8E4M3, DType::F32, 1}}) {
-        KvPool pool(spec, 10, 16, Device::cpu(), DType::BF16, kv);
+        KvPool pool(spec, 10, 16, ops::ExecContext::cpu(), DType::BF16, kv);
         EXPECT_EQ(pool.kv_dtype(), kv);
         for (const ops::KvPlane& p : pool.v_views()) {
             EXPECT_EQ(p.dtype(), kv);
@@ -80,7 +80,7 @@ TEST(KvPool, QuantizedPlanesCarryTheirScales) {
 }
 
 TEST(KvPool, CopyBlockCopiesScalesToo) {
-    KvPool pool(small_spec(), 4, 2, Device::cpu(), DType::F32, ops::KvDtype::Fp8);
+    KvPool pool(small_spec(), 4, 2, ops::ExecContext::cpu(), DType::F32, ops::KvDtype::Fp8);
     const ops::KvPlane& p = pool.k_views()[1];
     for (int64_t i = 0; i < p.scale.numel(); ++i) p.scale.ptr<float>()[i] = float(i);
     for (int64_t i = 0; i < p.data.numel(); ++i) p.data.ptr<uint8_t>()[i] = uint8_t(i);
@@ -94,12 +94,12 @@ TEST(KvPool, CopyBlockCopiesScalesToo) {
 }
 
 TEST(KvPool, RejectsEmptyPools) {
-    EXPECT_TRUE(raises([] { KvPool(small_spec(), 0, 16, Device::cpu(), DType::F32); }, {"KvPool"}));
-    EXPECT_TRUE(raises([] { KvPool(small_spec(), 4, 0, Device::cpu(), DType::F32); }, {"KvPool"}));
+    EXPECT_TRUE(raises([] { KvPool(small_spec(), 0, 16, ops::ExecContext::cpu(), DType::F32); }, {"KvPool"}));
+    EXPECT_TRUE(raises([] { KvPool(small_spec(), 4, 0, ops::ExecContext::cpu(), DType::F32); }, {"KvPool"}));
 }
 
 TEST(KvPool, CopyBlockCopiesEveryLayerAndNothingElse) {
-    KvPool pool(small_spec(), 4, 2, Device::cpu(), DType::F32);
+    KvPool pool(small_spec(), 4, 2, ops::ExecContext::cpu(), DType::F32);
     std::vector<TensorView> views;
     for (const auto* planes : {&pool.k_views(), &pool.v_views()})
         for (const ops::KvPlane& p : *planes) views.push_back(p.data);

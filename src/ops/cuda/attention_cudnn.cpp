@@ -20,6 +20,7 @@
 #include <cudnn_frontend.h>
 
 #include "core/error.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/stream_release.h"
 
 // The frontend's dynamic-loading shim reads cuDNN's symbols through this handle
@@ -230,13 +231,6 @@ bool supported_layout(const TensorView& q, const KvPlane& k_cache, const KvPlane
            rows16(v_cache.data) && k_cache.data.shape[0] == v_cache.data.shape[0];
 }
 
-bool capturing(const ExecContext& ctx) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    return cudaStreamIsCapturing(static_cast<cudaStream_t>(ctx.stream), &status) !=
-               cudaSuccess ||
-           status != cudaStreamCaptureStatusNone;
-}
-
 } // namespace
 
 bool cudnn_available() {
@@ -258,7 +252,7 @@ void set_cudnn_prefill_sabotage(bool drop_last_key) {
 bool cudnn_prefill(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
                    const KvPlane& v_cache, const SeqBatch& batch, float scale,
                    const TensorView& out) {
-    if (!cudnn_available() || !supported_layout(q, k_cache, v_cache, out) || capturing(ctx))
+    if (!cudnn_available() || !supported_layout(q, k_cache, v_cache, out) || cuda::capturing(ctx))
         return false;
     const TensorView& kc = k_cache.data;
     const TensorView& vc = v_cache.data;

@@ -30,7 +30,11 @@ void enable_peer_access(int a, int b);
 void copy_many(const ExecContext& ctx, const std::vector<TensorView>& src,
                const std::vector<TensorView>& dst);
 void synchronize(const ExecContext& ctx);
+bool capturing(const ExecContext& ctx);
 DeviceMemory device_memory(const ExecContext& ctx);
+void reset_memory_peak(const ExecContext& ctx);
+int64_t memory_peak(const ExecContext& ctx);
+int64_t memory_in_use(const ExecContext& ctx);
 void bind_device(const ExecContext& ctx);
 std::shared_ptr<void> create_stream(Device device);
 std::unique_ptr<Graph> capture_graph(const ExecContext& ctx, const std::function<void()>& body);

@@ -39,7 +39,11 @@ void copy_many(const ExecContext&, const std::vector<TensorView>&, const std::ve
     no_cuda("copy_many");
 }
 void synchronize(const ExecContext&) { no_cuda("synchronize"); }
+bool capturing(const ExecContext&) { no_cuda("capturing"); }
 DeviceMemory device_memory(const ExecContext&) { no_cuda("device_memory"); }
+void reset_memory_peak(const ExecContext&) { no_cuda("reset_memory_peak"); }
+int64_t memory_in_use(const ExecContext&) { no_cuda("memory_in_use"); }
+int64_t memory_peak(const ExecContext&) { no_cuda("memory_peak"); }
 void bind_device(const ExecContext&) { no_cuda("bind_device"); }
 std::shared_ptr<void> create_stream(Device) { no_cuda("create_stream"); }
 std::unique_ptr<Graph> capture_graph(const ExecContext&, const std::function<void()>&) {

@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -399,6 +400,12 @@ void synchronize(const ExecContext& ctx) {
     check(cudaStreamSynchronize(stream_of(ctx)), "synchronize");
 }
 
+bool capturing(const ExecContext& ctx) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream_of(ctx), &status), "cudaStreamIsCapturing");
+    return status != cudaStreamCaptureStatusNone;
+}
+
 // Freed allocations stay in the default pool (unlimited release threshold): trim it first, so
 // `free` counts them as free.
 DeviceMemory device_memory(const ExecContext& ctx) {
@@ -409,6 +416,39 @@ DeviceMemory device_memory(const ExecContext& ctx) {
     size_t free_bytes = 0, total_bytes = 0;
     check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
     return {int64_t(free_bytes), int64_t(total_bytes)};
+}
+
+namespace {
+uint64_t pool_attribute(const ExecContext& ctx, cudaMemPoolAttr attr, const char* what) {
+    check(cudaStreamSynchronize(stream_of(ctx)), what);
+    cudaMemPool_t pool;
+    check(cudaDeviceGetDefaultMemPool(&pool, ctx.device.index), "cudaDeviceGetDefaultMemPool");
+    uint64_t value = 0;
+    check(cudaMemPoolGetAttribute(pool, attr, &value), what);
+    return value;
+}
+} // namespace
+
+// The mark can only be reset to zero; the next allocation raises it to the bytes then in use.
+void reset_memory_peak(const ExecContext& ctx) {
+    check(cudaStreamSynchronize(stream_of(ctx)), "reset_memory_peak: synchronize");
+    cudaMemPool_t pool;
+    check(cudaDeviceGetDefaultMemPool(&pool, ctx.device.index), "cudaDeviceGetDefaultMemPool");
+    uint64_t zero = 0;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
+          "reset_memory_peak: UsedMemHigh");
+}
+
+int64_t memory_in_use(const ExecContext& ctx) {
+    return int64_t(
+        pool_attribute(ctx, cudaMemPoolAttrUsedMemCurrent, "memory_in_use: UsedMemCurrent"));
+}
+
+int64_t memory_peak(const ExecContext& ctx) {
+    const uint64_t high =
+        pool_attribute(ctx, cudaMemPoolAttrUsedMemHigh, "memory_peak: UsedMemHigh");
+    // No allocation since the reset leaves the mark at 0.
+    return std::max(int64_t(high), cuda::memory_in_use(ctx));
 }
 
 void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
