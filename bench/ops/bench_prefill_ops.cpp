@@ -203,6 +203,13 @@ void small_ops(int32_t T, int reps) {
            cy = bf16({T, C}, 36);
     gbs("causal_conv1d_silu C=8192",
         time_ms([&] { ops::causal_conv1d_silu(ctx, cx, cw, batch.b, cs, cy); }, reps), 4.0 * T * C);
+    // The same op over rows that are not 16-byte multiples (one extra column): the kernel's one
+    // channel a thread route, for an A/B in one run.
+    Tensor cx1 = bf16({T, C + 1}, 43);
+    gbs("causal_conv1d_silu C=8192 one channel a thread",
+        time_ms([&] { ops::causal_conv1d_silu(ctx, cx1.view().narrow(1, 0, C), cw, batch.b, cs, cy); },
+                reps),
+        4.0 * T * C);
     Tensor ga = bf16({T, Hv}, 37), gb = bf16({T, Hv}, 38), alog = bf16({Hv}, 39),
            dtb = bf16({Hv}, 40);
     Tensor g = device_random(DType::F32, {T, Hv}, 41),

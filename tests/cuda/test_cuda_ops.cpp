@@ -28,10 +28,11 @@ class CudaOps : public CudaDtypeTest {};
 
 TEST_P(CudaOps, RmsNormAndGatedNorm) {
     const auto c = ctx();
-    // Widths for each register-resident size (4, 8, 16 a thread: 2048, 3000, 5120) and past
-    // them (9000: the row read twice).
+    // Head widths (64, 128, 256: a warp a row; 200: a block a row, two elements a thread), widths
+    // for each register-resident size (4, 8, 16 a thread: 2048, 3000, 5120) and past them (9000:
+    // the row read twice).
     for (int64_t T : {1, 3, 65, 300}) {
-        for (int64_t H : {64, 2048, 3000, 5120, 9000}) {
+        for (int64_t H : {64, 128, 200, 256, 2048, 3000, 5120, 9000}) {
             Tensor x = input({T, H}, 1, 3.0f), w = input({H}, 2, 0.2f);
             Tensor ref = zeros({T, H});
             ops::rms_norm(kCpuRef, x, w, 1e-6f, ref);
@@ -41,14 +42,19 @@ TEST_P(CudaOps, RmsNormAndGatedNorm) {
             EXPECT_TRUE(near(to_host(c, dy), ref, elementwise())) << "T=" << T << " H=" << H;
         }
     }
-    const int64_t T = 9, Hv = 4, dv = 128;
-    Tensor x = input({T, Hv, dv}, 3, 2.0f), z = input({T, Hv, dv}, 4, 2.0f), w = input({dv}, 5);
-    Tensor ref = zeros({T, Hv, dv});
-    ops::gated_rms_norm(kCpuRef, x, z, w, 1e-6f, ref);
-    Tensor dx = to_device(c, x, dt()), dz = to_device(c, z, dt()), dw = to_device(c, w, dt());
-    ops::gated_rms_norm(c, dx, dz, dw, 1e-6f, dx);
-    // The kernel rounds the normalised value to the activation dtype first, as HF does.
-    EXPECT_TRUE(near(to_host(c, dx), ref, reduction()));
+    // Rows a warp's block does not fill (9 x 4 = 36 = 4 x 8 + 4), and the 35B's prefill layout
+    // (65 tokens x 32 heads).
+    for (auto [T, Hv] : std::vector<std::pair<int64_t, int64_t>>{{9, 4}, {65, 32}}) {
+        for (int64_t dv : {64, 128, 200, 256}) {
+            Tensor x = input({T, Hv, dv}, 3, 2.0f), z = input({T, Hv, dv}, 4, 2.0f);
+            Tensor w = input({dv}, 5), ref = zeros({T, Hv, dv});
+            ops::gated_rms_norm(kCpuRef, x, z, w, 1e-6f, ref);
+            Tensor dx = to_device(c, x, dt()), dz = to_device(c, z, dt()), dw = to_device(c, w, dt());
+            ops::gated_rms_norm(c, dx, dz, dw, 1e-6f, dx);
+            // The kernel rounds the normalised value to the activation dtype first, as HF does.
+            EXPECT_TRUE(near(to_host(c, dx), ref, reduction())) << "T=" << T << " dv=" << dv;
+        }
+    }
 }
 
 TEST_P(CudaOps, LinearOverwriteAccumulateAndF32Output) {
@@ -111,7 +117,8 @@ TEST_P(CudaOps, EmbeddingGather) {
 
 TEST_P(CudaOps, Conv1dRaggedWithCarriedState) {
     const auto c = ctx();
-    for (int64_t C : {300, 8192}) {
+    // 16-byte rows (8192; 300 in f32) take the vector kernel, the others one channel a thread.
+    for (int64_t C : {300, 301, 8192}) {
         const int64_t K = 4;
         Tensor w = input({C, K}, 40, 0.3f);
         Tensor state = input({3, C, K - 1}, 41);
