@@ -3,7 +3,10 @@
 // logprobs_top_k: lse[r] = log(sum_v exp(logits[r, v])) over all V columns; the k largest logits
 //   among ids [0, vocab_limit) (ties: lower id first; +0 ranks above -0, a NaN above +inf with
 //   its sign bit clear and below -inf with it set) give ids[r, :] and
-//   logprobs[r, i] = logits[r, ids[r, i]] - lse[r]. k may be 0 (only lse is written).
+//   logprobs[r, i] = logits[r, ids[r, i]] - lse[r], with lse[r] as stored (rounded to f32) and
+//   the difference rounded once: float(double(logit) - double(lse[r])), so any caller that
+//   subtracts the stored lse the same way (the sampler's chosen token) gets the same bits.
+//   k may be 0 (only lse is written).
 //   logits: [R, V] F32, rows contiguous   lse: [R] F32   ids: [R, k] I32   logprobs: [R, k] F32
 // Numerics: the sum of exponentials in f64 on the CPU (both modes), f32 elsewhere.
 #pragma once

@@ -182,6 +182,12 @@ TEST(Sampling, LogitBiasForcesBansAndKeepsRawLogprobs) {
     const GenerationRequest base = greedy_request(first_fixture().cases[0].prompt, 12, 2);
     const std::vector<GeneratedToken> plain = generate(engine, base);
     ASSERT_EQ(plain.size(), 12u);
+    // A greedy token's logprob is its top entry's, bit for bit (ops/logits.h's rounding).
+    for (const GeneratedToken& t : plain) {
+        ASSERT_FALSE(t.top_logprobs.empty());
+        EXPECT_EQ(t.id, t.top_logprobs[0].id);
+        EXPECT_EQ(t.logprob, t.top_logprobs[0].logprob);
+    }
     const std::vector<int32_t> plain_ids = ids_of(plain);
     int32_t unused = 0;
     while (std::find(plain_ids.begin(), plain_ids.end(), unused) != plain_ids.end()) ++unused;

@@ -33,8 +33,8 @@ void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
         for (int64_t v = 0; v < V; ++v) max_logit = std::max(max_logit, double(l[v]));
         double sum = 0;
         for (int64_t v = 0; v < V; ++v) sum += std::exp(double(l[v]) - max_logit);
-        const double log_z = max_logit + std::log(sum);
-        lse.ptr<float>()[r] = float(log_z);
+        const float log_z = float(max_logit + std::log(sum)); // as stored (logits.h)
+        lse.ptr<float>()[r] = log_z;
         if (k == 0) return;
         std::vector<int32_t> order(vocab_limit);
         std::iota(order.begin(), order.end(), 0);
@@ -48,7 +48,8 @@ void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
             std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
         for (int64_t i = 0; i < k; ++i) {
             ids.ptr<int32_t>()[r * ids.stride[0] + i] = order[i];
-            logprobs.ptr<float>()[r * logprobs.stride[0] + i] = float(double(l[order[i]]) - log_z);
+            logprobs.ptr<float>()[r * logprobs.stride[0] + i] =
+                float(double(l[order[i]]) - double(log_z));
         }
     });
 }

@@ -63,7 +63,8 @@ __global__ void __launch_bounds__(kMaxSplits)
     const int s = threadIdx.x;
     const double2 p = s < splits ? partial[r * splits + s] : make_double2(-DBL_MAX, 0.0);
     const double m = block_max(p.x);
-    const double log_z = m + log(block_sum(s < splits ? p.y * exp(p.x - m) : 0.0));
+    // As stored (logits.h): the logprobs subtract the f32 lse.
+    const double log_z = double(float(m + log(block_sum(s < splits ? p.y * exp(p.x - m) : 0.0))));
     if (threadIdx.x == 0) lse[r] = float(log_z);
     const uint64_t* list = cand + (r * splits + s) * k;
     int taken = 0;
