@@ -11,6 +11,9 @@
 //   reading K/V for tau in [0, p] through the block table (causal; the rows of this call must
 //   already be written). q: [T, nH, D] float, last dim contiguous   out: [T, nH, D] contiguous.
 //   K and V are the planes' values: the stored elements, or the codec's decode(code, scale).
+//   Effects on unwritten rows: the CUDA routes read whole key tiles, so the rows of a sequence's
+//   blocks past its context must hold finite values (masked, they are still multiplied by a
+//   zero probability, and 0 x NaN is NaN); runtime::KvPool zero-fills its planes for that.
 // Numerics: scores and softmax in f32 (f64 in CPU reference mode), online-softmax allowed. The
 // CUDA tensor-core prefill routes (the flash kernel; cuDNN's fused attention, bf16 planes only:
 // ops/cuda/attention_cudnn.h) round the probabilities to bf16 for the P V product, and the flash
