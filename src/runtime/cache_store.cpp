@@ -87,6 +87,7 @@ void CacheStore::run(const CacheOps& ops) {
                 states.upload_row(ctx, host_buffer(op.src) + host_offset, op.dst);
                 break;
             case CacheOp::Kind::CopyBlock: r.kv->copy_block(ctx, op.src, op.dst); break;
+            case CacheOp::Kind::ZeroBlock: r.kv->zero_block(ctx, op.dst); break;
             }
         }
     }

@@ -64,6 +64,12 @@ void KvPool::copy_block(const ops::ExecContext& ctx, int32_t src, int32_t dst) c
         ops::copy(ctx, p.narrow(0, src, 1), p.narrow(0, dst, 1));
 }
 
+void KvPool::zero_block(const ops::ExecContext& ctx, int32_t b) const {
+    require(b >= 0 && b < num_blocks_, "KvPool: zeroing block ", b, " outside [0, ", num_blocks_,
+            ")");
+    for (const Tensor& t : storage_) ops::fill_zero(ctx, t.view().narrow(0, b, 1));
+}
+
 int64_t KvPool::bytes() const {
     int64_t n = 0;
     for (const auto* views : {&k_views_, &v_views_})

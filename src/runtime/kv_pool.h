@@ -35,6 +35,8 @@ public:
 
     // Block dst = block src in every layer's K and V (codes and scales).
     void copy_block(const ops::ExecContext& ctx, int32_t src, int32_t dst) const;
+    // Block b = 0 in every plane (codes, scales, the drafter's).
+    void zero_block(const ops::ExecContext& ctx, int32_t b) const;
 
     int64_t bytes() const;
     const std::vector<ops::KvPlane>& k_views() const { return k_views_; }

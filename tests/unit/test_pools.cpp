@@ -1,4 +1,5 @@
 // runtime KvPool, BlockManager, StatePool and build_forward_batch on hand-built sequences.
+#include <cstring>
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -54,6 +55,23 @@ TEST(KvPool, Shapes) {
     EXPECT_NE(pool.k_views()[0].data.data, pool.v_views()[0].data.data);
     EXPECT_EQ(KvPool::bytes_per_token(small_spec(), DType::BF16), 2 * 2 * 2 * 4 * 2);
     EXPECT_EQ(pool.bytes(), 10 * 16 * KvPool::bytes_per_token(small_spec(), DType::BF16));
+}
+
+// zero_block clears one block in every plane (codes and scales) and leaves its neighbours.
+TEST(KvPool, ZeroBlockClearsOneBlockEverywhere) {
+    KvPool pool(small_spec(), 4, 16, ops::ExecContext::cpu(), DType::BF16, ops::KvDtype::Int8);
+    std::vector<TensorView> planes;
+    for (const auto* views : {&pool.k_views(), &pool.v_views()})
+        for (const ops::KvPlane& p : *views) planes.push_back(p.data), planes.push_back(p.scale);
+    for (const TensorView& p : planes) std::memset(p.data, 0x5a, size_t(p.nbytes()));
+    pool.zero_block(ops::ExecContext::cpu(), 2);
+    for (const TensorView& p : planes) {
+        const auto* bytes = static_cast<const unsigned char*>(p.data);
+        const int64_t per_block = p.nbytes() / 4;
+        for (int64_t i = 0; i < p.nbytes(); ++i)
+            ASSERT_EQ(bytes[i], i / per_block == 2 ? 0 : 0x5a) << "byte " << i;
+    }
+    EXPECT_TRUE(raises([&] { pool.zero_block(ops::ExecContext::cpu(), 4); }, {"block 4"}));
 }
 
 TEST(KvPool, QuantizedPlanesCarryTheirScales) {

@@ -58,6 +58,9 @@ std::vector<int32_t> solo_output(std::vector<int32_t> tokens, int64_t max_new) {
     return out;
 }
 
+// What a zeroed KV entry reads as (never a token; unwritten entries read -1).
+constexpr int32_t kZeroedEntry = -2;
+
 struct Harness {
     Harness(SchedulerConfig c, int64_t blocks, int32_t bs, int32_t snapshot_rows,
             int32_t host_buffers)
@@ -99,6 +102,9 @@ struct Harness {
                 state_rows.at(size_t(op.dst)) = host.at(size_t(op.src));
                 break;
             case CacheOp::Kind::CopyBlock: kv.at(size_t(op.dst)) = kv.at(size_t(op.src)); break;
+            case CacheOp::Kind::ZeroBlock:
+                kv.at(size_t(op.dst)).assign(size_t(block_size), kZeroedEntry);
+                break;
             }
         }
     }
@@ -377,6 +383,44 @@ TEST(Scheduler, NoPrefixCacheMeansNoHits) {
     EXPECT_EQ(h.cached_tokens[a], 0);
     EXPECT_EQ(h.cached_tokens[b], 0);
     h.check_outputs();
+}
+
+// A failed request (finished without a snapshot: non-finite logits) may leave non-finite K/V,
+// and attention reads a reused block's rows past its next owner's context: the blocks it alone
+// held go back zeroed, the ones the prefix cache shares stay as they are, and a finished request's
+// blocks are not touched.
+TEST(Scheduler, AFailedRequestsBlocksGoBackZeroed) {
+    Harness h(config(2, 32, 16), 64, 4, 4, 2);
+    h.submit(iota_tokens(20, 3), 3);
+    h.run_to_end();
+    h.submit(concat_tokens(iota_tokens(20, 3), iota_tokens(30, 100)), 12);
+    // The follow-up resumes from the shared prefix, then decodes past its last snapshot.
+    while (h.scheduler->running().empty() || h.scheduler->running().front()->generated < 7)
+        ASSERT_TRUE(h.step());
+    Sequence& failed = *h.scheduler->running().front();
+    const std::vector<int32_t> blocks = failed.blocks;
+    ASSERT_GE(blocks.size(), 3u);
+    const int64_t free_before = h.manager.free_blocks();
+    const CacheOps ops = h.scheduler->finish(failed, /*snapshot=*/false);
+    std::set<int32_t> zeroed;
+    for (const CacheOp& op : ops)
+        if (op.kind == CacheOp::Kind::ZeroBlock) zeroed.insert(op.dst);
+    // Exactly the blocks that went free: not the prefix's full blocks, which the cache keeps.
+    EXPECT_EQ(int64_t(zeroed.size()), h.manager.free_blocks() - free_before);
+    EXPECT_GT(zeroed.size(), 0u);
+    EXPECT_LT(zeroed.size(), blocks.size());
+    for (int32_t b : zeroed)
+        EXPECT_NE(std::find(blocks.begin(), blocks.end(), b), blocks.end()) << "block " << b;
+    h.run(ops);
+    for (int32_t b : zeroed)
+        EXPECT_EQ(h.kv[size_t(b)], std::vector<int32_t>(size_t(h.block_size), kZeroedEntry));
+    h.scheduler->collect();
+    // A request that ends normally leaves its blocks as they are.
+    h.submit(iota_tokens(40, 500), 2);
+    for (int i = 0; i < 2; ++i) h.step();
+    ASSERT_EQ(h.scheduler->running().size(), 1u);
+    for (const CacheOp& op : h.scheduler->finish(*h.scheduler->running().front(), true))
+        EXPECT_NE(op.kind, CacheOp::Kind::ZeroBlock);
 }
 
 TEST(Scheduler, CancellationAtEveryStageLeaksNothing) {

@@ -48,7 +48,8 @@ void BlockManager::retain(int32_t b, bool cache) {
     update_cache_only(b, before);
 }
 
-void BlockManager::release(const std::vector<int32_t>& blocks, bool cache) {
+std::vector<int32_t> BlockManager::release(const std::vector<int32_t>& blocks, bool cache) {
+    std::vector<int32_t> freed;
     for (int32_t b : blocks) {
         check_held(b, "release");
         require(!cache || cache_refs_[size_t(b)] > 0, "BlockManager: cache release of block ", b,
@@ -59,8 +60,12 @@ void BlockManager::release(const std::vector<int32_t>& blocks, bool cache) {
         --refs_[size_t(b)];
         if (cache) --cache_refs_[size_t(b)];
         update_cache_only(b, before);
-        if (refs_[size_t(b)] == 0) free_.push_back(b);
+        if (refs_[size_t(b)] == 0) {
+            free_.push_back(b);
+            freed.push_back(b);
+        }
     }
+    return freed;
 }
 
 } // namespace ninfer::runtime

@@ -27,8 +27,8 @@ public:
     // One more reference on a held block (cache: a snapshot's reference).
     void retain(int32_t block, bool cache = false);
     // Drops one reference from each block (of the kind it was taken); blocks reaching zero
-    // return to the free list.
-    void release(const std::vector<int32_t>& blocks, bool cache = false);
+    // return to the free list, and are returned.
+    std::vector<int32_t> release(const std::vector<int32_t>& blocks, bool cache = false);
 
 private:
     void check_held(int32_t block, const char* what) const;

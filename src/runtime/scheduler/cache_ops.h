@@ -16,6 +16,7 @@ struct CacheOp {
         SlotToHost, // host buffer dst = state row src (a snapshot leaves the device)
         HostToSlot, // state row dst = host buffer src (restore a host snapshot)
         CopyBlock,  // KV block dst = KV block src, every attention layer (copy-on-write)
+        ZeroBlock,  // KV block dst = 0, every attention layer (a failed sequence's, freed)
     };
     Kind kind;
     int32_t src = -1;

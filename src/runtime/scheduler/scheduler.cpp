@@ -311,7 +311,10 @@ CacheOps Scheduler::finish(Sequence& seq, bool snapshot) {
     if (seq.slot >= 0) {
         if (snapshot && snapshots_ && seq.cached > 0)
             snapshots_->insert(seq.cache_tokens().data(), seq.cached, seq.blocks, seq.slot, ops);
-        blocks_.release(seq.blocks);
+        // A failed sequence's K/V may hold non-finite values, and attention reads the rows of a
+        // reused block past its next owner's context (ops/attention.h): they go back zeroed.
+        for (int32_t b : blocks_.release(seq.blocks))
+            if (!snapshot) ops.push_back({CacheOp::Kind::ZeroBlock, -1, b});
         seq.blocks.clear();
         free_slots_.push_back(seq.slot);
         seq.slot = -1;

@@ -74,7 +74,8 @@ public:
     // takes the snapshots that are due. The ops run before anything else touches the state rows.
     CacheOps after_forward(const StepPlan& plan);
     // Ends a sequence (running or waiting): with snapshot, its state at `cached` tokens is kept
-    // in the prefix cache; frees its slot and blocks and marks it done. The ops run at once.
+    // in the prefix cache; frees its slot and blocks and marks it done. Without (a failed
+    // request), the blocks it alone held are zeroed. The ops run at once.
     CacheOps finish(Sequence& seq, bool snapshot);
     // Drops done sequences.
     void collect();
