@@ -467,7 +467,8 @@ void Qwen35Model::forward_rank(const ops::ExecContext& ctx, const ForwardBatch& 
         else
             mlp_block(ctx, s, w, T);
         if (tracing) {
-            if (config_.moe) trace.check(ctx, s.router.view().narrow(0, 0, T), layer_index, "router");
+            if (config_.moe)
+                trace.check(ctx, s.router.view().narrow(0, 0, T), layer_index, "router");
             trace.check(ctx, s.x.view().narrow(0, 0, T), layer_index, "mlp");
         }
         if (!batch.features.empty())

@@ -37,9 +37,10 @@ KvPool::KvPool(const model::CacheSpec& spec, int64_t num_blocks, int32_t block_s
     // SDPA and the flash kernels compute P V over whole key tiles, and 0 x NaN is NaN), so they
     // must hold finite values: device memory comes back holding whatever the pool's last user
     // left (the bf16 35B at a 65,536-row step budget found NaN there after the profile
-    // forward's f32 scratch and stopped 45% of its requests). Rows a sequence wrote stay
-    // finite, so zeros at the start suffice. (CPU allocations come zero-filled, and pages never
-    // touched cost no memory.)
+    // forward's f32 scratch and stopped 45% of its requests). Zeros at the start, and a failed
+    // sequence's blocks zeroed as they are freed (Scheduler::finish, zero_block), keep every
+    // unwritten row finite. (CPU allocations come zero-filled, and pages never touched cost no
+    // memory.)
     if (!ctx.device.is_cpu())
         for (const Tensor& t : storage_) ops::fill_zero(ctx, t.view());
 }
