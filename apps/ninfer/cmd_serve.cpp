@@ -75,13 +75,17 @@ void print_engine(const EngineOptions& o, const EngineStats& st) {
         }
         cache += ")";
     }
+    // The step's scratch is measured on a GPU only (the CPU plan has no memory budget).
+    char scratch[64] = "";
+    if (st.step_scratch_bytes > 0)
+        std::snprintf(scratch, sizeof scratch, " (%.2f GiB of step scratch)",
+                      double(st.step_scratch_bytes) / double(1 << 30));
     std::fprintf(stderr,
                  "ninfer: engine: KV capacity %lld tokens (%s), %lld sequence slots (%s GDN "
-                 "state), %lld batch tokens (%.2f GiB of step scratch), prefix cache %s\n",
+                 "state), %lld batch tokens%s, prefix cache %s\n",
                  (long long)st.kv_capacity_tokens, st.kv_dtype.c_str(),
                  (long long)st.state_slots_total, st.gdn_state_dtype.c_str(),
-                 (long long)st.max_batch_tokens, double(st.step_scratch_bytes) / double(1 << 30),
-                 cache.c_str());
+                 (long long)st.max_batch_tokens, scratch, cache.c_str());
 }
 
 // --chat-template-kwargs, checked before the model loads.
