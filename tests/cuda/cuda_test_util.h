@@ -108,6 +108,15 @@ inline Tensor to_host(const ops::ExecContext& ctx, const TensorView& dev) {
     return t;
 }
 
+// Fills `bytes` of ctx's memory pool with NaN and hands them back to it, so allocations that
+// follow find stale data as a serving step does where earlier steps left theirs (the pool keeps
+// freed memory and hands it out again).
+inline void leave_nan_in_pool(const ops::ExecContext& ctx, int64_t bytes) {
+    Tensor stale = Tensor::empty(ops::device_allocator(ctx.device), DType::F32, {bytes / 4});
+    ops::fill_random(ctx, stale, 0, std::nanf(""), 0.0f);
+    ops::synchronize(ctx);
+}
+
 // gtest assertion: every element of a host tensor is finite (the first bad one's row and column
 // over `cols` columns otherwise).
 inline ::testing::AssertionResult all_finite(const TensorView& host, int64_t cols) {

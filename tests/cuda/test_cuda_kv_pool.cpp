@@ -3,7 +3,6 @@
 // SDPA and the flash kernels multiply whole key tiles of V by P, and 0 x NaN is NaN): NaN left
 // there by an earlier user of the memory (the bf16 35B's profile forward at a 65,536-row budget)
 // stopped 45% of a serving run's requests with non-finite logits.
-#include <cmath>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
@@ -20,12 +19,7 @@ TEST(CudaKvPool, EveryPlaneStartsAtZeroOverStaleMemory) {
     spec.draft_layers = 1, spec.draft_kv_heads = 2, spec.draft_head_dim = 128;
     const int64_t blocks = 4096, bs = 16; // 2 x 2 planes of 64 MiB, then the drafter's 2 x 32
     for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8}) {
-        { // NaN over more than the pool's size, handed back to the memory pool
-            Tensor stale = Tensor::empty(ops::device_allocator(c.device), DType::F32,
-                                         {int64_t(1) << 28});
-            ops::fill_random(c, stale, 0, std::nanf(""), 0.0f);
-            ops::synchronize(c);
-        }
+        leave_nan_in_pool(c, int64_t(1) << 30); // more than the KV pool
         runtime::KvPool pool(spec, blocks, int32_t(bs), c, DType::BF16, kv);
         std::vector<TensorView> planes;
         for (const auto* views : {&pool.k_views(), &pool.v_views()})

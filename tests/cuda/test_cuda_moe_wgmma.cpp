@@ -7,7 +7,6 @@
 //     rank's experts (ids -1), the 35B's expert shapes, and a graph replay equal to eager;
 //   - the route is taken on sm_90 and nowhere else (portable mode included).
 // On an sm_90 GPU the route must be built and fit: a build without it fails here, loudly.
-#include <cmath>
 #include <vector>
 
 #include "cuda/moe_test_util.h"
@@ -198,12 +197,7 @@ TEST(CudaMoeWgmma, FullBudgetStepOverStaleScratchEqualsMmaSyncOnEveryRow) {
                                   std::pair{"every token on experts 0-7", same}}) {
         Tensor ids = to_device(c, r.ids, DType::I32), w = to_device(c, r.weights, DType::F32);
         const auto run = [&](int route) {
-            { // 12 GiB of NaN, more than the step's scratch, back to the pool
-                Tensor stale = Tensor::empty(ops::device_allocator(c.device), DType::F32,
-                                             {int64_t(3) << 30});
-                ops::fill_random(c, stale, 0, std::nanf(""), 0.0f);
-                ops::synchronize(c);
-            }
+            leave_nan_in_pool(c, int64_t(12) << 30); // more than the step's scratch
             ForcedRoute forced(RouteId::MoeExpertsBf16, route);
             Tensor y = to_device(c, zeros({T, H}), DType::BF16);
             ops::moe_experts(c, x, gu, down, ids, w, y);
