@@ -302,7 +302,7 @@ void Engine::Impl::score_prompts(const runtime::StepPlan& plan, const TensorView
             const int32_t id = seq.tokens[size_t(position + 1)];
             ops::download(ctx, rows.narrow(0, r, 1).narrow(1, id, 1).reshape({1}),
                           TensorView::contiguous(one.data(), DType::F32, Device::cpu(), {1}));
-            scores.push_back({id, float(double(one[0]) - double(lse_h[size_t(r)]))}); // logits.h
+            scores.push_back({id, ops::logprob_of(one[0], lse_h[size_t(r)])});
         }
         {
             std::lock_guard lock(seq.stream->mutex);

@@ -74,9 +74,8 @@ std::vector<SampleOutput> unpack(const Packed& p, const std::vector<int32_t>& w,
             continue;
         }
         o.token.id = w[size_t(r)];
-        // logits.h's rounding: the same bits as the token's entry among the top logprobs.
-        o.token.logprob = float(double(as_float(w[size_t(3 * p.R + r)])) -
-                                double(as_float(w[size_t(2 * p.R + r)])));
+        o.token.logprob =
+            ops::logprob_of(as_float(w[size_t(3 * p.R + r)]), as_float(w[size_t(2 * p.R + r)]));
         const int64_t top = 4 * p.R + r * p.k;
         for (int64_t i = 0; i < rows[size_t(r)].top_logprobs; ++i)
             o.token.top_logprobs.push_back(

@@ -9,6 +9,7 @@
 
 #include "ops/cpu/cpu_common.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/logits.h"
 
 namespace ninfer::ops::cpu {
 namespace {
@@ -48,8 +49,7 @@ void logprobs_top_k(CpuMode mode, const TensorView& logits, int64_t vocab_limit,
             std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
         for (int64_t i = 0; i < k; ++i) {
             ids.ptr<int32_t>()[r * ids.stride[0] + i] = order[i];
-            logprobs.ptr<float>()[r * logprobs.stride[0] + i] =
-                float(double(l[order[i]]) - double(log_z));
+            logprobs.ptr<float>()[r * logprobs.stride[0] + i] = logprob_of(l[order[i]], log_z);
         }
     });
 }
