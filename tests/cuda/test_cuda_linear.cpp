@@ -3,7 +3,7 @@
 // loads and of its unrolled step, N not a multiple of its warps per block, strided x and y rows
 // (aligned: GEMV; unaligned: cuBLAS), BF16 and F32 outputs, overwrite and accumulate. The same for
 // rms_norm_linear's fused route, and its fallback where the normalised rows do not fit in shared
-// memory.
+// memory. Outputs whose rows are not 16-byte multiples at prefill row counts.
 #include <string>
 #include <utility>
 
@@ -70,6 +70,19 @@ TEST(CudaLinear, GemvRouteEveryRowCountAndBoundary) {
         // K shorter than one unrolled step: some lanes load nothing.
         EXPECT_EQ(check_linear({T, 264, 40}, false, DType::BF16), gemv);
     }
+}
+
+// cuBLAS with output rows that are not 16-byte multiples (the router's E + 1 = 257 columns) at
+// prefill row counts: overwrite and accumulate, a y slice whose 3 padding columns must come back
+// untouched, bf16 and f32 rows.
+TEST(CudaLinear, MisalignedOutputRowsAtPrefillRowCounts) {
+    for (int64_t T : {255, 256, 300})
+        for (bool accumulate : {false, true}) {
+            SCOPED_TRACE("T=" + std::to_string(T));
+            check_linear({T, 2048, 257}, accumulate, DType::BF16);        // row stride 257
+            check_linear({T, 512, 257}, accumulate, DType::BF16, {0, 3}); // 260
+            check_linear({T, 512, 130}, accumulate, DType::F32, {8, 1});  // 131
+        }
 }
 
 TEST(CudaLinear, GemvPreferredFollowsTheMeasuredTable) {

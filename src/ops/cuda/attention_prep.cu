@@ -49,12 +49,7 @@ __device__ __forceinline__ void load8(const float* p, float (&v)[kLaneDims]) {
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 __device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&v)[kLaneDims]) {
-    uint32_t w[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) // memory order: the lower address is the low half of the word
-        w[j] = uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * j]))) |
-               uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * j + 1]))) << 16;
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    *reinterpret_cast<uint4*>(p) = float_to_bf16x8(v);
 }
 __device__ __forceinline__ void store8(float* p, const float (&v)[kLaneDims]) {
     reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);

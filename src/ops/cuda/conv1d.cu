@@ -38,13 +38,7 @@ template <typename T, int V> __device__ __forceinline__ void store_row(T* p, con
     } else if constexpr (std::is_same_v<T, float>) {
         *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
     } else {
-        uint32_t words[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const __nv_bfloat162 pair = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
-            words[j] = *reinterpret_cast<const uint32_t*>(&pair);
-        }
-        *reinterpret_cast<uint4*>(p) = make_uint4(words[0], words[1], words[2], words[3]);
+        *reinterpret_cast<uint4*>(p) = float_to_bf16x8(v);
     }
 }
 

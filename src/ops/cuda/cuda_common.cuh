@@ -59,6 +59,17 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&v)[8])
         v[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
     }
 }
+// The inverse: 8 floats rounded to nearest-even bf16, packed in memory order (the lower address
+// is the low half of each word) for one 16-byte store.
+__device__ __forceinline__ uint4 float_to_bf16x8(const float (&v)[8]) {
+    uint32_t words[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const __nv_bfloat162 pair = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+        words[j] = *reinterpret_cast<const uint32_t*>(&pair);
+    }
+    return make_uint4(words[0], words[1], words[2], words[3]);
+}
 
 // A row view as kernels see it: [R, N] or [A, B, N] (row r = (r / B, r % B)), unit last stride.
 struct RowView {

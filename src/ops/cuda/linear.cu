@@ -62,9 +62,7 @@ cublasHandle_t handle_for(const ExecContext& ctx) {
     const std::pair<int, void*> key{ctx.device.index, ctx.stream};
     Handle& h = all.by_stream[key];
     if (h.handle) return h.handle;
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    check(cudaStreamIsCapturing(stream_of(ctx), &capturing), "cudaStreamIsCapturing");
-    require(capturing == cudaStreamCaptureStatusNone,
+    require(!cuda::capturing(ctx),
             "linear: first cuBLAS use of a stream inside a graph capture (run it eagerly first)");
     check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
     Handle fresh;

@@ -181,9 +181,7 @@ void* stream_workspace(const ExecContext& ctx, size_t bytes) {
             all.spaces.erase(it);
         });
     if (bytes <= w.size) return w.generations.back();
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    check(cudaStreamIsCapturing(stream_of(ctx), &capturing), "cudaStreamIsCapturing");
-    require(capturing == cudaStreamCaptureStatusNone, "stream_workspace: ", bytes,
+    require(!cuda::capturing(ctx), "stream_workspace: ", bytes,
             " bytes needed while a graph is being captured (run the step once eagerly first)");
     constexpr size_t kGranule = size_t(1) << 20;
     const size_t size = (std::max(bytes, 2 * w.size) + kGranule - 1) / kGranule * kGranule;
@@ -406,49 +404,51 @@ bool capturing(const ExecContext& ctx) {
     return status != cudaStreamCaptureStatusNone;
 }
 
-// Freed allocations stay in the default pool (unlimited release threshold): trim it first, so
-// `free` counts them as free.
-DeviceMemory device_memory(const ExecContext& ctx) {
-    check(cudaStreamSynchronize(stream_of(ctx)), "device_memory: synchronize");
-    cudaMemPool_t pool;
-    check(cudaDeviceGetDefaultMemPool(&pool, ctx.device.index), "cudaDeviceGetDefaultMemPool");
-    check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
-    size_t free_bytes = 0, total_bytes = 0;
-    check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-    return {int64_t(free_bytes), int64_t(total_bytes)};
-}
-
 namespace {
-uint64_t pool_attribute(const ExecContext& ctx, cudaMemPoolAttr attr, const char* what) {
+// The device's default pool once ctx's queued work has finished (what a reading of it then sees
+// is settled).
+cudaMemPool_t settled_pool(const ExecContext& ctx, const char* what) {
     check(cudaStreamSynchronize(stream_of(ctx)), what);
     cudaMemPool_t pool;
     check(cudaDeviceGetDefaultMemPool(&pool, ctx.device.index), "cudaDeviceGetDefaultMemPool");
+    return pool;
+}
+uint64_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr, const char* what) {
     uint64_t value = 0;
     check(cudaMemPoolGetAttribute(pool, attr, &value), what);
     return value;
 }
 } // namespace
 
+// Freed allocations stay in the default pool (unlimited release threshold): trim it first, so
+// `free` counts them as free.
+DeviceMemory device_memory(const ExecContext& ctx) {
+    check(cudaMemPoolTrimTo(settled_pool(ctx, "device_memory"), 0), "cudaMemPoolTrimTo");
+    size_t free_bytes = 0, total_bytes = 0;
+    check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    return {int64_t(free_bytes), int64_t(total_bytes)};
+}
+
 // The mark can only be reset to zero; the next allocation raises it to the bytes then in use.
 void reset_memory_peak(const ExecContext& ctx) {
-    check(cudaStreamSynchronize(stream_of(ctx)), "reset_memory_peak: synchronize");
-    cudaMemPool_t pool;
-    check(cudaDeviceGetDefaultMemPool(&pool, ctx.device.index), "cudaDeviceGetDefaultMemPool");
     uint64_t zero = 0;
-    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
+    check(cudaMemPoolSetAttribute(settled_pool(ctx, "reset_memory_peak"),
+                                  cudaMemPoolAttrUsedMemHigh, &zero),
           "reset_memory_peak: UsedMemHigh");
 }
 
 int64_t memory_in_use(const ExecContext& ctx) {
-    return int64_t(
-        pool_attribute(ctx, cudaMemPoolAttrUsedMemCurrent, "memory_in_use: UsedMemCurrent"));
+    return int64_t(pool_attribute(settled_pool(ctx, "memory_in_use"), cudaMemPoolAttrUsedMemCurrent,
+                                  "memory_in_use: UsedMemCurrent"));
 }
 
 int64_t memory_peak(const ExecContext& ctx) {
+    const cudaMemPool_t pool = settled_pool(ctx, "memory_peak");
     const uint64_t high =
-        pool_attribute(ctx, cudaMemPoolAttrUsedMemHigh, "memory_peak: UsedMemHigh");
-    // No allocation since the reset leaves the mark at 0.
-    return std::max(int64_t(high), cuda::memory_in_use(ctx));
+        pool_attribute(pool, cudaMemPoolAttrUsedMemHigh, "memory_peak: UsedMemHigh");
+    const uint64_t now =
+        pool_attribute(pool, cudaMemPoolAttrUsedMemCurrent, "memory_peak: UsedMemCurrent");
+    return int64_t(std::max(high, now)); // no allocation since the reset leaves the mark at 0
 }
 
 void fill_random(const ExecContext& ctx, const TensorView& dst, uint64_t seed, float mean,
