@@ -8,7 +8,9 @@
 //   bench_prefill_ops moe [T] [reps]            (only moe_experts at T, T/4, T/16, T/64 rows,
 //                                               each route of moe_experts.bf16 forced)
 //   bench_prefill_ops attention [T] [reps]      (only paged_attention at T, T/4, T/16 rows,
-//                                               each kernel of attention_prefill.bf16 forced)
+//                                               each kernel of attention_prefill.bf16 forced;
+//                                               the 35B's heads also over int8 and fp8 planes,
+//                                               attention_prefill.coded's kernels)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,14 +22,14 @@
 #include "bench_util.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
-#include "ops/cuda/attention_cudnn.h"
-#include "ops/kv_cache.h"
 #include "ops/bias_act.h"
 #include "ops/conv1d.h"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/vision_ops.h"
 #include "ops/elementwise.h"
 #include "ops/gated_delta_rule.h"
 #include "ops/gated_rms_norm.h"
+#include "ops/kv_cache.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
@@ -111,22 +113,24 @@ void attention(int32_t T, int64_t nH, int64_t nKV, int reps,
     report(name + tag, ms, 4.0 * double(T) * double(T) / 2 * D * nH);
 }
 
-// Each kernel of attention_prefill.bf16 forced on bf16 planes (an A/B in one run). cuDNN's line
-// is left out, with its reason on stderr, where libcudnn does not load; a shape it has no plan
-// for falls back to flash (its message on stderr says so).
-void attention_kernels(int32_t T, int64_t nH, int64_t nKV, int reps) {
+// Each kernel of attention_prefill.bf16 (bf16 planes) or .coded (quantized planes; cuDNN's
+// through bf16 staging) forced, an A/B in one run. cuDNN's line is left out, with its reason on
+// stderr, where libcudnn does not load; a shape it has no plan for falls back to flash (its message
+// on stderr says so).
+void attention_kernels(int32_t T, int64_t nH, int64_t nKV, int reps,
+                       ops::KvDtype kv = ops::KvDtype::Activation) {
     const ops::RouteTable before = ops::active_route_table();
+    const ops::RouteId id = kv == ops::KvDtype::Activation ? ops::RouteId::AttentionPrefillBf16
+                                                           : ops::RouteId::AttentionPrefillCoded;
     for (int kernel : {ops::kRouteFlash, ops::kRouteCudnn}) {
-        if (!ops::route_kernel_available(ops::RouteId::AttentionPrefillBf16, kernel)) {
+        if (!ops::route_kernel_available(id, kernel)) {
             std::fprintf(stderr, "paged_attention cudnn: %s\n",
                          ops::cuda::cudnn_status().c_str());
             continue;
         }
-        ops::set_active_route_table(before.with_bands(ops::RouteId::AttentionPrefillBf16,
-                                                      {{ops::kRouteUnbounded, kernel}}));
-        const auto& info = ops::route_info(ops::RouteId::AttentionPrefillBf16);
-        attention(T, nH, nKV, reps, ops::KvDtype::Activation,
-                  " " + info.kernels[size_t(kernel)].name);
+        ops::set_active_route_table(before.with_bands(id, {{ops::kRouteUnbounded, kernel}}));
+        const auto& info = ops::route_info(id);
+        attention(T, nH, nKV, reps, kv, " " + info.kernels[size_t(kernel)].name);
     }
     ops::set_active_route_table(before);
 }
@@ -360,7 +364,9 @@ int main(int argc, char** argv) {
         const int32_t T = argc > 2 ? std::stoi(argv[2]) : 8192;
         const int reps = argc > 3 ? std::stoi(argv[3]) : 5;
         for (int32_t rows : {T, T / 4, T / 16}) {
-            attention_kernels(rows, 16, 2, reps); // 35B-A3B
+            for (ops::KvDtype kv :
+                 {ops::KvDtype::Activation, ops::KvDtype::Int8, ops::KvDtype::Fp8})
+                attention_kernels(rows, 16, 2, reps, kv); // 35B-A3B
             attention_kernels(rows, 24, 4, reps); // 27B
         }
         return 0;
@@ -380,7 +386,8 @@ int main(int argc, char** argv) {
     for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8, ops::KvDtype::Fp8})
         attention(T, 16, 2, reps, kv); // 35B-A3B
     attention(T, 24, 4, reps); // 27B
-    attention_kernels(T, 16, 2, reps);
+    for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8})
+        attention_kernels(T, 16, 2, reps, kv);
     gdn(T, 16, 32, reps);      // 35B-A3B
     gdn(T, 16, 48, reps);      // 27B
     moe(T, reps);              // 35B-A3B

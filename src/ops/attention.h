@@ -15,9 +15,10 @@
 //   blocks past its context must hold finite values (masked, they are still multiplied by a
 //   zero probability, and 0 x NaN is NaN); runtime::KvPool zero-fills its planes for that.
 // Numerics: scores and softmax in f32 (f64 in CPU reference mode), online-softmax allowed. The
-// CUDA tensor-core prefill routes (the flash kernel; cuDNN's fused attention, bf16 planes only:
-// ops/cuda/attention_cudnn.h) round the probabilities to bf16 for the P V product, and the flash
-// kernel rounds quantized K and V values to bf16 before its MMAs.
+// CUDA tensor-core prefill routes (the flash kernel; cuDNN's fused attention:
+// ops/cuda/attention_cudnn.h) round the probabilities to bf16 for the P V product, and both
+// round quantized K and V values to bf16 before their MMAs (the flash kernel in its shared-memory
+// tiles, cuDNN's route in bf16 staging planes: the same values).
 #pragma once
 
 #include "core/tensor.h"

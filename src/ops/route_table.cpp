@@ -33,36 +33,65 @@ constexpr int64_t kMiB = int64_t(1) << 20;
 //   the fused MoE decode kernels: measured in the model up to 1,024 pairs (bench/NOTES.md).
 const std::vector<RouteDecisionInfo>& catalog_storage() {
     static const std::vector<RouteDecisionInfo> catalog = {
-        {RouteId::LinearBf16Small, "linear.bf16.small", "rows (weights <= 1.5 MiB)",
+        {RouteId::LinearBf16Small,
+         "linear.bf16.small",
+         "rows (weights <= 1.5 MiB)",
          {{"gemv", cuda::kGemvMaxRows}, {"cublas"}}},
-        {RouteId::LinearBf16Medium, "linear.bf16.medium", "rows (weights <= 8 MiB)",
+        {RouteId::LinearBf16Medium,
+         "linear.bf16.medium",
+         "rows (weights <= 8 MiB)",
          {{"gemv", cuda::kGemvMaxRows}, {"cublas"}}},
-        {RouteId::LinearBf16Large, "linear.bf16.large", "rows (weights <= 16 MiB)",
+        {RouteId::LinearBf16Large,
+         "linear.bf16.large",
+         "rows (weights <= 16 MiB)",
          {{"gemv", cuda::kGemvMaxRows}, {"cublas"}}},
-        {RouteId::LinearBf16Huge, "linear.bf16.huge", "rows (weights > 16 MiB)",
+        {RouteId::LinearBf16Huge,
+         "linear.bf16.huge",
+         "rows (weights > 16 MiB)",
          {{"gemv", cuda::kGemvMaxRows}, {"cublas"}}},
-        {RouteId::LinearGrouped, "linear.grouped", "rows",
-         {{"gemv", 64}, {"dequantize_cublas"}}},
+        {RouteId::LinearGrouped, "linear.grouped", "rows", {{"gemv", 64}, {"dequantize_cublas"}}},
         // fp8: the GEMV, the tensor-core GEMM to kFp8TensorCoreMaxRows rows, W8A8; a kernel
         // that does not take the shape (W8A8 off sm_90) falls back in linear_fp8_route's order.
-        {RouteId::LinearFp8Small, "linear.fp8.small", "rows (fp8 weights < 16 Mi)",
+        {RouteId::LinearFp8Small,
+         "linear.fp8.small",
+         "rows (fp8 weights < 16 Mi)",
          {{"gemv", cuda::kGemvMaxRows}, {"tensor_cores", cuda::kFp8TensorCoreMaxRows}, {"w8a8"}}},
-        {RouteId::LinearFp8Large, "linear.fp8.large", "rows (fp8 weights >= 16 Mi)",
+        {RouteId::LinearFp8Large,
+         "linear.fp8.large",
+         "rows (fp8 weights >= 16 Mi)",
          {{"gemv", cuda::kGemvMaxRows}, {"tensor_cores", cuda::kFp8TensorCoreMaxRows}, {"w8a8"}}},
-        {RouteId::GatedDeltaRule, "gated_delta_rule", "rows of the longest sequence",
+        {RouteId::GatedDeltaRule,
+         "gated_delta_rule",
+         "rows of the longest sequence",
          {{"recurrent"}, {"chunked"}}},
-        {RouteId::MoeBlockDense, "moe_block.dense", "tokens x top_k",
+        {RouteId::MoeBlockDense,
+         "moe_block.dense",
+         "tokens x top_k",
          {{"fused_decode", 1024}, {"composed"}}},
-        {RouteId::MoeBlockFp8, "moe_block.fp8", "tokens x top_k",
+        {RouteId::MoeBlockFp8,
+         "moe_block.fp8",
+         "tokens x top_k",
          {{"fused_decode", 1024}, {"composed"}}},
-        {RouteId::MoeBlockGrouped, "moe_block.grouped", "tokens x top_k",
+        {RouteId::MoeBlockGrouped,
+         "moe_block.grouped",
+         "tokens x top_k",
          {{"fused_decode", 1024}, {"composed"}}},
-        {RouteId::MoeExpertsBf16, "moe_experts.bf16", "tokens x top_k (grouped route)",
+        {RouteId::MoeExpertsBf16,
+         "moe_experts.bf16",
+         "tokens x top_k (grouped route)",
          {{"mma_sync"}, {"wgmma"}}},
-        {RouteId::AttentionPrefillBf16, "attention_prefill.bf16",
-         "rows of the longest sequence (prefill route)", {{"flash"}, {"cudnn"}}},
-        {RouteId::MoeExpertsFp8, "moe_experts.fp8", "tokens x top_k (grouped route, fp8 stacks)",
+        {RouteId::AttentionPrefillBf16,
+         "attention_prefill.bf16",
+         "rows of the longest sequence (prefill route)",
+         {{"flash"}, {"cudnn"}}},
+        {RouteId::MoeExpertsFp8,
+         "moe_experts.fp8",
+         "tokens x top_k (grouped route, fp8 stacks)",
          {{"mma_sync"}, {"wgmma_w8a8"}, {"wgmma_w8a8_swap"}}},
+        {RouteId::AttentionPrefillCoded,
+         "attention_prefill.coded",
+         "rows of the longest sequence (prefill route, int8 / fp8 planes)",
+         {{"flash"}, {"cudnn"}}},
     };
     return catalog;
 }
@@ -120,6 +149,13 @@ std::vector<RouteBand> builtin_bands(RouteId id) {
     // 0.167 against 0.303 / 0.470, 8,192 rows 0.98 / 1.39 against 4.11 / 6.08 ms. Where cuDNN is
     // missing, older than 9.10.2, capturing or without a plan, flash runs.
     case RouteId::AttentionPrefillBf16:
+        return {{kCudnnPrefillFrom - 1, kRouteFlash}, {kRouteUnbounded, kRouteCudnn}};
+    // attention_prefill.coded: cuDNN over bf16 staging of the blocks a step reads
+    // (ops/cuda/attention_cudnn_coded.cu) from kCudnnPrefillFrom rows as well. Measured on an
+    // H100 (bench_prefill_ops attention, the 35B's heads, one run): int8 / fp8 planes at 512 rows
+    // 0.063 / 0.064 against the coded flash kernel's 0.083 / 0.081 ms, 2,048 rows 0.148 / 0.147
+    // against 0.334 / 0.316, 8,192 rows 0.989 / 0.987 against 4.71 / 4.48 ms.
+    case RouteId::AttentionPrefillCoded:
         return {{kCudnnPrefillFrom - 1, kRouteFlash}, {kRouteUnbounded, kRouteCudnn}};
     // moe_experts.fp8: the W8A8 wgmma grouped GEMM everywhere it runs (sm_90 with CUTLASS; else
     // mma_sync), operands swapped to kMoeW8a8SwapLast pairs (an expert then owns a few rows: 32-row
@@ -198,7 +234,8 @@ const RouteDecisionInfo& route_info(RouteId id) {
 }
 
 bool route_kernel_available(RouteId id, int kernel) {
-    if (id == RouteId::AttentionPrefillBf16 && kernel == kRouteCudnn)
+    if ((id == RouteId::AttentionPrefillBf16 || id == RouteId::AttentionPrefillCoded) &&
+        kernel == kRouteCudnn)
         return cuda::cudnn_available();
     return true;
 }

@@ -40,10 +40,12 @@ enum class RouteId {
     MoeBlockFp8,      // "moe_block.fp8"
     MoeBlockGrouped,  // "moe_block.grouped"
     MoeExpertsBf16,   // "moe_experts.bf16": moe_experts' grouped route, bf16 stacks; tokens x top_k
-    AttentionPrefillBf16, // "attention_prefill.bf16": paged_attention's prefill route, bf16
-                          // planes; rows of the longest sequence (from kFlashMinRows)
-    MoeExpertsFp8,    // "moe_experts.fp8": moe_experts' grouped route, block-wise fp8 stacks;
-                      // tokens x top_k
+    AttentionPrefillBf16,  // "attention_prefill.bf16": paged_attention's prefill route, bf16
+                           // planes; rows of the longest sequence (from kFlashMinRows)
+    MoeExpertsFp8,         // "moe_experts.fp8": moe_experts' grouped route, block-wise fp8 stacks;
+                           // tokens x top_k
+    AttentionPrefillCoded, // "attention_prefill.coded": the same over int8 / fp8 planes (cudnn
+                           // through bf16 staging); rows of the longest sequence
     Count
 };
 inline constexpr int kRouteCount = int(RouteId::Count);

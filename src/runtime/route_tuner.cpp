@@ -130,6 +130,7 @@ std::vector<int64_t> tune_values(RouteId id, bool quick) {
         return quick ? std::vector<int64_t>{512, 16384, 65536}
                      : std::vector<int64_t>{256, 512, 1024, 2048, 4096, 8192, 16384, 65536};
     case RouteId::AttentionPrefillBf16: // rows of one prompt, from the flash route's first
+    case RouteId::AttentionPrefillCoded:
         return quick ? std::vector<int64_t>{64, 1024, 8192}
                      : std::vector<int64_t>{16, 64, 256, 512, 1024, 2048, 4096, 8192};
     case RouteId::Count: break;
@@ -149,7 +150,8 @@ std::vector<std::vector<RouteMeasurement>> measure_routes(const TuneOptions& opt
         for (RouteId id : {RouteId::MoeBlockDense, RouteId::MoeBlockFp8, RouteId::MoeBlockGrouped})
             tuning::tune_moe_block(b, id, out);
         tuning::tune_moe_experts(b, out);
-        tuning::tune_attention_prefill(b, out);
+        tuning::tune_attention_prefill(b, ops::KvDtype::Activation, out);
+        tuning::tune_attention_prefill(b, ops::KvDtype::Int8, out);
         tuning::tune_moe_experts_fp8(b, out);
     } catch (...) {
         ops::set_active_route_table(before);

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/kv_cache.h"
 #include "ops/linear.h"
 #include "ops/memory.h"
 #include "ops/route_table.h"
@@ -183,6 +184,7 @@ inline bool not_fp8_nan(uint8_t v) {
 void tune_moe_block(Bench& b, RouteId id, Measurements& out);
 void tune_moe_experts(Bench& b, Measurements& out);
 void tune_moe_experts_fp8(Bench& b, Measurements& out);
-void tune_attention_prefill(Bench& b, Measurements& out);
+// attention_prefill.bf16 over bf16 planes (kv Activation), attention_prefill.coded over int8.
+void tune_attention_prefill(Bench& b, ops::KvDtype kv, Measurements& out);
 
 } // namespace ninfer::runtime::tuning

@@ -109,10 +109,13 @@ void tune_moe_experts_fp8(Bench& b, Measurements& out) {
 }
 
 // paged_attention's prefill route on one fresh prompt of T rows, the 35B's heads (16 query, 2
-// KV, head dim 256) over bf16 planes of 16-token blocks: the flash kernel against cuDNN's fused
-// attention (where libcudnn loads). On the CPU, shrunk, the prompt is T / shrink rows.
-void tune_attention_prefill(Bench& b, Measurements& out) {
-    const RouteId id = RouteId::AttentionPrefillBf16;
+// KV, head dim 256) over planes of 16-token blocks, bf16 (attention_prefill.bf16) or int8 codes
+// that kv_cache_write fills from random rows (attention_prefill.coded): the flash kernel against
+// cuDNN's fused attention (where libcudnn loads). On the CPU, shrunk, the prompt is T / shrink
+// rows.
+void tune_attention_prefill(Bench& b, ops::KvDtype kv, Measurements& out) {
+    const bool coded = kv != ops::KvDtype::Activation;
+    const RouteId id = coded ? RouteId::AttentionPrefillCoded : RouteId::AttentionPrefillBf16;
     constexpr int32_t kBlock = 16;
     const int64_t nH = b.dim(16), nKV = std::max<int64_t>(b.dim(2), 1), D = b.dim(256);
     std::vector<RouteMeasurement>& ms = out[size_t(id)];
@@ -138,13 +141,26 @@ void tune_attention_prefill(Bench& b, Measurements& out) {
         batch.pos_begin = batch.state_slot = d_zero.view();
         batch.block_table = d_table.view();
         const Tensor q = b.random(b.act, {T, nH, D}, 91, 0.0f, 1.0f);
-        const Tensor kc = b.random(b.act, {blocks, kBlock, nKV, D}, 92, 0.0f, 1.0f);
-        const Tensor vc = b.random(b.act, {blocks, kBlock, nKV, D}, 93, 0.0f, 1.0f);
+        const DType code = ops::kv_code_dtype(kv, b.act);
+        const Tensor kc = coded ? b.empty(code, {blocks, kBlock, nKV, D})
+                                : b.random(b.act, {blocks, kBlock, nKV, D}, 92, 0.0f, 1.0f);
+        const Tensor vc = coded ? b.empty(code, {blocks, kBlock, nKV, D})
+                                : b.random(b.act, {blocks, kBlock, nKV, D}, 93, 0.0f, 1.0f);
+        ops::KvPlane kp(kc), vp(vc);
+        Tensor k_scale, v_scale;
+        if (coded) { // the prompt's own rows, encoded
+            const std::vector<int64_t> scales{blocks, kBlock, nKV, ops::kv_scale_groups(kv, D)};
+            k_scale = b.empty(ops::kv_scale_dtype(kv), scales);
+            v_scale = b.empty(ops::kv_scale_dtype(kv), scales);
+            kp = ops::KvPlane::quantized(kc.view(), k_scale.view());
+            vp = ops::KvPlane::quantized(vc.view(), v_scale.view());
+            ops::kv_cache_write(b.ctx, b.random(b.act, {T, nKV, D}, 92, 0.0f, 1.0f),
+                                b.random(b.act, {T, nKV, D}, 93, 0.0f, 1.0f), batch, kp, vp);
+        }
         const Tensor o = b.empty(b.act, {T, nH, D});
         const float scale = 1.0f / std::sqrt(float(D));
-        b.measure(id, value, [&] {
-            ops::paged_attention(b.ctx, q, kc.view(), vc.view(), batch, scale, o);
-        }, ms);
+        b.measure(
+            id, value, [&] { ops::paged_attention(b.ctx, q, kp, vp, batch, scale, o); }, ms);
     }
     b.report(id, ms);
 }

@@ -5,8 +5,9 @@
 // ending mid-tile and mid-block, GQA groups 8 and 6, split-K on and off, staged codes with and
 // without 16-byte copies) and its tensor-core prefill route (chunks after a cached context,
 // ragged batches) against the CPU reference run over the same quantized cache copied from the
-// device. A control proves the comparison can fail: the reference over the same codes with every
-// scale 1.0 must not be within tolerance.
+// device; the cuDNN prefill route over bf16 staging of the same planes, with NaN in every row no
+// sequence wrote. A control proves the comparison can fail: the reference over the same codes
+// with every scale 1.0 must not be within tolerance (and cuDNN run one key short must fail).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "ops/attention.h"
 #include "ops/attention_prep.h"
 #include "ops/attention_test_util.h"
+#include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/kv_cache.h"
@@ -103,8 +105,11 @@ class CudaKvQuant : public CudaDtypeTest {
 protected:
     // Device planes of NB blocks (host_planes' bytes where nothing is written) with every position
     // [0, pos_begin + rows) of each sequence written by CUDA's kv_cache_write from random K, V.
+    // With nan_unwritten, every scale starts as NaN, so each row no sequence wrote decodes to
+    // NaN (stale memory at its worst).
     Planes filled_planes(const ops::ExecContext& c, KvDtype kv, AttnDims d,
-                         const std::vector<SeqSpec>& seqs, int32_t NB, uint64_t seed) const {
+                         const std::vector<SeqSpec>& seqs, int32_t NB, uint64_t seed,
+                         bool nan_unwritten = false) const {
         std::vector<SeqSpec> all;
         int64_t rows = 0;
         for (const SeqSpec& s : seqs) {
@@ -112,7 +117,16 @@ protected:
             rows += s.pos_begin + s.rows;
         }
         DualBatch fill(c, all, kBlock);
-        Planes dev = planes_to_device(c, host_planes(kv, NB, d.nKV, d.D, seed));
+        Planes initial = host_planes(kv, NB, d.nKV, d.D, seed);
+        if (nan_unwritten)
+            for (const Tensor* t : {&initial.k_scale, &initial.v_scale})
+                for (int64_t i = 0; i < t->numel(); ++i) {
+                    if (t->view().dtype == DType::F16)
+                        t->ptr<uint16_t>()[i] = 0x7e00; // binary16 quiet NaN
+                    else
+                        t->ptr<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+                }
+        Planes dev = planes_to_device(c, initial);
         const Tensor k = to_device(c, input({rows, d.nKV, d.D}, seed + 1), dt());
         const Tensor v = to_device(c, input({rows, d.nKV, d.D}, seed + 2), dt());
         ops::kv_cache_write(c, k, v, fill.device(), dev.kp(), dev.vp());
@@ -120,34 +134,47 @@ protected:
         return dev;
     }
 
-    // paged_attention on the device over filled planes against the CPU reference over the
-    // device's planes (and the control over the same codes with unit scales).
-    void check_attention(KvDtype kv, AttnDims d, std::vector<SeqSpec> seqs, const Tolerance& tol,
-                         bool flash_route, uint64_t seed) const {
+    // paged_attention on the device over filled planes, the CPU reference over the device's
+    // planes, and the reference over the same codes with unit scales (the control).
+    struct AttentionRun {
+        Tensor got, ref, unit_ref;
+        bool flash_route = false;
+        std::string what;
+    };
+    AttentionRun run_attention(KvDtype kv, AttnDims d, std::vector<SeqSpec> seqs, uint64_t seed,
+                               bool nan_unwritten) const {
         const auto c = ctx();
         const int32_t NB = blocks_needed(seqs) + 3; // 3 blocks no sequence owns
         seqs = with_blocks(seqs, NB, seed);
         DualBatch batch(c, seqs, kBlock);
-        const Planes dev = filled_planes(c, kv, d, seqs, NB, seed);
+        const Planes dev = filled_planes(c, kv, d, seqs, NB, seed, nan_unwritten);
         const int64_t T = batch.host().num_rows;
         const Tensor q = input({T, d.nH, d.D}, seed + 3);
         const Tensor dq = to_device(c, q, dt());
         Tensor out = to_device(c, zeros({T, d.nH, d.D}), dt());
-        const std::string what = describe(kv, d, seqs);
-        EXPECT_EQ(ops::cuda::flash_prefill_supported(dq, dev.kp(), dev.vp(), out) &&
-                      batch.host().max_rows_per_seq >= ops::cuda::kFlashMinRows,
-                  flash_route)
-            << what;
+        AttentionRun run;
+        run.what = describe(kv, d, seqs);
+        run.flash_route = ops::cuda::flash_prefill_supported(dq, dev.kp(), dev.vp(), out) &&
+                          batch.host().max_rows_per_seq >= ops::cuda::kFlashMinRows;
         const float scale = 1.0f / std::sqrt(float(d.D));
         ops::paged_attention(c, dq, dev.kp(), dev.vp(), batch.device(), scale, out);
-        const Tensor got = to_host(c, out);
+        run.got = to_host(c, out);
         const Planes host = planes_to_host(c, dev);
-        Tensor ref = zeros({T, d.nH, d.D});
-        ops::paged_attention(kCpuRef, q, host.kp(), host.vp(), batch.host(), scale, ref);
-        EXPECT_TRUE(near(got, ref, tol)) << what;
+        run.ref = zeros({T, d.nH, d.D});
+        ops::paged_attention(kCpuRef, q, host.kp(), host.vp(), batch.host(), scale, run.ref);
         const Planes unit = with_unit_scales(host);
-        ops::paged_attention(kCpuRef, q, unit.kp(), unit.vp(), batch.host(), scale, ref);
-        EXPECT_FALSE(near(got, ref, tol)) << "control (unit scales) passed: " << what;
+        run.unit_ref = zeros({T, d.nH, d.D});
+        ops::paged_attention(kCpuRef, q, unit.kp(), unit.vp(), batch.host(), scale, run.unit_ref);
+        return run;
+    }
+
+    void check_attention(KvDtype kv, AttnDims d, std::vector<SeqSpec> seqs, const Tolerance& tol,
+                         bool flash_route, uint64_t seed, bool nan_unwritten = false) const {
+        const AttentionRun run = run_attention(kv, d, std::move(seqs), seed, nan_unwritten);
+        EXPECT_EQ(run.flash_route, flash_route) << run.what;
+        EXPECT_TRUE(near(run.got, run.ref, tol)) << run.what;
+        EXPECT_FALSE(near(run.got, run.unit_ref, tol))
+            << "control (unit scales) passed: " << run.what;
     }
 };
 
@@ -323,6 +350,47 @@ TEST_P(CudaKvQuant, DecodeGraphReplaysEqualEager) {
     }
     ops::synchronize(c);
     ops::bind_device(base);
+}
+
+// The cuDNN route over quantized planes (bf16 staging, ops/cuda/attention_cudnn_coded.cu),
+// forced by the route table's attention_prefill.coded, with NaN scales in every row no sequence
+// wrote (staged as zeros, never attended): a chunk after a cached context ending mid-block, ragged
+// batches with decode rows and long cached prefixes, the 35B's and the 27B's heads and head dim
+// 128. F32 queries never take it (cuDNN runs bf16): its run count must not move for them.
+TEST_P(CudaKvQuant, PromptChunksOnCudnnOverStaleNaNRows) {
+    ASSERT_TRUE(ops::cuda::cudnn_available()) << "cuDNN route: " << ops::cuda::cudnn_status();
+    ForcedRoute cudnn(ops::RouteId::AttentionPrefillCoded, ops::kRouteCudnn);
+    const bool bf16 = dt() == DType::BF16;
+    const std::vector<SeqSpec> serving{
+        {130, 0, 0}, {1, 40, 1}, {64, 512, 2}, {200, 17, 3}, {1, 3, 4}};
+    for (KvDtype kv : kCodecs) {
+        const uint64_t before = ops::cuda::cudnn_prefill_runs();
+        check_attention(kv, {16, 2, 256}, {{100, 37, 0}}, reduction(), bf16, 460, true);
+        check_attention(kv, {24, 4, 256}, serving, reduction(), bf16, 461, true);
+        check_attention(kv, {16, 2, 128}, {{40, 0, 0}, {1, 100, 1}, {33, 700, 2}}, reduction(),
+                        bf16, 462, true);
+        EXPECT_EQ(ops::cuda::cudnn_prefill_runs() - before, bf16 ? 3u : 0u)
+            << ops::kv_dtype_name(kv, dt()) << ": calls cuDNN served (see its message on stderr)";
+    }
+}
+
+// The sabotage arm of the test above: the staged route run one key short must fail the same
+// comparison (so the staged values are what the comparison sees). F32 never reaches cuDNN, so
+// the sabotage cannot touch it: there the comparison must still pass.
+TEST_P(CudaKvQuant, CudnnStagingOneKeyShortIsCaught) {
+    ASSERT_TRUE(ops::cuda::cudnn_available()) << "cuDNN route: " << ops::cuda::cudnn_status();
+    ForcedRoute cudnn(ops::RouteId::AttentionPrefillCoded, ops::kRouteCudnn);
+    const bool bf16 = dt() == DType::BF16;
+    for (KvDtype kv : kCodecs) {
+        const uint64_t before = ops::cuda::cudnn_prefill_runs();
+        ops::cuda::set_cudnn_prefill_sabotage(true);
+        const AttentionRun run = run_attention(kv, {16, 2, 256}, {{100, 37, 0}}, 463, true);
+        ops::cuda::set_cudnn_prefill_sabotage(false);
+        EXPECT_EQ(ops::cuda::cudnn_prefill_runs() - before, bf16 ? 1u : 0u) << run.what;
+        EXPECT_EQ(bool(near(run.got, run.ref, reduction())), !bf16)
+            << (bf16 ? "one key short passed: " : "F32 changed under a cuDNN sabotage: ")
+            << run.what;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaKvQuant, ::testing::Values(DType::F32, DType::BF16),

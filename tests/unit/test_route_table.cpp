@@ -92,6 +92,9 @@ TEST(RouteTable, BuiltinKeepsTheBoundariesOfTheDispatchers) {
     EXPECT_TRUE(ops::route_kernel_available(RouteId::MoeExpertsFp8, ops::kRouteWgmmaW8a8Swap));
     EXPECT_EQ(t.route(RouteId::AttentionPrefillBf16, 511), ops::kRouteFlash);
     EXPECT_EQ(t.route(RouteId::AttentionPrefillBf16, 512), ops::kRouteCudnn);
+    // attention_prefill.coded: the same boundary (cuDNN over bf16 staging from 512 rows).
+    EXPECT_EQ(t.route(RouteId::AttentionPrefillCoded, 511), ops::kRouteFlash);
+    EXPECT_EQ(t.route(RouteId::AttentionPrefillCoded, 512), ops::kRouteCudnn);
     // linear.fp8: GEMV / tensor cores / W8A8 at 8 / 128 rows on smaller weights; GEMV / W8A8 at
     // 4 rows on weights of 16 Mi or more.
     for (auto [rows, kernel] : std::vector<std::pair<int64_t, int>>{

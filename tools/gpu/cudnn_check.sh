@@ -8,7 +8,7 @@
 #   ops:   bench_prefill_ops attention (each kernel of attention_prefill.bf16 forced, one run);
 #   pp:    the 35B's (and with MODELS="35b 27b" the 27B's) prefill at 2,048 and 8,192 rows with
 #          the built-in table (cudnn from 512 rows) and with a table keeping attention_prefill.bf16
-#          on flash, twice each, interleaved.
+#          on flash, twice each, interleaved (PP_FLAGS: more `ninfer bench` flags).
 #   bash tools/gpu/cudnn_check.sh [tests|ops|pp|all]...      logs and JSON in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -8,7 +8,8 @@
 #   route_ab_pp CONFIG LABEL TABLE
 #       runs `/tmp/g/ninfer bench` on CONFIG's random weights, prefill at 2,048 and 8,192 rows
 #       (`--prefill-chunk 8192`, 3 repetitions) with TABLE (a file, or builtin), appends
-#       {"label", "bench"} to $out/pp.jsonl and prints each result's tok/s. A failing bench
+#       {"label", "bench"} to $out/pp.jsonl and prints each result's tok/s ($PP_FLAGS: more
+#       `ninfer bench` flags, e.g. "--kv-dtype int8"). A failing bench
 #       prints the end of its stderr (and any cuDNN line) and sets rc=1;
 #   route_ab_interleaved CONFIG PREFIX BUILTIN_LABEL TABLE_LABEL TABLE
 #       route_ab_pp with the built-in table, then TABLE, twice, labelled "PREFIX<label>".
@@ -36,7 +37,7 @@ PY
 route_ab_pp() { # config, label, table
     local json="/tmp/pp_${2// /_}.json" err="/tmp/pp_${2// /_}.err"
     timeout 240 /tmp/g/ninfer bench --device cuda --config "$1" --random-weights \
-        -p 2048,8192 -n 0 -r 3 --warmup 1 --prefill-chunk 8192 --route-table "$3" -o json \
+        -p 2048,8192 -n 0 -r 3 --warmup 1 --prefill-chunk 8192 --route-table "$3" ${PP_FLAGS:-} -o json \
         > "$json" 2> "$err" || { rc=1; tail -3 "$err"; }
     grep -h "cuDNN" "$err" | sort -u | head -3
     python3 - "$json" "$2" "$out/pp.jsonl" <<'PY'

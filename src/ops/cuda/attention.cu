@@ -9,7 +9,9 @@
 // merges; otherwise one split writes the output directly. Quantized planes run the same schedule
 // over staged codes (attention_coded.cu). Prompt chunks of kFlashMinRows rows or more in bf16 take
 // the tensor-core route instead (attention_flash.cu), quantized planes included, or cuDNN's fused
-// attention where the route table's attention_prefill.bf16 gives it the rows (attention_cudnn.h).
+// attention where the route table's attention_prefill.bf16 gives it the rows (attention_cudnn.h;
+// quantized planes through bf16 staging where attention_prefill.coded does,
+// attention_cudnn_coded.cu).
 #include <algorithm>
 #include <cfloat>
 
@@ -330,11 +332,14 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const KvPlane&
     require(D <= kMaxDim, "paged_attention: CUDA supports head dim <= ", kMaxDim, ", got ", D);
     if (batch.num_seqs == 0 || batch.max_rows_per_seq == 0) return;
     if (batch.max_rows_per_seq >= kFlashMinRows) {
-        // attention_prefill.bf16: cuDNN's fused attention where the table gives it these rows
-        // and it takes the shape, else the flash kernel.
-        if (active_route_table().route(RouteId::AttentionPrefillBf16, batch.max_rows_per_seq) ==
-                kRouteCudnn &&
-            cudnn_prefill(ctx, q, k_cache, v_cache, batch, scale, out))
+        // attention_prefill.bf16 / .coded: cuDNN's fused attention where the table gives it these
+        // rows and it takes the shape (quantized planes through bf16 staging), else the flash
+        // kernel.
+        const bool coded = k_cache.quantized();
+        const RouteId id = coded ? RouteId::AttentionPrefillCoded : RouteId::AttentionPrefillBf16;
+        if (active_route_table().route(id, batch.max_rows_per_seq) == kRouteCudnn &&
+            (coded ? cudnn_prefill_coded(ctx, q, k_cache, v_cache, batch, scale, out)
+                   : cudnn_prefill(ctx, q, k_cache, v_cache, batch, scale, out)))
             return;
         if (flash_prefill_supported(q, k_cache, v_cache, out))
             return flash_prefill(ctx, q, k_cache, v_cache, batch, scale, out);

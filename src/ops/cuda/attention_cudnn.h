@@ -29,11 +29,23 @@
 namespace ninfer::ops::cuda {
 
 // Runs paged_attention's contract through cuDNN when it can: bf16 q, out and planes (not
-// quantized), head dim a multiple of 8 up to 256, 16-byte aligned rows, cuDNN loaded, the stream
-// not capturing, and a plan for the shape. Returns false (nothing written) otherwise.
+// quantized: cudnn_prefill_coded below), head dim a multiple of 8 up to 256, 16-byte aligned rows,
+// cuDNN loaded, the stream not capturing, and a plan for the shape. Returns false (nothing written)
+// otherwise.
 bool cudnn_prefill(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
                    const KvPlane& v_cache, const SeqBatch& batch, float scale,
                    const TensorView& out);
+
+// The same route over quantized planes (int8 or fp8 codes, ops/kv_codec.h), where the route
+// table's attention_prefill.coded gives it the rows (attention_cudnn_coded.cu): the blocks the
+// batch reads are decoded into bf16 staging planes, the values the coded flash kernel attends
+// over, and cuDNN reads those. Returns false (nothing written) where cudnn_prefill would, where
+// the codec's rows do not stage (head dim a multiple of 8 whose scale groups hold whole 8-dim
+// pieces), or where the staging would pass 1 GiB or cannot be allocated: the caller's flash
+// kernel serves those.
+bool cudnn_prefill_coded(const ExecContext& ctx, const TensorView& q, const KvPlane& k_cache,
+                         const KvPlane& v_cache, const SeqBatch& batch, float scale,
+                         const TensorView& out);
 
 // Whether cuDNN's library loaded and is new enough (loads it on the first call).
 bool cudnn_available();
