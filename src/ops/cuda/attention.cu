@@ -202,6 +202,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // Read after stage_tile's barrier.
     stage_queries(q, w.r * q_s0, q_s1, w.h0, w.G, D, scale, sm.q);
     const KeyRange keys = split_keys(w);
+    if (keys.empty()) return; // a split the context does not reach (the combine skips it)
     const int warp = threadIdx.x >> 5;
     HeadState st[kMaxGroup / kWarps];
     for (int64_t t0 = keys.begin; t0 < keys.end; t0 += kTileKeys<T>) {
@@ -231,28 +232,29 @@ __global__ void __launch_bounds__(kCombineThreads)
     const int32_t r0 = a.row_begin[s];
     if (r0 + i >= a.row_begin[s + 1]) return;
     const float* base = partials + (int64_t(blockIdx.x) * gridDim.y + h) * splits * (D + 2);
+    const int used = splits_in_use(int64_t(a.pos_begin[s]) + i, splits); // the rest wrote nothing
     const int k = threadIdx.x;
-    const float l_k = k < splits ? base[k * (D + 2) + 1] : 0.0f;
+    const float l_k = k < used ? base[k * (D + 2) + 1] : 0.0f;
     const float m_k = l_k > 0.0f ? base[k * (D + 2)] : -FLT_MAX; // empty splits weigh nothing
     const float m = block_max(m_k);
     const float w_k = l_k > 0.0f ? __expf(m_k - m) : 0.0f;
     const float l = block_sum(l_k * w_k);
     __shared__ float weight[kMaxSplits];
-    if (k < splits) weight[k] = w_k / l;
+    if (k < used) weight[k] = w_k / l;
     __syncthreads();
     const int d = threadIdx.x;
     if (d >= D) return;
     const float* col = base + 2 + d; // dim d of split 0's accumulator
     float v = 0.0f;
     int j = 0;
-    for (; j + kCombineLoads <= splits; j += kCombineLoads) {
+    for (; j + kCombineLoads <= used; j += kCombineLoads) {
         float x[kCombineLoads];
 #pragma unroll
         for (int u = 0; u < kCombineLoads; ++u) x[u] = col[(j + u) * (D + 2)];
 #pragma unroll
         for (int u = 0; u < kCombineLoads; ++u) v += x[u] * weight[j + u];
     }
-    for (; j < splits; ++j) v += col[j * (D + 2)] * weight[j];
+    for (; j < used; ++j) v += col[j * (D + 2)] * weight[j];
     out[(r0 + i) * o_s0 + h * o_s1 + d] = from_float<T>(v);
 }
 
@@ -348,8 +350,7 @@ void paged_attention(const ExecContext& ctx, const TensorView& q, const KvPlane&
     const int group = int(nH / nKV);
     const int64_t head_groups = nKV * ((group + kMaxGroup - 1) / kMaxGroup);
     const int64_t row_slots = int64_t(batch.num_seqs) * batch.max_rows_per_seq;
-    const int splits = choose_splits(ctx, int64_t(batch.num_rows) * head_groups,
-                                     k_cache.quantized() ? kMaxSplits : kDenseSplits);
+    const int splits = choose_splits(ctx, int64_t(batch.num_rows) * head_groups, kMaxSplits);
     const dim3 grid{unsigned(row_slots), unsigned(head_groups), unsigned(splits)};
     float* partials = splits > 1
                           ? static_cast<float*>(stream_workspace(

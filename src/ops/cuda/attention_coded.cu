@@ -178,8 +178,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     if (!decode_work(a, group, max_rows, w)) return;
     stage_queries(q, w.r * q_s0, q_s1, w.h0, w.G, D, scale, sm.q); // read after the first barrier
     const KeyRange keys = split_keys(w);
+    if (keys.empty()) return; // a split the context does not reach (the combine skips it)
     const int warp = threadIdx.x >> 5;
-    const int64_t count = keys.end - keys.begin; // <= 0 for splits past the context
+    const int64_t count = keys.end - keys.begin;
     const int tiles = count > 0 ? int((count + kTileKeys - 1) / kTileKeys) : 0;
     auto tile_keys = [&](int t) {
         return int(min(int64_t(kTileKeys), keys.end - (keys.begin + int64_t(t) * kTileKeys)));

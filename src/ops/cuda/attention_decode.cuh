@@ -20,12 +20,27 @@ constexpr int kMaxDim = 256; // 32 lanes x 8 dims
 constexpr int kWarps = 8;
 constexpr int kMaxGroup = 8; // query heads per block (Qwen3.6: 8 for 35B-A3B, 6 for 27B)
 static_assert(kMaxGroup % kWarps == 0);
-// Key splits per (row, head group) at most (the combine kernel's bound): the coded kernel's cap.
-// At 35B decode (2 kv heads) its 2 x 128 blocks fill the SMs twice (H200: 128k context 275 ->
-// 226 us for int8, at 2k 14.6 -> 18.8 us: the merge of twice the splits). Unquantized planes
-// keep kDenseSplits.
+// Key splits per (row, head group) at most (the combine kernel's bound). At 35B decode (2 kv heads)
+// 2 x 128 blocks fill the SMs twice (H200, int8 planes: 128k context 275 -> 226 us against 64
+// splits). A split holds at least kMinSplitKeys keys (one 32-key tile), so a short context uses
+// fewer of the launched splits (2k: 64) and the rest exit at once: before this floor, 128 splits
+// cost a 2k context 14.6 -> 18.8 us (the merge of twice the splits, each of half a tile).
 constexpr int kMaxSplits = 128;
-constexpr int kDenseSplits = 64;
+constexpr int kMinSplitKeys = 32;
+
+// Keys per split for a row at position p: the p + 1 keys over ceil((p + 1) / kMinSplitKeys) of
+// the `splits` launched, at most all of them, rounded up.
+__device__ __forceinline__ int64_t keys_per_split(int64_t p, int splits) {
+    const int64_t wanted = min(int64_t(splits), (p + kMinSplitKeys) / kMinSplitKeys);
+    return (p + wanted) / wanted;
+}
+// The splits that hold keys, ceil((p + 1) / keys_per_split): the rounding can leave trailing
+// splits empty (p + 1 = 9,001 over 128 splits: 71 keys each, 127 splits). The combine kernel
+// reads exactly these.
+__device__ __forceinline__ int splits_in_use(int64_t p, int splits) {
+    const int64_t per_split = keys_per_split(p, splits);
+    return int((p + per_split) / per_split);
+}
 
 struct PagedArgs {
     const int32_t *row_begin, *pos_begin, *block_table;
@@ -62,14 +77,15 @@ __device__ __forceinline__ bool decode_work(const PagedArgs& a, int group, int m
     return true;
 }
 
-// This block's share of the keys [0, p]: one of gridDim.z equal ranges, [begin, end) (empty for
-// splits past the context). Computed after the queries' loads are issued (a 64-bit division).
+// This block's share of the keys [0, p]: [begin, end) of keys_per_split keys (empty for the splits
+// past splits_in_use: the block then exits without writing). Computed after the queries'
+// loads are issued (a 64-bit division).
 struct KeyRange {
     int64_t begin, end;
+    __device__ bool empty() const { return begin >= end; }
 };
 __device__ __forceinline__ KeyRange split_keys(const DecodeWork& w) {
-    const int splits = gridDim.z;
-    const int64_t per_split = (w.p + splits) / splits; // ceil((p + 1) / splits)
+    const int64_t per_split = keys_per_split(w.p, gridDim.z);
     const int64_t begin = blockIdx.z * per_split;
     return {begin, min(w.p + 1, begin + per_split)};
 }
