@@ -14,6 +14,18 @@
 namespace ninfer::test {
 namespace {
 
+// Every plane of the pool: K and V codes (and scales where quantized), then the drafter's.
+std::vector<TensorView> every_plane(const runtime::KvPool& pool) {
+    std::vector<TensorView> planes;
+    for (const auto* views : {&pool.k_views(), &pool.v_views()})
+        for (const ops::KvPlane& p : *views) {
+            planes.push_back(p.data);
+            if (p.quantized()) planes.push_back(p.scale);
+        }
+    for (const TensorView& p : pool.draft_views()) planes.push_back(p);
+    return planes;
+}
+
 TEST(CudaKvPool, EveryPlaneStartsAtZeroOverStaleMemory) {
     const auto c = cuda_ctx(DType::BF16);
     model::CacheSpec spec;
@@ -23,13 +35,7 @@ TEST(CudaKvPool, EveryPlaneStartsAtZeroOverStaleMemory) {
     for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8}) {
         leave_nan_in_pool(c, int64_t(1) << 30); // more than the KV pool
         runtime::KvPool pool(spec, blocks, int32_t(bs), c, DType::BF16, kv);
-        std::vector<TensorView> planes;
-        for (const auto* views : {&pool.k_views(), &pool.v_views()})
-            for (const ops::KvPlane& p : *views) {
-                planes.push_back(p.data);
-                if (p.quantized()) planes.push_back(p.scale);
-            }
-        for (const TensorView& p : pool.draft_views()) planes.push_back(p);
+        const std::vector<TensorView> planes = every_plane(pool);
         ASSERT_EQ(planes.size(), kv == ops::KvDtype::Activation ? 6u : 10u);
         for (size_t i = 0; i < planes.size(); ++i) {
             const Tensor host = to_host(c, planes[i]); // floats as f32: +0 has zero bytes
@@ -51,13 +57,7 @@ TEST(CudaKvPool, ZeroBlockClearsOneBlockOnTheDevice) {
     const int32_t blocks = 5, bs = 16;
     for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8}) {
         runtime::KvPool pool(spec, blocks, bs, c, DType::BF16, kv);
-        std::vector<TensorView> planes;
-        for (const auto* views : {&pool.k_views(), &pool.v_views()})
-            for (const ops::KvPlane& p : *views) {
-                planes.push_back(p.data);
-                if (p.quantized()) planes.push_back(p.scale);
-            }
-        for (const TensorView& p : pool.draft_views()) planes.push_back(p);
+        const std::vector<TensorView> planes = every_plane(pool);
         for (const TensorView& p : planes) { // every byte 0x5a
             Tensor fill = Tensor::empty(cpu_allocator(), p.dtype, p.shape.data(), p.ndim);
             std::memset(fill.view().data, 0x5a, size_t(fill.view().nbytes()));
