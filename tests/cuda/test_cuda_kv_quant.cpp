@@ -69,16 +69,21 @@ float scale_value(const Tensor& scales, int64_t i) {
     return ::testing::AssertionSuccess();
 }
 
+// Every K and V scale of host planes set to `value` (in the scales' dtype).
+void set_every_scale(const Planes& p, float value) {
+    for (const Tensor* t : {&p.k_scale, &p.v_scale})
+        for (int64_t i = 0; i < t->numel(); ++i) {
+            if (t->view().dtype == DType::F16)
+                t->ptr<uint16_t>()[i] = float_to_f16(value);
+            else
+                t->ptr<float>()[i] = value;
+        }
+}
+
 // The same codes with every scale 1.0 (the control the comparisons must fail).
 Planes with_unit_scales(const Planes& p) {
     Planes u{clone(p.k), clone(p.v), clone(p.k_scale), clone(p.v_scale)};
-    for (const Tensor* t : {&u.k_scale, &u.v_scale})
-        for (int64_t i = 0; i < t->numel(); ++i) {
-            if (t->view().dtype == DType::F16)
-                t->ptr<uint16_t>()[i] = float_to_f16(1.0f);
-            else
-                t->ptr<float>()[i] = 1.0f;
-        }
+    set_every_scale(u, 1.0f);
     return u;
 }
 
@@ -118,14 +123,7 @@ protected:
         }
         DualBatch fill(c, all, kBlock);
         Planes initial = host_planes(kv, NB, d.nKV, d.D, seed);
-        if (nan_unwritten)
-            for (const Tensor* t : {&initial.k_scale, &initial.v_scale})
-                for (int64_t i = 0; i < t->numel(); ++i) {
-                    if (t->view().dtype == DType::F16)
-                        t->ptr<uint16_t>()[i] = 0x7e00; // binary16 quiet NaN
-                    else
-                        t->ptr<float>()[i] = std::numeric_limits<float>::quiet_NaN();
-                }
+        if (nan_unwritten) set_every_scale(initial, std::numeric_limits<float>::quiet_NaN());
         Planes dev = planes_to_device(c, initial);
         const Tensor k = to_device(c, input({rows, d.nKV, d.D}, seed + 1), dt());
         const Tensor v = to_device(c, input({rows, d.nKV, d.D}, seed + 2), dt());

@@ -87,12 +87,6 @@ const Library& library() {
 std::atomic<bool> g_sabotage{false};
 std::atomic<uint64_t> g_runs{0};
 
-int64_t pow2_at_least(int64_t n, int64_t floor) {
-    int64_t p = floor;
-    while (p < n) p *= 2;
-    return p;
-}
-
 // What a graph is built for: the buckets and every stride and size the graph declares.
 struct GraphKey {
     int64_t seqs, rows, context, nH, nKV, D, bs, blocks;

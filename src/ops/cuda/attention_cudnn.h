@@ -47,6 +47,14 @@ bool cudnn_prefill_coded(const ExecContext& ctx, const TensorView& q, const KvPl
                          const KvPlane& v_cache, const SeqBatch& batch, float scale,
                          const TensorView& out);
 
+// The smallest power of two times `floor` that is >= n: the buckets the graphs are cached by
+// (sequences, rows, context) and the staging planes are sized to.
+inline int64_t pow2_at_least(int64_t n, int64_t floor) {
+    int64_t p = floor;
+    while (p < n) p *= 2;
+    return p;
+}
+
 // Whether cuDNN's library loaded and is new enough (loads it on the first call).
 bool cudnn_available();
 // One line for `ninfer info` and errors: the version loaded and from where, or why not.

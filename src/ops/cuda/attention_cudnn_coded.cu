@@ -37,10 +37,10 @@ struct StagedFrom {
     int32_t block, rows;
 };
 
-__device__ __forceinline__ int32_t context_blocks(const int32_t* row_begin,
-                                                  const int32_t* pos_begin, int32_t s, int32_t bs) {
-    const int32_t context = pos_begin[s] + row_begin[s + 1] - row_begin[s];
-    return (context + bs - 1) / bs;
+// Sequence s's context after this call: its cached positions and its rows.
+__device__ __forceinline__ int32_t context_of(const int32_t* row_begin, const int32_t* pos_begin,
+                                              int32_t s) {
+    return pos_begin[s] + row_begin[s + 1] - row_begin[s];
 }
 
 // Block s: sequence s's staging offset (the blocks of the sequences before it, summed by the
@@ -53,9 +53,9 @@ __global__ void __launch_bounds__(kThreads)
     const int32_t s = blockIdx.x;
     int32_t before = 0;
     for (int32_t j = threadIdx.x; j < s; j += kThreads)
-        before += context_blocks(row_begin, pos_begin, j, bs);
+        before += (context_of(row_begin, pos_begin, j) + bs - 1) / bs;
     const int32_t offset = block_sum(before);
-    const int32_t context = pos_begin[s] + row_begin[s + 1] - row_begin[s];
+    const int32_t context = context_of(row_begin, pos_begin, s);
     const int32_t blocks = (context + bs - 1) / bs;
     for (int32_t j = threadIdx.x; j < table_stride; j += kThreads) {
         staged_table[int64_t(s) * table_stride + j] = j < blocks ? offset + j : 0;
@@ -88,12 +88,6 @@ __global__ void __launch_bounds__(kThreads)
         bf16* dst = (plane ? v_out : k_out) + (int64_t(blockIdx.x) * rows + r) * D + d0;
         *reinterpret_cast<uint4*>(dst) = float_to_bf16x8(v);
     }
-}
-
-int64_t pow2_at_least(int64_t n, int64_t floor) {
-    int64_t p = floor;
-    while (p < n) p *= 2;
-    return p;
 }
 
 // Whether the codec's rows stage by decode_staged: 8-dim pieces that never straddle a scale
