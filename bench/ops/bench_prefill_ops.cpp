@@ -187,6 +187,18 @@ void dense(int32_t T, int64_t N, int64_t K, int reps) {
            ms, 2.0 * T * N * K);
 }
 
+// The router GEMM as the model runs it: bf16 x and weight, F32 logits [T, N] (N = E + 1 with
+// the shared-expert gate; padded widths for the row-alignment A/B).
+void router(int32_t T, int64_t N, int reps) {
+    const int64_t K = 2048;
+    Tensor x = device_random(DType::BF16, {T, K}, 17),
+           w = device_random(DType::BF16, {N, K}, 18, 0.02f);
+    Tensor y = device_random(DType::F32, {T, N}, 19);
+    const double ms = time_ms([&] { ops::linear(ctx, x, w, y, false); }, reps);
+    report("router linear f32 out T=" + std::to_string(T) + " N=" + std::to_string(N), ms,
+           2.0 * T * N * K);
+}
+
 // The small ops of a 35B-A3B layer at T rows (bf16): where a prefill's time goes besides the
 // GEMMs, attention, GDN and experts. Rate: GB/s of the bytes each must move.
 void small_ops(int32_t T, int reps) {
@@ -377,6 +389,14 @@ int main(int argc, char** argv) {
         const int32_t T = argc > 2 ? std::stoi(argv[2]) : 8192;
         const int reps = argc > 3 ? std::stoi(argv[3]) : 5;
         for (int32_t rows : {T, T / 4, T / 16, T / 64}) moe(rows, reps);
+        return 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "router") { // the router GEMM's widths (A/B)
+        ctx = ops::ExecContext::cuda(0, DType::BF16);
+        ops::bind_device(ctx);
+        const int reps = argc > 2 ? std::stoi(argv[2]) : 5;
+        for (int32_t rows : {8192, 65536})
+            for (int64_t N : {257, 260, 264, 272, 256}) router(rows, N, reps);
         return 0;
     }
     const int32_t T = argc > 1 ? std::stoi(argv[1]) : 8192;
