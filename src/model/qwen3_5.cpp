@@ -65,7 +65,7 @@ struct Qwen35Model::Scratch {
         attn = Tensor::empty(a, dt, {T, c.num_heads, D});
         gate_up = Tensor::empty(a, dt, {T, 2 * inter});
         act = Tensor::empty(a, dt, {T, inter});
-        router = Tensor::empty(a, DType::F32, {T, c.num_experts + 1});
+        router = Tensor::empty(a, DType::F32, {T, router_rows(c.num_experts)});
         selected = Tensor::empty(a, dt, {T, H});
         mtp_in = Tensor();
         iota = Tensor();
@@ -357,12 +357,14 @@ void Qwen35Model::mlp_block(const ops::ExecContext& ctx, Scratch& s, const Layer
         reduce_residual(ctx, x);
         return;
     }
-    // Router logits: E experts, then the shared expert's gate (one [E + 1, H] matrix).
+    // Router logits: E experts, then the shared expert's gate (one [router_rows(E), H] matrix
+    // whose padding rows give zero columns that nothing reads).
     TensorView router = s.router.view().narrow(0, 0, T);
     ops::rms_norm_linear(ctx, x, w.post_norm, eps, w.mlp.router, router, h);
     if (!adds_residual()) ops::fill_zero(ctx, x); // moe_block always adds into x
-    ops::moe_block(ctx, h, router, c.num_experts_per_tok, w.mlp.experts_gate_up, w.mlp.experts_down,
-                   w.mlp.shared_gate_up, w.mlp.shared_down, x, c.first_held_expert);
+    ops::moe_block(ctx, h, router.narrow(1, 0, c.num_experts + 1), c.num_experts_per_tok,
+                   w.mlp.experts_gate_up, w.mlp.experts_down, w.mlp.shared_gate_up,
+                   w.mlp.shared_down, x, c.first_held_expert);
     reduce_residual(ctx, x);
 }
 
@@ -468,7 +470,9 @@ void Qwen35Model::forward_rank(const ops::ExecContext& ctx, const ForwardBatch& 
             mlp_block(ctx, s, w, T);
         if (tracing) {
             if (config_.moe)
-                trace.check(ctx, s.router.view().narrow(0, 0, T), layer_index, "router");
+                trace.check(ctx,
+                            s.router.view().narrow(0, 0, T).narrow(1, 0, config_.num_experts + 1),
+                            layer_index, "router");
             trace.check(ctx, s.x.view().narrow(0, 0, T), layer_index, "mlp");
         }
         if (!batch.features.empty())

@@ -186,15 +186,31 @@ public:
     // A device tensor of shape dims in the compute dtype whose contents are the given tensors
     // concatenated in order (concatenation along dim 0, or of per-expert blocks, is
     // concatenation of flat buffers). fp8 and groupwise parts are dequantized on the host first.
-    Tensor fuse(const Dims& dims, const std::vector<const TensorEntry*>& parts) {
+    // zero_tail: dims may hold more than the parts (padding rows), and the rest is zeros.
+    Tensor fuse(const Dims& dims, const std::vector<const TensorEntry*>& parts,
+                bool zero_tail = false) {
         Tensor t =
             Tensor::empty(ops::device_allocator(ctx.device), dtype, dims.data(), int(dims.size()));
+        TensorView flat = t.view().reshape({t.numel()});
+        // Elements the parts hold (groupwise codes: their weight's, not the packed bytes').
+        int64_t parts_numel = 0;
+        for (const TensorEntry* p : parts) {
+            const auto logical = logical_dims.find(p->name);
+            int64_t n = 1;
+            if (logical != logical_dims.end())
+                for (int64_t d : logical->second) n *= d;
+            parts_numel += logical != logical_dims.end() ? n : p->numel();
+        }
+        require(zero_tail ? parts_numel <= t.numel() : parts_numel == t.numel(),
+                "internal: fused tensor size mismatch");
+        if (parts_numel < t.numel())
+            ops::fill_zero(ctx, flat.narrow(0, parts_numel, t.numel() - parts_numel));
         if (random) {
             const RandomInit init = random_init_for(parts.front()->name);
-            ops::fill_random(ctx, t, seed_of(parts.front()->name), init.mean, init.stddev);
+            ops::fill_random(ctx, flat.narrow(0, 0, parts_numel), seed_of(parts.front()->name),
+                             init.mean, init.stddev);
             return t;
         }
-        TensorView flat = t.view().reshape({t.numel()});
         int64_t offset = 0;
         for (const TensorEntry* p : parts) {
             std::vector<float> values;
@@ -212,7 +228,7 @@ public:
             offset += src.numel();
             progress.add(checkpoint_bytes_of(*p));
         }
-        require(offset == t.numel(), "internal: fused tensor size mismatch");
+        require(offset == parts_numel, "internal: fused tensor size mismatch");
         return t;
     }
     Tensor load(const std::string& name, const Dims& shape) {

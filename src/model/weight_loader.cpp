@@ -89,8 +89,10 @@ MlpWeights bind_mlp(Binder& b, const std::string& p) {
         return w;
     }
     const int64_t E = c.num_experts, Is = c.shared_expert_intermediate_size;
-    w.router = b.fuse({E + 1, H}, {&b.take(p + "gate.weight", {E, H}),
-                                   &b.take(p + "shared_expert_gate.weight", {1, H})});
+    w.router = b.fuse(
+        {router_rows(E), H},
+        {&b.take(p + "gate.weight", {E, H}), &b.take(p + "shared_expert_gate.weight", {1, H})},
+        /*zero_tail=*/true);
     bind_experts(b, p + "experts.", w);
     w.shared_gate_up =
         b.fuse_weight({2 * Is, H}, {&b.take(p + "shared_expert.gate_proj.weight", {Is, H}),

@@ -56,12 +56,20 @@ struct AttentionWeights {
     Weight o_proj;  // [H, nH*D]
 };
 
+// Rows of the fused router weight: E experts and the shared-expert gate, padded with zero rows
+// to a multiple of 8. Why: its F32 logits rows are then 16-byte aligned (E + 1 = 257 floats are
+// not), and cuBLAS takes an sm_75 align-1 kernel for unaligned F32 output rows (an H100 prefill
+// step of 65,536 rows spent 1.0 ms a layer there). Consumers read the first E + 1 columns.
+constexpr int64_t router_rows(int64_t num_experts) {
+    return (num_experts + 1 + 7) / 8 * 8;
+}
+
 struct MlpWeights {
     // Dense SwiGLU.
     Weight gate_up; // [2I, H]: gate rows then up rows
     Weight down;    // [H, I]
     // MoE.
-    Tensor router;          // [E + 1, H]: the router's E rows, then shared_expert_gate
+    Tensor router;          // [router_rows(E), H]: the router's E rows, shared_expert_gate, zeros
     Weight experts_gate_up; // [E, 2Ie, H]
     Weight experts_down;    // [E, H, Ie]
     Weight shared_gate_up;  // [2Is, H]

@@ -80,7 +80,10 @@ void expect_layer_shapes(const ModelConfig& c, const model::LayerWeights& l, Lay
     if (c.moe) {
         const int64_t E = c.num_experts, I = c.moe_intermediate_size,
                       Is = c.shared_expert_intermediate_size;
-        EXPECT_EQ(dims_of(l.mlp.router), (Dims{E + 1, H}));
+        // E router rows, the shared-expert gate, then zero rows to a multiple of 8.
+        EXPECT_EQ(dims_of(l.mlp.router), (Dims{model::router_rows(E), H}));
+        EXPECT_EQ(model::router_rows(E) % 8, 0);
+        EXPECT_LT(model::router_rows(E) - (E + 1), 8);
         EXPECT_EQ(dims_of(l.mlp.experts_gate_up), (Dims{E, 2 * I, H}));
         EXPECT_EQ(dims_of(l.mlp.experts_down), (Dims{E, H, I}));
         EXPECT_EQ(dims_of(l.mlp.shared_gate_up), (Dims{2 * Is, H}));
@@ -114,8 +117,10 @@ void expect_layer_contents(const Loaded& l, const model::LayerWeights& w, const 
     }
     const std::string m = p + "mlp.";
     if (l.cfg.moe) {
-        EXPECT_EQ(tensor_values(w.mlp.router),
-                  concat_f32(ck, {m + "gate.weight", m + "shared_expert_gate.weight"}));
+        std::vector<float> router =
+            concat_f32(ck, {m + "gate.weight", m + "shared_expert_gate.weight"});
+        router.resize(size_t(w.mlp.router.numel()), 0.0f); // the padding rows are zeros
+        EXPECT_EQ(tensor_values(w.mlp.router), router);
         EXPECT_EQ(tensor_values(w.mlp.shared_gate_up),
                   concat_f32(ck, {m + "shared_expert.gate_proj.weight",
                                   m + "shared_expert.up_proj.weight"}));
