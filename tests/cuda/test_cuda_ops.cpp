@@ -2,6 +2,7 @@
 // real model shapes, and each route boundary b-1 / b / b+1 (MoE GEMV <= 64 pairs, GDN key dim
 // template sizes 32 / 64 / 128).
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
@@ -9,6 +10,7 @@
 #include "cuda/gdn_test_util.h"
 #include "ops/attention.h"
 #include "ops/conv1d.h"
+#include "ops/cuda/device_caps.h"
 #include "ops/cuda/gated_delta_rule_chunked.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -103,6 +105,23 @@ TEST_P(CudaOps, Elementwise) {
     }
 }
 
+// The attention output gate as the model runs it: in place over [T, heads, 256] with the gate a
+// strided head view of the projection (the warp-per-row route for rows of <= 256; 257 takes the
+// tile route), more rows than one grid row count when T * heads > 65,535.
+TEST_P(CudaOps, SigmoidMulInPlaceOverHeadViews) {
+    const auto c = ctx();
+    for (auto [T, D] :
+         std::vector<std::pair<int64_t, int64_t>>{{3, 256}, {17000, 256}, {5, 200}, {4, 257}}) {
+        const int64_t nH = 4;
+        Tensor attn = input({T, nH, D}, 23, 2.0f), proj = input({T, nH, 2 * D}, 24, 2.0f);
+        Tensor ref = zeros({T, nH, D});
+        ops::sigmoid_mul(kCpuRef, attn, proj.view().narrow(2, D, D), ref);
+        Tensor da = to_device(c, attn, dt()), dp = to_device(c, proj, dt());
+        ops::sigmoid_mul(c, da, dp.view().narrow(2, D, D), da);
+        EXPECT_TRUE(near(to_host(c, da), ref, elementwise())) << "T=" << T << " D=" << D;
+    }
+}
+
 TEST_P(CudaOps, EmbeddingGather) {
     const auto c = ctx();
     Tensor table = input({300, 96}, 30);
@@ -183,6 +202,26 @@ TEST_P(CudaOps, GatedDeltaRuleChunkedRoute) {
     check_gdn(*this, c, 2, 2, 16, 40, {1, 3, 70}, reduction(), ops::GdnAlgo::Chunked);
     // Strong decay: e^G underflows inside a chunk; the state must fade, not turn NaN.
     check_gdn(*this, c, 2, 4, 32, 32, {150}, reduction(), ops::GdnAlgo::Chunked, 30.0f);
+}
+
+// A ragged batch with heads enough for the tensor-core scan's 8-warp blocks (bf16: sequences x
+// heads >= twice the SMs, opted in by NINFER_GDN_SCAN_WIDE=1), and the same batch on its 4-warp
+// blocks, which the shapes above run.
+TEST_P(CudaOps, GatedDeltaRuleChunkedManySequences) {
+    const auto c = ctx();
+    const int Hv = 32;
+    const int seqs = (2 * ops::cuda::device_caps(c.device.index).sm_count + Hv - 1) / Hv;
+    const int32_t pattern[] = {70, 1, 130, 64, 33, 200, 5, 65, 128};
+    std::vector<int32_t> rows;
+    for (int i = 0; i < seqs; ++i) rows.push_back(pattern[i % 9]);
+    for (bool wide : {true, false}) {
+        if (wide) setenv("NINFER_GDN_SCAN_WIDE", "1", 1);
+        if (dt() == DType::BF16) {
+            EXPECT_EQ(ops::cuda::gdn_tc_scan_warps(c, seqs, Hv), wide ? 8 : 4);
+        }
+        check_gdn(*this, c, 16, Hv, 128, 128, rows, reduction());
+        unsetenv("NINFER_GDN_SCAN_WIDE");
+    }
 }
 
 TEST_P(CudaOps, RopePartialAndLongPositions) {

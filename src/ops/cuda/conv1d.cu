@@ -18,6 +18,9 @@ constexpr int kMaxHistory = 8;    // K <= 9
 constexpr int kQwenHistory = 3;   // K = 4
 constexpr int kThreads = 128;     // consecutive channel groups: coalesced row reads
 constexpr int kRowsPerChunk = 64; // rows one thread walks; its K-1 history rows are re-read
+// At least 4 blocks (512 threads) an SM: the row loads in flight are what feeds the copy rate,
+// and 138 registers a thread (bf16, V = 8) allowed only 3.
+constexpr int kMinBlocksPerSm = 4;
 
 // V consecutive elements at p (16-byte aligned when V > 1) as floats, and back.
 template <typename T, int V> __device__ __forceinline__ void load_row(const T* p, float (&v)[V]) {
@@ -49,7 +52,7 @@ template <typename T, int V> __device__ __forceinline__ void store_row(T* p, con
 // sequence's last K-1 inputs: x's last rows, or old state entries when the call has fewer than
 // K-1 rows), so the chunks need no ordering among themselves. H >= K - 1 history slots.
 template <typename T, int V, int H>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     conv_chunks(const T* __restrict__ x, int64_t x_stride, const T* __restrict__ w, int K,
                 int64_t C, const int32_t* row_begin, const int32_t* slots,
                 const int32_t* snapshot_rows, T* __restrict__ state, T* __restrict__ y,
@@ -64,24 +67,25 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t r0 = b + int64_t(blockIdx.y) * kRowsPerChunk;
     if (r0 >= e) return;
     const int64_t r1 = min(e, r0 + kRowsPerChunk);
-    const int S = K - 1;
+    // The vector route runs only at K = H + 1 (the dispatcher checks it): a compile-time S keeps
+    // taps[v][S] and the history arrays in registers (a runtime S put 224 bytes of them in local
+    // memory, ptxas -v).
+    const int S = V > 1 ? H : K - 1;
     // st(v)[j]: channel c0 + v's state entry j.
     const auto st = [&](int v) { return state + (int64_t(slots[s]) * C + c0 + v) * S; };
     // Per-row snapshots (seq_batch.h): at most kMaxSnapshotRows rows, so chunk 0 holds them all.
     const int32_t snap = snapshot_rows ? snapshot_rows[s] : -1;
     // hist[v][j]: channel c0 + v's input at row r0 - S + j (st(v)[S - (b - q)] for a row q before
     // this call).
-    float hist[V][H], old[V][H];
+    float hist[V][H];
 #pragma unroll
     for (int j = 0; j < H; ++j) {
         const int64_t q = r0 - S + j;
         float in[V] = {};
         if (j < S && q >= b) load_row<T, V>(x + q * x_stride + c0, in);
 #pragma unroll
-        for (int v = 0; v < V; ++v) {
-            old[v][j] = (blockIdx.y == 0 && j < S) ? to_float(st(v)[j]) : 0.0f;
-            hist[v][j] = j >= S ? 0.0f : q >= b ? in[v] : old[v][j];
-        }
+        for (int v = 0; v < V; ++v)
+            hist[v][j] = j >= S ? 0.0f : q >= b ? in[v] : to_float(st(v)[j]); // q < b: chunk 0
     }
     float taps[V][H + 1];
 #pragma unroll
@@ -126,20 +130,16 @@ __global__ void __launch_bounds__(kThreads)
         }
     }
     if (blockIdx.y != 0) return;
-    // New state entry j: the input at row e - S + j, or old entry j + n before this call.
+    // New state entry j: the input at row e - S + j, or old entry j + n before this call (n < S
+    // there). Entries are written in ascending j and j + n > j, so the old entry read is still
+    // unwritten: the old state needs no registers through the row loop.
     const int64_t n = e - b;
 #pragma unroll
     for (int j = 0; j < H; ++j) {
         if (j >= S) break;
         const int64_t q = e - S + j;
 #pragma unroll
-        for (int v = 0; v < V; ++v) {
-            float o = 0.0f;
-#pragma unroll
-            for (int i = 0; i < H; ++i)
-                if (i == j + n) o = old[v][i]; // n < S here; constant indices keep old in registers
-            st(v)[j] = q >= b ? x[q * x_stride + c0 + v] : from_float<T>(o);
-        }
+        for (int v = 0; v < V; ++v) st(v)[j] = q >= b ? x[q * x_stride + c0 + v] : st(v)[j + n];
     }
 }
 
