@@ -81,6 +81,27 @@ struct Batch {
     }
 };
 
+// S prompts of L rows each from position 0 (a serving step's prefill), each with its own state
+// slot and KV blocks.
+struct Seqs {
+    std::vector<int32_t> row_begin, pos_begin, slot, table;
+    Tensor d_row, d_pos, d_slot, d_table;
+    ops::SeqBatch b;
+    Seqs(int32_t S, int32_t L, int32_t bs) {
+        const int32_t blocks = (L + bs - 1) / bs;
+        for (int32_t s = 0; s <= S; ++s) row_begin.push_back(s * L);
+        for (int32_t s = 0; s < S; ++s) pos_begin.push_back(0), slot.push_back(s);
+        for (int32_t i = 0; i < S * blocks; ++i) table.push_back(i);
+        d_row = device_ints(row_begin), d_pos = device_ints(pos_begin);
+        d_slot = device_ints(slot), d_table = device_ints(table);
+        b.num_seqs = S, b.num_rows = S * L, b.max_rows_per_seq = L, b.max_context = L;
+        b.host_row_begin = row_begin.data(), b.host_pos_begin = pos_begin.data();
+        b.host_state_slot = slot.data(), b.host_block_table = table.data();
+        b.block_table_stride = blocks, b.block_size = bs;
+        b.row_begin = d_row, b.pos_begin = d_pos, b.state_slot = d_slot, b.block_table = d_table;
+    }
+};
+
 // A T-row prompt over its own KV (bf16, or int8 / fp8 planes that kv_cache_write fills from
 // random bf16 rows), on the prefill kernel the table in force gives it.
 void attention(int32_t T, int64_t nH, int64_t nKV, int reps,
@@ -148,6 +169,24 @@ void gdn(int32_t T, int64_t Hk, int64_t Hv, int reps) {
     const double ms =
         time_ms([&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }, reps);
     report("gated_delta_rule T=" + std::to_string(T) + " Hv=" + std::to_string(Hv), ms,
+           6.0 * double(T) * Hv * dk * dv);
+}
+
+// gated_delta_rule over S prompts of L rows (35B-A3B heads): the chunked route at a serving
+// step's shape (NINFER_GDN_SCAN_WIDE=1: the scan's 8-warp blocks, for an A/B).
+void gdn_batch(int32_t S, int32_t L, int reps) {
+    const int64_t Hk = 16, Hv = 32, dk = 128, dv = 128, T = int64_t(S) * L;
+    Seqs batch(S, L, 16);
+    Tensor q = device_random(DType::BF16, {T, Hk, dk}, 5),
+           k = device_random(DType::BF16, {T, Hk, dk}, 6);
+    Tensor v = device_random(DType::BF16, {T, Hv, dv}, 7),
+           out = device_random(DType::BF16, {T, Hv, dv}, 8);
+    Tensor g = device_random(DType::F32, {T, Hv}, 9, 0.01f),
+           beta = device_random(DType::F32, {T, Hv}, 10, 0.1f);
+    Tensor state = device_random(DType::F32, {S, Hv, dk, dv}, 11, 0.01f);
+    const double ms =
+        time_ms([&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }, reps);
+    report("gated_delta_rule " + std::to_string(S) + " x " + std::to_string(L) + " rows Hv=32", ms,
            6.0 * double(T) * Hv * dk * dv);
 }
 
@@ -389,6 +428,15 @@ int main(int argc, char** argv) {
         const int32_t T = argc > 2 ? std::stoi(argv[2]) : 8192;
         const int reps = argc > 3 ? std::stoi(argv[3]) : 5;
         for (int32_t rows : {T, T / 4, T / 16, T / 64}) moe(rows, reps);
+        return 0;
+    }
+    if (argc > 1 && std::string(argv[1]) == "gdn_batch") { // serving-step GDN shapes
+        ctx = ops::ExecContext::cuda(0, DType::BF16);
+        ops::bind_device(ctx);
+        const int reps = argc > 2 ? std::stoi(argv[2]) : 5;
+        for (auto [S, L] : {std::pair{64, 1024}, {16, 1024}, {8, 1024}, {1, 8192}})
+            gdn_batch(S, L, reps);
+        small_ops(8192, reps); // the conv and norms beside it
         return 0;
     }
     if (argc > 1 && std::string(argv[1]) == "router") { // the router GEMM's widths (A/B)

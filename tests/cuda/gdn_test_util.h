@@ -1,9 +1,10 @@
 // gated_delta_rule on the CUDA route against the CPU reference, for test_cuda_ops and
 // test_cuda_portable_routes: the same inputs on both sides (q, k, v rounded to the activation
-// dtype; decays g = -|N(0, decay_scale)|, beta = sigmoid(N(0, 0.5)); an f32 state of 3 slots),
-// a ragged batch of `rows` per sequence.
+// dtype; decays g = -|N(0, decay_scale)|, beta = sigmoid(N(0, 0.5)); an f32 state of 3 slots,
+// or one a sequence past 3, taken in reverse order), a ragged batch of `rows` per sequence.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -29,10 +30,11 @@ inline void check_gated_delta_rule(const ops::ExecContext& c, int64_t Hk, int64_
         g.ptr<float>()[i] = -std::fabs(g.ptr<float>()[i]);
         beta.ptr<float>()[i] = 1.0f / (1.0f + std::exp(-beta.ptr<float>()[i]));
     }
-    const Tensor state = random_tensor({3, Hv, dk, dv}, seed + 5, 0.1f);
+    const int32_t slots = std::max<int32_t>(3, int32_t(rows.size()));
+    const Tensor state = random_tensor({slots, Hv, dk, dv}, seed + 5, 0.1f);
     std::vector<SeqSpec> seqs;
     for (size_t s = 0; s < rows.size(); ++s)
-        seqs.push_back({rows[s], int32_t(3 * s), int32_t(2 - s)});
+        seqs.push_back({rows[s], int32_t(3 * s), slots - 1 - int32_t(s)});
     DualBatch batch(c, seqs);
     Tensor ref_state = clone(state), ref = zeros({T, Hv, dv});
     ops::gated_delta_rule(kCpuRef, q, k, v, g, beta, batch.host(), ref_state, ref);

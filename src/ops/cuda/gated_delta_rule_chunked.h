@@ -32,6 +32,10 @@ constexpr int kGdnChunkedMinRows = 32;
 // gated_delta_rule takes the recurrence (for GdnAlgo::Chunked as well: the same contract).
 template <typename T> bool gated_delta_rule_chunked_fits(const ExecContext& ctx, const GdnArgs& a);
 
+// The tensor-core scan's warps per block (4: 64 state columns, 8: all 128) for a batch of
+// num_seqs sequences of Hv value heads (gated_delta_rule_chunked_scan.cu says when 8).
+int gdn_tc_scan_warps(const ExecContext& ctx, int num_seqs, int Hv);
+
 // gated_delta_rule's contract (ops/gated_delta_rule.h) by chunks of 64 rows; dk, dv <= 128.
 // T is float or __nv_bfloat16 (the activation type of q, k, v and out); needs
 // gated_delta_rule_chunked_fits.

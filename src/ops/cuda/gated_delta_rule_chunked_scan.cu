@@ -1,7 +1,8 @@
 // The tensor-core chunked gated delta rule, pass 2 (formulas in gated_delta_rule_chunked_tc.cuh).
-// tc_scan_kernel: one block per (sequence, value head, 64 state columns), chunks in order, the
-//   next chunk's tiles (Kr, Qr, V, Tb, A, scalars: 80 KiB) loading by cp.async while this one
-//   computes. Each of the 4 warps owns 16 state columns and keeps S^T (16 x 128, f32) in mma
+// tc_scan_kernel<W>: one block per (sequence, value head, 16 W state columns), chunks in order,
+//   the next chunk's tiles (Kr, Qr, V, Tb, A, scalars: 80 or 88 KiB) loading by cp.async while this
+//   one computes. W = 4 (64 columns) or 8 (all 128): see scan_warps. Each of the W warps owns 16
+//   state columns and keeps S^T (16 x 128, f32) in mma
 //   accumulator registers for the whole sequence; every product of a chunk is a bf16 m16n8k16
 //   mma whose fragments come from those registers or from ldmatrix:
 //     X^T = S^T Kr^T          R^T = V^T - X^T diag(e^G kinv)         U^T = R^T Tb^T
@@ -9,6 +10,9 @@
 //   An accumulator tile doubles as the next product's A fragment (rows = the warp's columns),
 //   so nothing of S or U passes through shared memory. The value columns are independent: warps
 //   and blocks never communicate beyond the shared read-only tiles.
+#include <cstdlib>
+#include <cstring>
+
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/gated_delta_rule_chunked_tc.cuh"
 
@@ -16,36 +20,39 @@ namespace ninfer::ops::cuda {
 namespace {
 using namespace gdn_tc;
 
-constexpr int kWarps = 4;
-constexpr int kWarpCols = 16; // the mma's M: S^T rows (state columns) per warp
-constexpr int kBlockCols = kWarps * kWarpCols;
-constexpr int kThreads = kWarps * 32;
+constexpr int kWarpCols = 16;    // the mma's M: S^T rows (state columns) per warp
 constexpr int kSTiles = kDk / 8; // 16x8 accumulator tiles of S^T (over i)
 constexpr int kTTiles = kChunk / 8;
 
 struct Stage {            // one chunk's tiles (rows past n and columns past dk / dv are zero)
     __nv_bfloat16 *K, *Q; // [kChunk][kKRow]
-    __nv_bfloat16* V;     // [kChunk][kTRow]  the block's 64 value columns
+    __nv_bfloat16* V;     // [kChunk][v_row]  the block's 16 W value columns
     __nv_bfloat16* Tb;    // [kPieces][kChunk][kTRow]
     __nv_bfloat16* A;     // [kChunk][kTRow]
     float4* scal;         // [kChunk]
+    int v_row;            // V's row stride: its columns + kPad
 };
-constexpr size_t kStageBytes =
-    sizeof(__nv_bfloat16) * (2 * kChunk * kKRow + (2 + kPieces) * kChunk * kTRow) +
-    sizeof(float4) * kChunk;
+// A stage's bytes for a block of kCols value columns (64: 80 KiB, 128: 88 KiB).
+template <int kCols>
+constexpr size_t kStageBytes = sizeof(__nv_bfloat16) *
+                                   (2 * kChunk * kKRow + kChunk * (kCols + kPad) +
+                                    (1 + kPieces) * kChunk * kTRow) +
+                               sizeof(float4) * kChunk;
 
-__device__ Stage stage_layout(unsigned char* p) {
+template <int kCols> __device__ Stage stage_layout(unsigned char* p) {
     Stage st;
+    st.v_row = kCols + kPad;
     st.K = reinterpret_cast<__nv_bfloat16*>(p);
     st.Q = st.K + kChunk * kKRow;
     st.V = st.Q + kChunk * kKRow;
-    st.Tb = st.V + kChunk * kTRow;
+    st.Tb = st.V + kChunk * st.v_row;
     st.A = st.Tb + kPieces * kChunk * kTRow;
     st.scal = reinterpret_cast<float4*>(st.A + kChunk * kTRow);
     return st;
 }
 
-// Issues the copies of chunk `ch`'s tiles for value head h, value columns [cb, cb + 64).
+// Issues the copies of chunk `ch`'s tiles for value head h, value columns [cb, cb + kCols).
+template <int kCols>
 __device__ void load_stage(const GdnArgs& a, const TcWork& w, int h, int cb, Rows ch,
                            const Stage& st) {
     const int hk = h / a.ratio, n = ch.n;
@@ -62,7 +69,7 @@ __device__ void load_stage(const GdnArgs& a, const TcWork& w, int h, int cb, Row
         st.Q, kKRow, kChunk, kDk / 8, qb,
         [&](int t, int sg) { return qb + (r0 + t) * a.q_s0 + hk * a.q_s1 + sg * 8; }, key_ok);
     copy_tile(
-        st.V, kTRow, kChunk, kBlockCols / 8, vb,
+        st.V, st.v_row, kChunk, kCols / 8, vb,
         [&](int t, int sg) { return vb + (r0 + t) * a.v_s0 + h * a.v_s1 + cb + sg * 8; },
         [&](int t, int sg) { return t < n && cb + sg * 8 < a.dv; });
     // Tb's rows e = piece * kChunk + t.
@@ -113,7 +120,7 @@ __device__ __forceinline__ void residual(const Stage& st, int dk, int wl,
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int t = 8 * nt + 2 * (lane & 3) + (e & 1), col = wl + (lane >> 2) + (e >> 1) * 8;
-            r[nt][e] = __bfloat162float(st.V[t * kTRow + col]) - st.scal[t].x * r[nt][e];
+            r[nt][e] = __bfloat162float(st.V[t * st.v_row + col]) - st.scal[t].x * r[nt][e];
         }
 }
 
@@ -287,7 +294,9 @@ __device__ __forceinline__ void state_io(const GdnStateRef& state, int dk, int d
         }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) tc_scan_kernel(GdnArgs a, TcWork w) {
+template <int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, 1) tc_scan_kernel(GdnArgs a, TcWork w) {
+    constexpr int kBlockCols = kWarps * kWarpCols;
     const int s = blockIdx.x, h = blockIdx.y, cb = blockIdx.z * kBlockCols;
     const int wl = (threadIdx.x >> 5) * kWarpCols, wc = cb + wl;
     Rows ch = chunk_rows(a, s, 0);
@@ -299,12 +308,14 @@ __global__ void __launch_bounds__(kThreads, 1) tc_scan_kernel(GdnArgs a, TcWork 
     state_io(state, a.dk, a.dv, wc, sT, false);
     // Chunk c's tiles are in buffer c % 2 (computed, not indexed: an array of Stage would live
     // on the stack).
-    const auto buffer = [&](int c) { return stage_layout(smem + (c & 1) * kStageBytes); };
-    load_stage(a, w, h, cb, ch, buffer(0));
+    const auto buffer = [&](int c) {
+        return stage_layout<kBlockCols>(smem + (c & 1) * kStageBytes<kBlockCols>);
+    };
+    load_stage<kBlockCols>(a, w, h, cb, ch, buffer(0));
     for (int c = 0;; ++c) {
         const Rows next = chunk_rows(a, s, c + 1);
         if (next.n > 0) {
-            load_stage(a, w, h, cb, next, buffer(c + 1));
+            load_stage<kBlockCols>(a, w, h, cb, next, buffer(c + 1));
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -327,16 +338,40 @@ __global__ void __launch_bounds__(kThreads, 1) tc_scan_kernel(GdnArgs a, TcWork 
 
 } // namespace
 
-size_t gdn_tc_scan_smem_bytes() {
-    return 2 * kStageBytes; // double-buffered chunk tiles
+size_t gdn_tc_scan_smem_bytes(int warps) {
+    // double-buffered chunk tiles: 160 KiB at 4 warps, 176 KiB at 8
+    return 2 * (warps == 8 ? kStageBytes<8 * kWarpCols> : kStageBytes<4 * kWarpCols>);
 }
 
-void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs) {
-    const size_t smem = gdn_tc_scan_smem_bytes();
-    opt_in_shared_memory(ctx, tc_scan_kernel, smem, "tc_scan_kernel");
-    tc_scan_kernel<<<dim3(unsigned(num_seqs), unsigned(a.Hv),
-                          unsigned((a.dv + kBlockCols - 1) / kBlockCols)),
-                     kThreads, smem, stream_of(ctx)>>>(a, w);
+int gdn_tc_scan_warps(const ExecContext& ctx, int num_seqs, int Hv) {
+    // 8 warps (a block per head, 128 columns) when the heads of the batch alone fill every SM
+    // twice: each chunk's shared tiles (Kr, Qr, Tb, A) are then loaded once per head instead of
+    // twice, and an SM runs 8 warps instead of 4 (one block fits an SM either way). Fewer heads
+    // (one long prompt: 32 of them) keep 4 warps and twice the blocks, as do devices without
+    // the 176 KiB (sm_80's 163 KiB).
+    // Opt-in (NINFER_GDN_SCAN_WIDE=1, read at every call) until its CUDA test has passed on a
+    // GPU: it was measured (H100: 64 x 1,024 rows 6.66 -> 4.64 ms, the fp8 35B's 65,536-row
+    // prefill step +4.9%) but CudaOps.GatedDeltaRuleChunkedManySequences has not run yet.
+    const char* env = std::getenv("NINFER_GDN_SCAN_WIDE");
+    const bool opted = env != nullptr && std::strcmp(env, "1") == 0;
+    const bool many = int64_t(num_seqs) * Hv >= 2 * int64_t(sm_count(ctx));
+    return opted && many && shared_memory_fits(ctx.device.index, gdn_tc_scan_smem_bytes(8)) ? 8 : 4;
+}
+
+void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs,
+                 int warps) {
+    const size_t smem = gdn_tc_scan_smem_bytes(warps);
+    auto launch = [&](auto kernel, int kernel_warps) {
+        opt_in_shared_memory(ctx, kernel, smem, "tc_scan_kernel");
+        const int block_cols = kernel_warps * kWarpCols;
+        kernel<<<dim3(unsigned(num_seqs), unsigned(a.Hv),
+                      unsigned((a.dv + block_cols - 1) / block_cols)),
+                 kernel_warps * 32, smem, stream_of(ctx)>>>(a, w);
+    };
+    if (warps == 8)
+        launch(tc_scan_kernel<8>, 8);
+    else
+        launch(tc_scan_kernel<4>, 4);
     check_launch("tc_scan_kernel");
 }
 

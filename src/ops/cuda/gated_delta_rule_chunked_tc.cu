@@ -26,7 +26,7 @@ bool tc_supported(const GdnArgs& a) {
 bool tc_fits(const ExecContext& ctx, const GdnArgs& a) {
     const int device = ctx.device.index;
     return tc_supported(a) && shared_memory_fits(device, gdn_tc_prepare_smem_bytes()) &&
-           shared_memory_fits(device, gdn_tc_scan_smem_bytes());
+           shared_memory_fits(device, gdn_tc_scan_smem_bytes(4));
 }
 
 } // namespace
@@ -51,7 +51,7 @@ void gated_delta_rule_chunked(const ExecContext& ctx, const GdnArgs& a, int num_
             const gdn_tc::TcWork w{Tb.ptr<__nv_bfloat16>(), A.ptr<__nv_bfloat16>(),
                                    reinterpret_cast<float4*>(scal.ptr<float>())};
             gdn_tc_prepare(ctx, a, w, num_seqs, (max_rows_per_seq + kChunk - 1) / kChunk);
-            gdn_tc_scan(ctx, a, w, num_seqs);
+            gdn_tc_scan(ctx, a, w, num_seqs, gdn_tc_scan_warps(ctx, num_seqs, a.Hv));
             return;
         }
     }

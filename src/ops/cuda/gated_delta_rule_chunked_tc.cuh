@@ -109,10 +109,11 @@ __device__ __forceinline__ void copy_tile(void* dst, int dst_row, int rows, int 
 // rows 16-byte aligned (see gdn_tc_supported).
 void gdn_tc_prepare(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs,
                     int max_chunks);
-void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs);
-// Their dynamic shared memory per block (88 KB and 160 KB).
+void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs,
+                 int warps);
+// Their dynamic shared memory per block (88 KB; the scan 160 KiB at 4 warps, 176 KiB at 8).
 size_t gdn_tc_prepare_smem_bytes();
-size_t gdn_tc_scan_smem_bytes();
+size_t gdn_tc_scan_smem_bytes(int warps);
 
 // The f32 CUDA-core chunked route (gated_delta_rule_chunked.cu): F32 activations, and bf16
 // shapes the tensor-core route does not take.
