@@ -64,30 +64,14 @@ void report(const std::string& name, double ms, double flops) {
     std::fflush(stdout);
 }
 
-// One sequence of T rows from position 0, contiguous KV blocks.
+// S prompts of L rows each from position 0 (one: a long prompt; many: a serving step's
+// prefill), each with its own state slot and contiguous KV blocks.
 struct Batch {
-    std::vector<int32_t> row_begin, pos_begin{0}, slot{0}, table;
-    Tensor d_row, d_pos, d_slot, d_table;
-    ops::SeqBatch b;
-    Batch(int32_t T, int32_t bs) : row_begin{0, T} {
-        for (int32_t i = 0; i < (T + bs - 1) / bs; ++i) table.push_back(i);
-        d_row = device_ints(row_begin), d_pos = device_ints(pos_begin);
-        d_slot = device_ints(slot), d_table = device_ints(table);
-        b.num_seqs = 1, b.num_rows = T, b.max_rows_per_seq = T, b.max_context = T;
-        b.host_row_begin = row_begin.data(), b.host_pos_begin = pos_begin.data();
-        b.host_state_slot = slot.data(), b.host_block_table = table.data();
-        b.block_table_stride = int32_t(table.size()), b.block_size = bs;
-        b.row_begin = d_row, b.pos_begin = d_pos, b.state_slot = d_slot, b.block_table = d_table;
-    }
-};
-
-// S prompts of L rows each from position 0 (a serving step's prefill), each with its own state
-// slot and KV blocks.
-struct Seqs {
     std::vector<int32_t> row_begin, pos_begin, slot, table;
     Tensor d_row, d_pos, d_slot, d_table;
     ops::SeqBatch b;
-    Seqs(int32_t S, int32_t L, int32_t bs) {
+    Batch(int32_t T, int32_t bs) : Batch(1, T, bs) {}
+    Batch(int32_t S, int32_t L, int32_t bs) {
         const int32_t blocks = (L + bs - 1) / bs;
         for (int32_t s = 0; s <= S; ++s) row_begin.push_back(s * L);
         for (int32_t s = 0; s < S; ++s) pos_begin.push_back(0), slot.push_back(s);
@@ -156,27 +140,11 @@ void attention_kernels(int32_t T, int64_t nH, int64_t nKV, int reps,
     ops::set_active_route_table(before);
 }
 
-void gdn(int32_t T, int64_t Hk, int64_t Hv, int reps) {
-    const int64_t dk = 128, dv = 128;
-    Batch batch(T, 16);
-    Tensor q = device_random(DType::BF16, {T, Hk, dk}, 5),
-           k = device_random(DType::BF16, {T, Hk, dk}, 6);
-    Tensor v = device_random(DType::BF16, {T, Hv, dv}, 7),
-           out = device_random(DType::BF16, {T, Hv, dv}, 8);
-    Tensor g = device_random(DType::F32, {T, Hv}, 9, 0.01f),
-           beta = device_random(DType::F32, {T, Hv}, 10, 0.1f);
-    Tensor state = device_random(DType::F32, {1, Hv, dk, dv}, 11, 0.01f);
-    const double ms =
-        time_ms([&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }, reps);
-    report("gated_delta_rule T=" + std::to_string(T) + " Hv=" + std::to_string(Hv), ms,
-           6.0 * double(T) * Hv * dk * dv);
-}
-
-// gated_delta_rule over S prompts of L rows (35B-A3B heads): the chunked route at a serving
-// step's shape (NINFER_GDN_SCAN_WIDE=1: the scan's 8-warp blocks, for an A/B).
-void gdn_batch(int32_t S, int32_t L, int reps) {
-    const int64_t Hk = 16, Hv = 32, dk = 128, dv = 128, T = int64_t(S) * L;
-    Seqs batch(S, L, 16);
+// gated_delta_rule over S prompts of L rows each (one: a long prompt; many: a serving step's
+// prefill, where NINFER_GDN_SCAN_WIDE=1 takes the scan's 8-warp blocks, for an A/B).
+void gdn(int32_t S, int32_t L, int64_t Hk, int64_t Hv, int reps) {
+    const int64_t dk = 128, dv = 128, T = int64_t(S) * L;
+    Batch batch(S, L, 16);
     Tensor q = device_random(DType::BF16, {T, Hk, dk}, 5),
            k = device_random(DType::BF16, {T, Hk, dk}, 6);
     Tensor v = device_random(DType::BF16, {T, Hv, dv}, 7),
@@ -186,7 +154,9 @@ void gdn_batch(int32_t S, int32_t L, int reps) {
     Tensor state = device_random(DType::F32, {S, Hv, dk, dv}, 11, 0.01f);
     const double ms =
         time_ms([&] { ops::gated_delta_rule(ctx, q, k, v, g, beta, batch.b, state, out); }, reps);
-    report("gated_delta_rule " + std::to_string(S) + " x " + std::to_string(L) + " rows Hv=32", ms,
+    const std::string rows =
+        S == 1 ? "T=" + std::to_string(L) : std::to_string(S) + " x " + std::to_string(L) + " rows";
+    report("gated_delta_rule " + rows + " Hv=" + std::to_string(Hv), ms,
            6.0 * double(T) * Hv * dk * dv);
 }
 
@@ -435,7 +405,7 @@ int main(int argc, char** argv) {
         ops::bind_device(ctx);
         const int reps = argc > 2 ? std::stoi(argv[2]) : 5;
         for (auto [S, L] : {std::pair{64, 1024}, {16, 1024}, {8, 1024}, {1, 8192}})
-            gdn_batch(S, L, reps);
+            gdn(S, L, 16, 32, reps);
         small_ops(8192, reps); // the conv and norms beside it
         return 0;
     }
@@ -456,8 +426,8 @@ int main(int argc, char** argv) {
     attention(T, 24, 4, reps); // 27B
     for (ops::KvDtype kv : {ops::KvDtype::Activation, ops::KvDtype::Int8})
         attention_kernels(T, 16, 2, reps, kv);
-    gdn(T, 16, 32, reps);      // 35B-A3B
-    gdn(T, 16, 48, reps);      // 27B
+    gdn(1, T, 16, 32, reps);   // 35B-A3B
+    gdn(1, T, 16, 48, reps);   // 27B
     moe(T, reps);              // 35B-A3B
     moe(T / 4, reps);          // 35B-A3B, a 2,048-row chunk (the server's default)
     moe(T / 16, reps);         // 35B-A3B, one prefill chunk (512 rows at the default T)
