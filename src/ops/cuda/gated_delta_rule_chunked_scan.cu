@@ -1,9 +1,9 @@
 // The tensor-core chunked gated delta rule, pass 2 (formulas in gated_delta_rule_chunked_tc.cuh).
 // tc_scan_kernel<W>: one block per (sequence, value head, 16 W state columns), chunks in order,
-//   the next chunk's tiles (Kr, Qr, V, Tb, A, scalars: 80 or 88 KiB) loading by cp.async while this
-//   one computes. W = 4 (64 columns) or 8 (all 128): see scan_warps. Each of the W warps owns 16
-//   state columns and keeps S^T (16 x 128, f32) in mma
-//   accumulator registers for the whole sequence; every product of a chunk is a bf16 m16n8k16
+//   the next chunk's tiles (Kr, Qr, V, Tb, A, scalars: 80 or 88 KiB) loading by cp.async while
+//   this one computes. W = 4 (64 columns) or 8 (all 128; gdn_tc_scan_warps says when). Each of
+//   the W warps owns 16 state columns and keeps S^T (16 x 128, f32) in mma accumulator
+//   registers for the whole sequence; every product of a chunk is a bf16 m16n8k16
 //   mma whose fragments come from those registers or from ldmatrix:
 //     X^T = S^T Kr^T          R^T = V^T - X^T diag(e^G kinv)         U^T = R^T Tb^T
 //     out = diag(e^G qinv) Qr S + A U        S^T = e^{G_last} S^T + U^T diag(e^{G_last-G} kinv) Kr
