@@ -162,7 +162,8 @@ double prefill_flops(const io::ModelConfig& c, const model::ParamCounts& p, doub
 
 nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
                         const io::ModelConfig& c, const model::ParamCounts& p, int64_t elem,
-                        int64_t weight_bytes, double expert_param_bytes, double copy_bw) {
+                        int64_t weight_bytes, double expert_param_bytes, double copy_bw,
+                        double gemm_flops) {
     const ops::KvDtype kv = ops::parse_kv_dtype(o.engine.kv_dtype);
     const DType act = elem == 4 ? DType::F32 : DType::BF16;
     const int B = o.batch;
@@ -174,7 +175,7 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
                                  model::gdn_state_bytes_per_sequence(c, elem, state_elem))
             .total();
     for (int w = 0; w < o.warmup; ++w) run_once(engine, t, B, 1000 + uint64_t(w));
-    std::vector<double> prefill, ttft, decode, roofline, tflops;
+    std::vector<double> prefill, ttft, decode, roofline, tflops, gemm_fraction;
     SpeculativeStats spec; // over the measured repetitions
     for (int r = 0; r < o.reps; ++r) {
         const std::vector<RequestTimings> tms = run_once(engine, t, B, uint64_t(r));
@@ -193,6 +194,7 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
             const double s = B == 1 ? tms[0].prefill_s : last_first;
             prefill.push_back(double(B) * t.prompt / s);
             tflops.push_back(double(B) * prefill_flops(c, p, t.prompt) / s / 1e12);
+            if (gemm_flops > 0) gemm_fraction.push_back(tflops.back() * 1e12 / gemm_flops);
         }
         if (t.gen > 1) {
             decode.push_back(tok_s);
@@ -208,6 +210,8 @@ nlohmann::json run_test(Engine& engine, const Test& t, const BenchOptions& o,
     if (!prefill.empty()) {
         j["prefill_tok_s"] = stat_json(stat_of(prefill));
         j["prefill_tflops"] = stat_json(stat_of(tflops));
+        // Prefill's rate against one device's dense GEMM rate, measured in the same run.
+        if (!gemm_fraction.empty()) j["prefill_gemm_fraction"] = stat_json(stat_of(gemm_fraction));
         j["prefill_tok_s_runs"] = prefill;
     }
     if (!decode.empty()) {
@@ -229,8 +233,8 @@ void print_table(const nlohmann::json& out) {
                 out["load_s"].get<double>(),
                 out["ceilings"]["copy_bytes_per_s"].get<double>() / 1e9,
                 out["ceilings"]["gemm_flops"].get<double>() / 1e12);
-    std::printf("%-14s %18s %12s %18s %10s %10s\n", "test", "prefill tok/s", "TFLOP/s",
-                "decode tok/s", "roofline", "TTFT s");
+    std::printf("%-14s %18s %12s %10s %18s %10s %10s\n", "test", "prefill tok/s", "TFLOP/s",
+                "of GEMM", "decode tok/s", "roofline", "TTFT s");
     for (const auto& r : out["results"]) {
         auto cell = [&](const char* key, double scale) {
             if (!r.contains(key)) return std::string("-");
@@ -239,9 +243,10 @@ void print_table(const nlohmann::json& out) {
                           r[key]["std"].get<double>() * scale);
             return std::string(buf);
         };
-        std::printf("%-14s %18s %12s %18s %10s %10.4f\n", r["test"].get<std::string>().c_str(),
+        std::printf("%-14s %18s %12s %10s %18s %10s %10.4f\n", r["test"].get<std::string>().c_str(),
                     cell("prefill_tok_s", 1).c_str(), cell("prefill_tflops", 1).c_str(),
-                    cell("decode_tok_s", 1).c_str(), cell("decode_roofline_fraction", 100).c_str(),
+                    cell("prefill_gemm_fraction", 100).c_str(), cell("decode_tok_s", 1).c_str(),
+                    cell("decode_roofline_fraction", 100).c_str(),
                     r["ttft_s"]["mean"].get<double>());
     }
 }
@@ -330,7 +335,7 @@ int bench(BenchOptions o) {
     // Decode's roofline: the copy rate of one device times the devices streaming at once.
     for (const Test& t : tests)
         results.push_back(run_test(engine, t, o, c, p, elem, weight_bytes, expert_param_bytes,
-                                   copy_bw * streaming_devices));
+                                   copy_bw * streaming_devices, gemm));
     out["results"] = results;
     const MemoryStats mem = engine.memory_stats();
     out["memory_bytes"] = {{"weights", mem0.weights},

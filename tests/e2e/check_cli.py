@@ -651,6 +651,10 @@ class Bench(unittest.TestCase):
         self.assertEqual((pp["prompt_tokens"], pp["reps"]), (16, 2))
         stat(pp, "prefill_tok_s")
         self.assertGreater(pp["prefill_tflops"]["mean"], 0)
+        # against the GEMM rate of the same run's ceilings
+        self.assertAlmostEqual(pp["prefill_gemm_fraction"]["mean"],
+                               pp["prefill_tflops"]["mean"] * 1e12 / j["ceilings"]["gemm_flops"],
+                               delta=1e-9 + 1e-6 * pp["prefill_gemm_fraction"]["mean"])
         self.assertEqual(tg["gen_tokens"], 4)
         stat(tg, "decode_tok_s")
         self.assertGreater(tg["decode_bytes_per_step"], 0)
