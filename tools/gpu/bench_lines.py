@@ -27,7 +27,10 @@ def lines(j):
         if "prefill_tok_s" in r:
             s += " prefill %.0f tok/s" % r["prefill_tok_s"]["mean"]
             if "prefill_tflops" in r:
-                s += " (%.1f TFLOP/s)" % r["prefill_tflops"]["mean"]
+                s += " (%.1f TFLOP/s" % r["prefill_tflops"]["mean"]
+                if "prefill_gemm_fraction" in r:
+                    s += ", %.1f%% of GEMM" % (100 * r["prefill_gemm_fraction"]["mean"])
+                s += ")"
         if "decode_tok_s" in r:
             s += " decode %.1f tok/s (%.1f%% roofline" % (
                 r["decode_tok_s"]["mean"], 100 * r["decode_roofline_fraction"]["mean"])
