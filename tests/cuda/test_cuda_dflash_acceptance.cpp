@@ -1,6 +1,11 @@
-// The demo model's DFlash2 acceptance on CUDA (f32 and bf16) equals PyTorch's
-// (dflash_acceptance.h): the drafter's CUDA ops, its context writes and its block proposals
-// under graphs reproduce the reference drafter's choices; so does a shortlisted proposal head.
+// The demo model's DFlash2 acceptance on CUDA equals PyTorch's (dflash_acceptance.h): the
+// drafter's CUDA ops, its context writes and its block proposals under graphs reproduce the
+// reference drafter's choices; so does a shortlisted proposal head. f32 is held to the generated
+// continuations as the CPU is; bf16 to the first round after fixed windows, because bf16 text
+// diverges from the f32 reference's: PyTorch's own bf16 lands 0.035 to 0.078 drafts a round off
+// its f32 0.6367 over the continuations (0.6717 with every module in bf16, 0.7142 loaded as
+// transformers loads bf16; ninfer's bf16 gave 0.6577 there), but 0.013 to 0.018 off its 0.6696
+// on the fixed windows (train_dflash.py --eval-only keep --eval-dtype bf16, first_round).
 #include "cuda/cuda_test_util.h"
 #include "model/dflash_acceptance.h"
 
@@ -11,8 +16,12 @@ TEST(CudaDFlashAcceptance, DemoModelMatchesPyTorchF32) {
     check_dflash_acceptance(cuda_engine_options("f32"));
 }
 
-TEST(CudaDFlashAcceptance, DemoModelMatchesPyTorchBf16) {
-    check_dflash_acceptance(cuda_engine_options("bf16"));
+TEST(CudaDFlashAcceptance, FirstRoundOnFixedWindowsMatchesPyTorchF32) {
+    check_dflash_first_round(cuda_engine_options("f32"));
+}
+
+TEST(CudaDFlashAcceptance, FirstRoundOnFixedWindowsMatchesPyTorchBf16) {
+    check_dflash_first_round(cuda_engine_options("bf16"));
 }
 
 // The shortlisted proposal head on CUDA (its rows gathered on the device): a permuted full list

@@ -27,6 +27,24 @@ TEST(DFlashAcceptance, SwappedSelectorRanksAreCaught) {
         << "swapped ranks still accept " << mean << " a round: the acceptance gate cannot see them";
 }
 
+TEST(DFlashAcceptance, FirstRoundOnFixedWindowsMatchesPyTorch) {
+    check_dflash_first_round(EngineOptions{});
+}
+
+// The fixed-window gate sees the swapped selector ranks too.
+TEST(DFlashAcceptance, SwappedSelectorRanksAreCaughtOnFixedWindows) {
+    const MtpEval prompts = load_mtp_eval();
+    const DFlashEval want = load_dflash_eval(prompts.model_dir);
+    ASSERT_FALSE(want.first_round_cuts.empty());
+    setenv("NINFER_DFLASH_SABOTAGE", "swap_ranks", 1);
+    const FirstRounds broken = measure_first_rounds(EngineOptions{}, prompts, want);
+    unsetenv("NINFER_DFLASH_SABOTAGE");
+    ASSERT_GT(broken.windows, 0);
+    const double mean = double(broken.accepted) / double(broken.windows);
+    EXPECT_GT(std::fabs(mean - want.first_round_mean), kAcceptanceTolerance)
+        << "swapped ranks still accept " << mean << " in the first round: the gate cannot see them";
+}
+
 TEST(DFlashAcceptance, ShortlistedHeadMapsItsIdsBack) {
     check_shortlist_maps_ids_back(EngineOptions{});
 }

@@ -346,3 +346,24 @@ def generate(target, drafter, prompt, max_new, K):
         tokens += drafts[:a] + [int(g_all[base + a])]
         feats = f_all
     return tokens[:max_new], accepted
+
+
+@torch.no_grad()
+def first_round_accepted(target, drafter, prompt, K):
+    """Drafts accepted in the first round after prefilling `prompt` (a fixed window: no generated
+    text, so a precision change moves only the windows whose own argmaxes flip): the anchor is
+    the target's greedy next token, the drafter proposes K from the prompt's features, and the
+    target's greedy continuation of [prompt, anchor, drafts] decides the accepted prefix."""
+    dev = next(drafter.parameters()).device
+    ids = torch.tensor(prompt, device=dev)
+    feats, greedy = features_of(target, ids, drafter.taps)
+    anchor = int(greedy[-1])
+    drafts = drafter.propose(feats, target.get_input_embeddings(), target.get_output_embeddings(),
+                             anchor, K)[0]
+    _, g = features_of(target, torch.cat([ids, torch.tensor([anchor] + drafts, device=dev)]),
+                       drafter.taps)
+    a = 0
+    while a < K and drafts[a] == int(g[len(prompt) + a]):
+        a += 1
+    return a
+
