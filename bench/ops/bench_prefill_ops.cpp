@@ -11,6 +11,10 @@
 //                                               each kernel of attention_prefill.bf16 forced;
 //                                               the 35B's heads also over int8 and fp8 planes,
 //                                               attention_prefill.coded's kernels)
+//   bench_prefill_ops gdn_batch [reps]          (gated_delta_rule over 64, 16, 8 prompts of
+//                                               1,024 rows and one of 8,192; the small ops)
+//   bench_prefill_ops router [reps]             (the router's F32-output linear at 8,192 and
+//                                               65,536 rows, N = 257 and padded widths)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -187,25 +191,15 @@ void moe(int32_t T, int reps) {
     ops::set_active_route_table(before);
 }
 
-void dense(int32_t T, int64_t N, int64_t K, int reps) {
+// A bf16 linear [T, K] x [N, K]^T into [T, N] of out_dtype (F32: the router's logits).
+void dense(int32_t T, int64_t N, int64_t K, int reps, DType out_dtype = DType::BF16) {
     Tensor x = device_random(DType::BF16, {T, K}, 17),
            w = device_random(DType::BF16, {N, K}, 18, 0.02f);
-    Tensor y = device_random(DType::BF16, {T, N}, 19);
+    Tensor y = device_random(out_dtype, {T, N}, 19);
     const double ms = time_ms([&] { ops::linear(ctx, x, w, y, false); }, reps);
-    report("linear T=" + std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K),
+    report("linear T=" + std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+               (out_dtype == DType::F32 ? " f32 out" : ""),
            ms, 2.0 * T * N * K);
-}
-
-// The router GEMM as the model runs it: bf16 x and weight, F32 logits [T, N] (N = E + 1 with
-// the shared-expert gate; padded widths for the row-alignment A/B).
-void router(int32_t T, int64_t N, int reps) {
-    const int64_t K = 2048;
-    Tensor x = device_random(DType::BF16, {T, K}, 17),
-           w = device_random(DType::BF16, {N, K}, 18, 0.02f);
-    Tensor y = device_random(DType::F32, {T, N}, 19);
-    const double ms = time_ms([&] { ops::linear(ctx, x, w, y, false); }, reps);
-    report("router linear f32 out T=" + std::to_string(T) + " N=" + std::to_string(N), ms,
-           2.0 * T * N * K);
 }
 
 // The small ops of a 35B-A3B layer at T rows (bf16): where a prefill's time goes besides the
@@ -414,7 +408,8 @@ int main(int argc, char** argv) {
         ops::bind_device(ctx);
         const int reps = argc > 2 ? std::stoi(argv[2]) : 5;
         for (int32_t rows : {8192, 65536})
-            for (int64_t N : {257, 260, 264, 272, 256}) router(rows, N, reps);
+            for (int64_t N : {257, 260, 264, 272, 256}) // E + 1, and padded widths
+                dense(rows, N, 2048, reps, DType::F32);
         return 0;
     }
     const int32_t T = argc > 1 ? std::stoi(argv[1]) : 8192;
@@ -435,7 +430,7 @@ int main(int argc, char** argv) {
     dense(T, 2048, 2048, reps);
     dense(T, 17408 * 2, 5120, reps); // 27B MLP gate|up
     dense(T, 12352, 2048, reps);     // 35B-A3B GDN in_proj
-    dense(T, 257, 2048, reps);       // 35B-A3B router (+ shared gate)
+    dense(T, 264, 2048, reps, DType::F32); // 35B-A3B router + shared gate, padded (router_rows)
     dense(T, 1024, 2048, reps);      // 35B-A3B shared expert gate|up
     small_ops(T, reps);
     vision(1, reps);

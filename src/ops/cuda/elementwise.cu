@@ -25,6 +25,11 @@ dim3 tiles_grid(int64_t R, int64_t N) {
     return dim3(unsigned((N + kTile - 1) / kTile), unsigned(std::min(R, kMaxGridRows)));
 }
 
+// The binary ops' arithmetic: x + y, or x * sigmoid(y).
+template <Binary kOp> __device__ __forceinline__ float apply_binary(float x, float y) {
+    return kOp == Binary::Add ? x + y : x / (1.0f + __expf(-y));
+}
+
 template <typename T, Binary kOp>
 __global__ void binary_rows(RowView a, RowView b, RowView out, int64_t R, int64_t N) {
     pdl_wait_and_release();
@@ -43,9 +48,7 @@ __global__ void binary_rows(RowView a, RowView b, RowView out, int64_t R, int64_
 #pragma unroll
         for (int j = 0; j < kPerThread; ++j) {
             const int64_t i = c0 + j * kThreads;
-            if (i < N)
-                o[i] = from_float<T>(kOp == Binary::Add ? x[j] + y[j]
-                                                        : x[j] / (1.0f + __expf(-y[j])));
+            if (i < N) o[i] = from_float<T>(apply_binary<kOp>(x[j], y[j]));
         }
     }
 }
@@ -77,8 +80,7 @@ __global__ void binary_short_rows(RowView a, RowView b, RowView out, int64_t R, 
 #pragma unroll
     for (int m = 0; m < kShortIters; ++m) {
         const int i = lane + 32 * m;
-        if (i < N)
-            o[i] = from_float<T>(kOp == Binary::Add ? x[m] + y[m] : x[m] / (1.0f + __expf(-y[m])));
+        if (i < N) o[i] = from_float<T>(apply_binary<kOp>(x[m], y[m]));
     }
 }
 
