@@ -192,15 +192,8 @@ public:
         Tensor t =
             Tensor::empty(ops::device_allocator(ctx.device), dtype, dims.data(), int(dims.size()));
         TensorView flat = t.view().reshape({t.numel()});
-        // Elements the parts hold (groupwise codes: their weight's, not the packed bytes').
         int64_t parts_numel = 0;
-        for (const TensorEntry* p : parts) {
-            const auto logical = logical_dims.find(p->name);
-            int64_t n = 1;
-            if (logical != logical_dims.end())
-                for (int64_t d : logical->second) n *= d;
-            parts_numel += logical != logical_dims.end() ? n : p->numel();
-        }
+        for (const TensorEntry* p : parts) parts_numel += decoded_numel(*p);
         require(zero_tail ? parts_numel <= t.numel() : parts_numel == t.numel(),
                 "internal: fused tensor size mismatch");
         if (parts_numel < t.numel())
@@ -230,6 +223,14 @@ public:
         }
         require(offset == parts_numel, "internal: fused tensor size mismatch");
         return t;
+    }
+    // Elements a part holds once decoded (groupwise codes: their weight's, not the packed bytes').
+    int64_t decoded_numel(const TensorEntry& p) const {
+        const auto logical = logical_dims.find(p.name);
+        if (logical == logical_dims.end()) return p.numel();
+        int64_t n = 1;
+        for (int64_t d : logical->second) n *= d;
+        return n;
     }
     Tensor load(const std::string& name, const Dims& shape) {
         return fuse(shape, {&take(name, shape)});

@@ -317,12 +317,13 @@ def features_of(target, ids, taps):
 
 
 @torch.no_grad()
-def generate(target, drafter, prompt, max_new, K):
+def generate(target, drafter, prompt, max_new, K, max_rounds=None):
     """Greedy speculative generation in z-lab's loop (dflash_generate) with full target
     forwards: returns (tokens, [(drafted, accepted)] per round). The target verifies [anchor, drafts]
     and commits the longest matching prefix plus its own next token. A round drafts
     k = min(K, max_new - generated - 1) tokens (ninfer's scheduler: the last accepted draft and
-    the bonus stay within max_new); with k = 0 the step decodes plainly and is not a round."""
+    the bonus stay within max_new); with k = 0 the step decodes plainly and is not a round.
+    max_rounds: stop after that many rounds."""
     dev = next(drafter.parameters()).device
     embed = target.get_input_embeddings()
     lm_head = target.get_output_embeddings()
@@ -330,7 +331,7 @@ def generate(target, drafter, prompt, max_new, K):
     feats, greedy = features_of(target, ids, drafter.taps)
     tokens = [int(greedy[-1])]
     accepted = []
-    while len(tokens) < max_new:
+    while len(tokens) < max_new and (max_rounds is None or len(accepted) < max_rounds):
         k = min(K, max_new - len(tokens) - 1)
         seq = torch.cat([ids, torch.tensor(tokens, device=dev)])
         drafts = drafter.propose(feats[:seq.shape[0] - 1], embed, lm_head, tokens[-1], k)[0] \
@@ -348,22 +349,8 @@ def generate(target, drafter, prompt, max_new, K):
     return tokens[:max_new], accepted
 
 
-@torch.no_grad()
 def first_round_accepted(target, drafter, prompt, K):
     """Drafts accepted in the first round after prefilling `prompt` (a fixed window: no generated
-    text, so a precision change moves only the windows whose own argmaxes flip): the anchor is
-    the target's greedy next token, the drafter proposes K from the prompt's features, and the
-    target's greedy continuation of [prompt, anchor, drafts] decides the accepted prefix."""
-    dev = next(drafter.parameters()).device
-    ids = torch.tensor(prompt, device=dev)
-    feats, greedy = features_of(target, ids, drafter.taps)
-    anchor = int(greedy[-1])
-    drafts = drafter.propose(feats, target.get_input_embeddings(), target.get_output_embeddings(),
-                             anchor, K)[0]
-    _, g = features_of(target, torch.cat([ids, torch.tensor([anchor] + drafts, device=dev)]),
-                       drafter.taps)
-    a = 0
-    while a < K and drafts[a] == int(g[len(prompt) + a]):
-        a += 1
-    return a
-
+    text, so a precision change moves only the windows whose own argmaxes flip): generate's first
+    round, with room for all K drafts (the anchor, K drafts and the bonus)."""
+    return generate(target, drafter, prompt, K + 2, K, max_rounds=1)[1][0][1]
