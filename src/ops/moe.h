@@ -19,9 +19,11 @@
 //   expert order on the device and two grouped GEMMs run, on mma.sync tiles or, for bf16 stacks
 //   where route decision moe_experts.bf16 says so (sm_90 only), CUTLASS's wgmma grouped GEMM.
 //   Every route: f32 accumulation; act = silu(gate) * up in f32 (the GEMVs) or rounded once to
-//   the activation dtype (the grouped GEMMs); the down products in f32; the k weighted outputs
-//   combined in f32 in a fixed order and added to y with one rounding. A row's result does not
-//   depend on the other rows (deterministic).
+//   the activation dtype (the grouped GEMMs); the down products in f32, except on the bf16
+//   wgmma route, whose gate/up and down products are rounded once to bf16 (as a bf16
+//   checkpoint's expert linears round them); the k weighted outputs combined in f32 in a fixed
+//   order and added to y with one rounding. A row's result does not depend on the other rows
+//   (deterministic).
 //
 // add_sigmoid_scaled: y[t, :] += sigmoid(gate_logit[t, 0]) * shared[t, :]
 //   gate_logit: [T, 1] F32 (the router's extra column)    shared, y: [T, H] float

@@ -9,6 +9,7 @@
 // On an sm_90 GPU the route must be built and fit: a build without it fails here, loudly.
 #include <vector>
 
+#include "core/dtype.h"
 #include "cuda/moe_test_util.h"
 #include "ops/cuda/device_caps.h"
 #include "ops/cuda/moe_grouped_sm90.h"
@@ -24,7 +25,8 @@ bool on_sm90() {
     return ops::cuda::device_caps(0).arch == 90;
 }
 
-// d[r, n] = sum_k a[r, k] w[e, n, k] over each group's rows [end - count, end), in FP64.
+// d[r, n] = sum_k a[r, k] w[e, n, k] over each group's rows [end - count, end), in FP64, rounded
+// to bf16 as the kernel's output is.
 Tensor grouped_reference(const Tensor& a, const Tensor& w, const std::vector<int32_t>& count,
                          const std::vector<int32_t>& end, const Tensor& d0) {
     Tensor d = clone(d0);
@@ -36,7 +38,7 @@ Tensor grouped_reference(const Tensor& a, const Tensor& w, const std::vector<int
                 for (int64_t k = 0; k < K; ++k)
                     s += double(a.ptr<float>()[r * K + k]) *
                          double(w.ptr<float>()[(int64_t(e) * N + n) * K + k]);
-                d.ptr<float>()[r * N + n] = float(s);
+                d.ptr<float>()[r * N + n] = bf16_to_float(float_to_bf16(float(s)));
             }
     return d;
 }
@@ -57,7 +59,8 @@ std::pair<Tensor, Tensor> run_grouped(const GroupedCase& gc, int64_t gap, int sh
     rows += 5; // unowned rows after the last group too
     const Tensor a = rounded(random_tensor({rows, gc.K}, 301), DType::BF16);
     const Tensor w = rounded(random_tensor({E, gc.N, gc.K}, 302, 0.1f), DType::BF16);
-    const Tensor d0 = random_tensor({rows, gc.N}, 303); // what unowned rows must keep
+    // What unowned rows must keep (bf16 values, so the device copy holds them exactly).
+    const Tensor d0 = rounded(random_tensor({rows, gc.N}, 303), DType::BF16);
     std::vector<int32_t> dev_end = end;
     for (int32_t& v : dev_end) v += shift;
     Tensor count_t = zeros({E}, DType::I32), end_t = zeros({E}, DType::I32);
@@ -66,10 +69,15 @@ std::pair<Tensor, Tensor> run_grouped(const GroupedCase& gc, int64_t gap, int sh
         end_t.ptr<int32_t>()[e] = dev_end[size_t(e)];
     }
     Tensor da = to_device(c, a, DType::BF16), dw = to_device(c, w, DType::BF16);
-    Tensor dd = to_device(c, d0, DType::F32);
+    Tensor dd = to_device(c, d0, DType::BF16);
     Tensor dcount = to_device(c, count_t, DType::I32), dend = to_device(c, end_t, DType::I32);
-    const ops::cuda::WgmmaGroupedGemm g{da.view().data, dw.view().data, dd.ptr<float>(),
-                                        dcount.ptr<int32_t>(), dend.ptr<int32_t>(), E, gc.N,
+    const ops::cuda::WgmmaGroupedGemm g{da.view().data,
+                                        dw.view().data,
+                                        dd.ptr<__nv_bfloat16>(),
+                                        dcount.ptr<int32_t>(),
+                                        dend.ptr<int32_t>(),
+                                        E,
+                                        gc.N,
                                         gc.K};
     EXPECT_TRUE(ops::cuda::wgmma_grouped_fits(c, g));
     ops::cuda::wgmma_grouped_gemm(c, g);
@@ -86,8 +94,8 @@ TEST(CudaMoeWgmma, RouteIsBuiltAndTakenOnSm90Only) {
     // Shapes TMA cannot take are refused, not run.
     EXPECT_FALSE(ops::cuda::wgmma_grouped_fits(c, {nullptr, nullptr, nullptr, nullptr, nullptr,
                                                    8, 64, 100})); // K % 8
-    EXPECT_FALSE(ops::cuda::wgmma_grouped_fits(c, {nullptr, nullptr, nullptr, nullptr, nullptr,
-                                                   8, 66, 128})); // N % 4
+    EXPECT_FALSE(ops::cuda::wgmma_grouped_fits(
+        c, {nullptr, nullptr, nullptr, nullptr, nullptr, 8, 68, 128})); // N % 8
     ops::cuda::set_portable_kernels(true);
     EXPECT_FALSE(ops::cuda::wgmma_grouped_fits(c, g)) << "portable mode runs the sm_80 routes";
     ops::cuda::set_portable_kernels(false);
@@ -99,20 +107,20 @@ TEST(CudaMoeWgmma, GroupedGemmAgainstFp64WithEmptyGroupsAndTails) {
     // N = 136 (a 128-column tile plus 8) and K = 200 (three 64-deep stages plus 8).
     const GroupedCase tails{{0, 1, 130, 0, 7, 300, 0}, 136, 200};
     auto [got, ref] = run_grouped(tails, 3, 0);
-    EXPECT_TRUE(near(got, ref, kCudaF32)) << "tails";
+    EXPECT_TRUE(near(got, ref, kBf16Elementwise)) << "tails";
     // Many groups of a few rows each (a decode-sized batch over 64 experts), N and K of the 35B's
     // down projection scaled down.
     std::vector<int32_t> few(64);
     for (size_t e = 0; e < few.size(); ++e) few[e] = int32_t(e % 3);
     auto [got2, ref2] = run_grouped({few, 256, 512}, 0, 0);
-    EXPECT_TRUE(near(got2, ref2, kCudaF32)) << "64 small groups";
+    EXPECT_TRUE(near(got2, ref2, kBf16Elementwise)) << "64 small groups";
 }
 
 TEST(CudaMoeWgmma, SabotagedGroupEndsFailTheComparison) {
     ASSERT_TRUE(on_sm90());
     // Every group's rows one off: the comparison above must catch it.
     auto [got, ref] = run_grouped({{0, 1, 130, 0, 7, 300, 0}, 136, 200}, 3, 1);
-    EXPECT_FALSE(near(got, ref, kCudaF32));
+    EXPECT_FALSE(near(got, ref, kBf16Elementwise));
 }
 
 // y0 + moe(x) with moe_experts.bf16 forced to `kernel`, against the CPU reference.
@@ -159,9 +167,10 @@ TEST(CudaMoeWgmma, Qwen35bExpertsOnSampledRows) {
 }
 
 // A serving step at --max-batch-tokens 65536: 524,288 (token, expert) pairs, where the sorted
-// bf16 rows are exactly 2^31 bytes and the f32 gate/up product 2^31 bytes. The bf16 35B served
-// with that budget (H200, 2026-12-07) stopped 801 of 1,000 requests with non-finite logits while
-// the fp8 35B (W8A8 experts) served every one; both grouped routes are checked at that size.
+// bf16 rows are exactly 2^31 bytes (the gate/up product as well, f32 until the GEMMs wrote bf16).
+// The bf16 35B served with that budget (H200, 2026-12-07) stopped 801 of 1,000 requests with
+// non-finite logits while the fp8 35B (W8A8 experts) served every one; both grouped routes are
+// checked at that size.
 TEST(CudaMoeWgmma, Qwen35bExpertsAtAFullBudgetStep) {
     ASSERT_TRUE(on_sm90());
     {

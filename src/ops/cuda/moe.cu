@@ -110,9 +110,9 @@ __global__ void expert_down_gemv(const float* act, const T* down, const int32_t*
 }
 
 // y[t, c] += sum_j w[t, j] * out[slot(t, j), c], slot = t * k + j or its sorted position (-1:
-// another rank's expert, skipped).
-template <typename T>
-__global__ void combine_kernel(const float* out, const int32_t* slot_of_pair, const float* w,
+// another rank's expert, skipped); out f32, or bf16 (the bf16 wgmma route's GEMM rows); f32 sum.
+template <typename T, typename O>
+__global__ void combine_kernel(const O* out, const int32_t* slot_of_pair, const float* w,
                                int64_t w_s0, int k, int64_t H, T* y, int64_t y_s0) {
     const int64_t t = blockIdx.x;
     for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
@@ -120,9 +120,40 @@ __global__ void combine_kernel(const float* out, const int32_t* slot_of_pair, co
         for (int j = 0; j < k; ++j) {
             const int64_t pair = t * k + j;
             const int64_t slot = slot_of_pair ? slot_of_pair[pair] : pair;
-            if (slot >= 0) sum += w[t * w_s0 + j] * out[slot * H + c];
+            if (slot >= 0) sum += w[t * w_s0 + j] * to_float(out[slot * H + c]);
         }
         y[t * y_s0 + c] = from_float<T>(to_float(y[t * y_s0 + c]) + sum);
+    }
+}
+
+// combine_kernel for bf16 rows into a bf16 y, 8 columns a thread (16-byte loads and stores; H %
+// 8 == 0, 16-byte aligned y rows): the same sums in the same order, so the same bits.
+__global__ void combine_bf16x8_kernel(const __nv_bfloat16* out, const int32_t* slot_of_pair,
+                                      const float* w, int64_t w_s0, int k, int64_t H,
+                                      __nv_bfloat16* y, int64_t y_s0) {
+    const int64_t t = blockIdx.x;
+    for (int64_t c = 8 * int64_t(threadIdx.x); c < H; c += 8 * int64_t(blockDim.x)) {
+        float sum[8] = {};
+        for (int j = 0; j < k; ++j) {
+            const int64_t slot = slot_of_pair[t * k + j];
+            if (slot < 0) continue;
+            const float wj = w[t * w_s0 + j];
+            const uint4 raw = *reinterpret_cast<const uint4*>(out + slot * H + c);
+            const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                sum[2 * i] += wj * __low2float(v[i]);
+                sum[2 * i + 1] += wj * __high2float(v[i]);
+            }
+        }
+        uint4* yp = reinterpret_cast<uint4*>(y + t * y_s0 + c);
+        uint4 yr = *yp;
+        __nv_bfloat162* yv = reinterpret_cast<__nv_bfloat162*>(&yr);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            yv[i] = __floats2bfloat162_rn(__low2float(yv[i]) + sum[2 * i],
+                                          __high2float(yv[i]) + sum[2 * i + 1]);
+        *yp = yr;
     }
 }
 
@@ -255,20 +286,22 @@ __global__ void gather_slot_rows(const __nv_bfloat16* x, int64_t x_s0,
     for (int64_t c = threadIdx.x; c < H / 8; c += blockDim.x) dst[c] = src[c];
 }
 
-// act[s, i] = bf16(silu(gu[s, i]) * gu[s, I + i]) for s < *total: the mma.sync route's fused
-// epilogue (f32 gate and up, one rounding), after the GEMM.
-__global__ void swiglu_slot_rows(const float* gu, const int32_t* total, int64_t I,
+// act[s, i] = bf16(silu(gu[s, i]) * gu[s, I + i]) for s < *total (the GEMM's bf16 gate and up,
+// f32 arithmetic, one rounding), after the GEMM.
+__global__ void swiglu_slot_rows(const __nv_bfloat16* gu, const int32_t* total, int64_t I,
                                  __nv_bfloat16* act) {
     const int64_t s = blockIdx.x;
     if (s >= *total) return;
-    const float* row = gu + s * 2 * I;
+    const __nv_bfloat16* row = gu + s * 2 * I;
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
-        const float g = row[i];
-        act[s * I + i] = __float2bfloat16_rn(g / (1.0f + __expf(-g)) * row[I + i]);
+        const float g = __bfloat162float(row[i]);
+        act[s * I + i] =
+            __float2bfloat16_rn(g / (1.0f + __expf(-g)) * __bfloat162float(row[I + i]));
     }
 }
 
-// The grouped GEMMs on wgmma: act = SwiGLU(sorted x . gate_up^T), out = act . down^T (f32).
+// The grouped GEMMs on wgmma: act = SwiGLU(sorted x . gate_up^T), out = act . down^T (both GEMMs'
+// outputs bf16).
 // count/end: the experts' pair counts and slot ends; the total is the last expert's end.
 void experts_wgmma(const ExecContext& ctx, const TensorView& x, const WeightView& gate_up,
                    const WeightView& down, const int32_t* count, const int32_t* end,
@@ -278,17 +311,17 @@ void experts_wgmma(const ExecContext& ctx, const TensorView& x, const WeightView
     const int32_t* total = end + E - 1;
     cudaStream_t stream = stream_of(ctx);
     Tensor sorted = scratch(ctx, DType::BF16, {pairs, H});
-    Tensor gu = scratch(ctx, DType::F32, {pairs, 2 * I});
+    Tensor gu = scratch(ctx, DType::BF16, {pairs, 2 * I});
     gather_slot_rows<<<unsigned(pairs), 128, 0, stream>>>(
         x.ptr<__nv_bfloat16>(), x.stride[0], token_of_slot, total, H,
         sorted.ptr<__nv_bfloat16>());
     check_launch("gather_slot_rows");
-    wgmma_grouped_gemm(ctx, {sorted.view().data, gate_up.w.data, gu.ptr<float>(), count, end, E,
-                             2 * I, H});
-    swiglu_slot_rows<<<unsigned(pairs), 256, 0, stream>>>(gu.ptr<float>(), total, I,
+    wgmma_grouped_gemm(ctx, {sorted.view().data, gate_up.w.data, gu.ptr<__nv_bfloat16>(), count,
+                             end, E, 2 * I, H});
+    swiglu_slot_rows<<<unsigned(pairs), 256, 0, stream>>>(gu.ptr<__nv_bfloat16>(), total, I,
                                                           act.ptr<__nv_bfloat16>());
     check_launch("swiglu_slot_rows");
-    wgmma_grouped_gemm(ctx, {act.data, down.w.data, out.ptr<float>(), count, end, E, H, I});
+    wgmma_grouped_gemm(ctx, {act.data, down.w.data, out.ptr<__nv_bfloat16>(), count, end, E, H, I});
 }
 
 // Whether the wgmma route takes these bf16 stacks: the route table gives it `pairs`, and the
@@ -379,7 +412,9 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
                                                   slot_of_pair.ptr<int32_t>());
     check_launch("assign_slots");
 
-    Tensor out = scratch(ctx, DType::F32, {pairs, H});
+    // The bf16 wgmma route writes bf16 rows; the W8A8 route and the tiles f32.
+    const bool bf16_rows = wgmma;
+    Tensor out = scratch(ctx, bf16_rows ? DType::BF16 : DType::F32, {pairs, H});
     Tensor act = w8a8 ? Tensor() : scratch(ctx, x.dtype, {pairs, I});
     if (wgmma)
         experts_wgmma(ctx, x, gate_up, down, counts, cursor, token_of_slot.ptr<int32_t>(), pairs,
@@ -390,10 +425,24 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
     else
         experts_tiles(ctx, x, gate_up, down, token_of_slot.ptr<int32_t>(), tiles, num_tiles,
                       max_tiles, bm, tensor_cores, act.view(), out.view());
-    combine_kernel<T><<<unsigned(T_), 256, 0, stream>>>(
-        out.ptr<float>(), slot_of_pair.ptr<int32_t>(), weights.ptr<float>(), weights.stride[0], k,
-        H, y.ptr<T>(), y.stride[0]);
-    check_launch("combine_kernel");
+    const auto combine = [&](auto* rows) {
+        combine_kernel<<<unsigned(T_), 256, 0, stream>>>(rows, slot_of_pair.ptr<int32_t>(),
+                                                         weights.ptr<float>(), weights.stride[0], k,
+                                                         H, y.ptr<T>(), y.stride[0]);
+        check_launch("combine_kernel");
+    };
+    const bool vector_y =
+        std::is_same_v<T, __nv_bfloat16> && y.stride[0] % 8 == 0 && aligned16(y.data);
+    if (bf16_rows && vector_y) {
+        combine_bf16x8_kernel<<<unsigned(T_), 256, 0, stream>>>(
+            out.ptr<__nv_bfloat16>(), slot_of_pair.ptr<int32_t>(), weights.ptr<float>(),
+            weights.stride[0], k, H, reinterpret_cast<__nv_bfloat16*>(y.data), y.stride[0]);
+        check_launch("combine_bf16x8_kernel");
+    } else if (bf16_rows) {
+        combine(out.ptr<__nv_bfloat16>());
+    } else {
+        combine(out.ptr<float>());
+    }
 }
 } // namespace
 

@@ -6,7 +6,8 @@
 //
 // Tile 128 x 128 x 64, cluster 1 x 1: an expert owns ~T * 8 / 256 rows of a prefill chunk (256
 // at T = 8,192), so taller tiles would idle half their rows at the mid sizes, and a cluster's
-// multicast would pair tiles of different experts (different B).
+// multicast would pair tiles of different experts (different B). D is bf16: the f32 accumulators
+// rounded once in the epilogue (half the bytes of f32 rows for the SwiGLU and combine passes).
 #include <cuda_runtime.h>
 
 #include "cute/tensor.hpp"
@@ -33,14 +34,16 @@ using Problem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>; //
 using TileShape = cute::Shape<_128, _128, _64>;
 using ClusterShape = cute::Shape<_1, _1, _1>;
 constexpr int kAlignA = 8, kAlignB = 8; // bf16 elements per 16 bytes (TMA)
-constexpr int kAlignD = 4;              // f32
+constexpr int kAlignD = 8;              // bf16 too
+using OutT = cutlass::bfloat16_t;
+static_assert(sizeof(OutT) == sizeof(__nv_bfloat16), "D is handed over as __nv_bfloat16");
 
 // d = a . w^T: a row-major [M, K]; w [N, K] row-major is B column-major (K x N); d row-major
 // [M, N]; no C operand (void), so the epilogue reads nothing.
 using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
     cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor*,
-    kAlignD, float, cutlass::layout::RowMajor*, kAlignD,
+    kAlignD, OutT, cutlass::layout::RowMajor*, kAlignD,
     cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
 using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::bfloat16_t,
@@ -61,7 +64,7 @@ struct GroupArgs {
     Shape3* shape;
     const cutlass::bfloat16_t** a;
     const cutlass::bfloat16_t** b; // the weights
-    float** d;
+    OutT** d;
     StrideA* stride_a;
     StrideB* stride_b;
     StrideD* stride_d;
@@ -75,7 +78,7 @@ GroupArgs carve(void* base, int64_t E, size_t* bytes = nullptr) {
     g.shape = c.take<Shape3>(e);
     g.a = c.take<const cutlass::bfloat16_t*>(e);
     g.b = c.take<const cutlass::bfloat16_t*>(e);
-    g.d = c.take<float*>(e);
+    g.d = c.take<OutT*>(e);
     g.stride_a = c.take<StrideA>(e);
     g.stride_b = c.take<StrideB>(e);
     g.stride_d = c.take<StrideD>(e);
@@ -85,7 +88,7 @@ GroupArgs carve(void* base, int64_t E, size_t* bytes = nullptr) {
 
 // One thread per expert: its group's shape (M = its rows), operand pointers and packed strides.
 __global__ void write_groups(GroupArgs g, const cutlass::bfloat16_t* a,
-                             const cutlass::bfloat16_t* w, float* d, const int32_t* count,
+                             const cutlass::bfloat16_t* w, OutT* d, const int32_t* count,
                              const int32_t* end, int E, int N, int K) {
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e < E) sm90::write_group(g, e, a, w, d, count, end, N, K);
@@ -99,14 +102,15 @@ bool wgmma_grouped_built() {
 
 bool wgmma_grouped_fits(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
     return sm90::device_and_operands_fit(ctx, g.a, g.w, g.d, g.E, g.N, g.K) && g.K % 8 == 0 &&
-           g.N % 4 == 0;
+           g.N % 8 == 0;
 }
 
 void wgmma_grouped_gemm(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
     if (!wgmma_grouped_fits(ctx, g))
-        fail(ErrorCategory::Unsupported, "wgmma grouped GEMM: needs an sm_90 device outside "
-             "portable mode, K % 8 == 0, N % 4 == 0 and 16-byte aligned operands; got E ", g.E,
-             ", N ", g.N, ", K ", g.K);
+        fail(ErrorCategory::Unsupported,
+             "wgmma grouped GEMM: needs an sm_90 device outside "
+             "portable mode, K % 8 == 0, N % 8 == 0 and 16-byte aligned operands; got E ",
+             g.E, ", N ", g.N, ", K ", g.K);
     cudaStream_t stream = stream_of(ctx);
     size_t args_bytes = 0;
     carve(nullptr, g.E, &args_bytes);
@@ -116,7 +120,7 @@ void wgmma_grouped_gemm(const ExecContext& ctx, const WgmmaGroupedGemm& g) {
     const auto* a = static_cast<const cutlass::bfloat16_t*>(g.a);
     const auto* w = static_cast<const cutlass::bfloat16_t*>(g.w);
     write_groups<<<unsigned((g.E + 127) / 128), 128, 0, stream>>>(
-        groups, a, w, g.d, g.count, g.end, int(g.E), int(g.N), int(g.K));
+        groups, a, w, reinterpret_cast<OutT*>(g.d), g.count, g.end, int(g.E), int(g.N), int(g.K));
     check_launch("write_groups");
 
     cutlass::KernelHardwareInfo hw;

@@ -37,9 +37,9 @@ inline bool device_and_operands_fit(const ExecContext& ctx, const void* a, const
 // columns (column-major D): kDMode, the mode of CUTLASS's (row, column, batch) StrideD that is
 // dynamic. Packed strides with a unit inner stride; M does not enter them, so an empty group
 // gets the same.
-template <int kDMode, typename Groups, typename TA, typename TB>
+template <int kDMode, typename Groups, typename TA, typename TB, typename TD>
 __device__ __forceinline__ void set_group(Groups& g, int e, int M, int N, int K, const TA* a,
-                                          const TB* b, float* d, int64_t ld) {
+                                          const TB* b, TD* d, int64_t ld) {
     g.shape[e] = std::remove_pointer_t<decltype(g.shape)>{M, N, K};
     g.a[e] = a;
     g.b[e] = b;
@@ -57,8 +57,8 @@ __device__ __forceinline__ void set_group(Groups& g, int e, int M, int N, int K,
 
 // Expert e's group over its rows (count[e] of them, ending at end[e]): A its rows of a, B its
 // weights w[e] [N, K], D its rows of d, row-major [rows, N]. Returns the group's first row.
-template <typename Groups, typename TA, typename TW>
-__device__ __forceinline__ int64_t write_group(Groups& g, int e, const TA* a, const TW* w, float* d,
+template <typename Groups, typename TA, typename TW, typename TD>
+__device__ __forceinline__ int64_t write_group(Groups& g, int e, const TA* a, const TW* w, TD* d,
                                                const int32_t* count, const int32_t* end, int N,
                                                int K) {
     const int m = count[e];
