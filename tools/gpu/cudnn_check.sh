@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 source tools/gpu/route_ab.sh "$@"
 if want tests; then
     /tmp/g/ninfer info --device cuda --config configs/qwen3.6-35b-a3b.json | grep -E "route|cudnn"
-    gate_test cudnn_tests 300 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
+    gate_test cudnn_tests 300 /tmp/g/test_cuda_bundle \
         --gtest_filter='*CudaPrefillAttention*:*CudaRouteTable*:*CudaKvQuant*'
 fi
 if want ops; then

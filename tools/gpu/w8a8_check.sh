@@ -18,11 +18,11 @@ if want tests; then
     # past 300 s on an H100).
     pids=()
     for shape in swapped rows; do
-        gate_test w8a8_$shape 420 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
+        gate_test w8a8_$shape 420 /tmp/g/test_cuda_bundle \
             --gtest_filter="*CudaMoeW8a8*/$shape" &
         pids+=($!)
     done
-    gate_test w8a8_tests 420 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
+    gate_test w8a8_tests 420 /tmp/g/test_cuda_bundle \
         --gtest_filter='*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*'
     for pid in "${pids[@]}"; do wait "$pid" || { echo "== FAILED w8a8 GEMM cases: stopping"; exit 1; }; done
 fi

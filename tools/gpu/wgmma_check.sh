@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/route_ab.sh "$@"
 if want tests; then
-    gate_test wgmma_tests 240 stdbuf -oL -eL /tmp/g/test_cuda_bundle \
+    gate_test wgmma_tests 240 /tmp/g/test_cuda_bundle \
         --gtest_filter='*CudaMoeWgmma*:*CudaMoe.*:*CudaMoeReal*:*CudaMoeBlock*:*HeldExpertRuns*'
 fi
 if want ops; then
