@@ -138,22 +138,17 @@ __global__ void combine_bf16x8_kernel(const __nv_bfloat16* out, const int32_t* s
             const int64_t slot = slot_of_pair[t * k + j];
             if (slot < 0) continue;
             const float wj = w[t * w_s0 + j];
-            const uint4 raw = *reinterpret_cast<const uint4*>(out + slot * H + c);
-            const __nv_bfloat162* v = reinterpret_cast<const __nv_bfloat162*>(&raw);
+            float v[8];
+            load8(out + slot * H + c, v);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                sum[2 * i] += wj * __low2float(v[i]);
-                sum[2 * i + 1] += wj * __high2float(v[i]);
-            }
+            for (int i = 0; i < 8; ++i) sum[i] += wj * v[i];
         }
         uint4* yp = reinterpret_cast<uint4*>(y + t * y_s0 + c);
-        uint4 yr = *yp;
-        __nv_bfloat162* yv = reinterpret_cast<__nv_bfloat162*>(&yr);
+        float yv[8];
+        bf16x8_to_float(*yp, yv);
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-            yv[i] = __floats2bfloat162_rn(__low2float(yv[i]) + sum[2 * i],
-                                          __high2float(yv[i]) + sum[2 * i + 1]);
-        *yp = yr;
+        for (int i = 0; i < 8; ++i) yv[i] += sum[i];
+        *yp = float_to_bf16x8(yv);
     }
 }
 
