@@ -223,9 +223,11 @@ void Engine::Impl::step() {
         all_decode &= e.own_rows() == 1;
     }
     const bool drafting = plan.drafts();
-    int64_t traced_decoding = 0, traced_drafting = 0; // for the step trace (before commits)
+    // For the step trace (before commits).
+    int64_t traced_rows = 0, traced_decoding = 0, traced_drafting = 0;
     if (profile.tracing())
         for (const auto& e : plan.entries) {
+            traced_rows += e.rows;
             traced_decoding += e.generates();
             traced_drafting += !e.seq->drafts.empty();
         }
@@ -269,7 +271,7 @@ void Engine::Impl::step() {
         profile.end(drafting     ? runtime::StepProfile::Verification
                     : all_decode ? runtime::StepProfile::Decode
                                  : runtime::StepProfile::Other,
-                    plan.entries.size(), traced_decoding, scheduler->draft_tokens(),
+                    plan.entries.size(), traced_rows, traced_decoding, scheduler->draft_tokens(),
                     traced_drafting);
     if (policy) {
         const int64_t k = drafting ? scheduler->draft_tokens() : 0;

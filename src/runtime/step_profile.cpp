@@ -29,7 +29,7 @@ void StepProfile::mark(const ops::ExecContext& ctx, Phase phase) {
     last_ = now;
 }
 
-void StepProfile::end(Kind kind, size_t entries, int64_t decode_rows, int64_t k,
+void StepProfile::end(Kind kind, size_t entries, int64_t rows, int64_t decode_rows, int64_t k,
                       int64_t drafting) {
     if (!enabled_) return;
     double sum = 0;
@@ -39,11 +39,13 @@ void StepProfile::end(Kind kind, size_t entries, int64_t decode_rows, int64_t k,
     }
     ++steps_[kind];
     if (tracing_)
-        std::fprintf(stderr, "ninfer: step %lld: kind %d, %zu entries, %lld decode rows, K %lld, %lld "
-                     "drafting, %.3f ms\n",
+        std::fprintf(stderr,
+                     "ninfer: step %lld: kind %d, %zu entries, %lld rows, %lld decode rows, "
+                     "K %lld, %lld drafting, forward %.3f ms, %.3f ms\n",
                      static_cast<long long>(traced_++), int(kind), entries,
-                     static_cast<long long>(decode_rows), static_cast<long long>(k),
-                     static_cast<long long>(drafting), 1e3 * sum);
+                     static_cast<long long>(rows), static_cast<long long>(decode_rows),
+                     static_cast<long long>(k), static_cast<long long>(drafting),
+                     1e3 * step_[Forward], 1e3 * sum);
 }
 
 std::string StepProfile::report() const {

@@ -19,16 +19,17 @@ public:
     enum Kind { Decode, Verification, Other, kKinds };
 
     // Enabled iff NINFER_STEP_PROFILE is set to a non-empty value other than 0; 2 also traces
-    // every step (one stderr line: its kind, entries, decode rows, K and time).
+    // every step (one stderr line: its kind, entries, rows, decode rows, K, forward and total
+    // time).
     StepProfile();
     bool enabled() const { return enabled_; }
     bool tracing() const { return tracing_; }
     void begin(const ops::ExecContext& ctx);                   // a step starts
     void mark(const ops::ExecContext& ctx, Phase phase);        // phase ended now
-    // The step was of this kind; with tracing, its line (entries, decode rows, the K the
-    // policy chose, the sequences that drafted).
-    void end(Kind kind, size_t entries = 0, int64_t decode_rows = 0, int64_t k = 0,
-             int64_t drafting = 0);
+    // The step was of this kind; with tracing, its line (entries, all rows of the forward,
+    // decode rows, the K the policy chose, the sequences that drafted).
+    void end(Kind kind, size_t entries = 0, int64_t rows = 0, int64_t decode_rows = 0,
+             int64_t k = 0, int64_t drafting = 0);
     std::string report() const;                                 // "" when off or empty
 
 private:
