@@ -261,7 +261,12 @@ int bench(BenchOptions o) {
     o.engine.max_context = longest + 1;
     o.engine.max_sequences = o.batch;
     o.engine.prefix_cache = false; // repetitions must not be served from the cache
-    o.engine.kv_cache_tokens = int64_t(o.engine.max_context) * o.batch;
+    // Each sequence holds whole KV blocks: batch x max_context tokens rounded once for the pool
+    // left the last requests of a batch waiting for blocks (-p 8 --batch 3: 30 tokens, two
+    // 16-token blocks for three sequences).
+    const int64_t block = o.engine.kv_block_size;
+    o.engine.kv_cache_tokens =
+        (int64_t(o.engine.max_context) + block - 1) / block * block * o.batch;
     // Rows a step may hold: at least one chunk and one decode row per request; a larger
     // --max-batch-tokens is kept, so a --batch prefills several prompts a step, as a server does.
     o.engine.max_batch_tokens = std::max({o.engine.max_batch_tokens, largest_chunk, o.batch, 1});

@@ -688,6 +688,30 @@ class Bench(unittest.TestCase):
         self.assertEqual(os.path.basename(json.loads(out.stdout)["model"].rstrip("/")),
                          "ninfer-demo")
 
+    def test_step_trace_table(self):
+        """NINFER_STEP_PROFILE=2 traces every step; tools/gpu/step_trace_table.py reads those
+        lines back. pp8 at --batch 3: the 3 prompts of 8 rows in one step (a pool too small for
+        them, as the bench sized it once, left the third for a step of its own); tg5: 5 steps of
+        one row for each of the 3 (a 1-token prompt, then 4 decode rows)."""
+        env = dict(os.environ, NINFER_STEP_PROFILE="2")
+        out = subprocess.run([NINFER, "bench", "--device", "cpu", "--model", self.MODEL, "-p",
+                              "8", "-n", "5", "-r", "1", "--warmup", "0", "--batch", "3"],
+                             capture_output=True, text=True, env=env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".log") as log:
+            log.write(out.stderr)
+            log.flush()
+            table = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gpu",
+                                                                 "step_trace_table.py"), log.name],
+                                   check=True, capture_output=True, text=True).stdout
+        rows = {l.split("|")[1].strip(): l.split("|")[2:] for l in table.splitlines()
+                if l.startswith("| ") and not l.startswith("| steps")}
+        # n, prompt rows a step, decode rows a step
+        self.assertEqual([c.strip() for c in rows["decode only"][:3]], ["5", "0", "3"], table)
+        self.assertEqual([c.strip() for c in rows["mixed <= 512 rows"][:3]], ["1", "24", "0"],
+                         table)
+        self.assertRegex(table, r"traced: 6 steps, 39 rows in ")
+
     def test_table(self):
         out = self.bench("--model", self.MODEL, "-n", "2", "-r", "1", "--warmup", "0")
         self.assertEqual(out.returncode, 0, out.stderr)
