@@ -4,6 +4,7 @@
 // d_sgu, d_sdown (each with .view) and the dense F32 references egu_ref .. sdown_ref.
 #pragma once
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -79,6 +80,37 @@ Tensor check_decode_case(const ops::ExecContext& c, const M& m, int64_t T, uint6
                    m.d_sdown.view, y3);
     EXPECT_TRUE(near(to_host(c, y3), out, kExact)) << "ops::moe_block, " << what;
     return out;
+}
+
+// moe_down_kernel's early route (NINFER_MOE_DOWN_EARLY_ROUTE, read at every call): on, and its
+// sabotage arm (one early expert id wrong, which the check after the dependency wait must
+// catch and reload), give the bits of the route without it; an early batch kept past a wrong id
+// would read another expert's rows. Restores the variable's previous value.
+template <typename M>
+void check_early_route(const ops::ExecContext& c, const M& m, int64_t T, uint64_t seed,
+                       const std::string& what) {
+    const MoeInputs in = moe_inputs(m.d, T, seed);
+    const Tensor dh = to_device(c, in.h, DType::BF16);
+    const Tensor dlogits = to_device(c, in.logits, DType::F32);
+    EXPECT_TRUE(m.fits(dh)) << what;
+    const char* old = std::getenv("NINFER_MOE_DOWN_EARLY_ROUTE");
+    const std::string saved = old ? old : "";
+    auto run = [&](const char* mode) {
+        if (mode)
+            setenv("NINFER_MOE_DOWN_EARLY_ROUTE", mode, 1);
+        else
+            unsetenv("NINFER_MOE_DOWN_EARLY_ROUTE");
+        Tensor y = to_device(c, in.y0, DType::BF16);
+        m.run(c, dh, dlogits, y);
+        return to_host(c, y);
+    };
+    const Tensor plain = run(nullptr);
+    EXPECT_TRUE(near(run("1"), plain, kExact)) << "early route, " << what;
+    EXPECT_TRUE(near(run("sabotage"), plain, kExact)) << "early route, one id wrong, " << what;
+    if (old)
+        setenv("NINFER_MOE_DOWN_EARLY_ROUTE", saved.c_str(), 1);
+    else
+        unsetenv("NINFER_MOE_DOWN_EARLY_ROUTE");
 }
 
 // A run of a stack's experts: dim 0 of its codes and scales.

@@ -3,8 +3,11 @@
 // than 256 experts, every expert chosen, both sides of the decode / composition boundary
 // (T * top_k = 63, 64, 65 and 64, 72), unaligned shapes (composition), F32 and BF16, a graph
 // capture replaying eager bit for bit, the real 35B-A3B shape at T = 1, and expert parallelism's
-// runs of held experts on the fused route, the GEMV composition and the grouped GEMMs.
+// runs of held experts on the fused route, the GEMV composition and the grouped GEMMs; the down
+// kernel's opt-in early route giving the same bits.
+#include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "cuda/cuda_test_util.h"
 #include "cuda/moe_decode_test_util.h"
@@ -60,6 +63,47 @@ protected:
         EXPECT_TRUE(near(to_host(c, y), ref, tol())) << describe(d, T);
     }
 };
+
+// moe_down_kernel's early route (NINFER_MOE_DOWN_EARLY_ROUTE, opt-in): on and with one early id
+// wrong (its sabotage arm), the bits of the route without it, with tied logits (the lower-id
+// rule decides in both routes) and past 256 experts; the result against the CPU reference.
+TEST_P(CudaMoeBlock, EarlyRouteGivesTheSameBits) {
+    const auto c = ctx();
+    const char* old = std::getenv("NINFER_MOE_DOWN_EARLY_ROUTE");
+    const std::string saved = old ? old : "";
+    for (const auto& [T, d] : {std::pair<int64_t, Dims>{1, {256, 8, 256, 64, 64}},
+                               {5, {16, 4, 64, 32, 48}},
+                               {2, {300, 8, 64, 32, 32}}}) {
+        const Tensor logits = tied_logits(T, d.E, 430 + uint64_t(T));
+        Tensor h = input({T, d.H}, 431), y0 = input({T, d.H}, 432);
+        Tensor egu = input({d.E, 2 * d.I, d.H}, 433, 0.1f),
+               edown = input({d.E, d.H, d.I}, 434, 0.1f);
+        Tensor sgu = input({2 * d.Is, d.H}, 435, 0.1f), sdown = input({d.H, d.Is}, 436, 0.1f);
+        const Tensor dh = to_device(c, h, dt()), dl = to_device(c, logits, DType::F32);
+        const Tensor degu = to_device(c, egu, dt()), dedown = to_device(c, edown, dt());
+        const Tensor dsgu = to_device(c, sgu, dt()), dsdown = to_device(c, sdown, dt());
+        auto run = [&](const char* mode) {
+            if (mode)
+                setenv("NINFER_MOE_DOWN_EARLY_ROUTE", mode, 1);
+            else
+                unsetenv("NINFER_MOE_DOWN_EARLY_ROUTE");
+            Tensor y = to_device(c, y0, dt());
+            ops::cuda::moe_block_decode(c, dh, dl, d.k, degu, dedown, dsgu, dsdown, y, 0);
+            return to_host(c, y);
+        };
+        const Tensor plain = run(nullptr);
+        Tensor ref = clone(y0);
+        ops::moe_block(kCpuRef, h, logits, d.k, egu, edown, sgu, sdown, ref);
+        EXPECT_TRUE(near(plain, ref, tol())) << describe(d, T);
+        EXPECT_TRUE(near(run("1"), plain, kExact)) << "early route, " << describe(d, T);
+        EXPECT_TRUE(near(run("sabotage"), plain, kExact))
+            << "early route, one id wrong, " << describe(d, T);
+    }
+    if (old)
+        setenv("NINFER_MOE_DOWN_EARLY_ROUTE", saved.c_str(), 1);
+    else
+        unsetenv("NINFER_MOE_DOWN_EARLY_ROUTE");
+}
 
 TEST_P(CudaMoeBlock, DecodeRouteWithTiedLogits) {
     const Dims d{16, 4, 64, 32, 48}; // Is != I: the up kernel's idle blocks

@@ -82,6 +82,16 @@ TEST(CudaMoeFp8, Qwen35bShapes) {
     for (int64_t T : {16, 24}) check_case(c, m, T, 520 + uint64_t(T));
 }
 
+// moe_down_kernel's early route (opt-in): the same bits, on and with one early id wrong, at the
+// 35B's shapes (T = 1, 8: one route a token, E = 256) and past 256 experts (the 16-logit lanes).
+TEST(CudaMoeFp8, EarlyRouteGivesTheSameBits) {
+    const auto c = cuda_ctx(DType::BF16);
+    const MoeFp8 m(c, {256, 8, 2048, 512, 512}, 600);
+    for (int64_t T : {1, 8}) check_early_route(c, m, T, 601 + uint64_t(T), describe(m.d, T));
+    const MoeFp8 many(c, {300, 8, 256, 128, 128}, 610);
+    check_early_route(c, many, 3, 611, describe(many.d, 3));
+}
+
 // A row's bits do not depend on the other rows of the call: T = 3, 7 and 24 at the 35B's shapes
 // and T = 9 at top-2, row by row against each row alone.
 TEST(CudaMoeFp8, RowsEqualThemselvesAlone) {

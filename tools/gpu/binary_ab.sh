@@ -7,8 +7,9 @@
 # NEW the current one (/tmp/g/ninfer after unpack_binaries.sh, whose libraries both use).
 #   OLD=/tmp/old/ninfer NEW=/tmp/g/ninfer CONFIGS="configs/qwen3.6-35b-a3b-fp8.json ..." \
 #       [ROUNDS=2] [BENCH_ARGS="-n 128 -r 3"] [NEW_ARGS="..."] bash tools/gpu/binary_ab.sh
-# NEW_ARGS go to the new build alone (a new option). Results: $OUT/binary_ab.jsonl ({"label",
-# "config", "round", "bench"}) and one line per run on stdout.
+# NEW_ARGS go to the new build alone (a new option), NEW_ENV (VAR=VALUE ...) to its environment
+# (an opt-in switch: OLD and NEW may then be the same binary). Results: $OUT/binary_ab.jsonl
+# ({"label", "config", "round", "bench"}) and one line per run on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}
@@ -18,10 +19,10 @@ new=${NEW:-/tmp/g/ninfer}
 for config in ${CONFIGS:-configs/qwen3.6-35b-a3b-fp8.json}; do
     for round in $(seq 1 "${ROUNDS:-2}"); do
         for label in old new; do
-            bin=$old extra=""
-            [ $label = new ] && bin=$new extra=${NEW_ARGS:-}
+            bin=$old extra="" environment=""
+            [ $label = new ] && bin=$new extra=${NEW_ARGS:-} environment=${NEW_ENV:-}
             json=/tmp/binary_ab_$label.json
-            if ! timeout 300 "$bin" bench --config "$config" --random-weights --device cuda \
+            if ! env $environment timeout 300 "$bin" bench --config "$config" --random-weights --device cuda \
                 ${BENCH_ARGS:--n 128 -r 3} --warmup 1 $extra -o json > "$json" 2> /tmp/binary_ab.err; then
                 echo "== $label $config failed: $(tail -2 /tmp/binary_ab.err)"
                 continue

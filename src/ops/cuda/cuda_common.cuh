@@ -167,6 +167,10 @@ inline bool aligned16(const void* p) {
 // by launch_pdl calls pdl_wait_and_release() as its first statement, before any read, write or
 // early return. The wait returns once the previous kernel has completed and its writes are
 // visible; the release then lets the next kernel launch, so at most one kernel runs ahead.
+// Two reads may precede the wait: weights (written only while a model loads), and, speculatively,
+// the output of the kernel two launches back (complete before the previous kernel released this
+// one), read from L2 (ld.global.cg: L1 may hold a stale line) and checked after the wait, so a
+// wrong early value costs time, never a result (moe_decode.cu's early route).
 // Kernels launched with <<<>>> (or by cuBLAS) keep the full stream ordering; a no-op before sm_90
 // (launch_pdl asks for no overlap there: pdl_enabled), and without the launch attribute.
 __device__ __forceinline__ void pdl_wait_and_release() {

@@ -13,7 +13,9 @@
 //   moe_down_kernel: block (column chunk, token t), warp -> column c: the shared expert's row
 //     (prefetched before the wait) times sigmoid(gate logit), plus sum_j w_j * down_e[c, :] .
 //     act[t, j] over the held pairs in a fixed order, added to y[t, c] with one rounding: no
-//     atomics, deterministic.
+//     atomics, deterministic. Opt-in (NINFER_MOE_DOWN_EARLY_ROUTE=1), every expert held: the
+//     route is recomputed from the logits before the wait and the routed rows' first batch
+//     issued then, checked against moe_up_kernel's route after it (see the kernel).
 // Weight rows stream as 16-byte evict-first loads, kUpBatch / W::kDownBatch steps in flight.
 // The kernels are templated on the weight format W:
 //   - DenseWeights<T>: F32 or BF16 weights in the activation dtype T, 8 elements a load (H, I,
@@ -28,6 +30,8 @@
 // Numerics either way: f32 products and accumulation, y rounded once.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
@@ -172,6 +176,7 @@ template <typename W> struct MoeArgs {
     int32_t* route_ids; // [T, k], scratch written by moe_up_kernel
     T* y;               // [T, H], row stride y_s0
     int64_t y_s0;
+    int early_route; // moe_down_kernel's early route: 0 off, 1 on, 2 its sabotage arm
 };
 
 // Issues kN load steps of a row of m from column c0 (lane columns c < n only).
@@ -270,7 +275,7 @@ __global__ void __launch_bounds__(32 * kWarps, up_blocks_per_sm<W, kPerLane>())
         const WRow<W> g = W::row(a.shared_gate_up, row, a.H);
         const WRow<W> up = W::row(a.shared_gate_up, a.Is + row, a.H);
         // Its weights are written only while a model loads, never by a kernel in flight, so the
-        // first loads may precede the wait (pdl_wait_and_release's one exception).
+        // first loads may precede the wait (pdl_wait_and_release's weight exception).
         load_steps<W>(a.shared_gate_up, g, 0, a.H, rg);
         load_steps<W>(a.shared_gate_up, up, 0, a.H, ru);
         pdl_wait_and_release();
@@ -350,7 +355,17 @@ __device__ __forceinline__ HeldPair held_pair(const int32_t* ids, const float* w
 
 // Grid (ceil(H / kWarps), T); warp -> output column c of token t.
 // 2 blocks per SM (<= 128 registers) keep the 35B's H / 8 = 256 blocks in one wave.
-template <typename W>
+// Early route (a.early_route, every expert held; opt-in: NINFER_MOE_DOWN_EARLY_ROUTE=1): each
+// warp computes the token's route from the router logits before the dependency wait and issues
+// its routed rows' first batch, so their HBM round trip overlaps moe_up_kernel instead of
+// following it. The logits are the router's output, two launches back: moe_up_kernel released
+// this grid only after its own wait, i.e. after the router had completed, and they are read from
+// L2 (never a stale L1 line). After the wait the route moe_up_kernel stored decides: where any
+// lane's expert differs from the early one (sabotage arm: the last pair's id shifted), the batch
+// is issued again, so the output never depends on the early read.
+// kEarly instantiates the early route (the kernel without it is the one measured and tested);
+// kPerLane is its route's logits per lane.
+template <typename W, bool kEarly, int kPerLane = 8>
 __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) {
     const int64_t t = blockIdx.y;
     const int64_t c = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
@@ -359,6 +374,18 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) 
     WRaw<W> pre[kSharedDownPre] = {};
     // Weights only (see moe_up_kernel): the shared expert's first steps before the wait.
     load_steps<W>(a.shared_down, srow, 0, a.Is, pre);
+    WRaw<W> raw[W::kDownBatch] = {};
+    [[maybe_unused]] int early_id = 0;
+    if constexpr (kEarly) {
+        if (a.held == a.E) { // block-uniform
+            const WarpRoute r = route_warp<kPerLane, true>(a.logits + t * a.l_s0, a.E, a.k);
+            early_id = lane < a.k ? r.id : 0;
+            if (a.early_route == 2 && lane == a.k - 1) early_id = (early_id + 1) % a.E;
+            const int S = int((a.I + kWarpElems<W> - 1) / kWarpElems<W>);
+            issue_routed<W>(a.experts_down, W::row(a.experts_down, c < a.H ? c : 0, a.I), a.I, S,
+                            a.k * S, 0, early_id, raw);
+        }
+    }
     pdl_wait_and_release();
     if (c >= a.H) return;
     // The route first, then the routed rows' first batch, so their HBM latency overlaps the
@@ -372,8 +399,9 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) 
     const float w = p.w;
     const WRow<W> down_c = W::row(a.experts_down, c, a.I);
     const int S = int((a.I + kWarpElems<W> - 1) / kWarpElems<W>), items = p.count * S;
-    WRaw<W> raw[W::kDownBatch] = {};
-    issue_routed<W>(a.experts_down, down_c, a.I, S, items, 0, id, raw);
+    bool issue = true; // the early batch stands only where every lane's expert is the route's
+    if constexpr (kEarly) issue = a.held != a.E || !__all_sync(0xffffffffu, id == early_id);
+    if (issue) issue_routed<W>(a.experts_down, down_c, a.I, S, items, 0, id, raw);
     const float* act = a.act + t * (a.k + 1) * a.act_w; // [k + 1, act_w] of token t
     const float* shared_act = act + a.k * a.act_w;
     float shared_sum = dot_steps<W>(shared_act, 0, a.Is, pre);
@@ -394,6 +422,16 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_kernel(MoeArgs<W> a) 
     sum = warp_sum(sum);
     if (lane == 0)
         a.y[t * a.y_s0 + c] = from_float<typename W::Act>(to_float(a.y[t * a.y_s0 + c]) + sum);
+}
+
+// moe_down_kernel's early route, read at every call (a test or an A/B flips it; a captured graph
+// keeps the mode of its capture): NINFER_MOE_DOWN_EARLY_ROUTE=1 on, "sabotage" its sabotage arm
+// (one early id wrong: the output must not change), unset or 0 off. Off by default until its CUDA
+// tests and an A/B have run on a GPU.
+int early_route_mode() {
+    const char* env = std::getenv("NINFER_MOE_DOWN_EARLY_ROUTE");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0) return 0;
+    return std::strcmp(env, "sabotage") == 0 ? 2 : 1;
 }
 
 template <typename W>
@@ -417,13 +455,20 @@ void launch(const ExecContext& ctx, const TensorView& h, const TensorView& logit
     a.shared_gate_up = W::mat(sgu), a.shared_down = W::mat(sdown);
     a.H = H, a.I = I, a.Is = Is, a.act = act, a.act_w = act_w;
     a.route_w = route_w, a.route_ids = route_ids, a.y = y.ptr<T>(), a.y_s0 = y.stride[0];
+    a.early_route = early_route_mode();
     const dim3 up_grid(blocks_for(act_w, kWarps), unsigned(k + 1), unsigned(T_));
-    if (E <= 32 * 8)
+    const dim3 down_grid(blocks_for(H, kWarps), unsigned(T_));
+    const bool few = E <= 32 * 8; // 8 logits a lane
+    if (few)
         launch_pdl(ctx, moe_up_kernel<W, 8>, up_grid, 32 * kWarps, 0, a);
     else
         launch_pdl(ctx, moe_up_kernel<W, kMaxExpertsPerLane>, up_grid, 32 * kWarps, 0, a);
-    launch_pdl(ctx, moe_down_kernel<W>, dim3(blocks_for(H, kWarps), unsigned(T_)), 32 * kWarps, 0,
-               a);
+    if (a.early_route == 0)
+        launch_pdl(ctx, moe_down_kernel<W, false>, down_grid, 32 * kWarps, 0, a);
+    else if (few)
+        launch_pdl(ctx, moe_down_kernel<W, true, 8>, down_grid, 32 * kWarps, 0, a);
+    else
+        launch_pdl(ctx, moe_down_kernel<W, true, kMaxExpertsPerLane>, down_grid, 32 * kWarps, 0, a);
 }
 
 } // namespace

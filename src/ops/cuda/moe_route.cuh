@@ -16,14 +16,17 @@ struct WarpRoute {
     int id;
     float p;
 };
-template <int kPerLane> __device__ WarpRoute route_warp(const float* logits, int E, int rounds) {
+// kL2Only reads the logits from L2 (ld.global.cg), never from a stale L1 line: moe_down_kernel's
+// early route reads them before its dependency wait.
+template <int kPerLane, bool kL2Only = false>
+__device__ WarpRoute route_warp(const float* logits, int E, int rounds) {
     const int lane = threadIdx.x & 31;
     float p[kPerLane];
     float max_logit = -FLT_MAX;
 #pragma unroll
     for (int m = 0; m < kPerLane; ++m) {
         const int e = lane + 32 * m;
-        p[m] = e < E ? logits[e] : -FLT_MAX;
+        p[m] = e < E ? (kL2Only ? __ldcg(logits + e) : logits[e]) : -FLT_MAX;
         max_logit = fmaxf(max_logit, p[m]);
     }
     max_logit = warp_max(max_logit);
