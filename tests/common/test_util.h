@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -14,6 +15,26 @@
 #include "ninfer/error.h"
 
 namespace ninfer::test {
+
+// An environment variable set (or unset: nullptr) for a scope, for switches a library reads at
+// every call; the destructor restores its previous value, or its absence.
+class ScopedEnv {
+public:
+    explicit ScopedEnv(const char* name) : name_(name) {
+        const char* v = std::getenv(name);
+        had_ = v != nullptr;
+        if (had_) old_ = v;
+    }
+    ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+    void set(const char* value) const { value ? setenv(name_, value, 1) : unsetenv(name_); }
+
+private:
+    const char* name_;
+    bool had_ = false;
+    std::string old_;
+};
 
 // An owning F32 host tensor filled with N(0, scale) values from a seeded generator.
 Tensor random_tensor(std::initializer_list<int64_t> dims, uint64_t seed, float scale = 1.0f);

@@ -4,7 +4,6 @@
 // d_sgu, d_sdown (each with .view) and the dense F32 references egu_ref .. sdown_ref.
 #pragma once
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -58,15 +57,29 @@ template <typename D> MoeInputs moe_inputs(const D& d, int64_t T, uint64_t seed)
             rounded(random_tensor({T, d.H}, seed + 2), DType::BF16)};
 }
 
+// A case's inputs on the host and h and the logits on the device, checked to take the route.
+struct DecodeInputs {
+    MoeInputs in;
+    Tensor dh, dlogits;
+};
+template <typename M>
+DecodeInputs decode_inputs(const ops::ExecContext& c, const M& m, int64_t T, uint64_t seed,
+                           const std::string& what) {
+    DecodeInputs d{moe_inputs(m.d, T, seed), {}, {}};
+    d.dh = to_device(c, d.in.h, DType::BF16);
+    d.dlogits = to_device(c, d.in.logits, DType::F32);
+    EXPECT_TRUE(m.fits(d.dh)) << what;
+    return d;
+}
+
 // y0 + moe_block(h) through the fused decode route against the CPU reference; a second run and
 // the dispatcher (ops::moe_block) give the same bits. Returns the device result.
 template <typename M>
 Tensor check_decode_case(const ops::ExecContext& c, const M& m, int64_t T, uint64_t seed,
                          const std::string& what) {
-    const MoeInputs in = moe_inputs(m.d, T, seed);
-    const Tensor dh = to_device(c, in.h, DType::BF16);
-    const Tensor dlogits = to_device(c, in.logits, DType::F32);
-    EXPECT_TRUE(m.fits(dh)) << what;
+    const DecodeInputs d = decode_inputs(c, m, T, seed, what);
+    const MoeInputs& in = d.in;
+    const Tensor &dh = d.dh, &dlogits = d.dlogits;
     Tensor y = to_device(c, in.y0, DType::BF16);
     m.run(c, dh, dlogits, y);
     const Tensor out = to_host(c, y);
@@ -85,32 +98,21 @@ Tensor check_decode_case(const ops::ExecContext& c, const M& m, int64_t T, uint6
 // moe_down_kernel's early route (NINFER_MOE_DOWN_EARLY_ROUTE, read at every call): on, and its
 // sabotage arm (one early expert id wrong, which the check after the dependency wait must
 // catch and reload), give the bits of the route without it; an early batch kept past a wrong id
-// would read another expert's rows. Restores the variable's previous value.
+// would read another expert's rows.
 template <typename M>
 void check_early_route(const ops::ExecContext& c, const M& m, int64_t T, uint64_t seed,
                        const std::string& what) {
-    const MoeInputs in = moe_inputs(m.d, T, seed);
-    const Tensor dh = to_device(c, in.h, DType::BF16);
-    const Tensor dlogits = to_device(c, in.logits, DType::F32);
-    EXPECT_TRUE(m.fits(dh)) << what;
-    const char* old = std::getenv("NINFER_MOE_DOWN_EARLY_ROUTE");
-    const std::string saved = old ? old : "";
+    const DecodeInputs d = decode_inputs(c, m, T, seed, what);
+    const ScopedEnv early("NINFER_MOE_DOWN_EARLY_ROUTE");
     auto run = [&](const char* mode) {
-        if (mode)
-            setenv("NINFER_MOE_DOWN_EARLY_ROUTE", mode, 1);
-        else
-            unsetenv("NINFER_MOE_DOWN_EARLY_ROUTE");
-        Tensor y = to_device(c, in.y0, DType::BF16);
-        m.run(c, dh, dlogits, y);
+        early.set(mode);
+        Tensor y = to_device(c, d.in.y0, DType::BF16);
+        m.run(c, d.dh, d.dlogits, y);
         return to_host(c, y);
     };
     const Tensor plain = run(nullptr);
     EXPECT_TRUE(near(run("1"), plain, kExact)) << "early route, " << what;
     EXPECT_TRUE(near(run("sabotage"), plain, kExact)) << "early route, one id wrong, " << what;
-    if (old)
-        setenv("NINFER_MOE_DOWN_EARLY_ROUTE", saved.c_str(), 1);
-    else
-        unsetenv("NINFER_MOE_DOWN_EARLY_ROUTE");
 }
 
 // A run of a stack's experts: dim 0 of its codes and scales.

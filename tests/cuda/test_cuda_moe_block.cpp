@@ -5,7 +5,6 @@
 // capture replaying eager bit for bit, the real 35B-A3B shape at T = 1, and expert parallelism's
 // runs of held experts on the fused route, the GEMV composition and the grouped GEMMs; the down
 // kernel's opt-in early route giving the same bits.
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -69,8 +68,7 @@ protected:
 // rule decides in both routes) and past 256 experts; the result against the CPU reference.
 TEST_P(CudaMoeBlock, EarlyRouteGivesTheSameBits) {
     const auto c = ctx();
-    const char* old = std::getenv("NINFER_MOE_DOWN_EARLY_ROUTE");
-    const std::string saved = old ? old : "";
+    const ScopedEnv early("NINFER_MOE_DOWN_EARLY_ROUTE");
     for (const auto& [T, d] : {std::pair<int64_t, Dims>{1, {256, 8, 256, 64, 64}},
                                {5, {16, 4, 64, 32, 48}},
                                {2, {300, 8, 64, 32, 32}}}) {
@@ -83,10 +81,7 @@ TEST_P(CudaMoeBlock, EarlyRouteGivesTheSameBits) {
         const Tensor degu = to_device(c, egu, dt()), dedown = to_device(c, edown, dt());
         const Tensor dsgu = to_device(c, sgu, dt()), dsdown = to_device(c, sdown, dt());
         auto run = [&](const char* mode) {
-            if (mode)
-                setenv("NINFER_MOE_DOWN_EARLY_ROUTE", mode, 1);
-            else
-                unsetenv("NINFER_MOE_DOWN_EARLY_ROUTE");
+            early.set(mode);
             Tensor y = to_device(c, y0, dt());
             ops::cuda::moe_block_decode(c, dh, dl, d.k, degu, dedown, dsgu, dsdown, y, 0);
             return to_host(c, y);
@@ -99,10 +94,6 @@ TEST_P(CudaMoeBlock, EarlyRouteGivesTheSameBits) {
         EXPECT_TRUE(near(run("sabotage"), plain, kExact))
             << "early route, one id wrong, " << describe(d, T);
     }
-    if (old)
-        setenv("NINFER_MOE_DOWN_EARLY_ROUTE", saved.c_str(), 1);
-    else
-        unsetenv("NINFER_MOE_DOWN_EARLY_ROUTE");
 }
 
 TEST_P(CudaMoeBlock, DecodeRouteWithTiedLogits) {
