@@ -46,20 +46,32 @@ protected:
         return rounded(random_tensor(dims, seed, scale), dt());
     }
 
+    // A case's host inputs (seeds from `seed`) and y0 + moe_block(h) on the CPU reference.
+    struct Case {
+        Tensor h, y0, egu, edown, sgu, sdown, ref;
+    };
+    Case make_case(int64_t T, const Dims& d, const Tensor& logits, uint64_t seed) const {
+        Case k{input({T, d.H}, seed),
+               input({T, d.H}, seed + 1),
+               input({d.E, 2 * d.I, d.H}, seed + 2, 0.1f),
+               input({d.E, d.H, d.I}, seed + 3, 0.1f),
+               input({2 * d.Is, d.H}, seed + 4, 0.1f),
+               input({d.H, d.Is}, seed + 5, 0.1f),
+               {}};
+        k.ref = clone(k.y0);
+        ops::moe_block(kCpuRef, k.h, logits, d.k, k.egu, k.edown, k.sgu, k.sdown, k.ref);
+        return k;
+    }
+
     // y0 + moe_block(h) on CUDA against the CPU reference, for the given logits.
     void check_case(int64_t T, const Dims& d, const Tensor& logits) const {
         const auto c = ctx();
-        Tensor h = input({T, d.H}, 401), y0 = input({T, d.H}, 402);
-        Tensor egu = input({d.E, 2 * d.I, d.H}, 403, 0.1f),
-               edown = input({d.E, d.H, d.I}, 404, 0.1f);
-        Tensor sgu = input({2 * d.Is, d.H}, 405, 0.1f), sdown = input({d.H, d.Is}, 406, 0.1f);
-        Tensor ref = clone(y0);
-        ops::moe_block(kCpuRef, h, logits, d.k, egu, edown, sgu, sdown, ref);
-        Tensor y = to_device(c, y0, dt());
-        ops::moe_block(c, to_device(c, h, dt()), to_device(c, logits, DType::F32), d.k,
-                       to_device(c, egu, dt()), to_device(c, edown, dt()), to_device(c, sgu, dt()),
-                       to_device(c, sdown, dt()), y);
-        EXPECT_TRUE(near(to_host(c, y), ref, tol())) << describe(d, T);
+        const Case k = make_case(T, d, logits, 401);
+        Tensor y = to_device(c, k.y0, dt());
+        ops::moe_block(c, to_device(c, k.h, dt()), to_device(c, logits, DType::F32), d.k,
+                       to_device(c, k.egu, dt()), to_device(c, k.edown, dt()),
+                       to_device(c, k.sgu, dt()), to_device(c, k.sdown, dt()), y);
+        EXPECT_TRUE(near(to_host(c, y), k.ref, tol())) << describe(d, T);
     }
 };
 
@@ -73,23 +85,18 @@ TEST_P(CudaMoeBlock, EarlyRouteGivesTheSameBits) {
                                {5, {16, 4, 64, 32, 48}},
                                {2, {300, 8, 64, 32, 32}}}) {
         const Tensor logits = tied_logits(T, d.E, 430 + uint64_t(T));
-        Tensor h = input({T, d.H}, 431), y0 = input({T, d.H}, 432);
-        Tensor egu = input({d.E, 2 * d.I, d.H}, 433, 0.1f),
-               edown = input({d.E, d.H, d.I}, 434, 0.1f);
-        Tensor sgu = input({2 * d.Is, d.H}, 435, 0.1f), sdown = input({d.H, d.Is}, 436, 0.1f);
-        const Tensor dh = to_device(c, h, dt()), dl = to_device(c, logits, DType::F32);
-        const Tensor degu = to_device(c, egu, dt()), dedown = to_device(c, edown, dt());
-        const Tensor dsgu = to_device(c, sgu, dt()), dsdown = to_device(c, sdown, dt());
+        const Case k = make_case(T, d, logits, 431);
+        const Tensor dh = to_device(c, k.h, dt()), dl = to_device(c, logits, DType::F32);
+        const Tensor degu = to_device(c, k.egu, dt()), dedown = to_device(c, k.edown, dt());
+        const Tensor dsgu = to_device(c, k.sgu, dt()), dsdown = to_device(c, k.sdown, dt());
         auto run = [&](const char* mode) {
             early.set(mode);
-            Tensor y = to_device(c, y0, dt());
+            Tensor y = to_device(c, k.y0, dt());
             ops::cuda::moe_block_decode(c, dh, dl, d.k, degu, dedown, dsgu, dsdown, y, 0);
             return to_host(c, y);
         };
         const Tensor plain = run(nullptr);
-        Tensor ref = clone(y0);
-        ops::moe_block(kCpuRef, h, logits, d.k, egu, edown, sgu, sdown, ref);
-        EXPECT_TRUE(near(plain, ref, tol())) << describe(d, T);
+        EXPECT_TRUE(near(plain, k.ref, tol())) << describe(d, T);
         EXPECT_TRUE(near(run("1"), plain, kExact)) << "early route, " << describe(d, T);
         EXPECT_TRUE(near(run("sabotage"), plain, kExact))
             << "early route, one id wrong, " << describe(d, T);

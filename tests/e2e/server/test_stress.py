@@ -50,23 +50,21 @@ def workload(seed):
     return requests, cancels
 
 
-def post(server, body, timeout=300):
-    req = urllib.request.Request(server.url + "/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json",
-                                          "Authorization": "Bearer " + KEY})
-    return urllib.request.urlopen(req, timeout=timeout)
-
-
 def complete(server, body):
-    with post(server, body) as r:
-        choice = json.loads(r.read())["choices"][0]
+    status, _, reply = server.request("POST", "/v1/completions", body)
+    assert status == 200, reply
+    choice = reply["choices"][0]
     return choice["text"], choice["logprobs"]["token_logprobs"]
 
 
 def cancel_stream(server, body):
     body = dict(body)
     after = body.pop("after")
-    with post(server, body) as r:  # closing the connection after a few chunks cancels it
+    req = urllib.request.Request(server.url + "/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": "Bearer " + KEY})
+    # Server.request reads a reply whole; this reads a few chunks, then closing cancels it.
+    with urllib.request.urlopen(req, timeout=300) as r:
         got = 0
         for line in r:
             if line.startswith(b"data: ") and b"[DONE]" not in line:
@@ -99,15 +97,6 @@ def run_all(server, requests, cancels):
     return results, errors
 
 
-def metric(server, name):
-    req = urllib.request.Request(server.url + "/metrics", headers={"Authorization": "Bearer " + KEY})
-    text = urllib.request.urlopen(req, timeout=30).read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 # Prompts of up to ~750 bytes (the fixture's tokenizer is byte-level) and 40 new tokens; 12
 # sequences of ~400 tokens on average need ~4,800 KV tokens at once, and the pool holds 1,536.
 STRESSED = ("--max-sequences", "12", "--max-queue", "64", "--kv-cache-tokens", "1536",
@@ -130,13 +119,13 @@ class StressedServerEqualsColdRuns(unittest.TestCase):
         try:
             first, errors = run_all(hot, requests, cancels)
             second, more = run_all(hot, requests, [])
-            preemptions = metric(hot, "ninfer_preemptions_total")
+            preemptions = hot.metric("ninfer_preemptions_total")
             # Under this pressure the cache-only blocks may all be evicted before anyone reuses
             # them (a run had no hit at all), so hits are made certain: the first 8 requests
             # alone, each twice in a row (the second reads the first's prompt snapshot).
-            before = metric(hot, "ninfer_prefix_cache_hits_tokens_total")
+            before = hot.metric("ninfer_prefix_cache_hits_tokens_total")
             alone = [(complete(hot, body), complete(hot, body)) for body in requests[:8]]
-            hits = metric(hot, "ninfer_prefix_cache_hits_tokens_total") - before
+            hits = hot.metric("ninfer_prefix_cache_hits_tokens_total") - before
         finally:
             self.assertEqual(hot.stop(), 0)
         self.assertEqual(errors + more, [])
