@@ -196,7 +196,8 @@ void add_engine_options(CLI::App& app, EngineOptions& o, unsigned flags) {
                      "default)");
         app.add_option("--snapshot-stride", o.snapshot_stride,
                        "Tokens between GDN state snapshots in long prompts, a multiple of the KV "
-                       "block size (0: 512)")
+                       "block size (0: the larger of 512 and --prefill-chunk, so a chunk is never "
+                       "cut)")
             ->check(CLI::NonNegativeNumber);
         app.add_option("--decode-snapshot-stride", o.decode_snapshot_stride,
                        "Generated tokens between GDN state snapshots of a decoding sequence, so "

@@ -102,7 +102,7 @@ struct EngineOptions {
     // Prefix cache: full KV blocks shared across requests by content, with GDN state snapshots
     // at the end of every prompt and generation and every snapshot_stride tokens.
     bool prefix_cache = true;
-    int snapshot_stride = 0;        // tokens, a multiple of kv_block_size (0: the default, 512)
+    int snapshot_stride = 0; // tokens, a multiple of kv_block_size (0: max(512, prefill_chunk))
     int prefix_cache_snapshots = 0; // device snapshot slots (0: from memory; CPU: 8 a slot)
     // Generated tokens between snapshots of a decoding sequence (0: none). A chat client sends
     // an answer back as text, and its tokenization can differ from the sampled ids (a model may
