@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The device scripts' Python helpers, on the CPU: tools/gpu/ncu_decode_table.py (one decode
-token's kernels from two Nsight Compute logs) and tools/gpu/bench_lines.py (a bench JSON's lines).
+token's kernels from two Nsight Compute logs), tools/gpu/ncu_kernel_metrics.py (each launch's
+metrics and stall reasons) and tools/gpu/bench_lines.py (a bench JSON's lines).
 
 The ncu logs are made up in ncu's --csv --print-units base format: kernels ncu names with
 "<unnamed>" and "(anonymous namespace)" (a first version of the table cut every such name to
@@ -20,6 +21,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLE = os.path.join(ROOT, "tools", "gpu", "ncu_decode_table.py")
 LINES = os.path.join(ROOT, "tools", "gpu", "bench_lines.py")
+METRICS = os.path.join(ROOT, "tools", "gpu", "ncu_kernel_metrics.py")
 HEADER = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
           "Block Size", "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit",
           "Metric Value"]
@@ -66,6 +68,47 @@ class NcuDecodeTable(unittest.TestCase):
         out = self.run_table("--no-templates")
         self.assertRegex(out, r"\ngemv_fp8_kernel +40\.0 +400\.0")
         self.assertRegex(out, r"\nmoe_up_kernel +40\.0 +800\.0")
+
+
+class NcuKernelMetrics(unittest.TestCase):
+    SCAN = ("void ninfer::ops::cuda::<unnamed>::tc_scan_kernel<8>(ninfer::ops::cuda::GdnArgs, "
+            "ninfer::ops::cuda::gdn_tc::TcWork)")
+
+    def test_launches_metrics_and_stalls_largest_first(self):
+        rows = [(0, self.SCAN, "(64, 32, 1)", "gpu__time_duration.sum", "4,640,000"),
+                (0, self.SCAN, "(64, 32, 1)",
+                 "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "0.25"),
+                (0, self.SCAN, "(64, 32, 1)",
+                 "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio",
+                 "1.5"),
+                (0, self.SCAN, "(64, 32, 1)",
+                 "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+                 "0.75"),
+                (1, MOE, "(64, 9, 1)", "gpu__time_duration.sum", "11,000")]
+        out = io.StringIO()
+        out.write("==PROF== Connected to process 1\n")
+        w = csv.writer(out, quoting=csv.QUOTE_ALL)
+        w.writerow(HEADER)
+        for kid, name, grid, metric, value in rows:
+            w.writerow([kid, 1, "bench", "h", name, 1, 7, "(256, 1, 1)", grid, 0, "9.0",
+                        "Command line profiler metrics", metric, "", value])
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ncu.csv")
+            with open(path, "w") as f:
+                f.write(out.getvalue())
+            lines = subprocess.run([sys.executable, METRICS, path, "--top", "2"], check=True,
+                                   capture_output=True, text=True).stdout.splitlines()
+            missing = subprocess.run([sys.executable, METRICS, os.path.join(d, "none.csv")],
+                                     capture_output=True, text=True)
+        self.assertEqual(lines, [
+            "0 tc_scan_kernel<8> grid (64, 32, 1)",
+            "    gpu__time_duration.sum = 4,640,000",
+            "    stall math_pipe_throttle = 1.5",  # largest first, and only the top 2
+            "    stall long_scoreboard = 0.75",
+            "1 moe_up_kernel<moe_decode::Fp8Weights, 8> grid (64, 9, 1)",  # '::' in <> kept
+            "    gpu__time_duration.sum = 11,000"])
+        self.assertNotEqual(missing.returncode, 0)
+        self.assertIn("none.csv", missing.stderr)
 
 
 class BenchLines(unittest.TestCase):
