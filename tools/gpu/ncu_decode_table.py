@@ -15,12 +15,17 @@ import re
 import sys
 
 
+def ncu_rows(path):
+    """The metric rows (dicts by column name) of an ncu --csv --print-units base log."""
+    with open(path, newline="") as f:
+        lines = [l for l in f if l.startswith('"')]  # ncu prefixes its own messages with ==PROF==
+    return list(csv.DictReader(lines))
+
+
 def kernel_times(path):
     """{kernel name: (launches, total ns)} from an ncu --csv --print-units base log."""
     launches, total = collections.Counter(), collections.Counter()
-    with open(path, newline="") as f:
-        lines = [l for l in f if l.startswith('"')]  # ncu prefixes its own messages with ==PROF==
-    for row in csv.DictReader(lines):
+    for row in ncu_rows(path):
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
         name = row["Kernel Name"]

@@ -1,40 +1,27 @@
 #!/usr/bin/env python3
 """Each kernel launch's metrics from an Nsight Compute CSV log (ncu --metrics ... --csv
---print-units base), one block per launch: its id, short name (template arguments kept: they
-say which variant ran) and grid, every plain metric, then its stall reasons, largest first
-(smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio: warps stalled for that
-reason per issued instruction). Used by tools/gpu/gdn_scan_profile.sh.
+--print-units base), one block per launch: its id, short name (ncu_decode_table.py's, template
+arguments kept: they say which variant ran) and grid, every plain metric, then its stall
+reasons, largest first (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio:
+warps stalled for that reason per issued instruction). Used by tools/gpu/gdn_scan_profile.sh.
 """
 import argparse
 import collections
-import csv
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_decode_table import ncu_rows, short  # noqa: E402  (one log reader, one kernel name)
 
 STALL = re.compile(r"issue_stalled_(.+)_per_issue_active")
 
 
-def short(name):
-    """A kernel's name without namespaces, `void` or parameter list; template arguments kept."""
-    name = re.sub(r"\(anonymous namespace\)::|<unnamed>::|^void ", "", name)
-    head = name.split("(")[0]
-    # The last component, counting only the '::' outside template brackets.
-    depth, start = 0, 0
-    for i, ch in enumerate(head):
-        depth += ch == "<"
-        depth -= ch == ">"
-        if depth == 0 and head.startswith("::", i):
-            start = i + 2
-    return head[start:]
-
-
 def launches(path):
-    """{(id, short name, grid): {metric: value string}} in log order."""
-    with open(path, newline="") as f:
-        lines = [l for l in f if l.startswith('"')]  # ncu prefixes its own messages with ==PROF==
+    """{(id, short name with template arguments, grid): {metric: value string}} in log order."""
     out = collections.OrderedDict()
-    for row in csv.DictReader(lines):
-        key = (row["ID"], short(row["Kernel Name"]), row.get("Grid Size", ""))
+    for row in ncu_rows(path):
+        key = (row["ID"], short(row["Kernel Name"], True), row.get("Grid Size", ""))
         out.setdefault(key, {})[row["Metric Name"]] = row["Metric Value"]
     return out
 
