@@ -145,7 +145,7 @@ void attention_kernels(int32_t T, int64_t nH, int64_t nKV, int reps,
 }
 
 // gated_delta_rule over S prompts of L rows each (one: a long prompt; many: a serving step's
-// prefill, where NINFER_GDN_SCAN_WIDE=1 takes the scan's 8-warp blocks, for an A/B).
+// prefill, where the scan takes its 8-warp blocks; NINFER_GDN_SCAN_WIDE=0 keeps 4, for an A/B).
 void gdn(int32_t S, int32_t L, int64_t Hk, int64_t Hv, int reps) {
     const int64_t dk = 128, dv = 128, T = int64_t(S) * L;
     Batch batch(S, L, 16);

@@ -19,8 +19,8 @@
 //   expert order on the device and two grouped GEMMs run, on mma.sync tiles or, for bf16 stacks
 //   where route decision moe_experts.bf16 says so (sm_90 only), CUTLASS's wgmma grouped GEMM.
 //   Every route: f32 accumulation; act = silu(gate) * up in f32 (the GEMVs) or rounded once to
-//   the activation dtype (the grouped GEMMs); the down products in f32, except on the bf16
-//   wgmma route, whose gate/up and down products are rounded once to bf16 (as a bf16
+//   the activation dtype (the grouped GEMMs); the down products in f32, except on the CUTLASS
+//   wgmma routes, whose gate/up and down products are rounded once to bf16 (as a bf16
 //   checkpoint's expert linears round them); the k weighted outputs combined in f32 in a fixed
 //   order and added to y with one rounding. A row's result does not depend on the other rows
 //   (deterministic).
@@ -48,9 +48,9 @@
 //   composition runs the grouped route on the codes (turned into bf16 tiles, bf16 activations),
 //   or, where route decision moe_experts.fp8 gives it the pairs (sm_90, 128 x 128 blocks), the
 //   W8A8 route: activations quantized to e4m3 per row and 128 columns, as the W8A8 linear does,
-//   and CUTLASS's block-scaled fp8 wgmma grouped GEMM (ops/cuda/moe_w8a8.h; act not rounded to
-//   bf16 but quantized). Stacks those routes do not take are dequantized (only the experts some
-//   pair uses) to bf16 scratch. The CPU dequantizes first.
+//   and CUTLASS's block-scaled fp8 wgmma grouped GEMM (ops/cuda/moe_w8a8.h; act computed in f32
+//   from the bf16 gate/up rows and quantized, not rounded to bf16). Stacks those routes do not take
+//   are dequantized (only the experts some pair uses) to bf16 scratch. The CPU dequantizes first.
 // Numerics: f32 (f64 in CPU reference mode). Workspace: none (CPU gathers per expert; moe_block
 // allocates its scratch from the device allocator: routes and activations, O(T * top_k * I)).
 #pragma once

@@ -2,9 +2,10 @@
 // per 128 columns, CUTLASS's block-scaled fp8 wgmma grouped GEMM), route table decision
 // moe_experts.fp8 forced to each of its two kernels (the GEMM over an expert's rows, and swapped
 // for decode batches), label cuda:
-//   - against an FP64 host pipeline that quantizes exactly as the route does (x per row and 128
-//     columns, SwiGLU in f32, the activations again): small stacks with tails of experts without
-//     pairs, another rank's experts (ids -1), and the 35B's expert shapes on sampled rows;
+//   - against an FP64 host pipeline that quantizes and rounds exactly as the route does (x per
+//     row and 128 columns, the GEMM outputs to bf16, SwiGLU in f32, the activations again): small
+//     stacks with tails of experts without pairs, another rank's experts (ids -1), and the 35B's
+//     expert shapes on sampled rows;
 //   - a sabotage arm (the weight scales handed over in the checkpoint's layout, untransposed)
 //     must fail the same comparison;
 //   - the route is taken on sm_90 (by the built-in table too) and not in portable mode.
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "cuda/fp8_test_util.h"
 #include "cuda/moe_test_util.h"
 #include "ops/cuda/cuda_ops.h"
@@ -25,9 +27,14 @@ namespace {
 
 using ops::RouteId;
 
-// y[t] + sum_j w[t, j] * down_e . q(silu(g) * u), [g | u] = gate_up_e . q(x[t]), q() the W8A8
-// activation quantization, weights dense (exact dequantization), products in FP64, for rows
-// [begin, begin + n).
+// f rounded to bf16 (nearest even), as a float.
+float as_bf16(float f) {
+    return bf16_to_float(float_to_bf16(f));
+}
+
+// y[t] + sum_j w[t, j] * bf16(down_e . q(silu(g) * u)), [g | u] = bf16(gate_up_e . q(x[t])), q()
+// the W8A8 activation quantization, bf16() the GEMMs' output rounding, weights dense (exact
+// dequantization), products in FP64, for rows [begin, begin + n).
 Tensor w8a8_reference(const Tensor& x, const Tensor& gu, const Tensor& down, const Routing& r,
                       const Tensor& y0, int64_t begin, int64_t n) {
     const int64_t H = x.size(1), I = down.size(2), k = r.ids.size(1);
@@ -46,7 +53,7 @@ Tensor w8a8_reference(const Tensor& x, const Tensor& gu, const Tensor& down, con
                     g += double(xq.ptr<float>()[t * H + c]) * gw[c];
                     u += double(xq.ptr<float>()[t * H + c]) * uw[c];
                 }
-                const float gf = float(g), uf = float(u);
+                const float gf = as_bf16(float(g)), uf = as_bf16(float(u));
                 act.ptr<float>()[i] = gf / (1.0f + std::exp(-gf)) * uf;
             }
             const Tensor aq = w8a8_activations(act);
@@ -55,7 +62,7 @@ Tensor w8a8_reference(const Tensor& x, const Tensor& gu, const Tensor& down, con
                 double o = 0.0;
                 const float* dw = down.ptr<float>() + (int64_t(e) * H + h) * I;
                 for (int64_t i = 0; i < I; ++i) o += double(aq.ptr<float>()[i]) * dw[i];
-                y.ptr<float>()[t * H + h] += float(double(w) * o);
+                y.ptr<float>()[t * H + h] += float(double(w) * as_bf16(float(o)));
             }
         }
     return y;

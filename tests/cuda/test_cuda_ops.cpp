@@ -205,8 +205,8 @@ TEST_P(CudaOps, GatedDeltaRuleChunkedRoute) {
 }
 
 // A ragged batch with heads enough for the tensor-core scan's 8-warp blocks (bf16: sequences x
-// heads >= twice the SMs, opted in by NINFER_GDN_SCAN_WIDE=1), and the same batch on its 4-warp
-// blocks, which the shapes above run.
+// heads >= twice the SMs, the default), and the same batch on its 4-warp blocks
+// (NINFER_GDN_SCAN_WIDE=0), which the shapes above run.
 TEST_P(CudaOps, GatedDeltaRuleChunkedManySequences) {
     const auto c = ctx();
     const int Hv = 32;
@@ -215,7 +215,7 @@ TEST_P(CudaOps, GatedDeltaRuleChunkedManySequences) {
     std::vector<int32_t> rows;
     for (int i = 0; i < seqs; ++i) rows.push_back(pattern[i % 9]);
     for (bool wide : {true, false}) {
-        if (wide) setenv("NINFER_GDN_SCAN_WIDE", "1", 1);
+        setenv("NINFER_GDN_SCAN_WIDE", wide ? "1" : "0", 1);
         if (dt() == DType::BF16) {
             EXPECT_EQ(ops::cuda::gdn_tc_scan_warps(c, seqs, Hv), wide ? 8 : 4);
         }

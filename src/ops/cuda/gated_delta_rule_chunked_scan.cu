@@ -349,11 +349,11 @@ int gdn_tc_scan_warps(const ExecContext& ctx, int num_seqs, int Hv) {
     // twice, and an SM runs 8 warps instead of 4 (one block fits an SM either way). Fewer heads
     // (one long prompt: 32 of them) keep 4 warps and twice the blocks, as do devices without
     // the 176 KiB (sm_80's 163 KiB).
-    // Opt-in (NINFER_GDN_SCAN_WIDE=1, read at every call) until its CUDA test has passed on a
-    // GPU: it was measured (H100: 64 x 1,024 rows 6.66 -> 4.64 ms, the fp8 35B's 65,536-row
-    // prefill step +4.9%) but CudaOps.GatedDeltaRuleChunkedManySequences has not run yet.
+    // NINFER_GDN_SCAN_WIDE=0 (read at every call) keeps 4 warps everywhere: an A/B switch.
+    // Measured on the H100: 64 x 1,024 rows 6.66 -> 4.64 ms, the fp8 35B's 65,536-row prefill
+    // step +4.9%.
     const char* env = std::getenv("NINFER_GDN_SCAN_WIDE");
-    const bool opted = env != nullptr && std::strcmp(env, "1") == 0;
+    const bool opted = env == nullptr || std::strcmp(env, "0") != 0;
     const bool many = int64_t(num_seqs) * Hv >= 2 * int64_t(sm_count(ctx));
     return opted && many && shared_memory_fits(ctx.device.index, gdn_tc_scan_smem_bytes(8)) ? 8 : 4;
 }

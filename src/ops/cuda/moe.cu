@@ -110,7 +110,7 @@ __global__ void expert_down_gemv(const float* act, const T* down, const int32_t*
 }
 
 // y[t, c] += sum_j w[t, j] * out[slot(t, j), c], slot = t * k + j or its sorted position (-1:
-// another rank's expert, skipped); out f32, or bf16 (the bf16 wgmma route's GEMM rows); f32 sum.
+// another rank's expert, skipped); out f32, or bf16 (the CUTLASS routes' GEMM rows); f32 sum.
 template <typename T, typename O>
 __global__ void combine_kernel(const O* out, const int32_t* slot_of_pair, const float* w,
                                int64_t w_s0, int k, int64_t H, T* y, int64_t y_s0) {
@@ -407,8 +407,8 @@ void experts_grouped(const ExecContext& ctx, const TensorView& x, const WeightVi
                                                   slot_of_pair.ptr<int32_t>());
     check_launch("assign_slots");
 
-    // The bf16 wgmma route writes bf16 rows; the W8A8 route and the tiles f32.
-    const bool bf16_rows = wgmma;
+    // The CUTLASS routes write bf16 rows; the mma.sync and CUDA-core tiles f32.
+    const bool bf16_rows = wgmma || w8a8;
     Tensor out = scratch(ctx, bf16_rows ? DType::BF16 : DType::F32, {pairs, H});
     Tensor act = w8a8 ? Tensor() : scratch(ctx, x.dtype, {pairs, I});
     if (wgmma)

@@ -7,7 +7,9 @@
 //
 // Two shapes (Fp8Gemm below): 128 x 128 x 128 tiles over an expert's rows for prefill chunks,
 // and the operands swapped with 32-row tiles for the few rows an expert owns in a decode batch.
-// The K tile is the scale block: one promotion per tile. Cluster 1 x 1.
+// The K tile is the scale block: one promotion per tile. Cluster 1 x 1. D is written in bf16: the
+// f32 accumulators rounded once in the epilogue (half the bytes of f32 rows for the SwiGLU and
+// combine passes that read them).
 #include <cuda_runtime.h>
 
 #include <type_traits>
@@ -37,9 +39,11 @@ using namespace cute;
 using Problem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>; // (M, N, K)
 using ClusterShape = cute::Shape<_1, _1, _1>;
 using Fp8 = cutlass::float_e4m3_t;
+using OutT = cutlass::bfloat16_t;
+static_assert(sizeof(OutT) == sizeof(__nv_bfloat16), "D is handed over as __nv_bfloat16");
 constexpr int kBlock = 128;             // the checkpoints' scale block, both ways
 constexpr int kAlignAB = 16;            // e4m3 elements per 16 bytes (TMA)
-constexpr int kAlignD = 4;              // f32
+constexpr int kAlignD = 8;              // bf16 elements per 16 bytes
 
 // The two shapes of one GEMM (moe_grouped_sm90_fp8.h), both K-major A and B:
 //   rows (kSwap false): A = the expert's activation rows (M = its row count), B = its weights
@@ -73,7 +77,7 @@ template <bool kSwap> struct Fp8Gemm {
     using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
         cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlignD,
-        float, LayoutD*, kAlignD, EpilogueSchedule>::CollectiveOp;
+        OutT, LayoutD*, kAlignD, EpilogueSchedule>::CollectiveOp;
     using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
         cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Fp8,
         cute::tuple<cutlass::layout::RowMajor*, LayoutSFA*>, kAlignAB, Fp8,
@@ -97,7 +101,7 @@ template <bool kSwap> struct Fp8Gemm {
         const Fp8** b;
         const float** sfa; // A's scales
         const float** sfb; // B's scales
-        float** d;
+        OutT** d;
         StrideA* stride_a;
         StrideB* stride_b;
         StrideD* stride_d;
@@ -115,7 +119,7 @@ template <bool kSwap> struct Fp8Gemm {
         g.b = c.take<const Fp8*>(e);
         g.sfa = c.take<const float*>(e);
         g.sfb = c.take<const float*>(e);
-        g.d = c.take<float*>(e);
+        g.d = c.take<OutT*>(e);
         g.stride_a = c.take<StrideA>(e);
         g.stride_b = c.take<StrideB>(e);
         g.stride_d = c.take<StrideD>(e);
@@ -131,7 +135,7 @@ template <bool kSwap> struct Fp8Gemm {
 // (the groups before it hold `first` rows of kb scales each), the weights' at e * nb * kb.
 template <bool kSwap>
 __global__ void write_fp8_groups(typename Fp8Gemm<kSwap>::Groups g, const Fp8* a, const float* sa,
-                                 const Fp8* w, const float* sw, float* d, const int32_t* count,
+                                 const Fp8* w, const float* sw, OutT* d, const int32_t* count,
                                  const int32_t* end, int E, int N, int K) {
     using G = Fp8Gemm<kSwap>;
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
@@ -168,8 +172,8 @@ template <bool kSwap> void run_fp8_grouped(const ExecContext& ctx, const WgmmaFp
         Tensor::empty(device_allocator(ctx.device), DType::U8, {int64_t(args_bytes)});
     const typename G::Groups groups = G::carve(args_buf.view().data, g.E);
     write_fp8_groups<kSwap><<<unsigned((g.E + 127) / 128), 128, 0, stream>>>(
-        groups, static_cast<const Fp8*>(g.a), g.sa, static_cast<const Fp8*>(g.w), g.sw, g.d,
-        g.count, g.end, int(g.E), int(g.N), int(g.K));
+        groups, static_cast<const Fp8*>(g.a), g.sa, static_cast<const Fp8*>(g.w), g.sw,
+        reinterpret_cast<OutT*>(g.d), g.count, g.end, int(g.E), int(g.N), int(g.K));
     check_launch("write_fp8_groups");
 
     cutlass::KernelHardwareInfo hw;

@@ -3,6 +3,7 @@
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/fp8_codes.cuh"
+#include "ops/cuda/linear_fp8.h"
 #include "ops/cuda/moe_grouped_sm90_fp8.h"
 #include "ops/cuda/moe_w8a8.h"
 #include "ops/route_table.h"
@@ -26,6 +27,15 @@ __device__ __forceinline__ int expert_of_slot(const int32_t* end, int E, int32_t
     return lo;
 }
 
+// v = the 4 bf16 values at p (8-byte aligned) as floats.
+__device__ __forceinline__ void load4_bf16(const __nv_bfloat16* p, float (&v)[4]) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const __nv_bfloat162 p0 = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+    const __nv_bfloat162 p1 = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+    v[0] = __low2float(p0), v[1] = __high2float(p0), v[2] = __low2float(p1),
+    v[3] = __high2float(p1);
+}
+
 // Lane l's 4 values v (columns [4 l, 4 l + 4) of 128-column block b of slot s's row) quantized
 // as quantize_rows_fp8 does (quantize_group4_e4m3); the codes go to codes_row, the scale to the MN-major SFA layout of
 // the slot's expert group (moe_grouped_sm90_fp8.h): first * KB + (s - first) + b * M.
@@ -39,44 +49,42 @@ __device__ __forceinline__ void quantize_block(const float (&v)[4], uint8_t* cod
     if (lane == 0) sa[first * KB + (s - first) + b * M] = scale;
 }
 
-// Block per slot s < *total: x[token_of_slot[s]] (bf16, 8-byte aligned rows) quantized into
-// codes[s] and sa; warp w takes 128-column blocks w, w + kWarps, ...
+// Block per slot s < *total: the codes and scales of token token_of_slot[s] (quantize_rows_fp8's
+// output over x's T rows: codes [T, H], scales [H / 128, T]) copied to slot s: the codes row to
+// codes[s] (16-byte chunks, H % 128 == 0), the scales to the MN-major SFA layout of the slot's
+// expert group (quantize_block's place). Each token is quantized once, not once per pair.
 __global__ void __launch_bounds__(32 * kWarps)
-    quantize_slot_rows(const __nv_bfloat16* x, int64_t x_s0, const int32_t* token_of_slot,
-                       const int32_t* count, const int32_t* end, int E, int64_t H,
-                       uint8_t* codes, float* sa) {
+    gather_slot_codes(const uint8_t* token_codes, const float* token_scales, int64_t T,
+                      const int32_t* token_of_slot, const int32_t* count, const int32_t* end, int E,
+                      int64_t H, uint8_t* codes, float* sa) {
     const int32_t s = blockIdx.x;
     if (s >= end[E - 1]) return;
     const int e = expert_of_slot(end, E, s);
     const int64_t M = count[e], first = end[e] - M, KB = H / kBlock;
-    const __nv_bfloat16* row = x + int64_t(token_of_slot[s]) * x_s0;
-    const int lane = threadIdx.x & 31;
-    for (int64_t b = threadIdx.x >> 5; b < KB; b += kWarps) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(row + b * kBlock + 4 * lane);
-        const __nv_bfloat162 p0 = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-        const __nv_bfloat162 p1 = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-        const float v[4] = {__low2float(p0), __high2float(p0), __low2float(p1), __high2float(p1)};
-        quantize_block(v, codes + int64_t(s) * H, b, sa, KB, first, M, s);
-    }
+    const int64_t t = token_of_slot[s];
+    const uint4* src = reinterpret_cast<const uint4*>(token_codes + t * H);
+    uint4* dst = reinterpret_cast<uint4*>(codes + int64_t(s) * H);
+    for (int64_t c = threadIdx.x; c < H / 16; c += blockDim.x) dst[c] = src[c];
+    for (int64_t b = threadIdx.x; b < KB; b += blockDim.x)
+        sa[first * KB + (s - first) + b * M] = token_scales[b * T + t];
 }
 
-// Block per slot s < *total: act = silu(gate) * up from gu[s] = [gate | up] (f32, I each), the
-// bf16 route's arithmetic without its bf16 rounding, quantized into codes[s] and sa.
+// Block per slot s < *total: act = silu(gate) * up in f32 from gu[s] = [gate | up] (the GEMM's
+// bf16 rows, I each), quantized into codes[s] and sa (never rounded to bf16 in between).
 __global__ void __launch_bounds__(32 * kWarps)
-    swiglu_quantize_slot_rows(const float* gu, const int32_t* count, const int32_t* end, int E,
-                              int64_t I, uint8_t* codes, float* sa) {
+    swiglu_quantize_slot_rows(const __nv_bfloat16* gu, const int32_t* count, const int32_t* end,
+                              int E, int64_t I, uint8_t* codes, float* sa) {
     const int32_t s = blockIdx.x;
     if (s >= end[E - 1]) return;
     const int e = expert_of_slot(end, E, s);
     const int64_t M = count[e], first = end[e] - M, KB = I / kBlock;
-    const float* row = gu + int64_t(s) * 2 * I;
+    const __nv_bfloat16* row = gu + int64_t(s) * 2 * I;
     const int lane = threadIdx.x & 31;
     for (int64_t b = threadIdx.x >> 5; b < KB; b += kWarps) {
         const int64_t c = b * kBlock + 4 * lane;
-        const float4 g = *reinterpret_cast<const float4*>(row + c);
-        const float4 u = *reinterpret_cast<const float4*>(row + I + c);
-        const float gv[4] = {g.x, g.y, g.z, g.w}, uv[4] = {u.x, u.y, u.z, u.w};
-        float v[4];
+        float gv[4], uv[4], v[4];
+        load4_bf16(row + c, gv);
+        load4_bf16(row + I + c, uv);
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[j] = gv[j] / (1.0f + __expf(-gv[j])) * uv[j];
         quantize_block(v, codes + int64_t(s) * I, b, sa, KB, first, M, s);
@@ -149,31 +157,37 @@ void experts_w8a8(const ExecContext& ctx, const TensorView& x, const WeightView&
                   const int32_t* token_of_slot, int64_t pairs, const TensorView& out) {
     const int64_t H = x.size(1), E = gate_up.size(0), I = down.size(2);
     require(x.dtype == DType::BF16 && H % kBlock == 0 && x.stride[0] % 4 == 0 &&
-                reinterpret_cast<uintptr_t>(x.data) % 8 == 0,
-            "moe_experts (W8A8): BF16 x with H % 128 == 0 and 8-byte aligned rows, got ",
-            x.describe());
+                reinterpret_cast<uintptr_t>(x.data) % 8 == 0 && out.dtype == DType::BF16,
+            "moe_experts (W8A8): BF16 x with H % 128 == 0 and 8-byte aligned rows and BF16 out, "
+            "got ",
+            x.describe(), " and ", out.describe());
     cudaStream_t stream = stream_of(ctx);
+    const int64_t T = x.size(0);
     const Tensor sw_gu = transposed_scales(ctx, gate_up), sw_dn = transposed_scales(ctx, down);
+    Tensor token_codes = scratch(ctx, DType::F8E4M3, {T, H});
+    Tensor token_scales = scratch(ctx, DType::F32, {H / kBlock, T});
     Tensor codes_x = scratch(ctx, DType::U8, {pairs, H});
     Tensor sa_x = scratch(ctx, DType::F32, {pairs * (H / kBlock)});
-    Tensor gu = scratch(ctx, DType::F32, {pairs, 2 * I});
+    Tensor gu = scratch(ctx, DType::BF16, {pairs, 2 * I});
     Tensor codes_act = scratch(ctx, DType::U8, {pairs, I});
     Tensor sa_act = scratch(ctx, DType::F32, {pairs * (I / kBlock)});
-    quantize_slot_rows<<<unsigned(pairs), 32 * kWarps, 0, stream>>>(
-        x.ptr<__nv_bfloat16>(), x.stride[0], token_of_slot, count, end, int(E), H,
-        codes_x.ptr<uint8_t>(), sa_x.ptr<float>());
-    check_launch("quantize_slot_rows");
+    quantize_rows_fp8(ctx, x, token_codes.view(), token_scales.view());
+    gather_slot_codes<<<unsigned(pairs), 32 * kWarps, 0, stream>>>(
+        token_codes.ptr<uint8_t>(), token_scales.ptr<float>(), T, token_of_slot, count, end, int(E),
+        H, codes_x.ptr<uint8_t>(), sa_x.ptr<float>());
+    check_launch("gather_slot_codes");
     // The table's shape for this many pairs: the swapped GEMM for decode batches.
     const bool swapped =
         active_route_table().route(RouteId::MoeExpertsFp8, pairs) == kRouteWgmmaW8a8Swap;
     wgmma_fp8_grouped_gemm(ctx, {codes_x.view().data, sa_x.ptr<float>(), gate_up.w.data,
-                                 sw_gu.ptr<float>(), gu.ptr<float>(), count, end, E, 2 * I, H,
-                                 swapped});
+                                 sw_gu.ptr<float>(), gu.ptr<__nv_bfloat16>(), count, end, E, 2 * I,
+                                 H, swapped});
     swiglu_quantize_slot_rows<<<unsigned(pairs), 32 * kWarps, 0, stream>>>(
-        gu.ptr<float>(), count, end, int(E), I, codes_act.ptr<uint8_t>(), sa_act.ptr<float>());
+        gu.ptr<__nv_bfloat16>(), count, end, int(E), I, codes_act.ptr<uint8_t>(),
+        sa_act.ptr<float>());
     check_launch("swiglu_quantize_slot_rows");
     wgmma_fp8_grouped_gemm(ctx, {codes_act.view().data, sa_act.ptr<float>(), down.w.data,
-                                 sw_dn.ptr<float>(), out.ptr<float>(), count, end, E, H, I,
+                                 sw_dn.ptr<float>(), out.ptr<__nv_bfloat16>(), count, end, E, H, I,
                                  swapped});
 }
 
