@@ -5,10 +5,10 @@
 //   - ops::linear on an fp8 weight: the dense product of the quantized rows and the dequantized
 //     weight (Reference and Fast), and not the weight-only product (the flag acts);
 //   - ops::moe_block on fp8 stacks: the Reference against an FP64 pipeline written here from the
-//     W8A8 route's contract (moe_w8a8.h: x quantized per row, SwiGLU in f32 quantized again; the
-//     shared expert through the quantized linear), and Fast closer to it than the weight-only
-//     block is (a rare rounding flip between f32 and FP64 SwiGLU values keeps Fast off an exact
-//     preset).
+//     W8A8 route's contract (moe_w8a8.h: x quantized per row, the GEMMs' rows in bf16, SwiGLU in
+//     f32 quantized again; the shared expert through the quantized linear), and Fast closer to it
+//     than the weight-only block is (a rare rounding flip between f32 and FP64 SwiGLU values keeps
+//     Fast off an exact preset).
 #include <cmath>
 
 #include "core/dtype.h"
@@ -111,8 +111,9 @@ double silu(double v) {
 }
 
 // moe_block's W8A8 contract in FP64 over dequantized weights: routed experts on x's quantized row
-// (SwiGLU formed in FP64, rounded to f32 and quantized), the shared expert through the quantized
-// linear of x and of its f32 SwiGLU row.
+// (the gate/up and down rows rounded to bf16 as the route's GEMMs write them; SwiGLU formed in
+// FP64, rounded to f32 and quantized), the shared expert through the quantized linear of x and of
+// its f32 SwiGLU row.
 Tensor w8a8_block_reference(const Tensor& h, const Tensor& logits, int64_t k, const Fp8Host& egu,
                             const Fp8Host& edn, const Fp8Host& sgu, const Fp8Host& sdn,
                             const Tensor& y0) {
@@ -135,6 +136,8 @@ Tensor w8a8_block_reference(const Tensor& h, const Tensor& logits, int64_t k, co
                     g += double(gu[i * H + c]) * xr[c];
                     u += double(gu[(I + i) * H + c]) * xr[c];
                 }
+                g = bf16_to_float(float_to_bf16(float(g)));
+                u = bf16_to_float(float_to_bf16(float(u)));
                 act[i] = float(silu(g) * u);
             }
             ops::cpu::quantize_rows_e4m3(act.data(), 1, I, I, kBlock);
@@ -142,7 +145,8 @@ Tensor w8a8_block_reference(const Tensor& h, const Tensor& logits, int64_t k, co
             for (int64_t c = 0; c < H; ++c) {
                 double o = 0;
                 for (int64_t i = 0; i < I; ++i) o += double(dn[c * I + i]) * act[i];
-                sum[c] += double(w.ptr<float>()[t * k + j]) * o;
+                sum[c] += double(w.ptr<float>()[t * k + j]) *
+                          double(bf16_to_float(float_to_bf16(float(o))));
             }
         }
         float* yr = y.ptr<float>() + t * H;

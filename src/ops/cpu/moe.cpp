@@ -13,6 +13,12 @@
 namespace ninfer::ops::cpu {
 namespace {
 
+// v rounded to bf16 (nearest even), as a float: the W8A8 emulation's GEMM rows, which CUDA's
+// W8A8 route writes in bf16 (ops/cuda/moe_w8a8.h).
+float as_bf16(double v) {
+    return bf16_to_float(float_to_bf16(float(v)));
+}
+
 // ids: the chosen expert's id - first when it lies in [first, first + held), else -1.
 template <typename Acc>
 void route_row(const float* logits, int64_t E, int64_t top_k, int64_t first, int64_t held,
@@ -60,6 +66,7 @@ void experts_reference(const TensorView& x, const TensorView& gate_up, const Ten
                     g += double(gu[i * H + c]) * xr[c];
                     u += double(gu[(I + i) * H + c]) * xr[c];
                 }
+                if (w8a8_act > 0) g = as_bf16(g), u = as_bf16(u); // the route's bf16 gate/up row
                 act[i] = silu(g) * u;
             }
             if (w8a8_act > 0) { // the route's f32 SwiGLU row, quantized
@@ -72,7 +79,7 @@ void experts_reference(const TensorView& x, const TensorView& gate_up, const Ten
             for (int64_t c = 0; c < H; ++c) {
                 double o = 0;
                 for (int64_t i = 0; i < I; ++i) o += double(dn[c * I + i]) * act[i];
-                sum[c] += w * o;
+                sum[c] += w * (w8a8_act > 0 ? as_bf16(o) : o); // the route's bf16 down row
             }
         }
         float* yr = row_f32(y, t);
@@ -106,6 +113,8 @@ void experts_fast(const TensorView& x, const TensorView& gate_up, const TensorVi
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(2 * I), int(H), 1.0f,
                     xs.data(), int(H), gate_up.ptr<float>() + e * gate_up.stride[0], int(H), 0.0f,
                     hidden.data(), int(2 * I));
+        if (w8a8_act > 0) // the route's bf16 gate/up rows
+            for (float& v : hidden) v = as_bf16(v);
         for (int64_t i = 0; i < n; ++i)
             for (int64_t c = 0; c < I; ++c)
                 act[i * I + c] = silu(hidden[i * 2 * I + c]) * hidden[i * 2 * I + I + c];
@@ -113,6 +122,8 @@ void experts_fast(const TensorView& x, const TensorView& gate_up, const TensorVi
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(H), int(I), 1.0f,
                     act.data(), int(I), down.ptr<float>() + e * down.stride[0], int(I), 0.0f,
                     outs.data(), int(H));
+        if (w8a8_act > 0) // the route's bf16 down rows
+            for (float& v : outs) v = as_bf16(v);
         for (int64_t i = 0; i < n; ++i) {
             const int64_t t = pairs[i] / K, j = pairs[i] % K;
             const float w = weights.ptr<float>()[t * weights.stride[0] + j];
