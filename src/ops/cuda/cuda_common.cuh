@@ -59,6 +59,11 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&v)[8])
         v[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
     }
 }
+// The 4 bf16 of one 8-byte load (uint2) as floats, in memory order.
+__device__ __forceinline__ void bf16x4_to_float(const uint2& raw, float (&v)[4]) {
+    v[0] = __uint_as_float(raw.x << 16), v[1] = __uint_as_float(raw.x & 0xffff0000u);
+    v[2] = __uint_as_float(raw.y << 16), v[3] = __uint_as_float(raw.y & 0xffff0000u);
+}
 // The inverse: 8 floats rounded to nearest-even bf16, packed in memory order (the lower address
 // is the low half of each word) for one 16-byte store.
 __device__ __forceinline__ uint4 float_to_bf16x8(const float (&v)[8]) {

@@ -50,9 +50,8 @@ __global__ void quantize_rows_fp8_kernel(const bf16* x, int64_t x_s0, int64_t T,
     const int64_t col = g * kGroup + lane * 4;
     uint2 raw = make_uint2(0, 0);
     if (t < T) raw = *reinterpret_cast<const uint2*>(x + t * x_s0 + col);
-    const __nv_bfloat162 p0 = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-    const __nv_bfloat162 p1 = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-    const float v[4] = {__low2float(p0), __high2float(p0), __low2float(p1), __high2float(p1)};
+    float v[4];
+    bf16x4_to_float(raw, v);
     float s = 0.0f;
     *reinterpret_cast<uint32_t*>(codes + t * K + col) = quantize_group4_e4m3(v, &s);
     if (lane == 0) scales[g * Tp + t] = s; // outer-dimension-major: [K / 128, Tp]

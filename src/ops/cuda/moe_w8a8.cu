@@ -27,15 +27,6 @@ __device__ __forceinline__ int expert_of_slot(const int32_t* end, int E, int32_t
     return lo;
 }
 
-// v = the 4 bf16 values at p (8-byte aligned) as floats.
-__device__ __forceinline__ void load4_bf16(const __nv_bfloat16* p, float (&v)[4]) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(p);
-    const __nv_bfloat162 p0 = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-    const __nv_bfloat162 p1 = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-    v[0] = __low2float(p0), v[1] = __high2float(p0), v[2] = __low2float(p1),
-    v[3] = __high2float(p1);
-}
-
 // Lane l's 4 values v (columns [4 l, 4 l + 4) of 128-column block b of slot s's row) quantized
 // as quantize_rows_fp8 does (quantize_group4_e4m3); the codes go to codes_row, the scale to the MN-major SFA layout of
 // the slot's expert group (moe_grouped_sm90_fp8.h): first * KB + (s - first) + b * M.
@@ -83,8 +74,8 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int64_t b = threadIdx.x >> 5; b < KB; b += kWarps) {
         const int64_t c = b * kBlock + 4 * lane;
         float gv[4], uv[4], v[4];
-        load4_bf16(row + c, gv);
-        load4_bf16(row + I + c, uv);
+        bf16x4_to_float(*reinterpret_cast<const uint2*>(row + c), gv);
+        bf16x4_to_float(*reinterpret_cast<const uint2*>(row + I + c), uv);
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[j] = gv[j] / (1.0f + __expf(-gv[j])) * uv[j];
         quantize_block(v, codes + int64_t(s) * I, b, sa, KB, first, M, s);
