@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# On the device, one command for a whole branch check when starts are scarce: the branch's CUDA
+# tests (each W8A8 MoE case in a process of its own: a 35B-shape case spends 75-90 s in its FP64
+# host reference), then the fp8 35B's 1k/128 serving benchmark, a traced serving run
+# (NINFER_STEP_PROFILE=2, tools/gpu/step_trace_table.py: where the server's steps went), and a
+# batch-256 decode profile with the time left. A failing test stops it before any measurement.
+# Pack first (here): NINFER_NCCL=ON NINFER_VIDEO=OFF bash tools/gpu/pack_binaries.sh ninfer \
+#   test_cuda_bundle bench_fp8_ops; then bash tools/gpu/slim_carry.sh on ... and run
+#   bash tools/gpu/branch_check.sh      (carry [".deps/gpu.tar.xz"]; logs in $OUT, summary $OUT/log)
+# BUDGET_S (default 570): the seconds the whole command may take.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source tools/gpu/unpack_binaries.sh .deps/gpu.tar.xz
+source tools/gpu/gate.sh
+out=${OUT:-out}
+mkdir -p "$out"
+budget=${BUDGET_S:-570}
+nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$out/log"
+t0=$(date +%s)
+elapsed() { echo $(($(date +%s) - t0)); }
+
+# Tests, all at once (16 host cores: the FP64 references run side by side).
+pids=()
+for shape in swapped rows; do
+    for c in SmallStacksAgainstQuantizedReference DecodeBatchOnTheQwen35bExperts \
+        OtherRanksExpertsAreSkipped Qwen35bExpertsOnSampledRows UntransposedScalesAreCaught; do
+        (gate_test "w8a8_${shape}_$c" 300 /tmp/g/test_cuda_bundle \
+            --gtest_filter="*CudaMoeW8a8.$c/$shape") > "$out/w_${shape}_$c.out" 2>&1 &
+        pids+=($!)
+    done
+done
+(gate_test fp8 300 /tmp/g/test_cuda_bundle \
+    --gtest_filter='*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*:CudaMoeW8a8Route.*') \
+    > "$out/fp8.out" 2>&1 &
+pids+=($!)
+(gate_test other 300 /tmp/g/test_cuda_bundle --gtest_filter='*GatedDeltaRuleChunked*:CudaDFlashAcceptance.*:*CudaMoeWgmma*:*CudaFixtures*:*SigmoidMul*:*CudaOps.Elementwise*') \
+    > "$out/other.out" 2>&1 &
+pids+=($!)
+fail=0
+for p in "${pids[@]}"; do wait "$p" || fail=1; done
+cat "$out"/w_*.out "$out/fp8.out" "$out/other.out" >> "$out/log"
+grep -h -B2 -A12 "dflash_acceptance.h" "$out/other.log" | head -60 >> "$out/log"
+grep -h "dflash2 demo" "$out/other.log" >> "$out/log"
+echo "== tests done in $(elapsed) s: fail=$fail" | tee -a "$out/log"
+[ $fail -eq 0 ] || exit 1
+
+serve() { # name, concurrency:prompts, seconds, extra environment...
+    local name=$1 conc=$2 limit=$3
+    shift 3
+    env "$@" CONFIG=configs/qwen3.6-35b-a3b-fp8.json NINFER_BIN=/tmp/g/ninfer \
+        SERVE_FLAGS="--gdn-state-dtype bf16 --max-queue 1024" MAX_BATCH_TOKENS=65536 \
+        PREFILL_CHUNK=4096 RANDOM_CONCURRENCY=$conc OUT="$out/$name" \
+        timeout "$limit" bash tools/gpu/serve_bench.sh random > /dev/null 2>&1
+    cat "$out/$name/summary.txt" >> "$out/log" 2>/dev/null
+}
+echo "== serve at $(elapsed) s" | tee -a "$out/log"
+serve serve 256:1000 240
+echo "== traced serve (synchronised phases) at $(elapsed) s" | tee -a "$out/log"
+serve trace 256:600 200 NINFER_STEP_PROFILE=2
+python3 tools/gpu/step_trace_table.py "$out/trace/serve_random.log" >> "$out/log" 2>&1
+gzip -9 "$out/trace/serve_random.log" 2>/dev/null
+left=$((budget - $(elapsed)))
+echo "== decode profile with ${left} s" | tee -a "$out/log"
+[ $left -gt 60 ] && CONFIGS=configs/qwen3.6-35b-a3b-fp8.json N1=2 N2=6 \
+    BENCH_ARGS="--batch 256 -p 128 --gdn-state-dtype bf16" OUT="$out/prof" \
+    timeout $left bash tools/gpu/decode_profile.sh >> "$out/log" 2>&1
+echo "== end at $(elapsed) s" >> "$out/log"
