@@ -33,7 +33,7 @@ done
     --gtest_filter='*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*:CudaMoeW8a8Route.*') \
     > "$out/fp8.out" 2>&1 &
 pids+=($!)
-(gate_test other 300 /tmp/g/test_cuda_bundle --gtest_filter='*GatedDeltaRuleChunked*:CudaDFlashAcceptance.*:*CudaMoeWgmma*:*CudaFixtures*:*SigmoidMul*:*CudaOps.Elementwise*') \
+(gate_test other 300 /tmp/g/test_cuda_bundle --gtest_filter='*GatedDeltaRuleChunked*:CudaDFlashAcceptance.*:*CudaMoeWgmma*:*CudaFixtures*:*SigmoidMul*:*CudaOps.Elementwise*:*CudaMoeBlock*:*CudaMoeGrouped*') \
     > "$out/other.out" 2>&1 &
 pids+=($!)
 fail=0
@@ -53,6 +53,11 @@ serve() { # name, concurrency:prompts, seconds, extra environment...
         timeout "$limit" bash tools/gpu/serve_bench.sh random > /dev/null 2>&1
     cat "$out/$name/summary.txt" >> "$out/log" 2>/dev/null
 }
+# The MoE down kernel's opt-in early route against the default, batch-1 fp8 decode, interleaved.
+echo "== early route A/B at $(elapsed) s" | tee -a "$out/log"
+OLD=/tmp/g/ninfer NEW=/tmp/g/ninfer NEW_ENV="NINFER_MOE_DOWN_EARLY_ROUTE=1" ROUNDS=2 \
+    BENCH_ARGS="-p 512 -n 128 -r 2" CONFIGS=configs/qwen3.6-35b-a3b-fp8.json OUT="$out/early" \
+    timeout 200 bash tools/gpu/binary_ab.sh 2>&1 | grep -E "tg128|failed" | tee -a "$out/log"
 echo "== serve at $(elapsed) s" | tee -a "$out/log"
 serve serve 256:1000 240
 echo "== traced serve (synchronised phases) at $(elapsed) s" | tee -a "$out/log"
