@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the device, one command for a whole branch check when starts are scarce: the branch's CUDA
 # tests (each W8A8 MoE case in a process of its own: a 35B-shape case spends 75-90 s in its FP64
-# host reference), then the fp8 35B's 1k/128 serving benchmark, a traced serving run
+# host reference), the MoE down kernel's early route A/B (batch-1 fp8 decode, binary_ab.sh), then
+# the fp8 35B's 1k/128 serving benchmark, a traced serving run
 # (NINFER_STEP_PROFILE=2, tools/gpu/step_trace_table.py: where the server's steps went), and a
 # batch-256 decode profile with the time left. A failing test stops it before any measurement.
 # Pack first (here): NINFER_NCCL=ON NINFER_VIDEO=OFF bash tools/gpu/pack_binaries.sh ninfer \
