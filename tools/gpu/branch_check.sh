@@ -34,12 +34,15 @@ done
     --gtest_filter='*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*:CudaMoeW8a8Route.*') \
     > "$out/fp8.out" 2>&1 &
 pids+=($!)
-(gate_test other 300 /tmp/g/test_cuda_bundle --gtest_filter='*GatedDeltaRuleChunked*:CudaDFlashAcceptance.*:*CudaMoeWgmma*:*CudaFixtures*:*SigmoidMul*:*CudaOps.Elementwise*:*CudaMoeBlock*:*CudaMoeGrouped*') \
+(gate_test other 300 /tmp/g/test_cuda_bundle --gtest_filter='*GatedDeltaRuleChunked*:CudaDFlashAcceptance.*:*CudaMoeWgmma*:*CudaFixtures*:*SigmoidMul*:*CudaOps.Elementwise*') \
     > "$out/other.out" 2>&1 &
+pids+=($!)
+(gate_test moe_block 300 /tmp/g/test_cuda_bundle --gtest_filter='*CudaMoeBlock*:*CudaMoeGrouped*') \
+    > "$out/moe_block.out" 2>&1 &
 pids+=($!)
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
-cat "$out"/w_*.out "$out/fp8.out" "$out/other.out" >> "$out/log"
+cat "$out"/w_*.out "$out/fp8.out" "$out/other.out" "$out/moe_block.out" >> "$out/log"
 grep -h -B2 -A12 "dflash_acceptance.h" "$out/other.log" | head -60 >> "$out/log"
 grep -h "dflash2 demo" "$out/other.log" >> "$out/log"
 echo "== tests done in $(elapsed) s: fail=$fail" | tee -a "$out/log"
