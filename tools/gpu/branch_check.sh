@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# On the device, one command for a whole branch check when starts are scarce: the branch's CUDA
-# tests (each W8A8 MoE case in a process of its own: a 35B-shape case spends 75-90 s in its FP64
-# host reference), the fp8 35B's 1k/128 serving benchmark traced (NINFER_STEP_PROFILE=2,
-# tools/gpu/step_trace_table.py: where the server's steps went), the MoE down kernel's early
-# route A/B (batch-1 fp8 decode, binary_ab.sh), and a batch-256 decode profile with the time left. A failing test stops it before any measurement.
+# On the device, one command for a whole branch check when starts are scarce, in order of worth:
+# the branch's CUDA tests (each W8A8 MoE case in a process of its own: a 35B-shape case spends
+# 75-90 s in its FP64 host reference); the 35B's 1k/128 serving benchmark, traced
+# (NINFER_STEP_PROFILE=2, tools/gpu/step_trace_table.py: where the server's steps went); the
+# chunked GDN scan under Nsight Compute (gdn_scan_profile.sh); the MoE down kernel's early route
+# A/B (batch-1 fp8 decode, binary_ab.sh); a batch-256 decode profile with the time left. A
+# failing test stops it before any measurement; a run cut short keeps what it wrote.
 # Pack first (here): NINFER_NCCL=ON NINFER_VIDEO=OFF bash tools/gpu/pack_binaries.sh ninfer \
-#   test_cuda_bundle bench_fp8_ops; then bash tools/gpu/slim_carry.sh on ... and run
+#   test_cuda_bundle bench_prefill_ops; then bash tools/gpu/slim_carry.sh on ... and run
 #   bash tools/gpu/branch_check.sh      (carry [".deps/gpu.tar.xz"]; logs in $OUT, summary $OUT/log)
 # BUDGET_S (default 570): the seconds the whole command may take.
 set -uo pipefail
@@ -66,6 +68,9 @@ echo "== traced serve ($config) at $(elapsed) s" | tee -a "$out/log"
 serve trace 256:1000 240 NINFER_STEP_PROFILE=2
 python3 tools/gpu/step_trace_table.py "$out/trace/serve_random.log" >> "$out/log" 2>&1
 gzip -9 "$out/trace/serve_random.log" 2>/dev/null
+echo "== GDN scan profile at $(elapsed) s" | tee -a "$out/log"
+OUT="$out" GDN_BENCH=/tmp/g/bench_prefill_ops timeout 90 bash tools/gpu/gdn_scan_profile.sh \
+    >> "$out/log" 2>&1
 # The MoE down kernel's opt-in early route against the default, batch-1 fp8 decode, interleaved.
 echo "== early route A/B at $(elapsed) s" | tee -a "$out/log"
 OLD=/tmp/g/ninfer NEW=/tmp/g/ninfer NEW_ENV="NINFER_MOE_DOWN_EARLY_ROUTE=1" ROUNDS=2 \
