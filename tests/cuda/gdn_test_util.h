@@ -16,10 +16,12 @@
 namespace ninfer::test {
 
 // Inputs are drawn with seeds seed .. seed + 5; `what` names the case in failure messages.
-inline void check_gated_delta_rule(const ops::ExecContext& c, int64_t Hk, int64_t Hv, int64_t dk,
+// Returns whether the output and the state both match; with expect = false (a sabotage arm)
+// a mismatch is not a failure: the caller checks the result.
+inline bool check_gated_delta_rule(const ops::ExecContext& c, int64_t Hk, int64_t Hv, int64_t dk,
                                    int64_t dv, const std::vector<int32_t>& rows,
                                    const Tolerance& tol, ops::GdnAlgo algo, float decay_scale,
-                                   uint64_t seed, const std::string& what) {
+                                   uint64_t seed, const std::string& what, bool expect = true) {
     const int64_t T = std::accumulate(rows.begin(), rows.end(), int64_t(0));
     const Tensor q = rounded(random_tensor({T, Hk, dk}, seed), c.dtype);
     const Tensor k = rounded(random_tensor({T, Hk, dk}, seed + 1), c.dtype);
@@ -43,9 +45,13 @@ inline void check_gated_delta_rule(const ops::ExecContext& c, int64_t Hk, int64_
     ops::gated_delta_rule(c, to_device(c, q, c.dtype), to_device(c, k, c.dtype),
                           to_device(c, v, c.dtype), to_device(c, g, DType::F32),
                           to_device(c, beta, DType::F32), batch.device(), d_state, out, algo);
-    EXPECT_TRUE(near(to_host(c, out), ref, tol))
-        << what << " dk=" << dk << " dv=" << dv << " T=" << T;
-    EXPECT_TRUE(near(to_host(c, d_state), ref_state, kCudaF32)) << what << " dk=" << dk;
+    const bool out_ok = near(to_host(c, out), ref, tol);
+    const bool state_ok = near(to_host(c, d_state), ref_state, kCudaF32);
+    if (expect) {
+        EXPECT_TRUE(out_ok) << what << " dk=" << dk << " dv=" << dv << " T=" << T;
+        EXPECT_TRUE(state_ok) << what << " dk=" << dk;
+    }
+    return out_ok && state_ok;
 }
 
 } // namespace ninfer::test

@@ -224,6 +224,28 @@ TEST_P(CudaOps, GatedDeltaRuleChunkedManySequences) {
     }
 }
 
+// The dk-split scan blocks (opt-in, NINFER_GDN_SCAN_SPLIT_DK=1: 8 warps on 64 state columns,
+// each with half of the state rows) on the chunked route's shapes: key dims within the lower
+// half, filling it, and past it; value columns short of a block; the real heads; strong decay.
+// Its sabotage arm (the lower half drops the upper half's Qr S partial) must be caught.
+TEST_P(CudaOps, GatedDeltaRuleChunkedSplitDk) {
+    const auto c = ctx();
+    ScopedEnv restore("NINFER_GDN_SCAN_SPLIT_DK");
+    setenv("NINFER_GDN_SCAN_SPLIT_DK", "1", 1);
+    EXPECT_EQ(ops::cuda::gdn_tc_scan_split_dk(c), 1); // sm_90 gives a block its 208 KiB
+    for (int64_t dk : {16, 64, 72, 128}) check_gdn(*this, c, 2, 4, dk, 32, {70, 9}, reduction());
+    check_gdn(*this, c, 16, 32, 128, 128, {200, 1}, reduction());    // 35B
+    check_gdn(*this, c, 16, 48, 128, 128, {1, 130, 7}, reduction()); // 27B
+    check_gdn(*this, c, 2, 2, 16, 40, {1, 3, 70}, reduction(), ops::GdnAlgo::Chunked);
+    check_gdn(*this, c, 2, 4, 32, 32, {150}, reduction(), ops::GdnAlgo::Chunked, 30.0f);
+    if (dt() != DType::BF16) return; // F32 activations take the f32 route: no split to sabotage
+    setenv("NINFER_GDN_SCAN_SPLIT_DK", "sabotage", 1);
+    EXPECT_EQ(ops::cuda::gdn_tc_scan_split_dk(c), 2);
+    EXPECT_FALSE(check_gated_delta_rule(c, 16, 32, 128, 128, {200}, reduction(),
+                                        ops::GdnAlgo::Chunked, 0.3f, 60, "split sabotage", false))
+        << "the split scan's sabotage arm went unnoticed";
+}
+
 TEST_P(CudaOps, RopePartialAndLongPositions) {
     const auto c = ctx();
     for (auto [D, rot] : {std::pair<int64_t, int64_t>{256, 64}, {32, 8}, {64, 64}}) {

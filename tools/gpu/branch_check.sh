@@ -3,9 +3,11 @@
 # the branch's CUDA tests (each W8A8 MoE case in a process of its own: a 35B-shape case spends
 # 75-90 s in its FP64 host reference); the 35B's 1k/128 serving benchmark, traced
 # (NINFER_STEP_PROFILE=2, tools/gpu/step_trace_table.py: where the server's steps went); the
-# chunked GDN scan under Nsight Compute (gdn_scan_profile.sh); the MoE down kernel's early route
-# A/B (batch-1 fp8 decode, binary_ab.sh); a batch-256 decode profile with the time left. A
-# failing test stops it before any measurement; a run cut short keeps what it wrote.
+# chunked GDN scan under Nsight Compute (gdn_scan_profile.sh), and its opt-in dk-split blocks
+# A/B'd and profiled; the MoE down kernel's early route A/B (batch-1 fp8 decode, binary_ab.sh);
+# a batch-256 decode profile with the time left. A failing test of the branch stops it before
+# any measurement (the opt-in kernels' tests only skip their own A/B); a run cut short keeps
+# what it wrote.
 # Pack first (here): NINFER_NCCL=ON NINFER_VIDEO=OFF bash tools/gpu/pack_binaries.sh ninfer \
 #   test_cuda_bundle bench_prefill_ops; then bash tools/gpu/slim_carry.sh on ... and run
 #   bash tools/gpu/branch_check.sh      (carry [".deps/gpu.tar.xz"]; logs in $OUT, summary $OUT/log)
@@ -32,21 +34,29 @@ for shape in swapped rows; do
     done
 done
 (gate_test fp8 300 /tmp/g/test_cuda_bundle \
-    --gtest_filter='*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*:CudaMoeW8a8Route.*') \
+    --gtest_filter='*CudaMoeFp8*:*CudaLinearFp8*:*CudaRouteTable*:CudaMoeW8a8Route.*-*EarlyRoute*') \
     > "$out/fp8.out" 2>&1 &
 pids+=($!)
-(gate_test other 300 /tmp/g/test_cuda_bundle --gtest_filter='*GatedDeltaRuleChunked*:CudaDFlashAcceptance.*:*CudaMoeWgmma*:*CudaFixtures*:*SigmoidMul*:*CudaOps.Elementwise*') \
+(gate_test other 300 /tmp/g/test_cuda_bundle --gtest_filter='*GatedDeltaRuleChunked*:CudaDFlashAcceptance.*:*CudaMoeWgmma*:*CudaFixtures*:*SigmoidMul*:*CudaOps.Elementwise*-*SplitDk*') \
     > "$out/other.out" 2>&1 &
 pids+=($!)
-(gate_test moe_block 300 /tmp/g/test_cuda_bundle --gtest_filter='*CudaMoeBlock*:*CudaMoeGrouped*') \
+(gate_test moe_block 300 /tmp/g/test_cuda_bundle --gtest_filter='*CudaMoeBlock*:*CudaMoeGrouped*-*EarlyRoute*') \
     > "$out/moe_block.out" 2>&1 &
 pids+=($!)
+# The opt-in kernels' tests (the early MoE route, the dk-split GDN scan): their result decides
+# their A/Bs and defaults, not whether the branch's own tests let the run go on.
+(gate_test optin 300 /tmp/g/test_cuda_bundle --gtest_filter='*EarlyRoute*:*SplitDk*') \
+    > "$out/optin.out" 2>&1 &
+optin_pid=$!
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
-cat "$out"/w_*.out "$out/fp8.out" "$out/other.out" "$out/moe_block.out" >> "$out/log"
+optin_fail=0
+wait $optin_pid || optin_fail=1
+cat "$out"/w_*.out "$out/fp8.out" "$out/other.out" "$out/moe_block.out" "$out/optin.out" \
+    >> "$out/log"
 grep -h -B2 -A12 "dflash_acceptance.h" "$out/other.log" | head -60 >> "$out/log"
 grep -h "dflash2 demo" "$out/other.log" >> "$out/log"
-echo "== tests done in $(elapsed) s: fail=$fail" | tee -a "$out/log"
+echo "== tests done in $(elapsed) s: fail=$fail optin_fail=$optin_fail" | tee -a "$out/log"
 [ $fail -eq 0 ] || exit 1
 
 # The bf16 35B serves only on a card past 80 GB (H200): there it is issue 12's target model.
@@ -71,6 +81,20 @@ gzip -9 "$out/trace/serve_random.log" 2>/dev/null
 echo "== GDN scan profile at $(elapsed) s" | tee -a "$out/log"
 OUT="$out" GDN_BENCH=/tmp/g/bench_prefill_ops timeout 90 bash tools/gpu/gdn_scan_profile.sh \
     >> "$out/log" 2>&1
+# The dk-split scan (opt-in) against the default blocks, interleaved, when its tests passed.
+if [ $optin_fail -eq 0 ]; then
+    echo "== GDN split A/B at $(elapsed) s" | tee -a "$out/log"
+    for round in 1 2; do
+        for split in 0 1; do
+            NINFER_GDN_SCAN_SPLIT_DK=$split timeout 60 /tmp/g/bench_prefill_ops gdn_batch 5 \
+                > "$out/gdn_split${split}_r$round.jsonl" 2>&1
+            grep -h '"gated_delta_rule' "$out/gdn_split${split}_r$round.jsonl" |
+                sed "s/^/split=$split round $round: /" >> "$out/log"
+        done
+    done
+    NAME=split NINFER_GDN_SCAN_SPLIT_DK=1 OUT="$out" GDN_BENCH=/tmp/g/bench_prefill_ops \
+        timeout 90 bash tools/gpu/gdn_scan_profile.sh >> "$out/log" 2>&1
+fi
 # The MoE down kernel's opt-in early route against the default, batch-1 fp8 decode, interleaved.
 echo "== early route A/B at $(elapsed) s" | tee -a "$out/log"
 OLD=/tmp/g/ninfer NEW=/tmp/g/ninfer NEW_ENV="NINFER_MOE_DOWN_EARLY_ROUTE=1" ROUNDS=2 \

@@ -8,10 +8,11 @@
 # other warps, or fewer split terms). ncu times tc_prepare_kernel and tc_scan_kernel of
 # `bench_prefill_ops gdn_batch 1` (64, 16, 8 x 1,024 and 1 x 8,192 rows) with the pipe and
 # stall metrics.
-#   GDN_BENCH=/tmp/g/bench_prefill_ops bash tools/gpu/gdn_scan_profile.sh   (files in $OUT)
+#   GDN_BENCH=/tmp/g/bench_prefill_ops bash tools/gpu/gdn_scan_profile.sh   (files in $OUT/gdn_scan)
+# NAME=x (files in $OUT/gdn_scan_x) labels a second run, e.g. with NINFER_GDN_SCAN_SPLIT_DK=1.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-out}/gdn_scan
+out=${OUT:-out}/gdn_scan${NAME:+_$NAME}
 mkdir -p "$out"
 bin=${GDN_BENCH:-/tmp/g/bench_prefill_ops}
 metrics=gpu__time_duration.sum
@@ -24,7 +25,7 @@ metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed
 metrics+=,launch__registers_per_thread
 # The stall reasons, each as warps stalled per issued instruction.
 metrics+=,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio
-timeout 240 ncu --kernel-name regex:'tc_(scan|prepare)_kernel' --launch-count 16 \
+timeout 240 ncu --kernel-name regex:'tc_(scan|scan_split|prepare)_kernel' --launch-count 16 \
     --metrics "$metrics" --csv --print-units base --log-file "$out/ncu_gdn.csv" \
     "$bin" gdn_batch 1 > "$out/bench.jsonl" 2> "$out/ncu.err" ||
     echo "== ncu failed: $(tail -3 "$out/ncu.err")"

@@ -35,6 +35,10 @@ template <typename T> bool gated_delta_rule_chunked_fits(const ExecContext& ctx,
 // The tensor-core scan's warps per block (4: 64 state columns, 8: all 128) for a batch of
 // num_seqs sequences of Hv value heads (gated_delta_rule_chunked_scan.cu says when 8).
 int gdn_tc_scan_warps(const ExecContext& ctx, int num_seqs, int Hv);
+// Whether the 4-warp cases run on the dk-split blocks instead (8 warps on 64 columns, two a
+// column group, each with half of the state rows): 0 no, 1 yes, 2 yes with its test's sabotage
+// (opt-in, NINFER_GDN_SCAN_SPLIT_DK; gated_delta_rule_chunked_scan.cu).
+int gdn_tc_scan_split_dk(const ExecContext& ctx);
 
 // gated_delta_rule's contract (ops/gated_delta_rule.h) by chunks of 64 rows; dk, dv <= 128.
 // T is float or __nv_bfloat16 (the activation type of q, k, v and out); needs

@@ -111,6 +111,10 @@ void gdn_tc_prepare(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWo
                     int max_chunks);
 void gdn_tc_scan(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w, int num_seqs,
                  int warps);
+// The scan on the dk-split blocks (gated_delta_rule_chunked_scan_split.cu; gdn_tc_scan takes it
+// for its 4-warp cases where gdn_tc_scan_split_dk says so). sabotage: its test's arm.
+void gdn_tc_scan_split(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w,
+                       int num_seqs, bool sabotage);
 // Their dynamic shared memory per block (88 KB; the scan 160 KiB at 4 warps, 176 KiB at 8).
 size_t gdn_tc_prepare_smem_bytes();
 size_t gdn_tc_scan_smem_bytes(int warps);
