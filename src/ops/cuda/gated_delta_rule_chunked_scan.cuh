@@ -308,9 +308,9 @@ __device__ __forceinline__ void update_state(const Stage& st, int dk, int i0,
                                      (lane >> 4) * 8);
             const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
 #pragma unroll
-            for (int i = 0; i < kPieces; ++i) {
-                mma_bf16_16816(sT[2 * ip], a[i], b0);
-                mma_bf16_16816(sT[2 * ip + 1], a[i], b1);
+            for (int q = 0; q < kPieces; ++q) {
+                mma_bf16_16816(sT[2 * ip], a[q], b0);
+                mma_bf16_16816(sT[2 * ip + 1], a[q], b1);
             }
         }
     }

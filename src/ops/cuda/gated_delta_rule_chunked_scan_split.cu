@@ -26,6 +26,8 @@ constexpr int kHalfTiles = kSTiles / 2;   // S^T tiles a warp holds
 // After the two stages: per column group, the two halves' X^T partials and the upper half's Qr S
 // partial, 32 floats a lane each, stored lane-minor (bank-conflict free).
 constexpr int kLaneFloats = 32;
+static_assert(kLaneFloats == kTTiles * 4 && kLaneFloats == 4 * 2 * 4,
+              "a slot holds a lane's X^T partial (r) or its Qr S partial (o)");
 constexpr size_t kSplitExchangeBytes = sizeof(float) * 4 * 3 * kLaneFloats * 32;
 
 // Named barriers of one column group's two warps (id 0 is __syncthreads').
