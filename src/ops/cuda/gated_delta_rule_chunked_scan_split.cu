@@ -29,6 +29,8 @@ constexpr int kLaneFloats = 32;
 static_assert(kLaneFloats == kTTiles * 4 && kLaneFloats == 4 * 2 * 4,
               "a slot holds a lane's X^T partial (r) or its Qr S partial (o)");
 constexpr size_t kSplitExchangeBytes = sizeof(float) * 4 * 3 * kLaneFloats * 32;
+// A block's dynamic shared memory: the two stages' 160 KiB and the exchange slots' 48.
+constexpr size_t kSplitSmemBytes = 2 * kStageBytes<kSplitCols> + kSplitExchangeBytes;
 
 // Named barriers of one column group's two warps (id 0 is __syncthreads').
 __device__ __forceinline__ void pair_sync(int id) {
@@ -105,18 +107,17 @@ int gdn_tc_scan_split_dk(const ExecContext& ctx) {
     // (bench_prefill_ops gdn_batch, tools/gpu/gdn_scan_profile.sh) have run on a GPU.
     const char* env = std::getenv("NINFER_GDN_SCAN_SPLIT_DK");
     if (env == nullptr || *env == 0 || std::strcmp(env, "0") == 0) return 0;
-    const size_t smem = 2 * kStageBytes<kSplitCols> + kSplitExchangeBytes;
-    if (!shared_memory_fits(ctx.device.index, smem)) return 0;
+    if (!shared_memory_fits(ctx.device.index, kSplitSmemBytes)) return 0;
     return std::strcmp(env, "sabotage") == 0 ? 2 : 1;
 }
 
 void gdn_tc_scan_split(const ExecContext& ctx, const GdnArgs& a, const gdn_tc::TcWork& w,
                        int num_seqs, bool sabotage) {
-    const size_t smem = 2 * kStageBytes<kSplitCols> + kSplitExchangeBytes;
-    opt_in_shared_memory(ctx, tc_scan_split_kernel, smem, "tc_scan_split_kernel");
+    opt_in_shared_memory(ctx, tc_scan_split_kernel, kSplitSmemBytes, "tc_scan_split_kernel");
     tc_scan_split_kernel<<<dim3(unsigned(num_seqs), unsigned(a.Hv),
                                 unsigned((a.dv + kSplitCols - 1) / kSplitCols)),
-                           kSplitWarps * 32, smem, stream_of(ctx)>>>(a, w, sabotage ? 1 : 0);
+                           kSplitWarps * 32, kSplitSmemBytes, stream_of(ctx)>>>(a, w,
+                                                                                sabotage ? 1 : 0);
     check_launch("tc_scan_split_kernel");
 }
 
