@@ -224,32 +224,37 @@ TEST_P(CudaOps, GatedDeltaRuleChunkedManySequences) {
     }
 }
 
-// The dk-split scan blocks (opt-in, NINFER_GDN_SCAN_SPLIT_DK=1: 8 warps on 64 state columns,
-// each with half of the state rows) on the chunked route's shapes, every one a 4-warp case:
-// key dims within the lower half, filling it, and past it; value columns short of a block; the
-// real heads; strong decay. Its sabotage arm (the lower half drops the upper half's Qr S
+// The dk-split scan blocks (the default for the 4-warp cases where they fit: 8 warps on 64 state
+// columns, each with half of the state rows) and the 4-warp blocks they replace
+// (NINFER_GDN_SCAN_SPLIT_DK=0), on the chunked route's shapes, every one a 4-warp case: key dims
+// within the lower half, filling it, and past it; value columns short of a block; the real
+// heads; strong decay. The split's sabotage arm (the lower half drops the upper half's Qr S
 // partial) must be caught, which also shows the split ran. A device without the blocks' 208 KiB
-// of shared memory must decline the switch.
+// of shared memory must decline them, and then runs the 4-warp blocks only.
 TEST_P(CudaOps, GatedDeltaRuleChunkedSplitDk) {
     const auto c = ctx();
     ScopedEnv restore("NINFER_GDN_SCAN_SPLIT_DK");
-    setenv("NINFER_GDN_SCAN_SPLIT_DK", "1", 1);
-    if (!ops::cuda::shared_memory_fits(c.device.index, 208 * 1024)) {
-        EXPECT_EQ(ops::cuda::gdn_tc_scan_split_dk(c), 0) << "the split taken where it cannot fit";
-        return;
-    }
-    EXPECT_EQ(ops::cuda::gdn_tc_scan_split_dk(c), 1);
-    const auto split = [&](int64_t Hk, int64_t Hv, int64_t dk, int64_t dv,
-                           std::vector<int32_t> rows, float decay_scale = 0.3f) {
-        EXPECT_EQ(ops::cuda::gdn_tc_scan_warps(c, int(rows.size()), int(Hv)), 4);
-        check_gdn(*this, c, Hk, Hv, dk, dv, rows, reduction(), ops::GdnAlgo::Chunked, decay_scale);
+    const bool fits = ops::cuda::shared_memory_fits(c.device.index, 208 * 1024);
+    const auto shapes = [&] {
+        const auto one = [&](int64_t Hk, int64_t Hv, int64_t dk, int64_t dv,
+                             std::vector<int32_t> rows, float decay_scale = 0.3f) {
+            EXPECT_EQ(ops::cuda::gdn_tc_scan_warps(c, int(rows.size()), int(Hv)), 4);
+            check_gdn(*this, c, Hk, Hv, dk, dv, rows, reduction(), ops::GdnAlgo::Chunked,
+                      decay_scale);
+        };
+        for (int64_t dk : {16, 64, 72, 128}) one(2, 4, dk, 32, {70, 9});
+        one(16, 32, 128, 128, {200, 1});    // 35B
+        one(16, 48, 128, 128, {1, 130, 7}); // 27B
+        one(2, 2, 16, 40, {1, 3, 70});
+        one(2, 4, 32, 32, {150}, 30.0f); // strong decay
     };
-    for (int64_t dk : {16, 64, 72, 128}) split(2, 4, dk, 32, {70, 9});
-    split(16, 32, 128, 128, {200, 1});    // 35B
-    split(16, 48, 128, 128, {1, 130, 7}); // 27B
-    split(2, 2, 16, 40, {1, 3, 70});
-    split(2, 4, 32, 32, {150}, 30.0f); // strong decay
-    if (dt() != DType::BF16) return; // F32 activations take the f32 route: no split to sabotage
+    unsetenv("NINFER_GDN_SCAN_SPLIT_DK");
+    EXPECT_EQ(ops::cuda::gdn_tc_scan_split_dk(c), fits ? 1 : 0) << "the default";
+    shapes();
+    setenv("NINFER_GDN_SCAN_SPLIT_DK", "0", 1);
+    EXPECT_EQ(ops::cuda::gdn_tc_scan_split_dk(c), 0);
+    shapes();
+    if (!fits || dt() != DType::BF16) return; // F32 activations take the f32 route: no split
     setenv("NINFER_GDN_SCAN_SPLIT_DK", "sabotage", 1);
     EXPECT_EQ(ops::cuda::gdn_tc_scan_split_dk(c), 2);
     EXPECT_FALSE(check_gated_delta_rule(c, 16, 32, 128, 128, {200}, reduction(),

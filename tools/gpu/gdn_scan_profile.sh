@@ -9,7 +9,7 @@
 # `bench_prefill_ops gdn_batch 1` (64, 16, 8 x 1,024 and 1 x 8,192 rows) with the pipe and
 # stall metrics.
 #   GDN_BENCH=/tmp/g/bench_prefill_ops bash tools/gpu/gdn_scan_profile.sh   (files in $OUT/gdn_scan)
-# NAME=x (files in $OUT/gdn_scan_x) labels a second run, e.g. with NINFER_GDN_SCAN_SPLIT_DK=1.
+# NAME=x (files in $OUT/gdn_scan_x) labels a second run, e.g. with NINFER_GDN_SCAN_SPLIT_DK=0.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}/gdn_scan${NAME:+_$NAME}

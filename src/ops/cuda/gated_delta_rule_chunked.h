@@ -36,8 +36,9 @@ template <typename T> bool gated_delta_rule_chunked_fits(const ExecContext& ctx,
 // num_seqs sequences of Hv value heads (gated_delta_rule_chunked_scan.cu says when 8).
 int gdn_tc_scan_warps(const ExecContext& ctx, int num_seqs, int Hv);
 // Whether the 4-warp cases run on the dk-split blocks instead (8 warps on 64 columns, two a
-// column group, each with half of the state rows): 0 no, 1 yes, 2 yes with its test's sabotage
-// (opt-in, NINFER_GDN_SCAN_SPLIT_DK; gated_delta_rule_chunked_scan_split.cu).
+// column group, each with half of the state rows): 0 no, 1 yes, 2 yes with its test's sabotage.
+// Yes where the device has their shared memory, unless NINFER_GDN_SCAN_SPLIT_DK=0
+// (gated_delta_rule_chunked_scan_split.cu).
 int gdn_tc_scan_split_dk(const ExecContext& ctx);
 
 // gated_delta_rule's contract (ops/gated_delta_rule.h) by chunks of 64 rows; dk, dv <= 128.

@@ -1,5 +1,5 @@
-// The chunked GDN scan on dk-split blocks (opt-in, NINFER_GDN_SCAN_SPLIT_DK; the pieces in
-// gated_delta_rule_chunked_scan.cuh, the default blocks in gated_delta_rule_chunked_scan.cu).
+// The chunked GDN scan on dk-split blocks (NINFER_GDN_SCAN_SPLIT_DK=0 turns them off; the pieces
+// in gated_delta_rule_chunked_scan.cuh, the other blocks in gated_delta_rule_chunked_scan.cu).
 #include <cstdlib>
 #include <cstring>
 
@@ -9,9 +9,9 @@ namespace ninfer::ops::cuda {
 namespace {
 using namespace gdn_scan;
 
-// The dk-split scan (opt-in, NINFER_GDN_SCAN_SPLIT_DK=1; taken where the 4-warp blocks would
-// run). With few sequences (one long prompt: 64 blocks of 4 warps on 132 SMs) each warp is alone
-// on its SM sub-partition, and its chain of dependent mmas, ldmatrix and splits leaves the
+// The dk-split scan (taken where the 4-warp blocks would run, on devices that give a block its
+// shared memory). With few sequences (one long prompt: 64 blocks of 4 warps on 132 SMs) each warp
+// is alone on its SM sub-partition, and its chain of dependent mmas, ldmatrix and splits leaves the
 // tensor pipe mostly idle. Here 8 warps share 64 state columns: warp w owns columns
 // 16 (w % 4) .. + 16 and the state rows i of its half, [64 (w / 4), 64 (w / 4) + 64), so every
 // sub-partition has two warps and each warp's chain is shorter:
@@ -101,13 +101,16 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 1)
 } // namespace
 
 int gdn_tc_scan_split_dk(const ExecContext& ctx) {
-    // NINFER_GDN_SCAN_SPLIT_DK=1 (read at every call; `sabotage`: its test's arm) runs what would
-    // take the 4-warp blocks on the dk-split ones, where the device gives a block their 208 KiB
-    // (the stages' 160 plus the exchange slots' 48). Opt-in until its CUDA tests and an A/B
-    // (bench_prefill_ops gdn_batch, tools/gpu/gdn_scan_profile.sh) have run on a GPU.
-    const char* env = std::getenv("NINFER_GDN_SCAN_SPLIT_DK");
-    if (env == nullptr || *env == 0 || std::strcmp(env, "0") == 0) return 0;
+    // What would take the 4-warp blocks runs on the dk-split ones, where the device gives a block
+    // their 208 KiB (the stages' 160 plus the exchange slots' 48): sm_90 and sm_100. Measured on
+    // an H100 (bench_prefill_ops gdn_batch 5, interleaved, two rounds; bench/NOTES.md, nineteenth
+    // session): one 8,192-row prompt 1.426 -> 1.250 ms, 8 x 1,024 rows 0.857 -> 0.775 ms.
+    // NINFER_GDN_SCAN_SPLIT_DK (read at every call): 0 keeps the 4-warp blocks (an A/B switch);
+    // `sabotage` is its test's arm.
     if (!shared_memory_fits(ctx.device.index, kSplitSmemBytes)) return 0;
+    const char* env = std::getenv("NINFER_GDN_SCAN_SPLIT_DK");
+    if (env == nullptr || *env == 0) return 1;
+    if (std::strcmp(env, "0") == 0) return 0;
     return std::strcmp(env, "sabotage") == 0 ? 2 : 1;
 }
 
