@@ -5,6 +5,9 @@
 // portable mode); the dispatcher runs the four ops for everything else. The images for older
 // architectures trap (trap_before_sm90): their barrier.cluster does not exist.
 // Assumes contiguous conv state, recurrent state and core; unit last strides on the in_proj views.
+#include <cstdlib>
+#include <cstring>
+
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/gdn_state.cuh"
@@ -173,7 +176,19 @@ __device__ void gated_norm_store(const DecodeArgs& a, int64_t r, int h, int col,
 // the recurrent kernel's layout over all kD columns, so the gated norm over dv stays in the block.
 // Every block computes its key head's q/k conv (the blocks of a cluster share it); the cluster's
 // first block writes that conv state back once every block of the cluster has read it.
-template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_kernel(DecodeArgs a) {
+// Build variants (gdn_core_variant; A/B switches until measured):
+//   kMinBlocks: the blocks an SM must hold at once. 1: up to 128 registers a thread (96 used);
+//     2: 64, a few spilled, so that one block's state loads overlap another's arithmetic and
+//     stores, where one block alone runs its phases one after another.
+//   kEarlyState: the sequence's row, slot and recurrent state are read before the PDL wait, so
+//     the state's HBM round trip overlaps the previous kernel's tail. Safe because no kernel
+//     that may still be running writes them: the row and slot tables are host copies made
+//     before the step's kernels; the state is written only by this layer's GDN kernels, and
+//     every kernel of ours runs griddepcontrol.wait before it releases its dependents, so when
+//     this grid starts, every kernel before its immediate predecessor (in_proj, which reads
+//     activations and writes in_proj's rows) has completed.
+template <typename T, int kMinBlocks, bool kEarlyState>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) gdn_core_kernel(DecodeArgs a) {
     trap_before_sm90();
     const int s = blockIdx.x / a.Hv, h = blockIdx.x % a.Hv, hk = h / a.ratio;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -188,14 +203,30 @@ template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_ke
     const float A_log = to_float(static_cast<const T*>(a.A_log)[h]);
     const float dt_bias = to_float(static_cast<const T*>(a.dt_bias)[h]);
     const float norm_w = to_float(static_cast<const T*>(a.norm_w)[col]);
-    pdl_wait_and_release();
-    const int64_t r = a.row_begin[s], slot = a.slots[s];
-    if (a.row_begin[s + 1] == r) return; // no row: both states stay (the whole cluster returns)
-    // S[slot, h, 32 rg, col]
-    const GdnStateRef st = a.state.at(((slot * a.Hv + h) * kD + 32 * rg) * kD + col);
+    // No row: both states stay (the whole cluster returns). S[slot, h, 32 rg + j, col]:
+    const auto state_of = [&](int64_t slot) {
+        return a.state.at(((slot * a.Hv + h) * kD + 32 * rg) * kD + col);
+    };
+    int64_t r, slot;
+    GdnStateRef st;
     float S[32];
+    if constexpr (kEarlyState) {
+        r = a.row_begin[s], slot = a.slots[s];
+        const bool has_row = a.row_begin[s + 1] != r;
+        st = state_of(slot);
+        if (has_row)
 #pragma unroll
-    for (int j = 0; j < 32; ++j) S[j] = st.load(j * kD);
+            for (int j = 0; j < 32; ++j) S[j] = st.load(j * kD);
+        pdl_wait_and_release();
+        if (!has_row) return;
+    } else {
+        pdl_wait_and_release();
+        r = a.row_begin[s], slot = a.slots[s];
+        if (a.row_begin[s + 1] == r) return;
+        st = state_of(slot);
+#pragma unroll
+        for (int j = 0; j < 32; ++j) S[j] = st.load(j * kD);
+    }
     __shared__ float x_s[kChannels]; // conv outputs in T: q [0, kD), k [kD, 2 kD), v [2 kD, 3 kD)
     float next[kHist] = {};
     conv_block<T>(a, r, slot, ch, taps, x_s, next);
@@ -220,7 +251,8 @@ template <typename T> __global__ void __launch_bounds__(kThreads, 1) gdn_core_ke
 }
 
 // launch_pdl with a cluster of `ratio` blocks (one key head's value heads) as a second attribute.
-template <typename T> void launch_decode(const ExecContext& ctx, const DecodeArgs& a, int seqs) {
+template <typename T, int kMinBlocks, bool kEarlyState>
+void launch_decode(const ExecContext& ctx, const DecodeArgs& a, int seqs) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(unsigned(seqs * a.Hv));
     config.blockDim = dim3(kThreads);
@@ -234,10 +266,21 @@ template <typename T> void launch_decode(const ExecContext& ctx, const DecodeArg
     attribute[1].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
     config.numAttrs = pdl_enabled(ctx) ? 2 : 1;
-    check(cudaLaunchKernelEx(&config, gdn_core_kernel<T>, a), "gdn_core_kernel");
+    void (*kernel)(DecodeArgs) = gdn_core_kernel<T, kMinBlocks, kEarlyState>;
+    check(cudaLaunchKernelEx(&config, kernel, a), "gdn_core_kernel");
 }
 
 } // namespace
+
+GdnCoreVariant gdn_core_variant() {
+    // Read at every call. At a decode batch of 256 the default build (one block an SM, the state
+    // read after the wait) ran at 426 us a layer on an H100, 1.2 TB/s of its bf16 state (bench/
+    // NOTES.md, nineteenth session): each SM's blocks go through their phases one at a time.
+    const char* blocks = std::getenv("NINFER_GDN_CORE_BLOCKS");
+    const char* early = std::getenv("NINFER_GDN_CORE_EARLY_STATE");
+    return {blocks != nullptr && std::strcmp(blocks, "2") == 0 ? 2 : 1,
+            early != nullptr && std::strcmp(early, "1") == 0};
+}
 
 bool gdn_core_fused_fits(const SeqBatch& batch, const TensorView& conv_w,
                          const TensorView& recurrent_state, int64_t Hk) {
@@ -281,7 +324,13 @@ void gdn_core_fused(const ExecContext& ctx, const TensorView& qkv, const TensorV
                           eps};
     dispatch_float(qkv.dtype, "gdn_core", [&](auto tag) {
         using E = decltype(tag);
-        launch_decode<E>(ctx, args, batch.num_seqs);
+        const GdnCoreVariant v = gdn_core_variant();
+        if (v.blocks_per_sm == 2)
+            v.early_state ? launch_decode<E, 2, true>(ctx, args, batch.num_seqs)
+                          : launch_decode<E, 2, false>(ctx, args, batch.num_seqs);
+        else
+            v.early_state ? launch_decode<E, 1, true>(ctx, args, batch.num_seqs)
+                          : launch_decode<E, 1, false>(ctx, args, batch.num_seqs);
     });
 }
 
