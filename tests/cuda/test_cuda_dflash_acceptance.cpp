@@ -1,11 +1,12 @@
 // The demo model's DFlash2 acceptance on CUDA equals PyTorch's (dflash_acceptance.h): the
 // drafter's CUDA ops, its context writes and its block proposals under graphs reproduce the
 // reference drafter's choices; so does a shortlisted proposal head. f32 is held to the generated
-// continuations as the CPU is; bf16 to the first round after fixed windows, because bf16 text
-// diverges from the f32 reference's: PyTorch's own bf16 lands 0.035 to 0.078 drafts a round off
-// its f32 0.6367 over the continuations (0.6717 with every module in bf16, 0.7142 loaded as
-// transformers loads bf16; ninfer's bf16 gave 0.6577 there), but 0.013 to 0.018 off its 0.6696
-// on the fixed windows (train_dflash.py --eval-only keep --eval-dtype bf16, first_round).
+// continuations as the CPU is; both precisions to the first round after fixed windows, each
+// against PyTorch in its own precision (eval.json first_round and first_round_bf16), because
+// bf16 text diverges from the f32 reference's: PyTorch's own bf16 lands 0.035 to 0.078 drafts a
+// round off its f32 0.6367 over the continuations (0.6717 with every module in bf16, 0.7142
+// loaded as transformers loads bf16; ninfer's bf16 gave 0.6577 there), and 0.013 off its 0.6696
+// on the fixed windows (0.683), where ninfer's bf16 gave 0.6920 (H100, nineteenth session).
 #include "cuda/cuda_test_util.h"
 #include "model/dflash_acceptance.h"
 

@@ -26,11 +26,15 @@ struct DFlashEval {
     int draft_tokens = 0, continuation_tokens = 0;
     double mean_accepted = 0;
     std::vector<double> per_position;
-    // The first round after fixed windows (each prompt cut at first_round_cuts tokens).
+    // The first round after fixed windows (each prompt cut at first_round_cuts tokens), by
+    // PyTorch in f32 (first_round) and in bf16 (first_round_bf16: every module in bf16).
     std::vector<int> first_round_cuts;
-    int first_round_windows = 0;
-    double first_round_mean = 0;
-    std::vector<double> first_round_per_position;
+    struct FirstRound {
+        int windows = 0;
+        double mean = 0;
+        std::vector<double> per_position;
+    };
+    FirstRound first_round, first_round_bf16;
 };
 
 inline DFlashEval load_dflash_eval(const std::string& model_dir) {
@@ -42,13 +46,16 @@ inline DFlashEval load_dflash_eval(const std::string& model_dir) {
     e.continuation_tokens = j.at("continuation_tokens").get<int>();
     e.mean_accepted = j.at("pytorch").at("mean_accepted").get<double>();
     e.per_position = j.at("pytorch").at("accepted_per_position").get<std::vector<double>>();
-    if (j.contains("first_round")) {
-        const nlohmann::json& f = j.at("first_round");
+    const auto first_round = [&](const char* key, DFlashEval::FirstRound& out) {
+        if (!j.contains(key)) return;
+        const nlohmann::json& f = j.at(key);
         e.first_round_cuts = f.at("cuts").get<std::vector<int>>();
-        e.first_round_windows = f.at("windows").get<int>();
-        e.first_round_mean = f.at("mean_accepted").get<double>();
-        e.first_round_per_position = f.at("accepted_per_position").get<std::vector<double>>();
-    }
+        out.windows = f.at("windows").get<int>();
+        out.mean = f.at("mean_accepted").get<double>();
+        out.per_position = f.at("accepted_per_position").get<std::vector<double>>();
+    };
+    first_round("first_round", e.first_round);
+    first_round("first_round_bf16", e.first_round_bf16);
     return e;
 }
 
@@ -187,27 +194,33 @@ inline FirstRounds measure_first_rounds(EngineOptions options, const MtpEval& pr
     return r;
 }
 
-// The first round's acceptance on the fixed windows against PyTorch's (eval.json first_round),
-// per position and on average, within kAcceptanceTolerance. The gate for a precision whose
-// generated text diverges from the f32 reference's: PyTorch's own bf16 is 0.035 to 0.078 drafts
-// a round off its f32 over the continuations, 0.013 to 0.018 on these windows.
+// The first round's acceptance on the fixed windows against PyTorch's in the engine's precision
+// (eval.json first_round; for a bf16 engine first_round_bf16), per position and on average,
+// within kAcceptanceTolerance. The gate for a precision whose generated text diverges from the
+// f32 reference's: PyTorch's own bf16 is 0.035 to 0.078 drafts a round off its f32 over the
+// continuations, 0.013 on these windows (0.683 against 0.6696), and ninfer's CUDA bf16 0.022
+// (0.6920; H100, nineteenth session), so a bf16 engine is held to PyTorch's bf16.
 inline void check_dflash_first_round(const EngineOptions& options) {
     const MtpEval prompts = load_mtp_eval();
     const DFlashEval want = load_dflash_eval(prompts.model_dir);
-    ASSERT_FALSE(want.first_round_cuts.empty())
-        << "models/ninfer-demo/dflash2/eval.json has no first_round (train_dflash.py --eval-only)";
+    const bool bf16 = options.dtype == "bf16";
+    const DFlashEval::FirstRound& ref = bf16 ? want.first_round_bf16 : want.first_round;
+    ASSERT_FALSE(want.first_round_cuts.empty() || ref.windows == 0)
+        << "models/ninfer-demo/dflash2/eval.json has no "
+        << (bf16 ? "first_round_bf16" : "first_round") << " (train_dflash.py --eval-only keep"
+        << (bf16 ? " --eval-dtype bf16)" : ")");
     const FirstRounds got = measure_first_rounds(options, prompts, want);
-    ASSERT_EQ(got.windows, want.first_round_windows);
+    ASSERT_EQ(got.windows, ref.windows);
     const double mean = double(got.accepted) / double(got.windows);
-    EXPECT_NEAR(mean, want.first_round_mean, kAcceptanceTolerance)
+    EXPECT_NEAR(mean, ref.mean, kAcceptanceTolerance)
         << "first-round drafts accepted, ninfer against PyTorch";
-    for (size_t i = 0; i < want.first_round_per_position.size() && i < got.at.size(); ++i)
-        EXPECT_NEAR(double(got.at[i]) / double(got.windows), want.first_round_per_position[i],
+    for (size_t i = 0; i < ref.per_position.size() && i < got.at.size(); ++i)
+        EXPECT_NEAR(double(got.at[i]) / double(got.windows), ref.per_position[i],
                     kAcceptanceTolerance)
             << "first round, position " << i;
     EXPECT_GT(got.at.empty() ? 0.0 : double(got.at[0]) / double(got.windows), 0.1);
-    std::printf("dflash2 demo: first round after %lld windows, %.4f accepted (PyTorch %.4f)\n",
-                static_cast<long long>(got.windows), mean, want.first_round_mean);
+    std::printf("dflash2 demo: first round after %lld windows, %.4f accepted (PyTorch %s %.4f)\n",
+                static_cast<long long>(got.windows), mean, bf16 ? "bf16" : "f32", ref.mean);
 }
 
 inline void check_dflash_acceptance(EngineOptions options) {
