@@ -8,8 +8,8 @@
 #include <numeric>
 
 #include "cuda/cuda_test_util.h"
+#include "cuda/gdn_core_builds.h"
 #include "ops/conv1d.h"
-#include "ops/cuda/cuda_ops.h"
 #include "ops/gated_delta_rule.h"
 #include "ops/gated_rms_norm.h"
 
@@ -142,26 +142,25 @@ TEST_P(CudaGdnCore, DecodeWithAnEmptySequence) {
     run(32, {1, 0, 1}); // the empty sequence's states stay as they are
 }
 
-// Every build of the fused kernel (gdn_core_variant: one or two resident blocks an SM, the state
-// read after or before the PDL wait) on decode batches of one, three and many sequences (blocks of
-// several clusters share each SM), one with an empty sequence.
+// Every build of the fused kernel (gdn_core_variant: the row-group blocks built for one or two
+// resident blocks an SM, or the column blocks; the state read after or before the PDL wait) on
+// decode batches of one, three and many sequences (blocks of several clusters share each SM), one
+// with an empty sequence.
 TEST_P(CudaGdnCore, DecodeOnEveryBuild) {
-    ScopedEnv restore_blocks("NINFER_GDN_CORE_BLOCKS"),
-        restore_early("NINFER_GDN_CORE_EARLY_STATE");
     const std::vector<int32_t> many(300, 1);
-    for (const char* blocks : {"1", "2"})
-        for (const char* early : {"0", "1"}) {
-            setenv("NINFER_GDN_CORE_BLOCKS", blocks, 1);
-            setenv("NINFER_GDN_CORE_EARLY_STATE", early, 1);
-            const ops::cuda::GdnCoreVariant v = ops::cuda::gdn_core_variant();
-            EXPECT_EQ(v.blocks_per_sm, blocks[0] - '0');
-            EXPECT_EQ(v.early_state, early[0] == '1');
-            run(32, {1});
-            run(32, {1, 0, 1});
-            run(48, {1, 1, 1});
-            run(32, many);
-            run(48, std::vector<int32_t>(many.begin(), many.begin() + 100));
-        }
+    for (const ops::cuda::GdnCoreVariant& want : kGdnCoreBuilds) {
+        const ScopedGdnCoreBuild build(want);
+        const ops::cuda::GdnCoreVariant v = ops::cuda::gdn_core_variant();
+        ASSERT_EQ(v.blocks_per_sm, want.blocks_per_sm);
+        ASSERT_EQ(v.early_state, want.early_state);
+        ASSERT_EQ(v.columns, want.columns);
+        SCOPED_TRACE(gdn_core_build_name(want));
+        run(32, {1});
+        run(32, {1, 0, 1});
+        run(48, {1, 1, 1});
+        run(32, many);
+        run(48, std::vector<int32_t>(many.begin(), many.begin() + 100));
+    }
 }
 
 TEST_P(CudaGdnCore, PrefillRunsTheComposition) {

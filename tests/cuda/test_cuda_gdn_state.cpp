@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "cuda/cuda_test_util.h"
+#include "cuda/gdn_core_builds.h"
 #include "ops/gated_delta_rule.h"
 
 namespace ninfer::test {
@@ -111,7 +112,8 @@ TEST_P(CudaGdnState, PerRowSnapshots) {
     check({{4, 20, 0}, {1, 8, 1}}, 2, 4, ops::GdnAlgo::Auto, {3, -1});
 }
 
-// gdn_core's fused decode kernel (sm_90 clusters; 35B heads): core output and both states.
+// gdn_core's fused decode kernel (sm_90 clusters; 35B heads), every build: core output and both
+// states.
 TEST_P(CudaGdnState, FusedGdnCoreDecode) {
     const auto c = ctx();
     const int64_t Hk = 16, Hv = 32, C = 2 * Hk * kD + Hv * kD, Vd = Hv * kD, slots = 4;
@@ -136,17 +138,21 @@ TEST_P(CudaGdnState, FusedGdnCoreDecode) {
             to_device(c, zeros({T, C}), dt()),        to_device(c, zeros({T, Hv}), DType::F32),
             to_device(c, zeros({T, Hv}), DType::F32), to_device(c, zeros({T, Hv, kD}), dt())};
     };
-    Side f32 = side(DType::F32), bf16 = side(DType::BF16);
-    for (Side* s : {&f32, &bf16})
-        ops::gdn_core(c, proj.view().narrow(1, 0, C), proj.view().narrow(1, C, Vd),
-                      proj.view().narrow(1, C + Vd, Hv), proj.view().narrow(1, C + Vd + Hv, Hv),
-                      conv_w, A_log, dt_bias, norm_w, 1e-6f, batch.device(), s->conv_state,
-                      s->state, s->conv_out, s->g, s->beta, s->core);
-    EXPECT_TRUE(near(to_host(c, bf16.core), to_host(c, f32.core), kExact));
-    EXPECT_TRUE(near(to_host(c, bf16.conv_state), to_host(c, f32.conv_state), kExact));
-    const Tensor state32 = to_host(c, f32.state);
-    EXPECT_TRUE(near(to_host(c, bf16.state), rounded(state32, DType::BF16), kExact));
-    EXPECT_FALSE(near(state32, start, kExact)) << "the kernel wrote no state";
+    for (const ops::cuda::GdnCoreVariant& build : kGdnCoreBuilds) { // each keeps the contract
+        const ScopedGdnCoreBuild selected(build);
+        SCOPED_TRACE(gdn_core_build_name(build));
+        Side f32 = side(DType::F32), bf16 = side(DType::BF16);
+        for (Side* s : {&f32, &bf16})
+            ops::gdn_core(c, proj.view().narrow(1, 0, C), proj.view().narrow(1, C, Vd),
+                          proj.view().narrow(1, C + Vd, Hv), proj.view().narrow(1, C + Vd + Hv, Hv),
+                          conv_w, A_log, dt_bias, norm_w, 1e-6f, batch.device(), s->conv_state,
+                          s->state, s->conv_out, s->g, s->beta, s->core);
+        EXPECT_TRUE(near(to_host(c, bf16.core), to_host(c, f32.core), kExact));
+        EXPECT_TRUE(near(to_host(c, bf16.conv_state), to_host(c, f32.conv_state), kExact));
+        const Tensor state32 = to_host(c, f32.state);
+        EXPECT_TRUE(near(to_host(c, bf16.state), rounded(state32, DType::BF16), kExact));
+        EXPECT_FALSE(near(state32, start, kExact)) << "the kernel wrote no state";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGdnState, ::testing::Values(DType::F32, DType::BF16),

@@ -4,9 +4,10 @@
 # 1. the CUDA tests of the fused GDN decode kernel's builds (CudaGdnCore.DecodeOnEveryBuild), the
 #    GDN state and dk-split scan tests, and the DFlash acceptance gates (bf16 against PyTorch's
 #    bf16 figures);
-# 2. the fused GDN decode kernel's four builds (NINFER_GDN_CORE_BLOCKS=1|2 x
-#    NINFER_GDN_CORE_EARLY_STATE=0|1) A/B'd, interleaved: the fp8 35B at a decode batch of 256
-#    (two rounds; the kernel was 39% of that step) and at batch 1;
+# 2. the fused GDN decode kernel's six builds (row-group blocks: NINFER_GDN_CORE_BLOCKS=1|2 x
+#    NINFER_GDN_CORE_EARLY_STATE=0|1; column blocks: NINFER_GDN_CORE_COLUMNS=1 x early 0|1)
+#    A/B'd, interleaved: the fp8 35B at a decode batch of 256 (two rounds; the kernel was 39% of
+#    that step) and at batch 1;
 # 3. one traced 1k/128 serving run at 256 concurrent and 1,000 requests: the bf16 35B on a card
 #    past 100 GB (issue 12's target model), else the fp8 35B;
 # 4. the GDN prefill pass (tc_prepare_kernel, 42% of the chunked GDN's time at 64 x 1,024 rows)
@@ -44,11 +45,12 @@ echo "== tests done in $(elapsed) s: core_fail=$core_fail" | tee -a "$out/log"
 
 # 2. The fused GDN decode kernel's builds, interleaved.
 fp8=configs/qwen3.6-35b-a3b-fp8.json
-bench_arm() { # label, blocks, early, bench arguments...
-    local label=$1 blocks=$2 early=$3
-    shift 3
+bench_arm() { # label, blocks, early, columns, bench arguments...
+    local label=$1 blocks=$2 early=$3 columns=$4
+    shift 4
     local json="$out/core_ab_$label.json"
-    if NINFER_GDN_CORE_BLOCKS=$blocks NINFER_GDN_CORE_EARLY_STATE=$early timeout 120 \
+    if NINFER_GDN_CORE_BLOCKS=$blocks NINFER_GDN_CORE_EARLY_STATE=$early \
+        NINFER_GDN_CORE_COLUMNS=$columns timeout 120 \
         /tmp/g/ninfer bench --config $fp8 --random-weights --device cuda --warmup 1 "$@" \
         -o json > "$json" 2> "$out/core_ab.err"; then
         python3 tools/gpu/bench_lines.py "$json" --label "$label" | tee -a "$out/log"
@@ -58,16 +60,17 @@ bench_arm() { # label, blocks, early, bench arguments...
 }
 if [ $core_fail -eq 0 ]; then
     echo "== gdn_core builds A/B at $(elapsed) s" | tee -a "$out/log"
+    arms=("1 0 0" "2 0 0" "1 1 0" "2 1 0" "1 0 1" "1 1 1")
     for round in 1 2; do
-        for arm in "1 0" "2 0" "1 1" "2 1"; do
+        for arm in "${arms[@]}"; do
             set -- $arm
-            bench_arm "b256_blocks$1_early$2_r$round" "$1" "$2" --batch 256 -p 128 -n 64 -r 1 \
-                --gdn-state-dtype bf16
+            bench_arm "b256_blocks$1_early$2_columns$3_r$round" "$1" "$2" "$3" --batch 256 \
+                -p 128 -n 64 -r 1 --gdn-state-dtype bf16
         done
     done
-    for arm in "1 0" "2 0" "1 1" "2 1"; do
+    for arm in "${arms[@]}"; do
         set -- $arm
-        bench_arm "b1_blocks$1_early$2" "$1" "$2" -p 512 -n 128 -r 2
+        bench_arm "b1_blocks$1_early$2_columns$3" "$1" "$2" "$3" -p 512 -n 128 -r 2
     done
 fi
 

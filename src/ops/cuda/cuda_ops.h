@@ -82,12 +82,14 @@ void gdn_core_fused(const ExecContext& ctx, const TensorView& qkv, const TensorV
                     const TensorView& A_log, const TensorView& dt_bias, const TensorView& norm_w,
                     float eps, const SeqBatch& batch, const TensorView& conv_state,
                     const TensorView& recurrent_state, const TensorView& core);
-// The fused decode kernel's build (gdn_core.cu): the blocks an SM it is built to hold (1 or 2;
-// NINFER_GDN_CORE_BLOCKS=2), and whether it reads the recurrent state before its PDL wait
+// The fused decode kernel's build (gdn_core.cu): the column blocks (gdn_core_columns.cu;
+// NINFER_GDN_CORE_COLUMNS=1) or the row-group blocks built to hold 1 or 2 an SM
+// (NINFER_GDN_CORE_BLOCKS=2), and whether either reads the recurrent state before its PDL wait
 // (NINFER_GDN_CORE_EARLY_STATE=1).
 struct GdnCoreVariant {
     int blocks_per_sm = 1;
     bool early_state = false;
+    bool columns = false;
 };
 GdnCoreVariant gdn_core_variant();
 void rope(const ExecContext& ctx, const TensorView& x, const TensorView& positions,
