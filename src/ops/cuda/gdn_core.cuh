@@ -43,7 +43,7 @@ __device__ __forceinline__ void cluster_wait() {
 
 // The conv channel of block thread t < kChannels: the q rows of key head hk, then its k rows,
 // then value head h's v rows (qkv columns: q [0, Kd), k [Kd, 2 Kd), v [2 Kd, C), Kd = Hk kD).
-__device__ int64_t conv_channel(int t, int hk, int h, int Hk) {
+inline __device__ int64_t conv_channel(int t, int hk, int h, int Hk) {
     const int64_t Kd = int64_t(Hk) * kD;
     if (t < kD) return int64_t(hk) * kD + t;
     if (t < 2 * kD) return Kd + int64_t(hk) * kD + (t - kD);
@@ -82,7 +82,7 @@ template <typename T> __device__ Gates gdn_gates_of(float a, float b, float A_lo
 
 // Element lane + 32 * group of the dk-vector x (shared memory, kD values) l2-normalised and times
 // `scale`, reduced in load_normalized's order. Every lane of the warp must call it.
-__device__ float normalized_element(const float* x, int group, float scale) {
+inline __device__ float normalized_element(const float* x, int group, float scale) {
     const int lane = threadIdx.x & 31;
     float sum = 0.0f;
 #pragma unroll
